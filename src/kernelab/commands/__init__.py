@@ -1,0 +1,1 @@
+"""One module per command (or small family of commands); each exposes register(app)."""

@@ -1,0 +1,5 @@
+"""The `kernelab gpus` command(s): not built yet."""
+
+
+def register(app) -> None:  # filled in by the issue that builds this command
+    pass
