@@ -1,0 +1,1 @@
+"""Kernels: the torch references (the specification of each op) and the implementations."""
