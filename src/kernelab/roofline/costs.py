@@ -1,0 +1,294 @@
+"""What each op must compute and move: FLOPs and the minimum bytes, the roofline's x axis.
+
+Minimum bytes means every input read from memory once and every output written once, at
+the size of its dtype: the traffic a perfect kernel with unlimited on-chip storage would
+cause. A real kernel moves at least this much, so a time measured against these bytes can
+only understate the bandwidth it needed, never flatter it.
+
+FLOPs count a multiply and an add as two (a fused multiply-add is two), integer ops as
+ops, and a transcendental (exp, rsqrt) as one. Each cost model states its conventions in
+the one-line `explanation` the OpCost carries, which is printed to the user.
+
+Every OpCost's `shape` holds every argument of its cost model except `dtype`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernelab.errors import KernelabError, unknown
+
+# Storage bytes per element. tf32 is a math mode over fp32 storage; fp4 packs two per byte.
+_DTYPE_BYTES = {
+    "fp64": 8.0,
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
+}
+
+# Spellings people type for the same dtypes (torch names, short forms).
+_DTYPE_ALIASES = {
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float8": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
+    "nvfp4": "fp4",
+}
+
+# Inputs too narrow to be a useful output: their GEMMs write a wider result by default.
+_WIDER_GEMM_OUTPUT = {"fp8": "bf16", "fp4": "bf16"}
+
+
+def canonical_dtype(dtype: str) -> str:
+    """The dtype's canonical name ("bfloat16" -> "bf16"); UnknownNameError if there is none."""
+    key = str(dtype).strip().lower()
+    key = _DTYPE_ALIASES.get(key, key)
+    if key not in _DTYPE_BYTES:
+        raise unknown("dtype", str(dtype), _DTYPE_BYTES)
+    return key
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes one element of `dtype` occupies in memory (0.5 for fp4)."""
+    return _DTYPE_BYTES[canonical_dtype(dtype)]
+
+
+@dataclass(frozen=True)
+class OpCost:
+    op: str
+    shape: dict  # every argument of the cost model but dtype, e.g. {"m": 4096, ..., "batch": 1}
+    dtype: str  # the input dtype (canonical name)
+    flops: float
+    bytes: float  # minimum bytes moved: inputs read once, outputs written once
+    explanation: str  # one line: how flops and bytes were counted
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in FLOP/byte."""
+        return self.flops / self.bytes
+
+    def to_dict(self) -> dict:
+        return {
+            "op": self.op,
+            "shape": dict(self.shape),
+            "dtype": self.dtype,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "intensity": self.intensity,
+            "explanation": self.explanation,
+        }
+
+
+def _count(op: str, name: str, value, *, minimum: int = 1) -> int:
+    """`value` as an int of at least `minimum`; a one-line KernelabError naming it otherwise."""
+    kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    if isinstance(value, bool):
+        raise KernelabError(f"{op}: {name} must be {kind}, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise KernelabError(f"{op}: {name} must be {kind}, got {value!r}") from None
+    if number < minimum:
+        raise KernelabError(f"{op}: {name} must be {kind}, got {number}")
+    return number
+
+
+def gemm(m, n, k, *, batch=1, dtype="bf16", out_dtype=None) -> OpCost:
+    """C[M,N] = A[M,K] @ B[K,N], `batch` times."""
+    m, n, k = (_count("gemm", name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+    batch = _count("gemm", "batch", batch)
+    dtype = canonical_dtype(dtype)
+    out_dtype = canonical_dtype(out_dtype) if out_dtype else _WIDER_GEMM_OUTPUT.get(dtype, dtype)
+    # One multiply and one add per multiply-accumulate, M*N*K of them per product.
+    flops = 2.0 * m * n * k * batch
+    # Read A (M*K) and B (K*N) once, write C (M*N) once, per product.
+    bytes_ = batch * ((m * k + k * n) * dtype_bytes(dtype) + m * n * dtype_bytes(out_dtype))
+    explanation = (
+        "2*M*N*K FLOPs (a multiply and an add per MAC); bytes = (M*K + K*N) inputs at "
+        f"{dtype} + M*N output at {out_dtype}" + (f", x batch {batch}" if batch > 1 else "")
+    )
+    shape = {"m": m, "n": n, "k": k, "batch": batch, "out_dtype": out_dtype}
+    return OpCost("gemm", shape, dtype, flops, bytes_, explanation)
+
+
+def gemv(m, n, *, dtype) -> OpCost:
+    """y[M] = A[M,N] @ x[N]."""
+    m, n = _count("gemv", "m", m), _count("gemv", "n", n)
+    dtype = canonical_dtype(dtype)
+    flops = 2.0 * m * n
+    # Read A (M*N) and x (N), write y (M): the matrix dominates, so intensity is ~1 FLOP per element.
+    bytes_ = (m * n + n + m) * dtype_bytes(dtype)
+    explanation = f"2*M*N FLOPs; bytes = M*N matrix + N vector read, M written, at {dtype}"
+    return OpCost("gemv", {"m": m, "n": n}, dtype, flops, bytes_, explanation)
+
+
+def elementwise(n, *, reads=2, writes=1, flops_per_element=1, dtype) -> OpCost:
+    """An n-element map reading `reads` tensors and writing `writes` (z = x + y by default)."""
+    n = _count("elementwise", "n", n)
+    reads = _count("elementwise", "reads", reads, minimum=0)
+    writes = _count("elementwise", "writes", writes, minimum=0)
+    flops_per_element = _count("elementwise", "flops_per_element", flops_per_element, minimum=0)
+    if reads + writes == 0:
+        raise KernelabError("elementwise: reads + writes must be at least 1")
+    dtype = canonical_dtype(dtype)
+    flops = float(n * flops_per_element)
+    bytes_ = n * (reads + writes) * dtype_bytes(dtype)
+    explanation = (
+        f"{flops_per_element} FLOP(s) per element; bytes = n x ({reads} read(s) + "
+        f"{writes} write(s)) at {dtype}"
+    )
+    shape = {"n": n, "reads": reads, "writes": writes, "flops_per_element": flops_per_element}
+    return OpCost("elementwise", shape, dtype, flops, bytes_, explanation)
+
+
+# Softmax per element: a max compare, a subtract, an exp, a running-sum add and a divide
+# (a multiply by the row's reciprocal in practice).
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+
+
+def softmax(rows, cols, *, dtype) -> OpCost:
+    """Softmax over the last dim of x[rows, cols]."""
+    rows, cols = _count("softmax", "rows", rows), _count("softmax", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    flops = float(SOFTMAX_FLOPS_PER_ELEMENT * elements)
+    bytes_ = 2 * elements * dtype_bytes(dtype)  # read x, write y
+    explanation = (
+        f"{SOFTMAX_FLOPS_PER_ELEMENT} FLOPs per element (max, subtract, exp, sum, divide); "
+        f"bytes = read + write rows*cols at {dtype}"
+    )
+    return OpCost("softmax", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
+
+
+def layernorm(rows, cols, *, dtype, bias=True) -> OpCost:
+    """LayerNorm over the last dim of x[rows, cols] with a weight (and a bias) of cols."""
+    rows, cols = _count("layernorm", "rows", rows), _count("layernorm", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    # Per element: add for the mean, subtract it, square and add for the variance, multiply
+    # by rstd, multiply by weight (, add bias). The per-row rsqrt is ignored: 1/cols of it.
+    per_element = 7 if bias else 6
+    flops = float(per_element * elements)
+    params = 2 if bias else 1  # weight (and bias): cols elements each, read once
+    bytes_ = (2 * elements + params * cols) * dtype_bytes(dtype)  # read x, write y
+    affine = "weight + bias" if bias else "weight"
+    explanation = (
+        f"{per_element} FLOPs per element (mean, center, variance, normalize, {affine}); "
+        f"bytes = read x + write y (rows*cols) + {affine} (cols) once, at {dtype}"
+    )
+    shape = {"rows": rows, "cols": cols, "bias": bool(bias)}
+    return OpCost("layernorm", shape, dtype, flops, bytes_, explanation)
+
+
+def rmsnorm(rows, cols, *, dtype) -> OpCost:
+    """RMSNorm over the last dim of x[rows, cols] with a weight of cols."""
+    rows, cols = _count("rmsnorm", "rows", rows), _count("rmsnorm", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    # Per element: square and add for the mean square, multiply by rstd, multiply by weight.
+    flops = 4.0 * elements
+    bytes_ = (2 * elements + cols) * dtype_bytes(dtype)  # read x, write y, read weight once
+    explanation = (
+        "4 FLOPs per element (square, sum, normalize, weight); bytes = read x + write y "
+        f"(rows*cols) + weight (cols) once, at {dtype}"
+    )
+    return OpCost("rmsnorm", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
+
+
+def reduction(rows, cols, *, dtype) -> OpCost:
+    """A sum over the last dim of x[rows, cols]: one value per row."""
+    rows, cols = _count("reduction", "rows", rows), _count("reduction", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    # One add per element (cols - 1 per row, rounded up to cols).
+    flops = float(rows * cols)
+    bytes_ = (rows * cols + rows) * dtype_bytes(dtype)  # read x, write one value per row
+    explanation = f"1 FLOP per element (an add); bytes = read rows*cols + write rows at {dtype}"
+    return OpCost("reduction", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
+
+
+def causal_pairs(seq_q: int, seq_k: int) -> float:
+    """Query-key pairs a causal mask keeps, counted as the area under the diagonal.
+
+    The mask is aligned bottom-right (FlashAttention 2.1+, torch's causal_lower_right):
+    query i sees keys j <= i + seq_k - seq_q, so the last query sees every key. As an area
+    that is seq_k**2 / 2 when seq_q == seq_k (exactly half), seq_q*seq_k - seq_q**2/2 when
+    seq_k > seq_q (a prefix of cached keys every query sees, then the triangle), and
+    seq_k**2 / 2 when seq_q > seq_k (the first seq_q - seq_k queries see nothing).
+    """
+    if seq_k >= seq_q:
+        return seq_q * seq_k - seq_q * seq_q / 2
+    return seq_k * seq_k / 2
+
+
+def attention(batch, heads, seq_q, seq_k, head_dim, *, causal=False, dtype) -> OpCost:
+    """Attention forward: O = softmax(Q K^T / sqrt(D)) V, per batch and head."""
+    batch = _count("attention", "batch", batch)
+    heads = _count("attention", "heads", heads)
+    seq_q = _count("attention", "seq_q", seq_q)
+    seq_k = _count("attention", "seq_k", seq_k)
+    head_dim = _count("attention", "head_dim", head_dim)
+    dtype = canonical_dtype(dtype)
+    pairs = causal_pairs(seq_q, seq_k) if causal else float(seq_q * seq_k)
+    # Two matmuls (Q K^T and P V), 2*D FLOPs per query-key pair each; the softmax is not
+    # counted, as in FlashAttention's reporting: it is ~5 FLOPs per pair against 4*D.
+    flops = 4.0 * batch * heads * pairs * head_dim
+    # Read Q (Sq*D), K and V (Sk*D each), write O (Sq*D), once per batch and head.
+    bytes_ = batch * heads * (2 * seq_q + 2 * seq_k) * head_dim * dtype_bytes(dtype)
+    if causal:
+        mask = (
+            "causal: pairs = Sq*Sk/2 when Sq == Sk, Sq*Sk - Sq^2/2 when Sk > Sq, Sk^2/2 when "
+            "Sq > Sk (bottom-right mask)"
+        )
+    else:
+        mask = "pairs = Sq*Sk"
+    explanation = (
+        f"4*B*H*pairs*D FLOPs (QK^T and PV, softmax not counted; {mask}); bytes = Q, K, V "
+        f"read once + O written once at {dtype}"
+    )
+    shape = {
+        "batch": batch,
+        "heads": heads,
+        "seq_q": seq_q,
+        "seq_k": seq_k,
+        "head_dim": head_dim,
+        "causal": bool(causal),
+    }
+    return OpCost("attention", shape, dtype, flops, bytes_, explanation)
+
+
+COST_MODELS: dict[str, Callable[..., OpCost]] = {
+    "gemm": gemm,
+    "gemv": gemv,
+    "elementwise": elementwise,
+    "softmax": softmax,
+    "layernorm": layernorm,
+    "rmsnorm": rmsnorm,
+    "reduction": reduction,
+    "attention": attention,
+}
+
+
+def shape_label(shape: dict) -> str:
+    """A short text for a shape: "m=4096 n=4096 k=4096", flags by name, defaults left out."""
+    parts = []
+    for key, value in shape.items():
+        if isinstance(value, bool):
+            if value and key != "bias":
+                parts.append(key)
+            elif not value and key == "bias":
+                parts.append("no-bias")
+        elif isinstance(value, int) and not (key == "batch" and value == 1):
+            parts.append(f"{key}={value}")
+    return " ".join(parts)

@@ -1,0 +1,166 @@
+"""The roofline model: where an op's cost sits against a GPU's two ceilings.
+
+A kernel cannot run faster than its FLOPs at the peak math rate, nor than its bytes at the
+memory bandwidth. The slower of the two is the floor time; the intensity (FLOP/byte) at
+which they are equal is the ridge. Left of the ridge the op is memory-bound, right of it
+compute-bound. A measured time is judged against the floor: sol_pct is the share of
+speed-of-light it reached, and a time under the floor means the kernel or its cost model
+is wrong, never that it won.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from kernelab.errors import KernelabError, unknown
+from kernelab.roofline.costs import OpCost, canonical_dtype
+
+# A time this much under the floor still counts as rounding, not as faster than light.
+LIGHT_SPEED_TOLERANCE = 0.01
+FASTER_THAN_LIGHT = "faster than speed of light: check the kernel or its cost model"
+
+# Math modes a dtype may be asked to use instead of its default: fp32 inputs default to the
+# SIMT fp32 rate and may use tf32 tensor cores.
+_MATH_MODES = {"fp32": ("fp32", "tf32"), "tf32": ("tf32",)}
+
+
+def math_dtype(dtype: str, math_mode: str | None = None) -> str:
+    """The dtype whose peak rate bounds an op on `dtype` inputs computed in `math_mode`.
+
+    fp32 uses the SIMT "fp32" peak unless math_mode="tf32"; bf16, fp16, fp8, int8 and fp4
+    use their tensor-core peaks; fp64 its best dense rate.
+    """
+    dtype = canonical_dtype(dtype)
+    if math_mode is None:
+        return dtype
+    try:
+        mode = canonical_dtype(math_mode)
+    except KernelabError:
+        raise unknown("math mode", str(math_mode), ("fp32", "tf32")) from None
+    allowed = _MATH_MODES.get(dtype, (dtype,))
+    if mode not in allowed:
+        raise KernelabError(
+            f"math mode '{math_mode}' does not apply to {dtype} inputs "
+            f"(allowed: {', '.join(allowed)})"
+        )
+    return mode
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    gpu_id: str
+    peak_flops: dict  # FLOP/s (OP/s for int8) by dtype, dense
+    bandwidth: float  # bytes/s from device memory
+    source: str  # "datasheet" (the catalog) or "measured ..." (the harness)
+
+    @classmethod
+    def from_spec(cls, spec) -> Ceilings:
+        """The datasheet ceilings of a catalog GPUSpec."""
+        peaks = {dtype: spec.peak_flops(dtype) for dtype in spec.peak_tflops}
+        return cls(spec.id, peaks, spec.bandwidth_bytes_per_s, "datasheet")
+
+    def peak(self, dtype: str) -> float:
+        """Peak FLOP/s for `dtype`; a KernelabError naming the GPU when it has none."""
+        dtype = canonical_dtype(dtype)
+        rate = self.peak_flops.get(dtype)
+        if not rate:
+            have = ", ".join(d for d, r in self.peak_flops.items() if r) or "none"
+            raise KernelabError(
+                f"{self.gpu_id} has no {dtype} peak in its {self.source} ceilings (has: {have})"
+            )
+        return rate
+
+    def ridge(self, dtype: str) -> float:
+        """The intensity (FLOP/byte) where the `dtype` compute roof meets the memory roof."""
+        return self.peak(dtype) / self.bandwidth
+
+    def to_dict(self) -> dict:
+        return {
+            "gpu_id": self.gpu_id,
+            "peak_flops": dict(self.peak_flops),
+            "bandwidth": self.bandwidth,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Placement:
+    op: str
+    shape: dict
+    gpu: str
+    dtype: str  # input dtype
+    math_dtype: str  # the dtype whose peak applies (tf32 for fp32 with math_mode="tf32")
+    flops: float
+    bytes: float
+    intensity: float  # FLOP/byte
+    ridge: float  # FLOP/byte, for math_dtype
+    bound: str  # "memory" (intensity < ridge) or "compute" (at the ridge or right of it)
+    peak_tflops: float
+    bandwidth_gbps: float
+    attainable_tflops: float  # min(peak, intensity * bandwidth)
+    floor_ms: float  # the speed-of-light time: max(flops / peak, bytes / bandwidth)
+    explanation: str
+    ceilings_source: str
+    time_ms: float | None = None
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    sol_pct: float | None = None  # 100 * floor_ms / time_ms: share of the attainable rate
+    faster_than_light: bool = False
+    warning: str | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["shape"] = dict(self.shape)
+        return data
+
+
+def place(
+    cost: OpCost,
+    ceilings: Ceilings,
+    *,
+    math_mode: str | None = None,
+    time_ms: float | None = None,
+) -> Placement:
+    """Put `cost` on the roofline of `ceilings`; judge `time_ms` against the floor if given."""
+    compute_dtype = math_dtype(cost.dtype, math_mode)
+    peak = ceilings.peak(compute_dtype)
+    bandwidth = ceilings.bandwidth
+    intensity = cost.intensity
+    ridge = peak / bandwidth
+    floor_s = max(cost.flops / peak, cost.bytes / bandwidth)
+
+    timed: dict = {}
+    if time_ms is not None:
+        if not isinstance(time_ms, (int, float)) or not math.isfinite(time_ms) or time_ms <= 0:
+            raise KernelabError(f"time must be a positive number of milliseconds, got {time_ms}")
+        seconds = time_ms * 1e-3
+        faster = time_ms < floor_s * 1e3 * (1 - LIGHT_SPEED_TOLERANCE)
+        timed = {
+            "time_ms": float(time_ms),
+            "achieved_tflops": cost.flops / seconds / 1e12,
+            "achieved_gbps": cost.bytes / seconds / 1e9,
+            "sol_pct": 100.0 * floor_s * 1e3 / time_ms,
+            "faster_than_light": faster,
+            "warning": FASTER_THAN_LIGHT if faster else None,
+        }
+
+    return Placement(
+        op=cost.op,
+        shape=dict(cost.shape),
+        gpu=ceilings.gpu_id,
+        dtype=cost.dtype,
+        math_dtype=compute_dtype,
+        flops=cost.flops,
+        bytes=cost.bytes,
+        intensity=intensity,
+        ridge=ridge,
+        bound="memory" if intensity < ridge else "compute",
+        peak_tflops=peak / 1e12,
+        bandwidth_gbps=bandwidth / 1e9,
+        attainable_tflops=min(peak, intensity * bandwidth) / 1e12,
+        floor_ms=floor_s * 1e3,
+        explanation=cost.explanation,
+        ceilings_source=ceilings.source,
+        **timed,
+    )
