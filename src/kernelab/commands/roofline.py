@@ -1,5 +1,243 @@
-"""The `kernelab roofline` command(s): not built yet."""
+"""`kernelab roofline OP`: an op's FLOPs and bytes against a GPU's ceilings.
+
+Memory- or compute-bound, the floor time, and with --time-ms the share of speed-of-light a
+measured time reached; --plot draws the chart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernelab.errors import KernelabError, NoGPUError, unknown
+from kernelab.output import JsonOption, emit, note
+from kernelab.roofline.costs import COST_MODELS, shape_label
+from kernelab.roofline.model import Ceilings, Placement, place
+
+# The shape options each op takes: required first, then optional ones whose default the
+# command or the cost model fills in.
+_REQUIRED = {
+    "gemm": ("m", "n", "k"),
+    "gemv": ("m", "n"),
+    "elementwise": ("n",),
+    "softmax": ("rows", "cols"),
+    "layernorm": ("rows", "cols"),
+    "rmsnorm": ("rows", "cols"),
+    "reduction": ("rows", "cols"),
+    "attention": ("heads", "seq_q", "head_dim"),
+}
+_OPTIONAL = {
+    "gemm": ("batch",),
+    "elementwise": ("reads", "writes", "flops_per_element"),
+    "layernorm": ("bias",),
+    "attention": ("batch", "seq_k", "causal"),
+}
+CEILING_SOURCES = ("datasheet", "measured")
 
 
-def register(app) -> None:  # filled in by the issue that builds this command
-    pass
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _cost_arguments(op: str, given: dict) -> dict:
+    """The cost model's keyword arguments from the options given, checked against the op."""
+    required, optional = _REQUIRED[op], _OPTIONAL.get(op, ())
+    stray = [name for name, value in given.items() if value is not None]
+    stray = [name for name in stray if name not in required and name not in optional]
+    if stray:
+        raise KernelabError(f"roofline {op} does not take {', '.join(map(_flag, stray))}")
+    missing = [name for name in required if given.get(name) is None]
+    if missing:
+        raise KernelabError(f"roofline {op} needs {', '.join(map(_flag, missing))}")
+    arguments = {name: given[name] for name in (*required, *optional) if given[name] is not None}
+    if op == "attention":
+        arguments.setdefault("batch", 1)
+        arguments.setdefault("seq_k", arguments["seq_q"])  # self-attention unless told
+    return arguments
+
+
+def _gpu(name: str):
+    from kernelab.hardware import resolve_gpu
+
+    try:
+        return resolve_gpu(name)
+    except ImportError as exc:  # GPU detection is unavailable in this installation
+        raise NoGPUError(f"cannot detect the GPU here ({exc}); pass --gpu NAME") from None
+
+
+def _ceilings(spec, source: str) -> Ceilings:
+    if source not in CEILING_SOURCES:
+        raise unknown("ceilings source", source, CEILING_SOURCES)
+    if source == "datasheet":
+        return Ceilings.from_spec(spec)
+    try:
+        from kernelab.harness.ceilings import measured_ceilings_for
+    except ImportError:
+        measured = None
+    else:
+        measured = measured_ceilings_for(spec)
+    if measured is None:
+        raise KernelabError(
+            f"no measured ceilings for this GPU yet; run kernelab ceilings on it (gpu: {spec.id})"
+        )
+    return measured
+
+
+def verdict(p: Placement) -> str:
+    """One plain sentence: which roof bounds the op, by how much, and the floor time."""
+    if p.bound == "compute":
+        where = f"is {p.intensity / p.ridge:.2g}x the"
+    else:
+        where = f"is {p.ridge / p.intensity:.3g}x below the"
+    return (
+        f"{p.bound}-bound: intensity {p.intensity:.4g} FLOP/B {where} {p.math_dtype} ridge of "
+        f"{p.ridge:.3g} FLOP/B on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
+    )
+
+
+def _render(console, p: Placement) -> None:
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("op", f"{p.op} {shape_label(p.shape)}"),
+        ("dtype", p.dtype if p.math_dtype == p.dtype else f"{p.dtype} (math: {p.math_dtype})"),
+        ("gpu", f"{p.gpu} ({p.ceilings_source} ceilings)"),
+        ("FLOPs", f"{p.flops:.4g}"),
+        ("bytes", f"{p.bytes:.4g}"),
+        ("intensity", f"{p.intensity:.4g} FLOP/B"),
+        (
+            "ridge",
+            f"{p.ridge:.4g} FLOP/B ({p.peak_tflops:.4g} TFLOP/s / {p.bandwidth_gbps:.4g} GB/s)",
+        ),
+        ("bound", p.bound),
+        ("attainable", f"{p.attainable_tflops:.4g} TFLOP/s"),
+        ("floor", f"{p.floor_ms:.4g} ms"),
+    ]
+    if p.time_ms is not None:
+        rows += [
+            ("time", f"{p.time_ms:.4g} ms"),
+            ("achieved", f"{p.achieved_tflops:.4g} TFLOP/s, {p.achieved_gbps:.4g} GB/s"),
+            ("speed-of-light", f"{p.sol_pct:.1f} %"),
+        ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    console.print(p.explanation, style="dim", highlight=False)
+    console.print(verdict(p), highlight=False)
+    if p.faster_than_light:
+        console.print(f"WARNING: {p.warning}", style="bold red", highlight=False)
+    elif p.time_ms is not None:
+        console.print(
+            f"at {p.time_ms:.4g} ms it reaches {p.sol_pct:.1f} % of speed-of-light",
+            highlight=False,
+        )
+
+
+def roofline(
+    op: Annotated[str, typer.Argument(help=f"The op: {', '.join(COST_MODELS)}.")],
+    m: Annotated[int | None, typer.Option("--m", min=1, help="Rows of A (gemm, gemv).")] = None,
+    n: Annotated[
+        int | None, typer.Option("--n", min=1, help="Columns (gemm, gemv); elements (elementwise).")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, help="Reduction dim (gemm).")] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", min=1, help="Batch (gemm, attention); default 1.")
+    ] = None,
+    rows: Annotated[
+        int | None, typer.Option("--rows", min=1, help="Rows (softmax, norms).")
+    ] = None,
+    cols: Annotated[
+        int | None, typer.Option("--cols", min=1, help="Reduced dim (softmax, norms).")
+    ] = None,
+    reads: Annotated[
+        int | None, typer.Option("--reads", min=0, help="Tensors read (elementwise, default 2).")
+    ] = None,
+    writes: Annotated[
+        int | None,
+        typer.Option("--writes", min=0, help="Tensors written (elementwise, default 1)."),
+    ] = None,
+    flops_per_element: Annotated[
+        int | None,
+        typer.Option("--flops-per-element", min=0, help="FLOPs per element (elementwise, 1)."),
+    ] = None,
+    bias: Annotated[
+        bool | None, typer.Option("--bias/--no-bias", help="Layernorm with a bias (default yes).")
+    ] = None,
+    heads: Annotated[int | None, typer.Option("--heads", min=1, help="Heads (attention).")] = None,
+    seq_q: Annotated[
+        int | None, typer.Option("--seq-q", min=1, help="Query length (attention).")
+    ] = None,
+    seq_k: Annotated[
+        int | None, typer.Option("--seq-k", min=1, help="Key length (attention; default seq-q).")
+    ] = None,
+    head_dim: Annotated[
+        int | None, typer.Option("--head-dim", min=1, help="Head dim (attention).")
+    ] = None,
+    causal: Annotated[bool, typer.Option("--causal", help="Causal mask (attention).")] = False,
+    dtype: Annotated[str, typer.Option("--dtype", help="Input dtype.")] = "bf16",
+    gpu: Annotated[str, typer.Option("--gpu", help="Catalog id, or auto.")] = "h100-sxm",
+    time_ms: Annotated[
+        float | None, typer.Option("--time-ms", help="A measured time to judge, in ms.")
+    ] = None,
+    math: Annotated[
+        str | None, typer.Option("--math", help="Math mode: tf32 for fp32 on tensor cores.")
+    ] = None,
+    ceilings: Annotated[
+        str, typer.Option("--ceilings", help="datasheet (the catalog) or measured.")
+    ] = "datasheet",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write the chart (.png/.svg).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Place an op on a GPU's roofline: memory- or compute-bound, its floor, % of light speed."""
+    op_name = op.strip().lower()
+    if op_name not in COST_MODELS:
+        raise unknown("op", op, COST_MODELS)
+    given = {
+        "m": m,
+        "n": n,
+        "k": k,
+        "batch": batch,
+        "rows": rows,
+        "cols": cols,
+        "reads": reads,
+        "writes": writes,
+        "flops_per_element": flops_per_element,
+        "bias": bias,
+        "heads": heads,
+        "seq_q": seq_q,
+        "seq_k": seq_k,
+        "head_dim": head_dim,
+        "causal": causal or None,
+    }
+    arguments = _cost_arguments(op_name, given)
+    if time_ms is not None and not time_ms > 0:
+        raise KernelabError(f"--time-ms must be a positive number of milliseconds, got {time_ms}")
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
+        raise KernelabError(f"--plot needs a .png or .svg file name, got '{plot}'")
+
+    cost = COST_MODELS[op_name](**arguments, dtype=dtype)
+    spec = _gpu(gpu)
+    limits = _ceilings(spec, ceilings.strip().lower())
+    placement = place(cost, limits, math_mode=math, time_ms=time_ms)
+
+    if plot is not None:
+        from kernelab.roofline.plot import plot_roofline
+
+        plot_roofline(limits, [placement], plot)
+        note(f"wrote {plot}")
+    if placement.faster_than_light and as_json:
+        note(f"[bold red]WARNING: {placement.warning}[/]")
+
+    data = {**placement.to_dict(), "plot": str(plot) if plot is not None else None}
+    emit(data, as_json, lambda console: _render(console, placement))
+
+
+def register(app) -> None:
+    app.command("roofline")(roofline)
