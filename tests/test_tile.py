@@ -1,0 +1,182 @@
+"""The tile lens on hand-worked tilings."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelab.errors import KernelabError
+from kernelab.hardware import CATALOG, get_gpu
+from kernelab.kernels import registry
+from kernelab.kernels.registry import Implementation
+from kernelab.lenses import tile as tile_lens
+from kernelab.lenses.occupancy import LaunchDoesNotFit
+from kernelab.lenses.tile import (
+    TileConfig,
+    analyze_tile,
+    block_tile_reuse,
+    estimate_registers,
+    thread_tile_reuse,
+)
+
+GPU = "h200" if "h200" in CATALOG else "h100-sxm"
+
+
+@pytest.fixture
+def spec():
+    return get_gpu(GPU)
+
+
+# The 2D block-tiling step of an SGEMM ladder: 128x128x8 tile, 8x8 per thread, 256 threads.
+BLOCK_2D = TileConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=256, registers=128)
+# A warp-tiled step: 64x64 warp tiles, 8x4 thread tiles iterated 4 times, 128 threads.
+WARP_TILED = TileConfig(bm=128, bn=128, bk=16, wm=64, wn=64, tm=8, tn=4, threads=128)
+
+
+def test_2d_thread_tiles_beat_1d():
+    assert thread_tile_reuse(8, 1) == pytest.approx(16 / 9)
+    assert thread_tile_reuse(8, 8) == pytest.approx(128 / 16)
+
+
+def test_block_reuse_formula():
+    # 2*128*128 FLOPs per (128 + 128) fp32 elements per unit of K: 32768 / 1024 = 32.
+    assert block_tile_reuse(128, 128, "fp32") == pytest.approx(32.0)
+    assert block_tile_reuse(64, 64, "bf16") == pytest.approx(2 * 64 * 64 / (128 * 2))
+
+
+def test_shared_memory_and_reuse_of_a_block_tile(spec):
+    result = analyze_tile(BLOCK_2D, spec)
+    assert result.smem_a_bytes == 128 * 8 * 4
+    assert result.smem_b_bytes == 8 * 128 * 4
+    assert result.smem_per_block_bytes == 8192
+    assert result.outputs_per_thread == 64
+    assert result.block_flops_per_global_byte == pytest.approx(32.0)
+    assert result.thread_flops_per_smem_load == pytest.approx(8.0)
+    assert result.thread_flops_per_smem_byte == pytest.approx(2.0)
+    assert result.registers_source == "given"
+    # 128 registers x 256 threads: the register file holds two such blocks.
+    assert result.occupancy.blocks_per_sm == 2
+    assert result.ridge == pytest.approx(spec.ridge("fp32"))
+    assert result.block_bound == "compute"
+
+
+def test_stages_and_padding_multiply_shared_memory(spec):
+    config = TileConfig(
+        bm=128, bn=128, bk=8, tm=8, tn=8, threads=256, stages=2, smem_pad=4, a_transposed=True
+    )
+    result = analyze_tile(config, spec)
+    assert result.smem_a_bytes == 8 * (128 + 4) * 4
+    assert result.smem_b_bytes == 8 * (128 + 4) * 4
+    assert result.smem_per_block_bytes == 2 * 2 * 8 * 132 * 4
+
+
+def test_warp_tile_reuse(spec):
+    result = analyze_tile(WARP_TILED, spec)
+    assert result.warp_flops_per_smem_element == pytest.approx(2 * 64 * 64 / 128)
+    assert result.outputs_per_thread == 128
+
+
+def test_register_estimate_is_marked(spec):
+    config = TileConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=256)
+    assert estimate_registers(config) == 64 + 16 + tile_lens.REGISTER_OVERHEAD_ESTIMATE
+    result = analyze_tile(config, spec)
+    assert result.registers_source == "estimate"
+    assert any("estimated" in note for note in result.notes)
+
+
+def test_small_tiles_are_memory_bound_without_l2(spec):
+    config = TileConfig(bm=16, bn=16, bk=16, tm=1, tn=1, threads=256, registers=32)
+    result = analyze_tile(config, spec)
+    assert result.block_flops_per_global_byte == pytest.approx(4.0)
+    assert result.block_bound == "memory"
+
+
+def test_waves_and_tail(spec):
+    result = analyze_tile(BLOCK_2D, spec, m=4096, n=4096, k=4096)
+    waves = result.waves
+    slots = 2 * spec.sm_count
+    assert waves.blocks == 32 * 32
+    assert waves.slots == slots
+    assert waves.waves == pytest.approx(1024 / slots)
+    assert waves.full_waves == 1024 // slots
+    assert waves.tail_blocks == 1024 % slots
+    assert waves.tail_idle_fraction == pytest.approx((slots - 1024 % slots) / slots)
+    assert waves.wave_efficiency == pytest.approx(1024 / (-(-1024 // slots) * slots))
+    assert waves.tile_utilization == pytest.approx(1.0)
+    assert waves.tiled_global_bytes == pytest.approx(1024 * 256 * 4096 * 4 + 4096 * 4096 * 4)
+    assert waves.min_bytes == pytest.approx(3 * 4096 * 4096 * 4)
+
+
+def test_exact_waves_have_no_tail(spec):
+    # One block per SM slot pair, exactly two waves.
+    m = 128 * spec.sm_count
+    result = analyze_tile(BLOCK_2D, spec, m=m, n=128 * 4, k=64)
+    assert result.waves.blocks == 4 * spec.sm_count
+    assert result.waves.waves == pytest.approx(2.0)
+    assert result.waves.tail_idle_fraction == 0.0
+    assert result.waves.wave_efficiency == pytest.approx(1.0)
+
+
+def test_awkward_shapes_waste_edge_tiles(spec):
+    result = analyze_tile(BLOCK_2D, spec, m=129, n=128, k=9)
+    # 2x1 tiles of 128x128 and 2 K steps of 8 computed for 129x128x9 useful.
+    assert result.waves.tile_utilization == pytest.approx((129 * 128 * 9) / (256 * 128 * 16))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        TileConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=100),  # not a warp multiple
+        TileConfig(bm=128, bn=128, bk=8, tm=6, tn=8, threads=256),  # BM % TM
+        TileConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=512),  # too few outputs
+        TileConfig(bm=0, bn=128, bk=8, tm=8, tn=8, threads=256),
+        TileConfig(bm=128, bn=128, bk=8, tm=8, tn=4, threads=128, wm=64, wn=None),
+        TileConfig(bm=128, bn=128, bk=8, tm=8, tn=4, threads=128, wm=32, wn=64),  # 8 tiles
+    ],
+)
+def test_impossible_tilings_are_refused(spec, config):
+    with pytest.raises(KernelabError):
+        analyze_tile(config, spec)
+
+
+def test_a_tile_too_big_for_shared_memory_says_so(spec):
+    config = TileConfig(bm=512, bn=512, bk=64, tm=16, tn=16, threads=1024, stages=2, registers=64)
+    with pytest.raises(LaunchDoesNotFit, match="shared memory"):
+        analyze_tile(config, spec)
+
+
+def test_partial_problem_size_is_refused(spec):
+    with pytest.raises(KernelabError):
+        analyze_tile(BLOCK_2D, spec, m=128)
+
+
+def _fake(name, metadata):
+    return Implementation(
+        name=name, op="gemm", build=lambda: None, dtypes=("fp32",), metadata=metadata
+    )
+
+
+def test_kernel_tile_reads_registry_metadata(monkeypatch):
+    meta = {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "TM": 8, "TN": 4}
+    meta |= {"threads": 128, "stages": 2, "registers": 167}
+    monkeypatch.setattr(registry, "get", lambda name: _fake(name, meta))
+    config = tile_lens.kernel_tile("sgemm:10")
+    assert config == TileConfig(
+        bm=128, bn=128, bk=16, wm=64, wn=64, tm=8, tn=4, threads=128, stages=2, registers=167
+    )
+
+
+def test_kernel_without_tiles_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(registry, "get", lambda name: _fake(name, {"technique": "naive"}))
+    with pytest.raises(KernelabError, match="declares no tile"):
+        tile_lens.kernel_tile("sgemm:1")
+
+
+def test_ladder_tiles_keeps_only_tiled_steps(monkeypatch):
+    impls = [
+        _fake("sgemm:1", {}),
+        _fake("sgemm:5", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256}),
+    ]
+    monkeypatch.setattr(registry, "implementations", lambda op=None: impls)
+    tiles = tile_lens.ladder_tiles()
+    assert list(tiles) == ["sgemm:5"]
+    assert tiles["sgemm:5"].threads == 256
