@@ -85,6 +85,11 @@ def _ceilings(spec, source: str) -> Ceilings:
     return measured
 
 
+def _plain(x: float) -> str:
+    """A number as a person says it: 1365, 295, 4.6, 0.139."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def verdict(p: Placement) -> str:
     """One plain sentence: which roof bounds the op, by how much, and the floor time."""
     if p.bound == "compute":
@@ -92,8 +97,8 @@ def verdict(p: Placement) -> str:
     else:
         where = f"is {p.ridge / p.intensity:.3g}x below the"
     return (
-        f"{p.bound}-bound: intensity {p.intensity:.4g} FLOP/B {where} {p.math_dtype} ridge of "
-        f"{p.ridge:.3g} FLOP/B on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
+        f"{p.bound}-bound: intensity {_plain(p.intensity)} FLOP/B {where} {p.math_dtype} ridge "
+        f"of {_plain(p.ridge)} FLOP/B on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
     )
 
 
@@ -139,7 +144,7 @@ def _render(console, p: Placement) -> None:
 
 
 def roofline(
-    op: Annotated[str, typer.Argument(help=f"The op: {', '.join(COST_MODELS)}.")],
+    op: Annotated[str, typer.Argument(metavar="OP", help=f"The op: {', '.join(COST_MODELS)}.")],
     m: Annotated[int | None, typer.Option("--m", min=1, help="Rows of A (gemm, gemv).")] = None,
     n: Annotated[
         int | None, typer.Option("--n", min=1, help="Columns (gemm, gemv); elements (elementwise).")

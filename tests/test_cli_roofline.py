@@ -1,0 +1,265 @@
+"""`kernelab roofline`: the JSON contract, the human verdict, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from kernelab.cli import main
+from kernelab.roofline.costs import attention, elementwise, layernorm
+from kernelab.roofline.model import FASTER_THAN_LIGHT, Ceilings
+
+GEMM_4096 = ["roofline", "gemm", "--m", "4096", "--n", "4096", "--k", "4096"]
+
+
+def run_json(capsys, argv):
+    code = main([*argv, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out), captured.err
+
+
+def test_done_when_gemm_4096_bf16_on_h100_is_compute_bound_at_ridge_295():
+    # The real console script path, in a fresh interpreter.
+    argv = [*GEMM_4096, "--dtype", "bf16", "--gpu", "h100-sxm", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelab.cli", *argv], capture_output=True, text=True, check=True
+    )
+    data = json.loads(done.stdout)
+    assert data["ridge"] == pytest.approx(295, rel=0.01)
+    assert data["bound"] == "compute"
+    assert data["op"] == "gemm" and data["gpu"] == "h100-sxm" and data["dtype"] == "bf16"
+    assert data["flops"] == 2 * 4096**3
+    assert data["bytes"] == 3 * 4096**2 * 2
+    assert data["intensity"] == pytest.approx(4096 / 3)
+    assert data["floor_ms"] == pytest.approx(2 * 4096**3 / 989.4e12 * 1e3)
+    assert data["ceilings_source"] == "datasheet"
+    assert data["shape"]["k"] == 4096 and data["explanation"]
+    assert data["sol_pct"] is None
+
+
+def test_time_ms_adds_achieved_rates(capsys):
+    data, _ = run_json(capsys, [*GEMM_4096, "--time-ms", "0.2"])
+    assert data["achieved_tflops"] == pytest.approx(2 * 4096**3 / 0.2e-3 / 1e12)
+    assert data["achieved_gbps"] == pytest.approx(3 * 4096**2 * 2 / 0.2e-3 / 1e9)
+    assert data["sol_pct"] == pytest.approx(100 * data["floor_ms"] / 0.2)
+    assert data["faster_than_light"] is False and data["warning"] is None
+
+
+def test_faster_than_light_is_a_warning_in_json_and_on_stderr(capsys):
+    data, err = run_json(capsys, [*GEMM_4096, "--time-ms", "0.01"])
+    assert data["faster_than_light"] is True
+    assert data["warning"] == FASTER_THAN_LIGHT
+    assert "faster than speed of light" in err
+
+
+def test_faster_than_light_is_prominent_for_people(capsys):
+    assert main([*GEMM_4096, "--time-ms", "0.01"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"WARNING: {FASTER_THAN_LIGHT}" in out
+    assert "it reaches" not in out  # never reported as a result
+
+
+def test_human_output_has_table_explanation_and_verdict(capsys):
+    assert main(GEMM_4096) == 0
+    out = " ".join(capsys.readouterr().out.split())  # undo the console's line wrapping
+    assert (
+        "compute-bound: intensity 1365 FLOP/B is 4.6x the bf16 ridge of 295 FLOP/B on "
+        "h100-sxm; the floor is 0.139 ms"
+    ) in out
+    assert "2*M*N*K FLOPs" in out
+    assert "intensity" in out and "attainable" in out
+
+
+def test_memory_bound_verdict(capsys):
+    assert main(["roofline", "gemv", "--m", "8192", "--n", "8192"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "memory-bound: intensity 1 FLOP/B is 295x below the bf16 ridge" in out
+
+
+def test_math_tf32_moves_the_fp32_ridge(capsys):
+    base = [*GEMM_4096, "--dtype", "fp32"]
+    simt, _ = run_json(capsys, base)
+    tensor, _ = run_json(capsys, [*base, "--math", "tf32"])
+    assert simt["ridge"] == pytest.approx(67.0 / 3.35)
+    assert tensor["ridge"] == pytest.approx(494.7 / 3.35)
+    assert tensor["math_dtype"] == "tf32" and tensor["dtype"] == "fp32"
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["roofline", "elementwise", "--n", "1000", "--dtype", "fp32"],
+            elementwise(1000, dtype="fp32"),
+        ),
+        (
+            [
+                "roofline",
+                "elementwise",
+                "--n",
+                "1000",
+                "--reads",
+                "1",
+                "--writes",
+                "1",
+                "--flops-per-element",
+                "0",
+            ],
+            elementwise(1000, reads=1, writes=1, flops_per_element=0, dtype="bf16"),
+        ),
+        (
+            ["roofline", "layernorm", "--rows", "64", "--cols", "4096", "--no-bias"],
+            layernorm(64, 4096, dtype="bf16", bias=False),
+        ),
+        (
+            [
+                "roofline",
+                "attention",
+                "--heads",
+                "16",
+                "--seq-q",
+                "2048",
+                "--head-dim",
+                "128",
+                "--causal",
+            ],
+            attention(1, 16, 2048, 2048, 128, causal=True, dtype="bf16"),
+        ),
+    ],
+)
+def test_options_reach_the_cost_model(capsys, argv, expected):
+    data, _ = run_json(capsys, argv)
+    assert data["flops"] == expected.flops
+    assert data["bytes"] == expected.bytes
+    assert data["shape"] == expected.shape
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["roofline", "gemv", "--m", "64", "--n", "64"],
+        ["roofline", "softmax", "--rows", "64", "--cols", "64", "--dtype", "fp32"],
+        ["roofline", "rmsnorm", "--rows", "64", "--cols", "64"],
+        ["roofline", "reduction", "--rows", "64", "--cols", "64"],
+        ["roofline", "gemm", "--m", "64", "--n", "64", "--k", "64", "--batch", "4"],
+        ["roofline", "attention", "--batch", "2", "--heads", "4", "--seq-q", "1"]
+        + ["--seq-k", "4096", "--head-dim", "64", "--dtype", "fp16"],
+    ],
+)
+def test_every_op_runs(capsys, argv):
+    data, _ = run_json(capsys, argv)
+    assert data["op"] == argv[1]
+    assert data["bound"] in ("memory", "compute")
+
+
+def one_line_failure(capsys, argv):
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelab: "), captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["roofline", "gemm", "--m", "0", "--n", "8", "--k", "8"], "--m"),
+        (["roofline", "gemm", "--m", "-4", "--n", "8", "--k", "8"], "--m"),
+        (["roofline", "softmax", "--rows", "8", "--cols", "0"], "--cols"),
+        (["roofline", "attention", "--heads", "-1", "--seq-q", "8", "--head-dim", "8"], "--heads"),
+        (["roofline", "gemx", "--m", "8"], "unknown op 'gemx'"),
+        (
+            ["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp9"],
+            "unknown dtype",
+        ),
+        (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--gpu", "h999"], "unknown GPU"),
+        (["roofline", "gemm", "--m", "8", "--n", "8"], "roofline gemm needs --k"),
+        (["roofline", "attention", "--heads", "8"], "needs --seq-q, --head-dim"),
+        (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp4"], "no fp4 peak"),
+        (["roofline", "softmax", "--rows", "8", "--cols", "8", "--k", "8"], "does not take --k"),
+        (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--causal"], "--causal"),
+        (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--time-ms", "0"], "--time-ms"),
+        (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--math", "tf32"], "tf32"),
+        (
+            ["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ceilings", "guess"],
+            "ceilings",
+        ),
+        (
+            ["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--plot", "x.txt"],
+            ".png or .svg",
+        ),
+        (["roofline"], "OP"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, says):
+    for as_json in (False, True):
+        line = one_line_failure(capsys, argv + (["--json"] if as_json else []))
+        assert says in line
+
+
+def fake_measured(monkeypatch, result):
+    module = types.ModuleType("kernelab.harness.ceilings")
+    module.measured_ceilings_for = lambda spec: result
+    monkeypatch.setitem(sys.modules, "kernelab.harness.ceilings", module)
+
+
+def test_measured_ceilings_missing_is_one_line(capsys, monkeypatch):
+    fake_measured(monkeypatch, None)
+    line = one_line_failure(capsys, [*GEMM_4096, "--ceilings", "measured", "--json"])
+    assert "no measured ceilings for this GPU yet; run kernelab ceilings on it" in line
+
+
+def test_measured_ceilings_are_used_when_present(capsys, monkeypatch):
+    fake_measured(monkeypatch, Ceilings("h100-sxm", {"bf16": 700e12}, 3.0e12, "measured today"))
+    data, _ = run_json(capsys, [*GEMM_4096, "--ceilings", "measured"])
+    assert data["ceilings_source"] == "measured today"
+    assert data["ridge"] == pytest.approx(700 / 3.0)
+
+
+def test_plot_png_and_svg(capsys, tmp_path):
+    import matplotlib.image
+
+    png, svg = tmp_path / "roof.png", tmp_path / "sub" / "roof.svg"
+    data, err = run_json(capsys, [*GEMM_4096, "--time-ms", "0.2", "--plot", str(png)])
+    assert data["plot"] == str(png) and str(png) in err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.image.imread(png).ndim == 3
+    assert main(["roofline", "softmax", "--rows", "64", "--cols", "64", "--plot", str(svg)]) == 0
+    assert ET.parse(svg).getroot().tag.endswith("svg")
+
+
+def test_plot_with_another_suffix_writes_nothing(capsys, tmp_path):
+    target = tmp_path / "roof.txt"
+    one_line_failure(capsys, [*GEMM_4096, "--plot", str(target)])
+    assert not target.exists()
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_has_cuda(), reason="this machine has a GPU")
+def test_gpu_auto_without_a_gpu_is_one_line(capsys):
+    one_line_failure(capsys, [*GEMM_4096, "--gpu", "auto"])
+
+
+@pytest.mark.gpu
+def test_gpu_auto_places_on_the_detected_gpu(capsys):
+    from kernelab.hardware import resolve_gpu
+
+    spec = resolve_gpu("auto")
+    data, _ = run_json(capsys, [*GEMM_4096, "--gpu", "auto"])
+    assert data["gpu"] == spec.id
+    assert data["ridge"] == pytest.approx(spec.ridge("bf16"))
