@@ -47,6 +47,8 @@ class GPUSpec:
     # Names the device reports through torch / NVML (matched case-insensitively, as substrings).
     device_names: tuple[str, ...] = ()
     notes: str = ""
+    # "HBM3", "GDDR6", "LPDDR5 (unified)": names the outermost level of the hierarchy view.
+    memory_type: str = ""
     # Optional published figures for the hierarchy view; None when no reliable source exists.
     l2_bandwidth_gbps: float | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
