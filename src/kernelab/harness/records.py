@@ -1,0 +1,234 @@
+"""The result record: one timed implementation at one shape, stored as JSON; and comparing
+two sets of records with the noise taken into account.
+
+A record file is a JSON list of records. Writes are atomic (a temporary file in the same
+folder, then a rename), so an interrupted run never leaves half a file behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kernelab.errors import KernelabError
+
+SCHEMA_VERSION = 1
+
+# The smallest relative change compare will call FAST or SLOW, whatever the noise says:
+# clocks and co-tenants move a median by about this much between runs on the same card.
+MIN_NOISE = 0.01
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Record:
+    op: str
+    implementation: str
+    shape: dict
+    dtype: str
+    mode: str  # timing mode: "cold", "hot", "graph", "batch"
+    samples_ms: list[float]
+    stats: dict  # kernelab.harness.stats.Summary as a dict
+    math_mode: str | None = None
+    gpu: str = ""  # the name the device reports
+    gpu_id: str | None = None  # catalog id, None when the GPU is not in the catalog
+    driver: str | None = None
+    versions: dict = field(default_factory=dict)
+    clocks: dict = field(default_factory=dict)
+    timestamp: str = field(default_factory=utc_now)  # ISO 8601, UTC
+    flops: float = 0.0
+    bytes: float = 0.0
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    pct_of_datasheet: float | None = None  # % of the attainable rate on the datasheet roofline
+    pct_of_measured: float | None = None  # the same against measured ceilings; None without
+    check: dict = field(default_factory=dict)  # error, threshold, ok
+    warnings: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def median_ms(self) -> float:
+        return float(self.stats["median"])
+
+    @property
+    def rel_noise(self) -> float:
+        return float(self.stats.get("rel_noise", 0.0))
+
+    def key(self) -> tuple:
+        """What makes two records measurements of the same thing."""
+        shape = tuple(sorted((str(k), v) for k, v in self.shape.items()))
+        return (self.op, self.implementation, shape, self.dtype, self.mode)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Record:
+        if not isinstance(data, dict):
+            raise KernelabError(f"a record must be a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if version > SCHEMA_VERSION:
+            raise KernelabError(
+                f"record schema {version} is newer than this kernelab reads ({SCHEMA_VERSION})"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = {
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        missing = sorted(required - set(data))
+        if missing:
+            raise KernelabError(f"record lacks {', '.join(missing)}")
+        if "median" not in data["stats"]:
+            raise KernelabError("record stats lack a median")
+        known = {k: v for k, v in data.items() if k in names}
+        unknown = {k: v for k, v in data.items() if k not in names}
+        record = cls(**known)
+        if unknown:  # written by a newer minor version: keep, do not drop, what we cannot read
+            record.extra = {**record.extra, "unrecognised": unknown}
+        return record
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step: a temporary file in its folder, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def save_records(records: list[Record], path: str | Path) -> Path:
+    """Write `records` as a JSON list to `path`, atomically; return the path."""
+    path = Path(path)
+    write_atomically(path, json.dumps([_jsonable(r.to_dict()) for r in records], indent=1) + "\n")
+    return path
+
+
+def load_records(path: str | Path) -> list[Record]:
+    """The records in a JSON file written by save_records (KernelabError when it is not one)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise KernelabError(f"no record file at {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise KernelabError(f"{path} is not JSON: {exc}") from None
+    if isinstance(data, dict) and "records" in data:  # a `kernelab bench --json` document
+        data = data["records"]
+    if not isinstance(data, list):
+        raise KernelabError(f"{path} holds no list of records")
+    try:
+        return [Record.from_dict(item) for item in data]
+    except KernelabError as exc:
+        raise KernelabError(f"{path}: {exc}") from None
+
+
+def append_record(record: Record, path: str | Path) -> Path:
+    """Add one record to the file at `path` (created when missing), atomically."""
+    path = Path(path)
+    existing = load_records(path) if path.exists() else []
+    return save_records([*existing, record], path)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    op: str
+    implementation: str
+    shape: dict
+    dtype: str
+    mode: str
+    old_ms: float
+    new_ms: float
+    change_pct: float  # (new - old) / old * 100: negative is faster
+    speedup: float  # old / new: above 1 is faster
+    noise_pct: float  # the band within which the two are called SAME, in % of old
+    label: str  # "FAST", "SLOW" or "SAME"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def label_change(
+    old_ms: float, new_ms: float, old_noise: float, new_noise: float
+) -> tuple[str, float]:
+    """FAST, SLOW or SAME, and the noise band used (a fraction of old_ms).
+
+    The rule: SAME when |new - old| <= max(old_noise, new_noise, MIN_NOISE) * old, where a
+    noise is a run's rel_noise (IQR / median). A difference smaller than the spread of single
+    calls in either run is not evidence of a change; below 1 % it is not worth a label.
+    """
+    band = max(old_noise or 0.0, new_noise or 0.0, MIN_NOISE)
+    if abs(new_ms - old_ms) <= band * old_ms:
+        return "SAME", band
+    return ("FAST" if new_ms < old_ms else "SLOW"), band
+
+
+def _latest_by_key(records: list[Record]) -> dict[tuple, Record]:
+    """One record per key; the later one in the list wins (files are appended in time order)."""
+    return {r.key(): r for r in records}
+
+
+def compare_records(old: list[Record], new: list[Record]) -> list[Comparison]:
+    """Pair records by (op, implementation, shape, dtype, mode) and label each pair."""
+    old_by_key = _latest_by_key(old)
+    comparisons = []
+    for key, after in _latest_by_key(new).items():
+        before = old_by_key.get(key)
+        if before is None:
+            continue
+        label, band = label_change(
+            before.median_ms, after.median_ms, before.rel_noise, after.rel_noise
+        )
+        comparisons.append(
+            Comparison(
+                op=after.op,
+                implementation=after.implementation,
+                shape=dict(after.shape),
+                dtype=after.dtype,
+                mode=after.mode,
+                old_ms=before.median_ms,
+                new_ms=after.median_ms,
+                change_pct=(after.median_ms - before.median_ms) / before.median_ms * 100,
+                speedup=before.median_ms / after.median_ms,
+                noise_pct=band * 100,
+                label=label,
+            )
+        )
+    return comparisons
+
+
+def unmatched(old: list[Record], new: list[Record]) -> tuple[list[Record], list[Record]]:
+    """Records only in old, and only in new (no partner with the same key)."""
+    old_by_key, new_by_key = _latest_by_key(old), _latest_by_key(new)
+    return (
+        [r for k, r in old_by_key.items() if k not in new_by_key],
+        [r for k, r in new_by_key.items() if k not in old_by_key],
+    )

@@ -1,0 +1,145 @@
+"""Result records: the schema round-trip, atomic saving, and labelling changes within noise."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kernelab.errors import KernelabError
+from kernelab.harness.records import (
+    SCHEMA_VERSION,
+    Record,
+    append_record,
+    compare_records,
+    label_change,
+    load_records,
+    save_records,
+    unmatched,
+)
+from kernelab.harness.stats import summarize
+
+
+def make_record(median_spread=(1.0, 0.0), implementation="torch.softmax", shape=None, **fields):
+    """A record whose samples have the given median (ms) and relative half-spread."""
+    median, spread = median_spread
+    samples = [median * (1 - spread), median, median * (1 + spread)] * 4
+    return Record(
+        op=fields.pop("op", "softmax"),
+        implementation=implementation,
+        shape=shape or {"rows": 4096, "cols": 4096},
+        dtype=fields.pop("dtype", "bf16"),
+        mode=fields.pop("mode", "cold"),
+        samples_ms=samples,
+        stats=summarize(samples).to_dict(),
+        gpu="NVIDIA H200",
+        gpu_id="h200",
+        driver="580.65.06",
+        flops=5 * 4096 * 4096,
+        bytes=2 * 2 * 4096 * 4096,
+        check={"ok": True, "error": 0.1, "threshold": 1.0},
+        **fields,
+    )
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    record = make_record(
+        (2.0, 0.05),
+        warnings=["w"],
+        extra={"note": 1},
+        pct_of_measured=None,
+        clocks={"sm_mhz_max": 1980},
+    )
+    path = save_records([record], tmp_path / "r.json")
+    (loaded,) = load_records(path)
+    assert loaded == record
+    assert loaded.schema_version == SCHEMA_VERSION
+    assert loaded.median_ms == pytest.approx(2.0)
+    raw = json.loads(path.read_text())
+    assert isinstance(raw, list) and raw[0]["timestamp"].endswith("+00:00")  # ISO, UTC
+
+
+def test_unknown_fields_are_kept_not_dropped():
+    data = make_record().to_dict()
+    data["from_the_future"] = 3
+    assert Record.from_dict(data).extra["unrecognised"] == {"from_the_future": 3}
+
+
+def test_a_newer_schema_or_a_missing_field_is_refused():
+    data = make_record().to_dict()
+    with pytest.raises(KernelabError, match="newer"):
+        Record.from_dict({**data, "schema_version": SCHEMA_VERSION + 1})
+    del data["samples_ms"]
+    with pytest.raises(KernelabError, match="samples_ms"):
+        Record.from_dict(data)
+
+
+def test_load_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    for path, match in ((bad, "not JSON"), (tmp_path / "missing.json", "no record file")):
+        with pytest.raises(KernelabError, match=match) as caught:
+            load_records(path)
+        assert "\n" not in str(caught.value)
+
+
+def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
+    path = tmp_path / "records.json"
+    save_records([make_record((1.0, 0.0))], path)
+    before = path.read_text()
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        save_records([make_record((9.0, 0.0))], path)
+    assert path.read_text() == before  # the old file is untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["records.json"]  # temp file removed
+
+
+def test_append_adds_to_the_file(tmp_path):
+    path = tmp_path / "sub" / "log.json"
+    append_record(make_record((1.0, 0.0)), path)
+    append_record(make_record((2.0, 0.0)), path)
+    assert [r.median_ms for r in load_records(path)] == [1.0, 2.0]
+
+
+def test_labels_follow_the_noise_rule():
+    # 1 % floor: 0.5 % apart is SAME, 3 % apart is not.
+    assert label_change(1.0, 1.005, 0.0, 0.0)[0] == "SAME"
+    assert label_change(1.0, 0.97, 0.0, 0.0)[0] == "FAST"
+    assert label_change(1.0, 1.03, 0.0, 0.0)[0] == "SLOW"
+    # The noisier run decides the band: 3 % apart with 5 % noise is SAME.
+    assert label_change(1.0, 1.03, 0.01, 0.05) == ("SAME", 0.05)
+
+
+def test_compare_pairs_by_key_and_labels():
+    old = [
+        make_record((1.0, 0.002), implementation="a"),
+        make_record((1.0, 0.002), implementation="b"),
+        make_record((1.0, 0.2), implementation="c"),  # IQR / median = 0.4: a noisy run
+        make_record((1.0, 0.0), implementation="gone"),
+    ]
+    new = [
+        make_record((0.8, 0.002), implementation="a"),
+        make_record((1.25, 0.002), implementation="b"),
+        make_record((1.1, 0.002), implementation="c"),
+        make_record((1.0, 0.0), implementation="a", mode="hot"),  # another mode: no partner
+    ]
+    by_impl = {c.implementation: c for c in compare_records(old, new)}
+    assert set(by_impl) == {"a", "b", "c"}
+    assert by_impl["a"].label == "FAST" and by_impl["a"].speedup == pytest.approx(1.25)
+    assert by_impl["b"].label == "SLOW" and by_impl["b"].change_pct == pytest.approx(25.0)
+    assert by_impl["c"].label == "SAME" and by_impl["c"].noise_pct == pytest.approx(40.0)
+    only_old, only_new = unmatched(old, new)
+    assert [r.implementation for r in only_old] == ["gone"]
+    assert [(r.implementation, r.mode) for r in only_new] == [("a", "hot")]
+
+
+def test_shapes_must_match_to_pair():
+    old = [make_record((1.0, 0.0), shape={"rows": 1, "cols": 2})]
+    new = [make_record((2.0, 0.0), shape={"cols": 2, "rows": 1}), make_record((2.0, 0.0))]
+    (only,) = compare_records(old, new)  # key order in the dict does not matter
+    assert only.shape == {"cols": 2, "rows": 1} and only.label == "SLOW"
