@@ -226,3 +226,11 @@ def test_shape_label_leaves_defaults_out():
     label = costs.shape_label(attention(1, 8, 128, 128, 64, causal=True, dtype="bf16").shape)
     assert label.endswith("causal")
     assert "no-bias" in costs.shape_label(layernorm(4, 4, dtype="bf16", bias=False).shape)
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(1365.33, "1365"), (295.34, "295"), (4.62, "4.62"), (0.13891, "0.139"), (9000.0, "9000")],
+)
+def test_plain_number(value, text):
+    assert costs.plain_number(value) == text

@@ -13,7 +13,7 @@ import typer
 
 from kernelab.errors import KernelabError, NoGPUError, unknown
 from kernelab.output import JsonOption, emit, note
-from kernelab.roofline.costs import COST_MODELS, shape_label
+from kernelab.roofline.costs import COST_MODELS, plain_number, shape_label
 from kernelab.roofline.model import Ceilings, Placement, place
 
 # The shape options each op takes: required first, then optional ones whose default the
@@ -85,11 +85,6 @@ def _ceilings(spec, source: str) -> Ceilings:
     return measured
 
 
-def _plain(x: float) -> str:
-    """A number as a person says it: 1365, 295, 4.6, 0.139."""
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
-
-
 def verdict(p: Placement) -> str:
     """One plain sentence: which roof bounds the op, by how much, and the floor time."""
     if p.bound == "compute":
@@ -97,8 +92,8 @@ def verdict(p: Placement) -> str:
     else:
         where = f"is {p.ridge / p.intensity:.3g}x below the"
     return (
-        f"{p.bound}-bound: intensity {_plain(p.intensity)} FLOP/B {where} {p.math_dtype} ridge "
-        f"of {_plain(p.ridge)} FLOP/B on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
+        f"{p.bound}-bound: intensity {plain_number(p.intensity)} FLOP/B {where} {p.math_dtype} ridge "
+        f"of {plain_number(p.ridge)} FLOP/B on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
     )
 
 

@@ -280,6 +280,11 @@ COST_MODELS: dict[str, Callable[..., OpCost]] = {
 }
 
 
+def plain_number(x: float) -> str:
+    """A number as a person says it: 1365, 295, 4.6, 0.139 (no exponents above 100)."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def shape_label(shape: dict) -> str:
     """A short text for a shape: "m=4096 n=4096 k=4096", flags by name, defaults left out."""
     parts = []

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelab.errors import KernelabError
-from kernelab.roofline.costs import shape_label
+from kernelab.roofline.costs import plain_number, shape_label
 from kernelab.roofline.model import Ceilings, Placement
 
 FORMATS = (".png", ".svg")
@@ -53,10 +53,10 @@ def _roofs(ceilings: Ceilings, placements: Sequence[Placement], main: str) -> di
 def _point_label(p: Placement) -> str:
     head = f"{p.op} {shape_label(p.shape)} {p.dtype}".strip()
     if p.faster_than_light:
-        return f"{head}\n{p.achieved_tflops:.3g} TFLOP/s: FASTER THAN LIGHT, check it"
+        return f"{head}\n{plain_number(p.achieved_tflops)} TFLOP/s: FASTER THAN LIGHT, check it"
     if p.achieved_tflops is not None:
-        return f"{head}\n{p.achieved_tflops:.3g} TFLOP/s ({p.sol_pct:.0f}% of SoL)"
-    return f"{head}\n{p.attainable_tflops:.3g} TFLOP/s attainable"
+        return f"{head}\n{plain_number(p.achieved_tflops)} TFLOP/s ({p.sol_pct:.0f}% of SoL)"
+    return f"{head}\n{plain_number(p.attainable_tflops)} TFLOP/s attainable"
 
 
 def plot_roofline(
@@ -98,7 +98,8 @@ def plot_roofline(
     # Memory roof: attainable = intensity * bandwidth, up to the highest compute roof.
     ridge_top = top / bandwidth
     ax.plot([x_lo, ridge_top], [x_lo * bandwidth / 1e12, top / 1e12], color="black", lw=2)
-    label_x = x_lo * 30  # up-left of the line, so the text sits above the roof, not on it
+    # Halfway along the slope (in log space), up-left of it, so the text never sits on a roof.
+    label_x = (x_lo * ridge_top) ** 0.5
     ax.annotate(
         f"memory {bandwidth / 1e12:.3g} TB/s",
         xy=(label_x, label_x * bandwidth / 1e12),
@@ -127,7 +128,7 @@ def plot_roofline(
 
     ax.axvline(main_ridge, color="tab:blue", ls="--", lw=1)
     ax.annotate(
-        f"{main} ridge {main_ridge:.3g} FLOP/B",
+        f"{main} ridge {plain_number(main_ridge)} FLOP/B",
         xy=(main_ridge, 0.02),
         xycoords=ax.get_xaxis_transform(),  # x in data, y as a fraction of the axes
         xytext=(4, 0),
