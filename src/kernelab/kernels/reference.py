@@ -1,0 +1,403 @@
+"""The torch references: the specification of every op a kernel can implement.
+
+Each op is an OpSpec: which shape keys it takes, how to draw fresh inputs for a seed, the
+reference answer (float64, upcast on the inputs' device), the plain torch eager version in
+the input dtype (the baseline kernels are compared to), and its cost (FLOPs and bytes).
+
+Inputs, in the order every implementation receives them:
+
+| op         | shape keys               | inputs                          | output                      |
+|------------|--------------------------|---------------------------------|-----------------------------|
+| gemm       | m, n, k                  | a[m, k], b[k, n]                | a @ b, [m, n]               |
+| vector_add | n                        | x[n], y[n]                      | x + y                       |
+| softmax    | rows, cols (, stride)    | x[rows, cols]                   | softmax over the last dim   |
+| layernorm  | rows, cols (, stride)    | x, weight[cols], bias[cols], eps | (x-mean)/sqrt(var+eps)*w+b |
+| rmsnorm    | rows, cols (, stride)    | x, weight[cols], eps            | x/sqrt(mean(x^2)+eps)*w     |
+
+The output has the input dtype, except fp8 GEMM which writes bf16. Layernorm uses the
+biased variance (divide by cols) and eps = 1e-5; rmsnorm uses eps = 1e-6.
+
+`stride` (softmax and norms): the distance between rows in elements, >= cols. The input
+is then a view into a wider buffer whose padding columns hold NaN, so a kernel that
+ignores the row stride reads NaN and fails the check loudly.
+
+Softmax of a row whose entries are all -inf: kernelab's kernels must produce NaN for every
+element of that row, exactly as torch does (max is -inf, x - max is NaN). A row with no
+finite entry has no distribution; NaN says so, and it is what a max-subtracting kernel
+computes without a special case. The checker requires NaN at exactly those places. A row
+with some -inf entries is ordinary: those entries get probability 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernelab.errors import KernelabError, unknown
+
+LAYERNORM_EPS = 1e-5
+RMSNORM_EPS = 1e-6
+
+# Input scaling: softmax logits are normals times this, so rows are far from flat.
+SOFTMAX_LOGIT_SCALE = 3.0
+# Norm inputs are normals plus this offset, so a kernel that skips mean subtraction fails.
+NORM_INPUT_OFFSET = 1.0
+
+_TORCH_DTYPE_NAMES = {
+    "fp64": "float64",
+    "fp32": "float32",
+    "tf32": "float32",  # a math mode over fp32 storage
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "fp8": "float8_e4m3fn",
+    "int8": "int8",
+}
+
+_ALIASES = {
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8",
+    "e4m3": "fp8",
+}
+
+
+def canonical_name(dtype: str) -> str:
+    """ "bfloat16" -> "bf16"; UnknownNameError for a dtype without a torch storage type."""
+    key = str(dtype).strip().lower().removeprefix("torch.")
+    key = _ALIASES.get(key, key)
+    if key not in _TORCH_DTYPE_NAMES:
+        raise unknown("dtype", str(dtype), _TORCH_DTYPE_NAMES)
+    return key
+
+
+def dtype_of(name: str):
+    """The torch dtype that stores kernelab dtype `name` ("bf16" -> torch.bfloat16)."""
+    import torch
+
+    torch_name = _TORCH_DTYPE_NAMES[canonical_name(name)]
+    if not hasattr(torch, torch_name):
+        raise KernelabError(f"this torch ({torch.__version__}) has no {torch_name} for {name}")
+    return getattr(torch, torch_name)
+
+
+def name_of(dtype) -> str:
+    """The kernelab name of a torch dtype (torch.float32 -> "fp32")."""
+    import torch
+
+    for name, torch_name in _TORCH_DTYPE_NAMES.items():
+        if name != "tf32" and getattr(torch, torch_name, None) == dtype:
+            return name
+    raise KernelabError(f"kernelab has no name for torch dtype {dtype}")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    shape_keys: tuple[str, ...]  # required keys of `shape`
+    dtypes: tuple[str, ...]  # input dtypes the op is defined for
+    description: str
+    _make: Callable  # (shape, torch_dtype, generator, device) -> inputs
+    _reference: Callable  # (*inputs) -> float64 tensor
+    _eager: Callable  # (*inputs) -> tensor in the output dtype
+    _cost: Callable  # (shape, dtype) -> OpCost
+    optional_keys: tuple[str, ...] = ()
+
+    def validate(self, shape: dict) -> dict:
+        """The shape with int values; KernelabError for a missing, extra or non-positive key."""
+        if not isinstance(shape, dict):
+            raise KernelabError(f"{self.name} shape must be a dict of {', '.join(self.shape_keys)}")
+        missing = [key for key in self.shape_keys if key not in shape]
+        if missing:
+            raise KernelabError(f"{self.name} needs shape keys {', '.join(missing)}")
+        allowed = self.shape_keys + self.optional_keys
+        extra = [key for key in shape if key not in allowed]
+        if extra:
+            raise KernelabError(
+                f"{self.name} takes shape keys {', '.join(allowed)}, not {', '.join(extra)}"
+            )
+        clean = {}
+        for key, value in shape.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise KernelabError(
+                    f"{self.name} shape {key} must be a positive integer, got {value!r}"
+                )
+            clean[key] = value
+        if "stride" in clean and clean["stride"] < clean["cols"]:
+            raise KernelabError(
+                f"{self.name} stride {clean['stride']} is smaller than cols {clean['cols']}"
+            )
+        return clean
+
+    def check_dtype(self, dtype: str) -> str:
+        name = canonical_name(dtype)
+        if name == "tf32":
+            name = "fp32"
+        if name not in self.dtypes:
+            raise unknown(f"dtype for {self.name}", name, self.dtypes)
+        return name
+
+    def out_dtype(self, dtype: str) -> str:
+        """The dtype of the op's output for inputs of `dtype`."""
+        name = self.check_dtype(dtype)
+        return "bf16" if name == "fp8" else name
+
+    def make_inputs(self, shape: dict, dtype: str, seed: int, device="cpu") -> tuple:
+        """Fresh random inputs drawn from a generator seeded with `seed` on `device`."""
+        import torch
+
+        shape = self.validate(shape)
+        torch_dtype = dtype_of(self.check_dtype(dtype))
+        device = torch.device(device)
+        generator = torch.Generator(device=device)
+        generator.manual_seed(int(seed))
+        return self._make(shape, torch_dtype, generator, device)
+
+    def reference(self, *inputs):
+        """The exact answer, computed in float64 on the inputs' device."""
+        return self._reference(*inputs)
+
+    def torch_eager(self, *inputs):
+        """The plain torch op in the input dtype."""
+        return self._eager(*inputs)
+
+    def cost(self, shape: dict, dtype: str):
+        """FLOPs and minimum bytes (kernelab.roofline.costs.OpCost)."""
+        return self._cost(self.validate(shape), self.check_dtype(dtype))
+
+
+# Drawing: normals in float32 from the seeded generator, then scaled and cast, so a seed gives
+# the same data in every dtype up to rounding.
+
+
+def _normals(shape, generator, device, scale=1.0, offset=0.0):
+    import torch
+
+    values = torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+    return values * scale + offset
+
+
+def _rows(shape, torch_dtype, generator, device, scale, offset):
+    """x[rows, cols], a view into a [rows, stride] buffer whose padding is NaN."""
+    import torch
+
+    rows, cols = shape["rows"], shape["cols"]
+    stride = shape.get("stride", cols)
+    x = _normals((rows, cols), generator, device, scale, offset).to(torch_dtype)
+    if stride == cols:
+        return x
+    buffer = torch.full((rows, stride), float("nan"), dtype=torch_dtype, device=device)
+    buffer[:, :cols] = x
+    return buffer[:, :cols]
+
+
+def _make_gemm(shape, torch_dtype, generator, device):
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    a = _normals((m, k), generator, device).to(torch_dtype)
+    b = _normals((k, n), generator, device).to(torch_dtype)
+    return a, b
+
+
+def _make_vector_add(shape, torch_dtype, generator, device):
+    n = shape["n"]
+    return (
+        _normals((n,), generator, device).to(torch_dtype),
+        _normals((n,), generator, device).to(torch_dtype),
+    )
+
+
+def _make_softmax(shape, torch_dtype, generator, device):
+    return (_rows(shape, torch_dtype, generator, device, SOFTMAX_LOGIT_SCALE, 0.0),)
+
+
+def _norm_weight(cols, torch_dtype, generator, device, offset):
+    # Weights around 1 and biases around 0, both random, so ignoring either one fails.
+    return _normals((cols,), generator, device, 0.5, offset).to(torch_dtype)
+
+
+def _make_layernorm(shape, torch_dtype, generator, device):
+    x = _rows(shape, torch_dtype, generator, device, 1.0, NORM_INPUT_OFFSET)
+    weight = _norm_weight(shape["cols"], torch_dtype, generator, device, 1.0)
+    bias = _norm_weight(shape["cols"], torch_dtype, generator, device, 0.0)
+    return x, weight, bias, LAYERNORM_EPS
+
+
+def _make_rmsnorm(shape, torch_dtype, generator, device):
+    x = _rows(shape, torch_dtype, generator, device, 1.0, NORM_INPUT_OFFSET)
+    weight = _norm_weight(shape["cols"], torch_dtype, generator, device, 1.0)
+    return x, weight, RMSNORM_EPS
+
+
+def _f64(tensor):
+    import torch
+
+    return tensor.to(torch.float64)
+
+
+def _reference_gemm(a, b):
+    return _f64(a) @ _f64(b)
+
+
+def _reference_vector_add(x, y):
+    return _f64(x) + _f64(y)
+
+
+def _reference_softmax(x):
+    import torch
+
+    # torch.softmax subtracts the row max, so logits of 1e4 do not overflow exp.
+    return torch.softmax(_f64(x), dim=-1)
+
+
+def _reference_layernorm(x, weight, bias, eps):
+    x64 = _f64(x)
+    mean = x64.mean(dim=-1, keepdim=True)
+    var = ((x64 - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, like torch
+    return (x64 - mean) / (var + eps).sqrt() * _f64(weight) + _f64(bias)
+
+
+def _reference_rmsnorm(x, weight, eps):
+    x64 = _f64(x)
+    mean_square = (x64 * x64).mean(dim=-1, keepdim=True)
+    return x64 / (mean_square + eps).sqrt() * _f64(weight)
+
+
+def _eager_gemm(a, b):
+    import torch
+
+    if a.dtype == torch.float8_e4m3fn:
+        # Plain torch has no fp8 matmul on every device: the eager baseline dequantizes.
+        return torch.mm(a.to(torch.bfloat16), b.to(torch.bfloat16))
+    return torch.mm(a, b)
+
+
+def _eager_vector_add(x, y):
+    return x + y
+
+
+def _eager_softmax(x):
+    import torch
+
+    return torch.softmax(x, dim=-1)
+
+
+def _eager_layernorm(x, weight, bias, eps):
+    import torch.nn.functional as F
+
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def _eager_rmsnorm(x, weight, eps):
+    import torch
+    import torch.nn.functional as F
+
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    # Older torch: normalise in fp32 and round once, as inference RMSNorm layers do.
+    x32 = x.to(torch.float32)
+    normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (normed * weight.to(torch.float32)).to(x.dtype)
+
+
+def _cost_gemm(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.gemm(shape["m"], shape["n"], shape["k"], dtype=dtype)
+
+
+def _cost_vector_add(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.elementwise(shape["n"], reads=2, writes=1, flops_per_element=1, dtype=dtype)
+
+
+def _cost_softmax(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.softmax(shape["rows"], shape["cols"], dtype=dtype)
+
+
+def _cost_layernorm(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.layernorm(shape["rows"], shape["cols"], dtype=dtype, bias=True)
+
+
+def _cost_rmsnorm(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.rmsnorm(shape["rows"], shape["cols"], dtype=dtype)
+
+
+_FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+
+OPS: dict[str, OpSpec] = {
+    spec.name: spec
+    for spec in (
+        OpSpec(
+            "gemm",
+            ("m", "n", "k"),
+            ("fp64", *_FLOAT_DTYPES, "fp8"),
+            "a[m, k] @ b[k, n]",
+            _make_gemm,
+            _reference_gemm,
+            _eager_gemm,
+            _cost_gemm,
+        ),
+        OpSpec(
+            "vector_add",
+            ("n",),
+            ("fp64", *_FLOAT_DTYPES),
+            "x + y over n elements",
+            _make_vector_add,
+            _reference_vector_add,
+            _eager_vector_add,
+            _cost_vector_add,
+        ),
+        OpSpec(
+            "softmax",
+            ("rows", "cols"),
+            ("fp64", *_FLOAT_DTYPES),
+            "softmax of x[rows, cols] over the last dim",
+            _make_softmax,
+            _reference_softmax,
+            _eager_softmax,
+            _cost_softmax,
+            optional_keys=("stride",),
+        ),
+        OpSpec(
+            "layernorm",
+            ("rows", "cols"),
+            ("fp64", *_FLOAT_DTYPES),
+            f"(x - mean) / sqrt(var + {LAYERNORM_EPS:g}) * weight + bias over the last dim",
+            _make_layernorm,
+            _reference_layernorm,
+            _eager_layernorm,
+            _cost_layernorm,
+            optional_keys=("stride",),
+        ),
+        OpSpec(
+            "rmsnorm",
+            ("rows", "cols"),
+            ("fp64", *_FLOAT_DTYPES),
+            f"x / sqrt(mean(x^2) + {RMSNORM_EPS:g}) * weight over the last dim",
+            _make_rmsnorm,
+            _reference_rmsnorm,
+            _eager_rmsnorm,
+            _cost_rmsnorm,
+            optional_keys=("stride",),
+        ),
+    )
+}
+
+
+def get_op(name: str) -> OpSpec:
+    """OPS[name], or an UnknownNameError that suggests the closest op."""
+    if name not in OPS:
+        raise unknown("op", name, OPS)
+    return OPS[name]
