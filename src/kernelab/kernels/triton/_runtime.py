@@ -92,3 +92,53 @@ def compiled_occupancy(jit_kernel, device, args: tuple, kwargs: dict) -> tuple[i
         device, num_warps=kwargs.get("num_warps", 4), regs_per_thread=regs, shared_bytes=shared
     )
     return per_sm, {"regs": regs, "spills": spills, "shared_bytes": shared}
+
+
+_occupancy_cache: dict[tuple, int] = {}
+
+
+def resident_programs(kernel, args: tuple, kwargs: dict) -> int:
+    """How many programs of this kernel the whole GPU holds at once (SMs x per-SM occupancy).
+
+    Read once per (kernel, dtypes, constexprs, launch options) from the binary compiled for
+    these arguments, so the launch that follows reuses it. Under the interpreter: a few.
+    """
+    device = args[0].device
+    if device.type != "cuda":
+        return INTERPRETER_SMS
+    dtypes = tuple(str(a.dtype) for a in args if hasattr(a, "dtype"))
+    key = (kernel.__name__, device.index, dtypes, tuple(sorted(kwargs.items())))
+    if key not in _occupancy_cache:
+        _occupancy_cache[key], _ = compiled_occupancy(kernel, device, args, kwargs)
+    return sm_count(device) * _occupancy_cache[key]
+
+
+def persistent_grid(kernel, args: tuple, kwargs: dict, n_tiles: int) -> tuple[int]:
+    """Grid of a persistent kernel: min(tiles, programs the GPU holds at once), at least 1."""
+    return (max(1, min(n_tiles, resident_programs(kernel, args, kwargs))),)
+
+
+def autotune_enabled() -> bool:
+    """KERNELAB_TRITON_AUTOTUNE=0 takes the first candidate config instead of timing them."""
+    return os.environ.get("KERNELAB_TRITON_AUTOTUNE", "1") != "0"
+
+
+def fastest(run, candidates: list[dict]) -> dict:
+    """The candidate config for which run(config) is fastest (median of a short do_bench).
+
+    L2 is not flushed between calls: this only ranks configs against each other on the same
+    input, it is not a measurement to report.
+    """
+    if len(candidates) == 1 or interpreting() or not autotune_enabled():
+        return candidates[0]
+    import triton
+
+    best, best_ms = candidates[0], float("inf")
+    for config in candidates:
+        try:
+            ms = triton.testing.do_bench(lambda config=config: run(config), warmup=5, rep=20)
+        except triton.runtime.errors.OutOfResources:
+            continue
+        if ms < best_ms:
+            best, best_ms = config, ms
+    return best

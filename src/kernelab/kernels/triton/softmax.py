@@ -31,13 +31,16 @@ gives them probability 0.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton._runtime import compiled_occupancy, interpreting, sm_count
+from kernelab.kernels.triton._runtime import (
+    fastest,
+    interpreting,
+    persistent_grid,
+    resident_programs,
+)
 
 SINGLE_PASS_MAX_COLS = 16384
 # One tile holds about this many elements (fp32 in registers: 32 KiB per program per step).
@@ -218,39 +221,19 @@ def _rows_candidates(block_n: int) -> list[dict]:
     return candidates
 
 
-def _autotune_enabled() -> bool:
-    return os.environ.get("KERNELAB_TRITON_AUTOTUNE", "1") != "0"
-
-
-_occupancy_cache: dict[tuple, int] = {}
-
-
-def _programs_per_sm(kernel, key: tuple, args: tuple, kwargs: dict) -> int:
-    """Occupancy of the kernel compiled for exactly these arguments (so the launch reuses it)."""
-    if key not in _occupancy_cache:
-        per_sm, _ = compiled_occupancy(kernel, args[0].device, args, kwargs)
-        _occupancy_cache[key] = per_sm
-    return _occupancy_cache[key]
-
-
 _tuned_rows: dict[tuple, dict] = {}
 
 
-def _launch_rows(x2d, out, block_n: int, config: dict | None = None) -> None:
+def _launch_rows(x2d, out, block_n: int) -> None:
     n_rows, n_cols = x2d.shape
     if interpreting():
-        rows = max(1, min(4, 64 // block_n))
-        grid = (min(triton.cdiv(n_rows, rows), sm_count(x2d.device)),)
-        _softmax_rows_kernel[grid](
-            x2d, out, n_rows, n_cols, x2d.stride(0), out.stride(0), BLOCK_N=block_n, ROWS=rows
-        )
-        return
-    key = (n_cols, x2d.dtype, x2d.device.index)
-    if config is None:
-        config = _tuned_rows.get(key)
-    if config is None:
-        config = _tune_rows(x2d, out, block_n)
-        _tuned_rows[key] = config
+        config = {"ROWS": max(1, min(4, 64 // block_n)), "num_warps": 1, "num_stages": 1}
+    else:
+        key = (n_cols, x2d.dtype, x2d.device.index)
+        if key not in _tuned_rows:
+            candidates = _rows_candidates(block_n)
+            _tuned_rows[key] = fastest(lambda c: _run_rows(x2d, out, block_n, c), candidates)
+        config = _tuned_rows[key]
     _run_rows(x2d, out, block_n, config)
 
 
@@ -258,28 +241,8 @@ def _run_rows(x2d, out, block_n: int, config: dict) -> None:
     n_rows, n_cols = x2d.shape
     args = (x2d, out, n_rows, n_cols, x2d.stride(0), out.stride(0))
     kwargs = {"BLOCK_N": block_n, **config}
-    key = ("rows", x2d.device.index, x2d.dtype, tuple(sorted(kwargs.items())))
-    per_sm = max(1, _programs_per_sm(_softmax_rows_kernel, key, args, kwargs))
-    grid = (min(triton.cdiv(n_rows, config["ROWS"]), sm_count(x2d.device) * per_sm),)
+    grid = persistent_grid(_softmax_rows_kernel, args, kwargs, triton.cdiv(n_rows, config["ROWS"]))
     _softmax_rows_kernel[grid](*args, **kwargs)
-
-
-def _tune_rows(x2d, out, block_n: int) -> dict:
-    """Time each candidate once on this input (median, L2 not flushed: relative choice only)."""
-    candidates = _rows_candidates(block_n)
-    if not _autotune_enabled() or len(candidates) == 1:
-        return candidates[0]
-    best, best_ms = candidates[0], float("inf")
-    for config in candidates:
-        try:
-            ms = triton.testing.do_bench(
-                lambda config=config: _run_rows(x2d, out, block_n, config), warmup=5, rep=20
-            )
-        except triton.runtime.errors.OutOfResources:
-            continue
-        if ms < best_ms:
-            best, best_ms = config, ms
-    return best
 
 
 def _chunk_cols(dtype, chunk_cols: int | None) -> int:
@@ -342,10 +305,7 @@ def _launch_cooperative(x2d, out, chunk: int) -> bool:
         n_chunks,
         2,
     )
-    key = ("coop", x2d.device.index, x2d.dtype, tuple(sorted(kwargs.items())))
-    resident = sm_count(x2d.device) * _programs_per_sm(
-        _softmax_coop_kernel, key, probe_args, kwargs
-    )
+    resident = resident_programs(_softmax_coop_kernel, probe_args, kwargs)
     n_groups = min(n_rows, resident // n_chunks)
     if n_groups < 1:
         return False

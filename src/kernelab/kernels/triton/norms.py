@@ -1,0 +1,198 @@
+"""LayerNorm and RMSNorm forward over the last dimension, fp32 statistics, any row stride.
+
+layernorm(x, w, b, eps) = (x - mean) / sqrt(var + eps) * w + b   (biased var, bias optional)
+rmsnorm(x, w, eps)      = x / sqrt(mean(x^2) + eps) * w
+
+Both are memory-bound: the ideal traffic is one read and one write of x (2 * rows * cols *
+itemsize bytes) plus the weight (and bias) once, which stays in L2 after the first rows.
+Rows up to SINGLE_PASS_MAX_COLS live in registers for the whole computation (one read, one
+write) under a persistent grid sized from the compiled kernel's occupancy; several short
+rows share a tile so that each program still moves tens of KiB per step. Longer rows take
+a looped path: one loop for the statistics, one to normalize (two reads, one write).
+
+The statistics are accumulated in fp32 whatever the input dtype; the output has x's dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelab.kernels.triton._runtime import fastest, interpreting, persistent_grid
+
+SINGLE_PASS_MAX_COLS = 32768
+ROW_TILE_ELEMENTS = 8192
+LOOP_BLOCK = 4096
+INTERPRETER_LOOP_BLOCK = 16
+
+
+@triton.jit
+def _norm_rows_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    out_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    out_row_stride,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    n_tiles = tl.cdiv(n_rows, ROWS)
+    for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+        rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        # read ROWS * cols * itemsize (masked lanes read 0 and add nothing to the sums)
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0)
+        x = x.to(tl.float32)
+        if IS_RMS:
+            mean_square = tl.sum(x * x, axis=1) / n_cols
+            centered = x
+            rstd = 1.0 / tl.sqrt(mean_square + eps)
+        else:
+            mean = tl.sum(x, axis=1) / n_cols
+            centered = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(centered * centered, axis=1) / n_cols + eps)
+        # weight (and bias): cols * itemsize each, from L2 after the first tile
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = centered * rstd[:, None] * w[None, :]
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        # write ROWS * cols * itemsize; ~7 FLOPs per element (layernorm), ~4 (rmsnorm)
+        tl.store(
+            out_ptr + rows[:, None] * out_row_stride + cols[None, :],
+            y.to(out_ptr.dtype.element_ty),
+            mask=mask,
+        )
+
+
+@triton.jit
+def _norm_looped_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    out_ptr,
+    n_cols,
+    x_row_stride,
+    out_row_stride,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    offsets = tl.arange(0, BLOCK)
+    # Sums of (x - shift) and its square with shift = the row's first element: the variance
+    # then does not cancel catastrophically when |mean| >> std.
+    shift = 0.0
+    if not IS_RMS:
+        shift = tl.load(x_row).to(tl.float32)
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    total_sq = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in tl.range(0, n_cols, BLOCK):
+        cols = start + offsets
+        mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)  # first read of the row
+        d = tl.where(mask, x - shift, 0.0)
+        total += d
+        total_sq += d * d
+    mean_d = tl.sum(total, axis=0) / n_cols
+    if IS_RMS:
+        mean = 0.0
+        rstd = 1.0 / tl.sqrt(tl.sum(total_sq, axis=0) / n_cols + eps)
+    else:
+        mean = shift + mean_d
+        var = tl.maximum(tl.sum(total_sq, axis=0) / n_cols - mean_d * mean_d, 0.0)
+        rstd = 1.0 / tl.sqrt(var + eps)
+    for start in tl.range(0, n_cols, BLOCK):
+        cols = start + offsets
+        mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)  # second read
+        y = (x - mean) * rstd * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _rows_candidates(block_n: int) -> list[dict]:
+    rows = max(1, ROW_TILE_ELEMENTS // block_n)
+    base_warps = max(1, min(16, rows * block_n // (32 * 32)))  # ~32 fp32 values per thread
+    return [
+        {"ROWS": rows, "num_warps": warps, "num_stages": stages}
+        for warps in sorted({base_warps, min(32, base_warps * 2)})
+        for stages in (1, 2)
+    ]
+
+
+_tuned: dict[tuple, dict] = {}
+
+
+def _normalize(x, weight, bias, eps: float, *, is_rms: bool, single_pass_max_cols: int | None):
+    if x.dim() != 2:
+        raise ValueError(f"norms expect a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
+    n_rows, n_cols = x.shape
+    if weight.shape != (n_cols,) or (bias is not None and bias.shape != (n_cols,)):
+        raise ValueError(f"weight and bias must have shape ({n_cols},)")
+    x2d = x if x.stride(1) == 1 else x.contiguous()
+    weight = weight.contiguous()
+    bias_arg = bias.contiguous() if bias is not None else weight  # never read without HAS_BIAS
+    out = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)
+    if n_rows == 0 or n_cols == 0:
+        return out
+    flags = {"IS_RMS": is_rms, "HAS_BIAS": bias is not None}
+    limit = SINGLE_PASS_MAX_COLS if single_pass_max_cols is None else single_pass_max_cols
+    if n_cols > limit:
+        block = INTERPRETER_LOOP_BLOCK if interpreting() else LOOP_BLOCK
+        _norm_looped_kernel[(n_rows,)](
+            x2d,
+            weight,
+            bias_arg,
+            out,
+            n_cols,
+            x2d.stride(0),
+            out.stride(0),
+            eps,
+            BLOCK=block,
+            num_warps=1 if interpreting() else 8,
+            **flags,
+        )
+        return out
+
+    block_n = triton.next_power_of_2(n_cols)
+    args = (x2d, weight, bias_arg, out, n_rows, n_cols, x2d.stride(0), out.stride(0), eps)
+
+    def run(config: dict) -> None:
+        kwargs = {"BLOCK_N": block_n, **flags, **config}
+        grid = persistent_grid(_norm_rows_kernel, args, kwargs, triton.cdiv(n_rows, config["ROWS"]))
+        _norm_rows_kernel[grid](*args, **kwargs)
+
+    if interpreting():
+        run({"ROWS": max(1, min(4, 64 // block_n)), "num_warps": 1, "num_stages": 1})
+        return out
+    key = (n_cols, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
+    if key not in _tuned:
+        _tuned[key] = fastest(run, _rows_candidates(block_n))
+    run(_tuned[key])
+    return out
+
+
+def layernorm(x, weight, bias=None, eps: float = 1e-5, *, single_pass_max_cols: int | None = None):
+    """LayerNorm of x[rows, cols] over cols; bias may be None. Returns a new tensor."""
+    return _normalize(
+        x, weight, bias, float(eps), is_rms=False, single_pass_max_cols=single_pass_max_cols
+    )
+
+
+def rmsnorm(x, weight, eps: float = 1e-6, *, single_pass_max_cols: int | None = None):
+    """RMSNorm of x[rows, cols] over cols. Returns a new tensor."""
+    return _normalize(
+        x, weight, None, float(eps), is_rms=True, single_pass_max_cols=single_pass_max_cols
+    )
