@@ -1,5 +1,295 @@
-"""The `kernelab lenses` command(s): not built yet."""
+"""`kernelab tile` and `kernelab pipeline`: the tile and pipeline lenses on the command line.
+
+tile      shared memory, registers, occupancy, reuse per level, waves and tail of a GEMM
+          tiling (given by options or read from a registered kernel), and optionally the
+          bank conflicts of a shared-memory access.
+pipeline  Little's law: the bytes each SM must keep in flight to saturate HBM, what a given
+          pipeline keeps, and the MMA work and stages that cover a load latency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+from kernelab.errors import NoGPUError
+from kernelab.output import JsonOption, emit
+
+GpuOption = Annotated[str, typer.Option("--gpu", help="Catalog id, or 'auto' for this GPU.")]
 
 
-def register(app) -> None:  # filled in by the issue that builds this command
-    pass
+def _gpu(name: str):
+    from kernelab.hardware import resolve_gpu
+
+    try:
+        return resolve_gpu(name)
+    except ImportError as exc:  # GPU detection is unavailable in this installation
+        raise NoGPUError(f"cannot detect the GPU here ({exc}); pass --gpu NAME") from None
+
+
+def _table(console, rows) -> None:
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:.1f} KiB"
+
+
+def _tile_config(kernel, given: dict):
+    """The TileConfig from --kernel's metadata with the options given on top, or from the
+    options alone (then BM, BN, BK, TM, TN and threads are required)."""
+    from kernelab.errors import KernelabError
+    from kernelab.lenses.tile import TileConfig, kernel_tile
+
+    overrides = {key: value for key, value in given.items() if value is not None}
+    if kernel:
+        return dataclasses.replace(kernel_tile(kernel), **overrides)
+    required = ("bm", "bn", "bk", "tm", "tn", "threads")
+    missing = [f"--{name}" for name in required if name not in overrides]
+    if missing:
+        raise KernelabError(f"tile needs {', '.join(missing)} (or --kernel NAME)")
+    return TileConfig(**overrides)
+
+
+def _render_tile(console, analysis, banks) -> None:
+    c, occ = analysis.config, analysis.occupancy
+    warp = f", warp tile {c.wm}x{c.wn}" if c.wm else ""
+    rows = [
+        (
+            "tile",
+            f"{c.bm}x{c.bn}x{c.bk} block{warp}, {c.tm}x{c.tn} per thread, {c.threads} threads, "
+            f"{c.dtype}, {c.stages} stage(s)",
+        ),
+        ("gpu", analysis.gpu),
+        (
+            "shared memory",
+            f"{_kib(analysis.smem_per_block_bytes)} per block (A {_kib(analysis.smem_a_bytes)} "
+            f"+ B {_kib(analysis.smem_b_bytes)} per stage)",
+        ),
+        (
+            "registers",
+            f"{analysis.registers_per_thread} per thread ({analysis.registers_source}), "
+            f"{analysis.outputs_per_thread} accumulators",
+        ),
+        (
+            "occupancy",
+            f"{occ.blocks_per_sm} blocks/SM, {occ.active_warps}/{occ.max_warps} warps "
+            f"({occ.occupancy_pct:.1f}%), limited by {' and '.join(occ.limiter)}",
+        ),
+        ("limits", ", ".join(f"{k} {v}" for k, v in occ.limits.items())),
+        (
+            "global->shared",
+            f"{analysis.block_flops_per_global_byte:.1f} FLOP/byte vs {analysis.math_dtype} "
+            f"ridge {analysis.ridge:.1f}: {analysis.block_bound}-bound without L2 reuse",
+        ),
+        (
+            "shared->regs",
+            f"{analysis.thread_flops_per_smem_load:.2f} FLOP per shared load "
+            f"({analysis.thread_flops_per_smem_byte:.2f} FLOP/byte)",
+        ),
+    ]
+    if analysis.warp_flops_per_smem_element is not None:
+        rows.append(
+            ("warp tile", f"{analysis.warp_flops_per_smem_element:.1f} FLOP per shared element")
+        )
+    w = analysis.waves
+    if w is not None:
+        rows.append(
+            (
+                "waves",
+                f"{w.blocks} blocks / {w.slots} slots = {w.waves:.2f} waves; last wave "
+                f"{100 * w.tail_idle_fraction:.0f}% idle, efficiency {100 * w.wave_efficiency:.1f}%",
+            )
+        )
+        rows.append(
+            (
+                "problem",
+                f"{w.m}x{w.n}x{w.k}: edge tiles {100 * w.tile_utilization:.1f}% useful, "
+                f"tiled traffic {w.tiled_global_bytes / 1e6:.1f} MB "
+                f"({w.tiled_intensity:.1f} FLOP/byte) vs minimum {w.min_bytes / 1e6:.1f} MB",
+            )
+        )
+    if banks is not None:
+        rows.append(
+            (
+                "banks",
+                f"{banks.pattern} access, stride {banks.row_stride_words} words, "
+                f"{banks.access_width_bytes} B: {banks.explanation}",
+            )
+        )
+    _table(console, rows)
+    for line in (*occ.notes, *analysis.notes):
+        console.print(f"note: {line}", highlight=False)
+
+
+def _render_pipeline(console, memory, tensor) -> None:
+    lat = memory.latency
+    rows = [
+        ("gpu", memory.gpu),
+        ("bandwidth", f"{memory.bandwidth_gbps:.0f} GB/s"),
+        ("latency", f"{lat.ns:.0f} ns ({lat.source})"),
+        (
+            "in flight needed",
+            f"{_kib(memory.in_flight_per_sm_bytes)} per SM, "
+            f"{memory.in_flight_total_bytes / 1e6:.2f} MB in all",
+        ),
+    ]
+    if memory.kernel is not None:
+        k = memory.kernel
+        rows.append(
+            (
+                "this pipeline",
+                f"{_kib(k.in_flight_per_sm)} per SM -> {k.reachable_gbps:.0f} GB/s "
+                f"({k.pct_of_bandwidth:.0f}%)",
+            )
+        )
+    if tensor is not None:
+        rows.append(
+            (
+                f"{tensor.dtype} MMA",
+                f"{tensor.flops_per_sm_per_cycle:.0f} FLOP/cycle/SM; "
+                f"{tensor.flops_in_flight_per_sm / 1e6:.2f} MFLOP queued per SM covers "
+                f"{tensor.latency.ns:.0f} ns",
+            )
+        )
+        if tensor.stages_needed is not None:
+            rows.append(("stages needed", str(tensor.stages_needed)))
+    _table(console, rows)
+    console.print(memory.summary, highlight=False)
+    if tensor is not None:
+        console.print(tensor.summary, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def tile(
+        bm: Annotated[int | None, typer.Option("--bm", help="Block tile rows (M).")] = None,
+        bn: Annotated[int | None, typer.Option("--bn", help="Block tile columns (N).")] = None,
+        bk: Annotated[int | None, typer.Option("--bk", help="Block tile depth (K step).")] = None,
+        wm: Annotated[int | None, typer.Option("--wm", help="Warp tile rows.")] = None,
+        wn: Annotated[int | None, typer.Option("--wn", help="Warp tile columns.")] = None,
+        tm: Annotated[int | None, typer.Option("--tm", help="Thread tile rows.")] = None,
+        tn: Annotated[int | None, typer.Option("--tn", help="Thread tile columns.")] = None,
+        threads: Annotated[int | None, typer.Option("--threads", help="Threads per block.")] = None,
+        stages: Annotated[
+            int | None, typer.Option("--stages", help="Shared-memory stages.")
+        ] = None,
+        pad: Annotated[
+            int | None, typer.Option("--pad", help="Elements of padding per shared-memory row.")
+        ] = None,
+        regs: Annotated[
+            int | None, typer.Option("--regs", help="Registers per thread (ptxas -v).")
+        ] = None,
+        dtype: Annotated[str | None, typer.Option("--dtype", help="Input dtype.")] = None,
+        gpu: GpuOption = "h200",
+        m: Annotated[int | None, typer.Option("--m", help="Problem M, for waves.")] = None,
+        n: Annotated[int | None, typer.Option("--n", help="Problem N, for waves.")] = None,
+        k: Annotated[int | None, typer.Option("--k", help="Problem K, for waves.")] = None,
+        kernel: Annotated[
+            str | None, typer.Option("--kernel", help="Read the tile of a registered kernel.")
+        ] = None,
+        bank_stride: Annotated[
+            int | None, typer.Option("--bank-stride", help="Shared row stride in 4-byte words.")
+        ] = None,
+        bank_width: Annotated[
+            int, typer.Option("--bank-width", help="Bytes per access: 4, 8 or 16.")
+        ] = 4,
+        bank_pattern: Annotated[
+            str, typer.Option("--bank-pattern", help="column, row or broadcast.")
+        ] = "column",
+        as_json: JsonOption = False,
+    ) -> None:
+        """A GEMM tiling: shared memory, registers, occupancy, reuse, waves and tail."""
+        from kernelab.lenses.banks import bank_conflicts
+        from kernelab.lenses.tile import analyze_tile
+
+        spec = _gpu(gpu)
+        given = {
+            "bm": bm,
+            "bn": bn,
+            "bk": bk,
+            "wm": wm,
+            "wn": wn,
+            "tm": tm,
+            "tn": tn,
+            "threads": threads,
+            "stages": stages,
+            "smem_pad": pad,
+            "registers": regs,
+            "dtype": dtype,
+        }
+        config = _tile_config(kernel, given)
+        analysis = analyze_tile(config, spec, m=m, n=n, k=k)
+        banks = None
+        if bank_stride is not None:
+            banks = bank_conflicts(bank_stride, bank_width, bank_pattern)
+        data = analysis.to_dict()
+        data["kernel"] = kernel
+        data["banks"] = banks.to_dict() if banks else None
+        emit(data, as_json, lambda console: _render_tile(console, analysis, banks))
+
+    @app.command()
+    def pipeline(
+        gpu: GpuOption = "h200",
+        latency_ns: Annotated[
+            float | None, typer.Option("--latency-ns", help="Load latency to assume, in ns.")
+        ] = None,
+        bandwidth_gbps: Annotated[
+            float | None, typer.Option("--bandwidth-gbps", help="Bandwidth to saturate.")
+        ] = None,
+        bytes_per_stage: Annotated[
+            float | None, typer.Option("--bytes-per-stage", help="Bytes one stage loads.")
+        ] = None,
+        stages: Annotated[int | None, typer.Option("--stages", help="Pipeline stages.")] = None,
+        blocks_per_sm: Annotated[
+            int | None, typer.Option("--blocks-per-sm", help="Resident blocks per SM.")
+        ] = None,
+        dtype: Annotated[str, typer.Option("--dtype", help="Tensor-core dtype.")] = "bf16",
+        bm: Annotated[int | None, typer.Option("--bm", help="MMA stage tile rows.")] = None,
+        bn: Annotated[int | None, typer.Option("--bn", help="MMA stage tile columns.")] = None,
+        bk: Annotated[int | None, typer.Option("--bk", help="MMA stage tile depth.")] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Little's law: bytes in flight to saturate HBM, and MMA work to cover latency."""
+        from kernelab.errors import KernelabError
+        from kernelab.lenses.pipeline import memory_pipeline, tensor_core_pipeline
+        from kernelab.roofline.costs import canonical_dtype
+
+        spec = _gpu(gpu)
+        explicit_dtype = dtype != "bf16"
+        dtype = canonical_dtype(dtype)
+        memory = memory_pipeline(
+            spec,
+            bandwidth_gbps=bandwidth_gbps,
+            latency_ns=latency_ns,
+            bytes_per_stage=bytes_per_stage,
+            stages=stages,
+            blocks_per_sm=blocks_per_sm,
+        )
+        tensor = None
+        if dtype in spec.peak_tflops or any(v is not None for v in (bm, bn, bk)):
+            tensor = tensor_core_pipeline(
+                spec,
+                dtype=dtype,
+                latency_ns=latency_ns,
+                bm=bm,
+                bn=bn,
+                bk=bk,
+                blocks_per_sm=blocks_per_sm or 1,
+            )
+        elif explicit_dtype:
+            raise KernelabError(f"{spec.id} has no {dtype} peak rate in the catalog")
+        data = {
+            "memory": memory.to_dict(),
+            "tensor_cores": tensor.to_dict() if tensor else None,
+        }
+        emit(data, as_json, lambda console: _render_pipeline(console, memory, tensor))
