@@ -290,6 +290,13 @@ def analyze_tile(
     if config.wm is not None and config.wn is not None:
         warp_reuse = 2 * config.wm * config.wn / (config.wm + config.wn)
 
+    if outputs > config.tm * config.tn:
+        notes.append(
+            f"each thread iterates its {config.tm}x{config.tn} tile "
+            f"{outputs // (config.tm * config.tn)} times; when those passes share fragments "
+            f"the shared->register reuse is higher than the {thread_reuse:.2f} of one pass"
+        )
+
     mdtype = canonical_dtype(math_dtype or config.dtype)
     if mdtype not in spec.peak_tflops:
         raise KernelabError(f"{spec.id} has no {mdtype} peak rate in the catalog")
