@@ -133,3 +133,12 @@ def gemm_in_tf32(a, b):
     """An fp32 GEMM with tf32 operands, as tensor cores compute it: wrong for fp32, right
     for math mode tf32."""
     return torch.mm(round_to_tf32(a), round_to_tf32(b))
+
+
+def gemm_accumulating_in_input_dtype(a, b):
+    """A GEMM whose running sum is kept in the input dtype (bf16 or fp16) instead of fp32:
+    every one of the K additions rounds, so the error grows like u * sqrt(K / 6)."""
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    for p in range(a.shape[1]):
+        out += a[:, p : p + 1] * b[p : p + 1, :]
+    return out

@@ -183,6 +183,14 @@ def test_low_precision_gemm_is_rejected_as_fp32():
     assert "exceeds the threshold" in report.message
 
 
+def test_bf16_accumulation_is_rejected_as_bf16():
+    shape = {"m": 32, "n": 32, "k": 1024}
+    report = check(known_wrong.gemm_accumulating_in_input_dtype, "gemm", shape, "bf16")
+    assert not report.ok
+    assert report.error > 2 * threshold("bf16")  # ~2^-8 * sqrt(1024 / 6) = 5e-2 expected
+    assert "exceeds the threshold" in report.message
+
+
 def test_writing_into_an_input_is_rejected_though_the_answer_is_right():
     report = check(known_wrong.mutates_input("layernorm"), "layernorm", {"rows": 3, "cols": 17})
     assert not report.ok

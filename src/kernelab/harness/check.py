@@ -373,7 +373,8 @@ def check_implementation(
     failed = next((r for r in results if not r.ok), None)
     worst = max(r.error for r in results)
     limit = (failed or results[-1]).threshold  # set by the output's dtype
-    label = f"{op} {shape} {dtype}" + (f" ({math_mode})" if math_mode else "")
+    sizes = " ".join(f"{key}={value}" for key, value in shape.items())
+    label = f"{op} {sizes} {dtype}" + (f" ({math_mode})" if math_mode else "")
     if failed is None:
         message = f"{label}: correct on {len(results)} trials, worst relative norm error {worst:.3g} <= {limit:.3g}"
     else:

@@ -43,7 +43,7 @@ The resulting table (output in the input's dtype; fp8 GEMMs write bf16):
 What the thresholds catch: any structural bug (zeros, a transpose, a missed tile, a wrong
 scale) costs an error of order 1; an element left unwritten is NaN under the checker's
 poisoned allocator; computing an fp32 GEMM in bf16 costs about 2e-3, a hundred times the
-fp32 threshold; tf32 in place of fp32 costs about 4e-4, twenty times it.
+fp32 threshold; tf32 operands in place of fp32 cost about 3e-4, fifteen times it.
 """
 
 from __future__ import annotations
