@@ -1,0 +1,301 @@
+"""Matmul c[M, N] = a[M, K] @ b[K, N] with fp32 accumulation: bf16, fp16 and fp8 (e4m3).
+
+Per call: 2*M*N*K FLOPs; at least (M*K + K*N) * itemsize bytes read and M*N * out_itemsize
+written. At 4096^3 bf16 that is 137 GFLOP over 100 MiB: ~1,300 FLOP/byte, far right of
+the H200's ridge (~206), so the game is keeping the tensor cores fed, not bandwidth.
+
+Two kernels:
+
+- `_matmul_tma_persistent_kernel` (Hopper and newer, cc >= 9.0): the operands are
+  described once on the host as TMA tensor descriptors (triton.tools.tensor_descriptor,
+  Triton >= 3.4, so the H200's 3.6 has it); each load is one TMA bulk copy into shared memory
+  whose out-of-bounds parts read as zero, and stores are clipped, so any M, N, K works without
+  masks as long as rows are 16-byte aligned. A persistent grid of one program per SM walks
+  the output tiles in grouped order (GROUP_M tile-rows share their B tiles in L2) and, with
+  flatten=True, the pipeliner overlaps a tile's epilogue with the next tile's first loads.
+  Optional warp specialization (tl.range(..., warp_specialize=True)) splits producer and
+  consumer warps; it is an opt-in because Triton's Hopper support for it is young.
+- `_matmul_kernel`: the plain pointer-and-mask version with the same grouped order, for
+  GPUs without TMA, unaligned strides, and the CPU interpreter.
+
+fp8 inputs produce a bf16 output (kernelab.kernels.reference says so). Hopper's fp8 wgmma
+wants both operands K-major, so pass b as the transpose of an [N, K] tensor (column-major
+b, b.stride(0) == 1) for full speed; a row-major fp8 b is correct but slower.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelab.kernels.triton._runtime import interpreting, sm_count
+
+GROUP_M = 8
+
+
+def _plain_configs():
+    shapes = [  # BM, BN, BK, warps, stages: the plain autotuned set that reached 94.5 %
+        (128, 256, 64, 8, 3),
+        (128, 128, 64, 4, 4),
+        (128, 128, 32, 4, 4),
+        (64, 256, 32, 4, 4),
+        (128, 64, 32, 4, 4),
+        (64, 128, 64, 4, 4),
+        (64, 64, 64, 4, 3),
+    ]
+    return [
+        triton.Config({"BM": bm, "BN": bn, "BK": bk}, num_warps=w, num_stages=s)
+        for bm, bn, bk, w, s in shapes
+    ]
+
+
+def _set_descriptor_blocks(nargs):
+    """Autotune pre-hook: the TMA boxes must match the config's tile before each launch."""
+    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_KMAJOR"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn // 2] if nargs["EPILOGUE_SPLIT"] else [bm, bn]
+
+
+def _tma_configs(itemsize: int):
+    # Shared memory per stage: (BM + BN) * BK * itemsize; 3-4 stages of 128x256x64 bf16
+    # (48 KiB each) plus the epilogue tile must fit in 227 KiB; configs that do not fit are
+    # dropped by the autotuner (OutOfResources). fp8 doubles BK for the same bytes.
+    bk = 128 if itemsize == 1 else 64
+    shapes = [  # BM, BN, warps, stages, split epilogue
+        (128, 256, 8, 3, False),
+        (128, 256, 8, 4, True),
+        (128, 128, 8, 4, False),
+        (128, 128, 4, 4, False),
+    ]
+    return [
+        triton.Config(
+            {"BM": bm, "BN": bn, "BK": bk, "EPILOGUE_SPLIT": split},
+            num_warps=w,
+            num_stages=s,
+            pre_hook=_set_descriptor_blocks,
+        )
+        for bm, bn, w, s, split in shapes
+    ]
+
+
+@triton.jit
+def _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Tile (pid_m, pid_n) of a linear tile id, walking GROUP_M tile-rows per column sweep.
+
+    Consecutive programs then share B tiles (and nearby A tiles) while they are in L2.
+    """
+    tiles_per_group = GROUP_M * num_pid_n
+    first_m = (tile_id // tiles_per_group) * GROUP_M
+    group_rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % tiles_per_group) % group_rows
+    pid_n = (tile_id % tiles_per_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DOT_FP32: tl.constexpr = False,
+):
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
+    rows = (pid_m * BM + tl.arange(0, BM)).to(tl.int64)
+    cols = (pid_n * BN + tl.arange(0, BN)).to(tl.int64)
+    ks = tl.arange(0, BK)
+    a_tile = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
+    b_tile = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        # read BM*BK + BK*BN elements (from L2 mostly: neighbours load the same tiles)
+        a = tl.load(a_tile, mask=(rows[:, None] < M) & (ks[None, :] < k_left), other=0.0)
+        b = tl.load(b_tile, mask=(ks[:, None] < k_left) & (cols[None, :] < N), other=0.0)
+        if DOT_FP32:
+            a, b = a.to(tl.float32), b.to(tl.float32)
+        acc = tl.dot(a, b, acc)  # 2*BM*BN*BK FLOPs
+        a_tile += BK * stride_ak
+        b_tile += BK * stride_bk
+    # write BM*BN elements
+    c_tile = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def _matmul_tma_persistent_kernel(
+    a_desc,
+    b_desc,
+    c_desc,
+    M,
+    N,
+    K,
+    NUM_PROGRAMS: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    EPILOGUE_SPLIT: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    DOT_FP32: tl.constexpr = False,
+):
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    out_dtype = c_desc.dtype
+    for tile_id in tl.range(
+        tl.program_id(0),
+        num_pid_m * num_pid_n,
+        NUM_PROGRAMS,
+        flatten=True,
+        warp_specialize=WARP_SPECIALIZE,
+    ):
+        pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(k_tiles):
+            # two TMA copies: BM*BK + BN*BK elements into shared memory; past K reads zero
+            a = a_desc.load([off_m, k * BK])
+            if B_KMAJOR:
+                b = b_desc.load([off_n, k * BK]).T
+            else:
+                b = b_desc.load([k * BK, off_n])
+            if DOT_FP32:
+                a, b = a.to(tl.float32), b.to(tl.float32)
+            acc = tl.dot(a, b, acc)  # wgmma: 2*BM*BN*BK FLOPs
+        # write BM*BN elements; the TMA store clips rows >= M and columns >= N
+        if EPILOGUE_SPLIT:
+            # two half-width stores: half the shared-memory staging, one more pipeline stage
+            halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([off_m, off_n], left.to(out_dtype))
+            c_desc.store([off_m, off_n + BN // 2], right.to(out_dtype))
+        else:
+            c_desc.store([off_m, off_n], acc.to(out_dtype))
+
+
+_plain_tuned = triton.autotune(configs=_plain_configs(), key=["M", "N", "K"])(_matmul_kernel)
+_tma_tuned = {
+    itemsize: triton.autotune(
+        configs=_tma_configs(itemsize), key=["M", "N", "K", "B_KMAJOR", "WARP_SPECIALIZE"]
+    )(_matmul_tma_persistent_kernel)
+    for itemsize in (1, 2)
+}
+# Under the CPU interpreter: small tiles, and DOT_FP32 because Triton 3.9's interpreter
+# multiplies bf16 tiles as raw 16-bit integers; the exact fp32 product of the same rounded
+# inputs is what the tensor cores compute. Never set on a GPU.
+INTERPRETER_TILE = {"BM": 16, "BN": 16, "BK": 16, "DOT_FP32": True}
+
+
+def _output_dtype(dtype):
+    return torch.bfloat16 if dtype == torch.float8_e4m3fn else dtype
+
+
+def _tma_usable(a, b, c) -> bool:
+    """TMA needs cc >= 9.0, a unit inner stride and 16-byte aligned bases and row strides."""
+    if a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    b_rows = b.T if b.stride(0) == 1 and b.stride(1) != 1 else b
+    for t in (a, b_rows, c):
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
+            return False
+    return True
+
+
+def _launch_tma(a, b, c, *, warp_specialize: bool, tile: dict | None = None) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+    b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
+    # Placeholder boxes; the autotuner's pre-hook (or the fixed tile below) sets the real ones.
+    a_desc = TensorDescriptor.from_tensor(a, [16, 16])
+    b_desc = TensorDescriptor.from_tensor(b.T if b_kmajor else b, [16, 16])
+    c_desc = TensorDescriptor.from_tensor(c, [16, 16])
+    programs = sm_count(a.device)
+    args = (a_desc, b_desc, c_desc, M, N, K)
+    common = {
+        "NUM_PROGRAMS": programs,
+        "GROUP_M": GROUP_M,
+        "B_KMAJOR": b_kmajor,
+        "WARP_SPECIALIZE": warp_specialize,
+    }
+    if tile is not None:
+        meta = {**tile, "EPILOGUE_SPLIT": False, "B_KMAJOR": b_kmajor}
+        _set_descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta})
+        tiles = triton.cdiv(M, tile["BM"]) * triton.cdiv(N, tile["BN"])
+        _matmul_tma_persistent_kernel[(min(programs, tiles),)](
+            *args, **common, **tile, EPILOGUE_SPLIT=False, num_warps=1, num_stages=1
+        )
+        return
+
+    def grid(meta):
+        return (min(programs, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
+
+    _tma_tuned[a.element_size()][grid](*args, **common)
+
+
+def _launch_plain(a, b, c, *, tile: dict | None = None) -> None:
+    M, K = a.shape
+    N = b.shape[1]
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+    args += (c.stride(0), c.stride(1))
+    if tile is not None:
+        grid = (triton.cdiv(M, tile["BM"]) * triton.cdiv(N, tile["BN"]),)
+        _matmul_kernel[grid](*args, **tile, GROUP_M=GROUP_M, num_warps=1)
+        return
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+
+    _plain_tuned[grid](*args, GROUP_M=GROUP_M)
+
+
+def matmul(a, b, *, path: str = "auto", warp_specialize: bool = False):
+    """a[M, K] @ b[K, N] in fp32 accumulation; output in a's dtype (bf16 for fp8 inputs).
+
+    path: "auto" (TMA persistent where usable, else plain), "tma" or "plain".
+    warp_specialize: ask Triton to warp-specialize the TMA kernel's tile loop (Hopper/Blackwell).
+    """
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"matmul needs a[M, K] and b[K, N], got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    if a.dtype != b.dtype:
+        raise ValueError(f"matmul needs equal dtypes, got {a.dtype} and {b.dtype}")
+    if a.dtype not in (torch.bfloat16, torch.float16, torch.float8_e4m3fn):
+        raise ValueError(f"matmul supports bf16, fp16 and fp8 e4m3, not {a.dtype}")
+    if path not in ("auto", "tma", "plain"):
+        raise ValueError(f"path must be 'auto', 'tma' or 'plain', not {path!r}")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=_output_dtype(a.dtype))
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    tile = INTERPRETER_TILE if interpreting() else None
+    use_tma = path == "tma" or (path == "auto" and not interpreting() and _tma_usable(a, b, c))
+    if use_tma:
+        if not _tma_usable(a, b, c):
+            raise ValueError("the TMA path needs cc >= 9.0 and 16-byte aligned, unit-stride rows")
+        _launch_tma(a, b, c, warp_specialize=warp_specialize, tile=tile)
+    else:
+        _launch_plain(a, b, c, tile=tile)
+    return c
