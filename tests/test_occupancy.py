@@ -140,3 +140,67 @@ def test_non_nvidia_gpus_are_refused():
         pytest.skip("no non-NVIDIA GPU in the catalog yet")
     with pytest.raises(KernelabError):
         occupancy(amd[0], threads_per_block=256, registers_per_thread=32)
+
+
+# A kernel whose register use grows with N (N floats live across a loop), with a little
+# static shared memory and some dynamic shared memory; compiled by NVRTC for the GPU present.
+_PROBE = r"""
+#define N {n}
+extern "C" __global__ void probe(float* out, const float* in, int iters) {{
+  extern __shared__ float dyn[];
+  __shared__ float stat[{static_floats}];
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = in[threadIdx.x + i * blockDim.x];
+  for (int it = 0; it < iters; ++it) {{
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] = acc[i] * acc[(i + 1) % N] + 1.0f;
+  }}
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) s += acc[i];
+  stat[threadIdx.x % {static_floats}] = s;
+  dyn[threadIdx.x] = s;
+  __syncthreads();
+  out[threadIdx.x] = s + stat[(threadIdx.x + 1) % {static_floats}] + dyn[0];
+}}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("live_floats, static_floats", [(4, 1), (40, 1), (100, 3000), (200, 1)])
+def test_matches_the_driver_occupancy_api(live_floats, static_floats):
+    from cuda.core import Device, Program, ProgramOptions
+
+    from kernelab.hardware import resolve_gpu
+
+    spec = resolve_gpu("auto")
+    device = Device(0)
+    device.set_current()
+    major, minor = device.compute_capability
+    source = _PROBE.format(n=live_floats, static_floats=static_floats)
+    program = Program(source, "c++", ProgramOptions(arch=f"sm_{major}{minor}"))
+    kernel = program.compile("cubin").get_kernel("probe")
+    attributes = kernel.attributes
+    registers, static_smem = attributes.num_regs, attributes.shared_size_bytes
+    max_threads = attributes.max_threads_per_block
+    checked = 0
+    for threads in (32, 64, 96, 128, 160, 256, 384, 512, 640, 768, 1024):
+        if threads > max_threads:
+            continue
+        # Without opting in, static + dynamic shared memory must stay within 48 KiB.
+        for dynamic in (0, 1, 4096, 20000, 48 * 1024 - static_smem):
+            driver = kernel.occupancy.max_active_blocks_per_multiprocessor(threads, dynamic)
+            try:
+                ours = occupancy(
+                    spec,
+                    threads_per_block=threads,
+                    registers_per_thread=registers,
+                    smem_per_block_bytes=static_smem,
+                    dynamic_smem_bytes=dynamic,
+                ).blocks_per_sm
+            except LaunchDoesNotFit:
+                ours = 0
+            assert ours == driver, (threads, registers, static_smem, dynamic)
+            checked += 1
+    assert checked >= 20
