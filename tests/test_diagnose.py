@@ -1,0 +1,198 @@
+"""The bottleneck rules: the two H200 GEMMs, and constructed metric sets for every outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelab.profiling import diagnose as d
+from kernelab.profiling import metrics as m
+from kernelab.profiling.report import load_csv
+
+NCU = Path(__file__).parent / "fixtures" / "ncu"
+
+
+def kernel(
+    sm: float,
+    mem: float,
+    *,
+    pipes: dict | None = None,
+    dram: float = 0.0,
+    l2: float = 0.0,
+    l1: float = 0.0,
+    grid: int = 1056,
+    sms: int = 132,
+    waves: float | None = None,
+    stalls: dict | None = None,
+    theoretical: float = 100.0,
+    limits: dict | None = None,
+) -> dict:
+    """A flat metric dict as KernelProfile.metrics holds, with only what the rules read."""
+    metrics = {
+        m.SM_THROUGHPUT: sm,
+        m.MEMORY_THROUGHPUT: mem,
+        m.DRAM_THROUGHPUT: dram,
+        m.L2_THROUGHPUT: l2,
+        m.L1_THROUGHPUT[0]: l1,
+        m.GRID_SIZE: grid,
+        m.SM_COUNT: sms,
+        m.WAVES_PER_SM: waves if waves is not None else grid / sms,
+        m.THEORETICAL_OCCUPANCY: theoretical,
+    }
+    for unit, pct in (pipes or {}).items():
+        metrics[m.PIPES[unit][0]] = pct
+    for reason, cycles in (stalls or {}).items():
+        metrics[m.STALL_RATIO.format(reason)] = cycles
+    for what, blocks in (limits or {}).items():
+        metrics[m.OCCUPANCY_LIMITS[what]] = blocks
+    return metrics
+
+
+def metric_names(diagnosis) -> set[str]:
+    return {e.metric for e in diagnosis.evidence}
+
+
+# --- the real kernels ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def focused():
+    return load_csv(NCU / "gemm_focused_raw.csv")
+
+
+def test_cublas_sgemm_is_compute_bound_on_the_fma_pipe(focused):
+    result = d.diagnose(focused[0].metrics)
+    assert (result.bottleneck, result.unit) == ("compute", "FMA")
+    assert "tensor cores" in result.advice[0]  # the next roof up
+    assert m.SM_THROUGHPUT in metric_names(result)
+    assert m.PIPES["FMA"][0] in metric_names(result)
+
+
+def test_bf16_gemm_is_compute_bound_on_the_tensor_pipe_at_about_90_percent(focused):
+    result = d.diagnose(focused[1].metrics)
+    assert (result.bottleneck, result.unit) == ("compute", "Tensor")
+    tensor = next(e for e in result.evidence if e.metric == m.TENSOR_PIPE)
+    assert tensor.value == pytest.approx(90.1, abs=0.5)  # ANCHORS: 90.6 with --set full
+    assert result.top_stall == "barrier"
+
+
+def test_details_page_without_a_pipe_breakdown_does_not_invent_a_unit():
+    sgemm = load_csv(NCU / "gemm_focused_details.csv")[0]
+    result = d.diagnose(sgemm.metrics)
+    # The page holds the tensor pipe (idle) but not the FMA pipe: the unit stays generic.
+    assert (result.bottleneck, result.unit) == ("compute", "SM")
+
+
+# --- every outcome from constructed metrics --------------------------------------------------
+
+
+def test_compute_bound_names_the_hottest_pipe():
+    result = d.diagnose(kernel(88, 40, pipes={"FMA": 30, "XU": 85, "ALU": 20}))
+    assert (result.bottleneck, result.unit) == ("compute", "XU")
+    assert "exp2" in result.advice[0]
+
+
+def test_memory_bound_on_dram_says_only_fewer_bytes_help():
+    result = d.diagnose(kernel(25, 92, dram=92, l2=40, l1=30, pipes={"FMA": 10}))
+    assert (result.bottleneck, result.unit) == ("memory", "DRAM")
+    assert "bandwidth roof" in result.advice[0] and "fuse" in result.advice[0]
+    assert m.DRAM_THROUGHPUT in metric_names(result)
+
+
+def test_memory_bound_on_l2_points_at_reuse_not_dram():
+    result = d.diagnose(kernel(35, 85, dram=30, l2=85, l1=50))
+    assert (result.bottleneck, result.unit) == ("memory", "L2")
+    assert "tiles" in result.advice[0] and "L2" in result.advice[0]
+
+
+def test_memory_bound_on_l1_points_at_shared_memory_layout():
+    result = d.diagnose(kernel(30, 90, dram=10, l2=20, l1=90))
+    assert (result.bottleneck, result.unit) == ("memory", "L1")
+    assert "bank conflicts" in result.advice[0]
+
+
+def test_latency_bound_with_long_scoreboard_asks_for_more_bytes_in_flight():
+    stalls = {"long_scoreboard": 12.0, "barrier": 1.0, "wait": 0.8, "selected": 1.0}
+    result = d.diagnose(kernel(22, 35, dram=35, stalls=stalls))
+    assert result.bottleneck == "latency"
+    assert result.top_stall == "long_scoreboard"
+    assert "stages" in result.advice[0] and "in flight" in result.advice[0]
+    assert m.STALL_RATIO.format("long_scoreboard") in metric_names(result)
+
+
+def test_latency_bound_names_the_occupancy_limiter_when_occupancy_is_low():
+    limits = {"registers": 1, "shared memory": 3, "warps (block size)": 8, "blocks per SM": 32}
+    metrics = kernel(20, 30, stalls={"long_scoreboard": 6.0}, theoretical=12.5, limits=limits)
+    result = d.diagnose(metrics)
+    assert result.bottleneck == "latency" and result.occupancy_limiter == "registers"
+    assert any("limited by registers" in line for line in result.advice)
+
+
+def test_latency_bound_with_barrier_stalls_suggests_warp_specialization():
+    result = d.diagnose(kernel(30, 20, stalls={"barrier": 9.0, "long_scoreboard": 2.0}))
+    assert result.bottleneck == "latency" and result.top_stall == "barrier"
+    assert "warp specialization" in result.advice[0]
+
+
+def test_latency_bound_with_mio_throttle_points_at_shared_memory():
+    result = d.diagnose(kernel(40, 45, stalls={"mio_throttle": 7.0, "short_scoreboard": 3.0}))
+    assert result.top_stall == "mio_throttle"
+    assert "Shared-memory pressure" in result.advice[0]
+
+
+def test_small_grid_when_fewer_blocks_than_sms():
+    result = d.diagnose(kernel(8, 6, grid=16, sms=132, stalls={"long_scoreboard": 4.0}))
+    assert result.bottleneck == "small-grid"
+    assert "16 blocks for 132 SMs" in result.summary
+    assert m.WAVES_PER_SM in metric_names(result) and m.GRID_SIZE in metric_names(result)
+    assert "split-K" in result.advice[0]
+
+
+def test_a_large_grid_with_low_throughput_is_latency_not_small_grid():
+    assert d.diagnose(kernel(8, 6, grid=13200, sms=132)).bottleneck == "latency"
+
+
+def test_a_small_grid_that_still_saturates_a_unit_is_not_called_small():
+    assert d.diagnose(kernel(85, 30, grid=100, pipes={"Tensor": 85})).bottleneck == "compute"
+
+
+def test_balanced_when_both_are_busy_and_close():
+    result = d.diagnose(kernel(84, 82, pipes={"FMA": 80}, dram=82))
+    assert result.bottleneck == "balanced"
+    assert "ridge" in result.advice[0]
+    assert d.diagnose(kernel(70, 66)).bottleneck == "balanced"  # the middle band, close
+
+
+def test_middle_band_far_apart_goes_to_the_busier_side():
+    assert d.diagnose(kernel(75, 40, pipes={"ALU": 70})).bottleneck == "compute"
+    assert d.diagnose(kernel(40, 75, dram=75)).bottleneck == "memory"
+
+
+def test_thresholds_are_the_documented_ones():
+    assert (d.HIGH_THROUGHPUT_PCT, d.LOW_THROUGHPUT_PCT) == (80.0, 60.0)
+    just_below = d.LOW_THROUGHPUT_PCT - 0.1
+    assert d.diagnose(kernel(just_below, 10)).bottleneck == "latency"
+    assert d.diagnose(kernel(d.HIGH_THROUGHPUT_PCT, 10, pipes={"FMA": 79})).bottleneck == "compute"
+
+
+def test_missing_speed_of_light_is_unknown_not_a_guess():
+    result = d.diagnose({m.GRID_SIZE: 4})
+    assert result.bottleneck == "unknown"
+    assert {e.metric for e in result.evidence} == {m.SM_THROUGHPUT, m.MEMORY_THROUGHPUT}
+
+
+def test_pc_sampled_stalls_stand_in_when_ratios_are_missing():
+    metrics = kernel(20, 20)
+    metrics[m.STALL_SAMPLES.format("long_scoreboard")] = 900
+    metrics[m.STALL_SAMPLES.format("no_instructions")] = 100  # ncu's plural spelling
+    ranked = m.stalls(metrics)
+    assert [s.reason for s in ranked] == ["long_scoreboard", "no_instruction"]
+    assert ranked[0].share_pct == pytest.approx(90.0)
+    assert d.diagnose(metrics).top_stall == "long_scoreboard"
+
+
+def test_diagnosis_serializes_to_plain_data():
+    data = d.diagnose(kernel(25, 92, dram=92)).to_dict()
+    assert set(data) >= {"bottleneck", "unit", "evidence", "advice", "summary"}
+    assert all(set(e) == {"metric", "value", "threshold", "meaning"} for e in data["evidence"])
