@@ -1,0 +1,126 @@
+"""The fp32 SGEMM ladder: the registry provider and the Python entry point to every step.
+
+`sgemm(step, a, b)` computes a @ b with one ladder step (fp32, no TF32); `implementations()`
+registers one Implementation per step as "sgemm:01" .. "sgemm:11" for op "gemm". Compiling
+happens on first use (nvcc, cached on disk); nothing here touches CUDA at import time.
+"""
+
+from __future__ import annotations
+
+from kernelab.errors import KernelabError
+from kernelab.kernels.cuda.sgemm.steps import STEPS, Step, get_step
+
+__all__ = ["STEPS", "Step", "build_step", "get_step", "implementations", "sgemm"]
+
+SOURCE_DIR = "sgemm"  # relative to kernels/cuda, where build.source_path looks
+
+
+def build_step(step: Step, defines: dict | None = None, *, arch: str | None = None):
+    """Compile one step (with its default or given tile defines); cached on disk."""
+    from kernelab.kernels.cuda.build import build
+
+    chosen = {**step.default_defines, **(defines or {})}
+    return build(f"{SOURCE_DIR}/{step.file}", arch=arch, defines=chosen or None)
+
+
+def _row_major_view(t, name: str):
+    """(tensor, leading dimension) for a 2-D fp32 CUDA tensor whose rows are contiguous."""
+    import torch
+
+    if t.dim() != 2:
+        raise KernelabError(f"sgemm: {name} must be 2-D, got shape {tuple(t.shape)}")
+    if t.dtype != torch.float32:
+        raise KernelabError(f"sgemm: {name} must be float32, got {t.dtype}")
+    if not t.is_cuda:
+        raise KernelabError(f"sgemm: {name} must be a CUDA tensor")
+    if t.size(1) > 1 and t.stride(1) != 1:
+        t = t.contiguous()  # the kernels take a row stride, not a column stride
+    rows, cols = t.shape
+    ld = t.stride(0) if rows > 1 else max(cols, 1)
+    if ld < cols:
+        t, ld = t.contiguous(), cols
+    return t, ld
+
+
+def sgemm(
+    step: Step | int | str,
+    a,
+    b,
+    *,
+    out=None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    defines: dict | None = None,
+):
+    """out = alpha * a @ b + beta * out with one ladder step; a new tensor when out is None.
+
+    a[M, K] and b[K, N] are fp32 CUDA tensors with contiguous rows (any row stride: a view
+    with a larger stride is passed as lda/ldb, never copied). `defines` pick a tile
+    configuration for the tunable steps; by default they use the tuned winner for this GPU
+    and shape class.
+    """
+    import numpy as np
+    import torch
+
+    from kernelab.kernels.cuda import launch as cuda_launch
+
+    step = step if isinstance(step, Step) else get_step(step)
+    a, lda = _row_major_view(a, "a")
+    b, ldb = _row_major_view(b, "b")
+    m, k = a.shape
+    k_b, n = b.shape
+    if k != k_b:
+        raise KernelabError(f"sgemm: inner dimensions differ: a is {m}x{k}, b is {k_b}x{n}")
+    if out is None:
+        out = torch.empty((m, n), dtype=torch.float32, device=a.device)
+        beta = 0.0
+    elif tuple(out.shape) != (m, n) or out.dtype != torch.float32 or (n > 1 and out.stride(1) != 1):
+        raise KernelabError(f"sgemm: out must be a row-major float32 {m}x{n} tensor")
+    if m == 0 or n == 0:
+        return out
+    if k == 0:  # an empty sum: C = beta * C
+        return out.mul_(beta) if beta != 0.0 else out.zero_()
+    ldc = out.stride(0) if m > 1 else n
+
+    if defines is None and step.tunable:
+        from kernelab.kernels.cuda.sgemm.tuning import winner
+
+        defines = winner(step, m, n, k)
+    built = build_step(step, defines)
+    config = step.launch(m, n, k, defines)
+    cuda_launch.launch(
+        built.cubin, step.kernel, built.arch, config,
+        np.int32(m), np.int32(n), np.int32(k), np.float32(alpha),
+        a.data_ptr(), np.int32(lda), b.data_ptr(), np.int32(ldb),
+        np.float32(beta), out.data_ptr(), np.int32(ldc),
+    )  # fmt: skip
+    return out
+
+
+def _callable(step: Step):
+    def build():
+        build_step(step)  # compile now, so the first timed call does not pay for nvcc
+
+        def run(a, b):
+            return sgemm(step, a, b)
+
+        run.__name__ = f"sgemm_{step.number:02d}_{step.slug}"
+        return run
+
+    return build
+
+
+def implementations():
+    from kernelab.kernels.registry import Implementation
+
+    return [
+        Implementation(
+            name=step.name,
+            op="gemm",
+            build=_callable(step),
+            dtypes=("fp32",),
+            description=f"SGEMM step {step.number}: {step.technique}",
+            metadata=step.metadata(),
+        )
+        for step in STEPS
+    ]

@@ -1,0 +1,272 @@
+"""The fp32 SGEMM ladder as data: one row per step, from naive to cuBLAS-class.
+
+Each step names its source file and kernel, the launch geometry its tile constants imply
+(kept here, next to the tiles, and mirrored by the constants at the top of each .cu), the
+technique it adds, the speedup that technique should give over the previous step at
+4096^3 on an H200, and the measurement that proves the technique did what it claims.
+Expected speedups are predictions written before the GPU runs (docs/notes/sgemm.md compares
+them with what was measured); the first step's is 1 by definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kernelab.kernels.cuda.launch import Launch
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    slug: str
+    file: str  # under kernels/cuda/sgemm/
+    kernel: str  # extern "C" name
+    technique: str
+    tiles: dict  # BM, BN, BK, TM, TN, WM, WN, threads, stages (what applies)
+    expected_speedup: float  # over the previous step, 4096^3 on an H200: a prediction
+    proof: str  # the Nsight Compute metric or SASS fact that shows the technique worked
+    geometry: Callable[[int, int, int, dict], Launch]  # (M, N, K, tile defines) -> Launch
+    candidates: tuple[dict, ...] = ()  # -D tile configurations a search may try
+    sass_facts: dict = field(default_factory=dict)  # static SASS facts CI asserts
+
+    @property
+    def name(self) -> str:
+        return f"sgemm:{self.number:02d}"
+
+    @property
+    def tunable(self) -> bool:
+        return bool(self.candidates)
+
+    def launch(self, m: int, n: int, k: int, defines: dict | None = None) -> Launch:
+        return self.geometry(m, n, k, {**self.default_defines, **(defines or {})})
+
+    @property
+    def default_defines(self) -> dict:
+        return dict(self.candidates[0]) if self.candidates else {}
+
+    def metadata(self) -> dict:
+        return {
+            "step": self.number,
+            "technique": self.technique,
+            "tiles": self.tiles,
+            "expected_speedup": self.expected_speedup,
+            "proof": self.proof,
+            "file": self.file,
+            "kernel": self.kernel,
+            "tunable": self.tunable,
+        }
+
+
+def _fixed(block: int, bm: int, bn: int) -> Callable[[int, int, int, dict], Launch]:
+    return lambda m, n, k, d: Launch((cdiv(n, bn), cdiv(m, bm), 1), (block, 1, 1), 0)
+
+
+def _naive(m: int, n: int, k: int, d: dict) -> Launch:
+    return Launch((cdiv(m, 32), cdiv(n, 32), 1), (32, 32, 1), 0)
+
+
+def _tuned(m: int, n: int, k: int, d: dict) -> Launch:
+    threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+    return Launch((cdiv(n, d["BN"]), cdiv(m, d["BM"]), 1), (threads, 1, 1), 0)
+
+
+def _pipelined(warp_m: int, warp_n: int, swizzled: bool):
+    """Steps 10-11: warps of warp_m x warp_n outputs; a STAGES-deep ring of A and B tiles."""
+
+    def geometry(m: int, n: int, k: int, d: dict) -> Launch:
+        bm, bn, bk, stages = d["BM"], d["BN"], d["BK"], d["STAGES"]
+        threads = 32 * (bm // warp_m) * (bn // warp_n)
+        shared = stages * (bm * (bk + 4) + bk * bn) * 4  # A padded row-major + B, fp32
+        grid = (cdiv(m, bm) * cdiv(n, bn), 1, 1) if swizzled else (cdiv(n, bn), cdiv(m, bm), 1)
+        return Launch(grid, (threads, 1, 1), shared)
+
+    return geometry
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        1,
+        "naive",
+        "01_naive.cu",
+        "sgemm_naive",
+        "one thread per output, operands from global memory",
+        {"BM": 32, "BN": 32, "threads": 1024},
+        1.0,
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum ~ 32 (uncoalesced)",
+        _naive,
+    ),
+    Step(
+        2,
+        "coalesced",
+        "02_coalesced.cu",
+        "sgemm_coalesced",
+        "global-memory coalescing: consecutive threads own consecutive columns",
+        {"BM": 32, "BN": 32, "threads": 1024},
+        12.0,
+        "sectors per global load request (l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / "
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum) falls from ~32 to ~4-5",
+        _fixed(1024, 32, 32),
+    ),
+    Step(
+        3,
+        "smem_blocking",
+        "03_smem_blocking.cu",
+        "sgemm_smem_blocking",
+        "shared-memory blocking: 32x32 tiles of A and B reused 32 times from shared memory",
+        {"BM": 32, "BN": 32, "BK": 32, "threads": 1024},
+        1.45,
+        "dram__bytes_read.sum and lts__t_sectors_srcunit_tex_op_read.sum drop",
+        _fixed(1024, 32, 32),
+    ),
+    Step(
+        4,
+        "1d_blocktiling",
+        "04_1d_blocktiling.cu",
+        "sgemm_1d_blocktiling",
+        "1D block tiling: 8 outputs per thread, one B value feeds 8 FMAs",
+        {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "threads": 512},
+        2.2,
+        "smsp__inst_executed_op_shared_ld.sum per FFMA falls from 2 to ~1.1",
+        _fixed(512, 64, 64),
+    ),
+    Step(
+        5,
+        "2d_blocktiling",
+        "05_2d_blocktiling.cu",
+        "sgemm_2d_blocktiling",
+        "2D block tiling: an 8x8 outer product per thread per k",
+        {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256},
+        1.3,
+        "sm__inst_executed_pipe_lsu / sm__inst_executed_pipe_fma falls; FFMA share of issue rises",
+        _fixed(256, 128, 128),
+    ),
+    Step(
+        6,
+        "vectorized",
+        "06_vectorized.cu",
+        "sgemm_vectorized",
+        "128-bit global and shared accesses; A transposed in shared memory; scalar edge path",
+        {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256},
+        1.2,
+        "LDG.E.128, LDS.128 and STG.E.128 in SASS; smsp__inst_executed_op_shared_ld.sum ~4x lower",
+        _fixed(256, 128, 128),
+        sass_facts={"ldg_128": True, "lds_128": True},
+    ),
+    Step(
+        7,
+        "bank_conflicts",
+        "07_bank_conflicts.cu",
+        "sgemm_bank_conflicts",
+        "bank-conflict-free shared memory: padded transposed A, fragments in contiguous 16-byte lanes",
+        {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256, "A_pad": 4},
+        1.1,
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum and _op_st.sum fall toward 0",
+        _fixed(256, 128, 128),
+        sass_facts={"ldg_128": True, "lds_128": True},
+    ),
+    Step(
+        8,
+        "tuned",
+        "08_tuned.cu",
+        "sgemm_tuned",
+        "tile shape chosen by a search on the card, per GPU and shape class",
+        {"BM": "tuned", "BN": "tuned", "BK": "tuned", "TM": "tuned", "TN": "tuned"},
+        1.05,
+        "the winner's time against step 7 in the same run; launch__waves_per_multiprocessor",
+        _tuned,
+        candidates=(
+            {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+            {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8},
+            {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 8},
+            {"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8},
+            {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 8},
+            {"BM": 128, "BN": 256, "BK": 8, "TM": 8, "TN": 16},
+            {"BM": 256, "BN": 128, "BK": 8, "TM": 16, "TN": 8},
+        ),
+        sass_facts={"ldg_128": True},
+    ),
+    Step(
+        9,
+        "warptiling",
+        "09_warptiling.cu",
+        "sgemm_warptiling",
+        "warp tiling: each warp owns a 64x32 sub-tile, every shared load is one wavefront",
+        {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "TM": 8, "TN": 8, "threads": 256},
+        1.15,
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__inst_executed_op_shared_ld.sum -> 1",
+        _fixed(256, 128, 128),
+        sass_facts={"ldg_128": True, "lds_128": True},
+    ),
+    Step(
+        10,
+        "double_buffering",
+        "10_double_buffering.cu",
+        "sgemm_double_buffering",
+        "multi-stage cp.async pipeline: 16-byte async copies, zero-filled edges, 3 stages",
+        {
+            "BM": 128,
+            "BN": 128,
+            "BK": 16,
+            "WM": 64,
+            "WN": 32,
+            "TM": 8,
+            "TN": 8,
+            "threads": 256,
+            "stages": 3,
+        },
+        1.1,
+        "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active and "
+        "..._stalled_barrier_... drop; LDGSTS.E.BYPASS.128 in SASS",
+        _pipelined(64, 32, swizzled=False),
+        candidates=({"BM": 128, "BN": 128, "BK": 16, "STAGES": 3},),
+        sass_facts={"ldgsts_128": True, "lds_128": True},
+    ),
+    Step(
+        11,
+        "hopper_tiles",
+        "11_hopper_tiles.cu",
+        "sgemm_hopper_tiles",
+        "Hopper-sized tiles: 256x128 block, 8x16 outputs per lane, 1 block/SM, grouped block order",
+        {
+            "BM": 256,
+            "BN": 128,
+            "BK": 8,
+            "WM": 64,
+            "WN": 64,
+            "TM": 8,
+            "TN": 16,
+            "threads": 256,
+            "stages": 4,
+            "group_m": 8,
+        },
+        1.2,
+        "FFMA share of issued instructions (sm__inst_executed_pipe_fma / sm__inst_executed) -> ~88 %; "
+        "lts__t_sectors_srcunit_tex_op_read.sum falls",
+        _pipelined(64, 64, swizzled=True),
+        candidates=(
+            {"BM": 256, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 8},
+            {"BM": 256, "BN": 128, "BK": 8, "STAGES": 3, "GROUP_M": 8},
+            {"BM": 256, "BN": 128, "BK": 16, "STAGES": 3, "GROUP_M": 8},
+            {"BM": 128, "BN": 256, "BK": 8, "STAGES": 4, "GROUP_M": 8},
+            {"BM": 128, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 8},
+            {"BM": 256, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 1},
+        ),
+        sass_facts={"ldgsts_128": True, "lds_128": True},
+    ),
+)
+
+BY_NUMBER = {step.number: step for step in STEPS}
+
+
+def get_step(number: int | str) -> Step:
+    from kernelab.errors import unknown
+
+    key = str(number).removeprefix("sgemm:").lstrip("0") or "0"
+    if not key.isdigit() or int(key) not in BY_NUMBER:
+        raise unknown("sgemm step", str(number), [s.name for s in STEPS])
+    return BY_NUMBER[int(key)]
