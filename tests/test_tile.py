@@ -61,12 +61,26 @@ def test_shared_memory_and_reuse_of_a_block_tile(spec):
 
 def test_stages_and_padding_multiply_shared_memory(spec):
     config = TileConfig(
-        bm=128, bn=128, bk=8, tm=8, tn=8, threads=256, stages=2, smem_pad=4, a_transposed=True
+        bm=128,
+        bn=128,
+        bk=8,
+        tm=8,
+        tn=8,
+        threads=256,
+        stages=2,
+        a_pad=4,
+        b_pad=4,
+        a_transposed=True,
     )
     result = analyze_tile(config, spec)
     assert result.smem_a_bytes == 8 * (128 + 4) * 4
     assert result.smem_b_bytes == 8 * (128 + 4) * 4
     assert result.smem_per_block_bytes == 2 * 2 * 8 * 132 * 4
+    row_major = analyze_tile(
+        TileConfig(bm=128, bn=128, bk=16, tm=8, tn=8, threads=256, a_pad=4), spec
+    )
+    assert row_major.smem_a_bytes == 128 * (16 + 4) * 4
+    assert row_major.smem_b_bytes == 16 * 128 * 4
 
 
 def test_warp_tile_reuse(spec):
@@ -167,16 +181,38 @@ def test_kernel_tile_reads_registry_metadata(monkeypatch):
 
 def test_kernel_without_tiles_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(registry, "get", lambda name: _fake(name, {"technique": "naive"}))
-    with pytest.raises(KernelabError, match="declares no tile"):
+    with pytest.raises(KernelabError, match="declares no fixed tile"):
         tile_lens.kernel_tile("sgemm:1")
 
 
-def test_ladder_tiles_keeps_only_tiled_steps(monkeypatch):
+def test_ladder_tiles_keeps_only_fixed_tiles(monkeypatch):
+    tuned = {"BM": "tuned", "BN": "tuned", "BK": "tuned", "TM": "tuned", "TN": "tuned"}
     impls = [
-        _fake("sgemm:1", {}),
-        _fake("sgemm:5", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256}),
+        _fake("sgemm:01", {"tiles": {"BM": 32, "BN": 32, "threads": 1024}}),  # no K tiling
+        _fake(
+            "sgemm:05", {"tiles": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256}}
+        ),
+        _fake("sgemm:08", {"tiles": tuned | {"threads": 256}}),
     ]
     monkeypatch.setattr(registry, "implementations", lambda op=None: impls)
     tiles = tile_lens.ladder_tiles()
-    assert list(tiles) == ["sgemm:5"]
-    assert tiles["sgemm:5"].threads == 256
+    assert list(tiles) == ["sgemm:05"]
+    assert tiles["sgemm:05"].threads == 256
+
+
+def test_metadata_in_the_sgemm_steps_shape(spec):
+    # 1D block tiling declares TM only: TN is 1. Shared-memory blocking declares neither.
+    one_d = {"tiles": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "threads": 512}}
+    assert tile_lens.tile_config_from_metadata(one_d) == TileConfig(
+        bm=64, bn=64, bk=8, tm=8, tn=1, threads=512
+    )
+    blocking = {"tiles": {"BM": 32, "BN": 32, "BK": 32, "threads": 1024}}
+    config = tile_lens.tile_config_from_metadata(blocking)
+    assert (config.tm, config.tn) == (1, 1)
+    assert analyze_tile(config, spec).outputs_per_thread == 1
+    padded = {
+        "tiles": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256, "A_pad": 4},
+        "registers": 127,
+    }
+    config = tile_lens.tile_config_from_metadata(padded)
+    assert (config.a_pad, config.b_pad, config.registers) == (4, 0, 127)

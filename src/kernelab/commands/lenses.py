@@ -184,7 +184,13 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--stages", help="Shared-memory stages.")
         ] = None,
         pad: Annotated[
-            int | None, typer.Option("--pad", help="Elements of padding per shared-memory row.")
+            int | None, typer.Option("--pad", help="Padding per shared row, A and B (elements).")
+        ] = None,
+        a_pad: Annotated[int | None, typer.Option("--a-pad", help="Padding of A rows.")] = None,
+        b_pad: Annotated[int | None, typer.Option("--b-pad", help="Padding of B rows.")] = None,
+        a_transposed: Annotated[
+            bool | None,
+            typer.Option("--a-transposed/--a-row-major", help="A stored as BK x BM."),
         ] = None,
         regs: Annotated[
             int | None, typer.Option("--regs", help="Registers per thread (ptxas -v).")
@@ -223,7 +229,9 @@ def register(app: typer.Typer) -> None:
             "tn": tn,
             "threads": threads,
             "stages": stages,
-            "smem_pad": pad,
+            "a_pad": a_pad if a_pad is not None else pad,
+            "b_pad": b_pad if b_pad is not None else pad,
+            "a_transposed": a_transposed,
             "registers": regs,
             "dtype": dtype,
         }

@@ -29,8 +29,6 @@ from kernelab.roofline.costs import canonical_dtype, dtype_bytes
 # shared pointers, loop counters, indices. A rough allowance, used only for the estimate.
 REGISTER_OVERHEAD_ESTIMATE = 20
 
-METADATA_KEYS = ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "threads", "stages", "registers")
-
 
 @dataclass(frozen=True)
 class TileConfig:
@@ -44,8 +42,9 @@ class TileConfig:
     wn: int | None = None
     dtype: str = "fp32"  # the inputs as stored in shared memory
     stages: int = 1  # shared-memory buffers of (A tile, B tile): 2 = double buffering
-    smem_pad: int = 0  # elements added to every row of both shared-memory tiles
-    a_transposed: bool = False  # A stored as BK x BM (the SGEMM ladder does, for float4 loads)
+    a_pad: int = 0  # elements added to every row of the A tile in shared memory
+    b_pad: int = 0  # and of the B tile
+    a_transposed: bool = False  # A stored as BK x BM (transposed, for float4 reads along M)
     registers: int | None = None  # per thread, from ptxas -v when known
     acc_dtype: str = "fp32"
 
@@ -55,8 +54,8 @@ class TileConfig:
             value = getattr(self, name)
             if value <= 0:
                 raise KernelabError(f"{name.upper()} must be positive, got {value}")
-        if self.smem_pad < 0:
-            raise KernelabError(f"shared-memory padding cannot be negative, got {self.smem_pad}")
+        if self.a_pad < 0 or self.b_pad < 0:
+            raise KernelabError("shared-memory padding cannot be negative")
         if self.threads % warp_size:
             raise KernelabError(
                 f"threads per block ({self.threads}) must be a multiple of the warp size "
@@ -183,12 +182,11 @@ def block_tile_reuse(bm: int, bn: int, dtype: str = "fp32") -> float:
 def smem_bytes(config: TileConfig) -> tuple[int, int, int]:
     """(A tile, B tile, whole block) shared-memory bytes; the block holds `stages` pairs."""
     elem = dtype_bytes(config.dtype)
-    pad = config.smem_pad
     if config.a_transposed:
-        a_elems = config.bk * (config.bm + pad)
+        a_elems = config.bk * (config.bm + config.a_pad)
     else:
-        a_elems = config.bm * (config.bk + pad)
-    b_elems = config.bk * (config.bn + pad)
+        a_elems = config.bm * (config.bk + config.a_pad)
+    b_elems = config.bk * (config.bn + config.b_pad)
     a_bytes = math.ceil(a_elems * elem)
     b_bytes = math.ceil(b_elems * elem)
     return a_bytes, b_bytes, (a_bytes + b_bytes) * config.stages
@@ -344,24 +342,51 @@ def analyze_tile(
     )
 
 
-def tile_config_from_metadata(metadata: dict, *, dtype: str = "fp32") -> TileConfig | None:
-    """A TileConfig from an Implementation's metadata, or None if it carries no tiles."""
-    if not all(key in metadata for key in ("BM", "BN", "BK", "TM", "TN", "threads")):
+def _whole(value) -> int | None:
+    """An integer tile parameter, or None for an absent or non-numeric one ("tuned")."""
+    if isinstance(value, bool) or value is None:
         return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def tile_config_from_metadata(metadata: dict, *, dtype: str = "fp32") -> TileConfig | None:
+    """A TileConfig from an Implementation's metadata (its "tiles" entry when it has one:
+    BM, BN, BK, threads, and TM, TN, WM, WN, stages, A_pad, B_pad, registers where they
+    apply), or None when it declares no fixed tile (untiled, or chosen by autotuning)."""
+    tiles = metadata.get("tiles", metadata)
+    if not isinstance(tiles, dict):
+        return None
+    value = {key: _whole(tiles.get(key)) for key in ("BM", "BN", "BK", "threads")}
+    if any(v is None for v in value.values()):
+        return None
+    optional = {}
+    for key in ("TM", "TN", "WM", "WN", "stages", "A_pad", "B_pad", "registers"):
+        raw = tiles.get(key, metadata.get(key) if key == "registers" else None)
+        if raw is None:
+            continue
+        if _whole(raw) is None:
+            return None  # a parameter left to the autotuner
+        optional[key] = _whole(raw)
+    pad = _whole(tiles.get("smem_pad")) or 0
     return TileConfig(
-        bm=int(metadata["BM"]),
-        bn=int(metadata["BN"]),
-        bk=int(metadata["BK"]),
-        tm=int(metadata["TM"]),
-        tn=int(metadata["TN"]),
-        threads=int(metadata["threads"]),
-        wm=int(metadata["WM"]) if metadata.get("WM") else None,
-        wn=int(metadata["WN"]) if metadata.get("WN") else None,
+        bm=value["BM"],  # type: ignore[arg-type]
+        bn=value["BN"],  # type: ignore[arg-type]
+        bk=value["BK"],  # type: ignore[arg-type]
+        tm=optional.get("TM", 1),  # an untiled thread computes one output
+        tn=optional.get("TN", 1),
+        threads=value["threads"],  # type: ignore[arg-type]
+        wm=optional.get("WM"),
+        wn=optional.get("WN"),
         dtype=dtype,
-        stages=int(metadata.get("stages") or 1),
-        smem_pad=int(metadata.get("smem_pad") or 0),
-        a_transposed=bool(metadata.get("a_transposed", False)),
-        registers=int(metadata["registers"]) if metadata.get("registers") else None,
+        stages=optional.get("stages", 1),
+        a_pad=optional.get("A_pad", pad),
+        b_pad=optional.get("B_pad", pad),
+        a_transposed=bool(tiles.get("a_transposed", False)),
+        registers=optional.get("registers"),
     )
 
 
@@ -374,8 +399,8 @@ def kernel_tile(name: str) -> TileConfig:
     config = tile_config_from_metadata(impl.metadata, dtype=dtype)
     if config is None:
         raise KernelabError(
-            f"implementation '{name}' declares no tile (needs metadata "
-            f"{', '.join(METADATA_KEYS[:5])}, threads)"
+            f"implementation '{name}' declares no fixed tile (untiled, or chosen by "
+            "autotuning); give --bm, --bn, --bk, --tm, --tn and --threads instead"
         )
     return config
 
