@@ -35,7 +35,13 @@ def _vector_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)  # read BLOCK * itemsize
     y = tl.load(y_ptr + offsets, mask=mask)  # read BLOCK * itemsize
-    tl.store(out_ptr + offsets, x + y, mask=mask)  # write BLOCK * itemsize; BLOCK adds
+    # Add in fp32 and round once: the same answer as a native bf16/fp16 add, free in a
+    # memory-bound kernel, and right under the CPU interpreter too (Triton 3.9's interpreter
+    # adds bf16 tiles as raw 16-bit integers).
+    total = x.to(tl.float32) + y.to(tl.float32)  # BLOCK adds
+    tl.store(
+        out_ptr + offsets, total.to(out_ptr.dtype.element_ty), mask=mask
+    )  # write BLOCK * itemsize
 
 
 _vector_add_tuned = triton.autotune(configs=CONFIGS, key=["n"])(_vector_add_kernel)

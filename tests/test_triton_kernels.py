@@ -1,0 +1,325 @@
+"""The Triton kernels against the torch references, at awkward shapes and extreme values.
+
+Without a GPU the kernels run on Triton's CPU interpreter (TRITON_INTERPRET=1 is set here,
+before any kernel module is imported) at small shapes; with a GPU the same tests run
+compiled on it, and the `gpu` tests add full sizes, every dtype and the GPU-only paths
+(cooperative softmax, TMA matmul, fp8).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+
+from kernelab.harness.check import check_implementation  # noqa: E402
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+TRIALS = 3 if HAS_CUDA else 1
+FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _kernel_module(name: str):
+    """Import a kernel module; on the CPU make sure its kernels were built for the interpreter."""
+    module = importlib.import_module(f"kernelab.kernels.triton.{name}")
+    if not HAS_CUDA:
+        jitted = [v for v in vars(module).values() if type(v).__name__ == "JITFunction"]
+        if jitted:  # imported earlier without TRITON_INTERPRET: rebuild for the interpreter
+            module = importlib.reload(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def vector_add():
+    return _kernel_module("vector_add")
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return _kernel_module("softmax")
+
+
+@pytest.fixture(scope="module")
+def norms():
+    return _kernel_module("norms")
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    return _kernel_module("matmul")
+
+
+def assert_correct(fn, op, shape, dtype, trials=TRIALS):
+    report = check_implementation(fn, op, shape, dtype, trials=trials, device=DEVICE)
+    assert report.ok, report.message
+
+
+# --- registry --------------------------------------------------------------------------
+
+
+def test_provider_lists_the_five_kernels_with_their_ops():
+    from kernelab.kernels.triton import implementations
+
+    ops = {impl.name: impl.op for impl in implementations()}
+    assert ops == {
+        "triton.vector_add": "vector_add",
+        "triton.softmax": "softmax",
+        "triton.layernorm": "layernorm",
+        "triton.rmsnorm": "rmsnorm",
+        "triton.matmul": "gemm",
+    }
+
+
+def test_provider_builds_the_public_functions(softmax, matmul):
+    from kernelab.kernels.registry import get
+
+    assert get("triton.softmax").build() is softmax.softmax
+    assert get("triton.matmul").build() is matmul.matmul
+
+
+def test_importing_the_provider_does_not_import_triton_or_torch():
+    code = "import sys, kernelab.kernels.triton; print('triton' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+# --- vector add -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 7, 1031])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_vector_add_awkward_sizes(vector_add, n, dtype):
+    assert_correct(vector_add.vector_add, "vector_add", {"n": n}, dtype)
+
+
+# --- softmax ----------------------------------------------------------------------------
+
+SOFTMAX_SHAPES = [
+    {"rows": 1, "cols": 1},
+    {"rows": 3, "cols": 7},
+    {"rows": 5, "cols": 127},
+    {"rows": 2, "cols": 1031},
+    {"rows": 3, "cols": 127, "stride": 131},  # rows are not cols apart; padding is NaN
+]
+
+
+def _forced_long_rows(softmax_module, long_rows):
+    """softmax with the long-row path forced at a small size: 32-column chunks."""
+    return functools.partial(
+        softmax_module.softmax, single_pass_max_cols=16, chunk_cols=32, long_rows=long_rows
+    )
+
+
+LONG_ROW_PATHS = ["two-pass", "cooperative"] if HAS_CUDA else ["two-pass"]
+
+
+@pytest.mark.parametrize("shape", SOFTMAX_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_softmax_single_pass(softmax, shape, dtype):
+    assert softmax.choose_path(shape["cols"]) == "single-pass"
+    assert_correct(softmax.softmax, "softmax", shape, dtype)
+
+
+@pytest.mark.parametrize("shape", SOFTMAX_SHAPES[2:], ids=str)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("long_rows", LONG_ROW_PATHS)
+def test_softmax_long_row_paths_at_small_size(softmax, shape, dtype, long_rows):
+    assert softmax.choose_path(shape["cols"], single_pass_max_cols=16) != "single-pass"
+    assert_correct(_forced_long_rows(softmax, long_rows), "softmax", shape, dtype)
+
+
+def _all_paths(softmax_module):
+    return [softmax_module.softmax] + [
+        _forced_long_rows(softmax_module, path) for path in LONG_ROW_PATHS
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_softmax_rows_sum_to_one_and_survive_huge_logits(softmax, dtype):
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    x = (torch.randn(4, 97, device=DEVICE) * 1e4).to(torch_dtype)
+    expected = torch.softmax(x.double(), dim=-1)
+    for fn in _all_paths(softmax):
+        y = fn(x)
+        assert y.dtype == torch_dtype and y.shape == x.shape
+        assert torch.isfinite(y).all()
+        sums = y.double().sum(dim=-1)
+        assert torch.allclose(sums, torch.ones_like(sums), atol=2e-2 if dtype == "bf16" else 1e-5)
+        assert torch.allclose(y.double(), expected, atol=1e-2 if dtype == "bf16" else 1e-6)
+
+
+def test_softmax_all_minus_inf_row_is_nan_and_partial_minus_inf_is_zero(softmax):
+    x = torch.randn(3, 45, device=DEVICE)
+    x[0] = float("-inf")  # no finite entry: the documented output is NaN everywhere
+    x[1, :20] = float("-inf")  # some -inf entries: those get probability 0
+    for fn in _all_paths(softmax):
+        y = fn(x)
+        assert torch.isnan(y[0]).all()
+        assert (y[1, :20] == 0).all()
+        assert torch.isfinite(y[1:]).all()
+        assert torch.allclose(y[1:].double(), torch.softmax(x[1:].double(), -1), atol=1e-6)
+
+
+def test_softmax_does_not_write_its_input_and_keeps_dtype(softmax):
+    x = torch.randn(2, 33, device=DEVICE, dtype=torch.float16)
+    before = x.clone()
+    y = softmax.softmax(x)
+    assert torch.equal(x, before) and y.dtype == torch.float16
+
+
+# --- norms ------------------------------------------------------------------------------
+
+NORM_SHAPES = [
+    {"rows": 1, "cols": 1},
+    {"rows": 3, "cols": 7},
+    {"rows": 4, "cols": 127},
+    {"rows": 2, "cols": 1031},
+    {"rows": 3, "cols": 127, "stride": 140},
+]
+
+
+@pytest.mark.parametrize("shape", NORM_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_norms_single_pass(norms, op, shape, dtype):
+    assert_correct(getattr(norms, op), op, shape, dtype)
+
+
+@pytest.mark.parametrize("shape", NORM_SHAPES[2:], ids=str)
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_norms_looped_path_at_small_size(norms, op, shape):
+    fn = functools.partial(getattr(norms, op), single_pass_max_cols=8)
+    assert_correct(fn, op, shape, "fp32")
+    assert_correct(fn, op, shape, "bf16")
+
+
+@pytest.mark.parametrize("limit", [None, 8])
+def test_layernorm_without_bias_and_with_a_large_mean(norms, limit):
+    # mean 1000, std 1: a one-pass E[x^2] - E[x]^2 in fp32 would lose the variance
+    x = torch.randn(3, 203, device=DEVICE, dtype=torch.float64).add_(1000.0)
+    weight = torch.rand(203, device=DEVICE) + 0.5
+    expected = torch.nn.functional.layer_norm(x, (203,), weight.double(), None, 1e-5)
+    y = norms.layernorm(x.float(), weight, None, 1e-5, single_pass_max_cols=limit)
+    assert (y.double() - expected).abs().max() < 2e-3
+
+
+# --- matmul -----------------------------------------------------------------------------
+
+GEMM_SHAPES = [{"m": 1, "n": 1, "k": 1}, {"m": 17, "n": 33, "k": 65}, {"m": 64, "n": 48, "k": 80}]
+# Shapes TMA can describe (rows 16-byte aligned) but not multiples of any tile.
+TMA_SHAPES = [{"m": 40, "n": 24, "k": 72}, {"m": 64, "n": 48, "k": 80}]
+
+
+@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_matmul_plain_path(matmul, shape, dtype):
+    assert_correct(functools.partial(matmul.matmul, path="plain"), "gemm", shape, dtype)
+
+
+@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_matmul_auto_path(matmul, shape, dtype):
+    assert_correct(matmul.matmul, "gemm", shape, dtype)
+
+
+def _with_column_major_b(fn):
+    """fn called with b stored as the transpose of an [N, K] tensor (K-major, like weights)."""
+    return lambda a, b: fn(a, b.T.contiguous().T)
+
+
+@pytest.mark.skipif(
+    HAS_CUDA and torch.cuda.get_device_capability()[0] < 9, reason="TMA needs cc >= 9.0"
+)
+@pytest.mark.parametrize("shape", TMA_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("b_layout", ["row-major", "column-major"])
+def test_matmul_tma_path(matmul, shape, dtype, b_layout):
+    fn = functools.partial(matmul.matmul, path="tma")
+    if b_layout == "column-major":
+        fn = _with_column_major_b(fn)
+    assert_correct(fn, "gemm", shape, dtype)
+
+
+def test_matmul_tma_refuses_unaligned_rows(matmul):
+    a = torch.randn(8, 7, device=DEVICE, dtype=torch.float16)  # 14-byte rows
+    b = torch.randn(7, 8, device=DEVICE, dtype=torch.float16)
+    with pytest.raises(ValueError, match="TMA"):
+        matmul.matmul(a, b, path="tma")
+    assert matmul.matmul(a, b).shape == (8, 8)  # auto falls back to the plain path
+
+
+# --- full sizes on the GPU --------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_gpu_vector_add_full_size(vector_add, dtype):
+    assert_correct(vector_add.vector_add, "vector_add", {"n": (1 << 28) + 3}, dtype, trials=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [512, 1000, 4096, 16384, 16385, 32768, 65536, 100_003, 262_144])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_gpu_softmax_full_size(softmax, cols, dtype):
+    rows = max(1, (64 << 20) // (4 * cols))  # 64 MiB of fp32
+    assert_correct(softmax.softmax, "softmax", {"rows": rows, "cols": cols}, dtype, trials=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("long_rows", ["cooperative", "two-pass"])
+@pytest.mark.parametrize(
+    "shape", [{"rows": 1, "cols": 262_144}, {"rows": 37, "cols": 70_001, "stride": 70_016}], ids=str
+)
+def test_gpu_softmax_long_rows_each_path(softmax, long_rows, shape):
+    assert softmax.choose_path(shape["cols"]) == "cooperative"
+    fn = functools.partial(softmax.softmax, long_rows=long_rows)
+    assert_correct(fn, "softmax", shape, "bf16", trials=2)
+    assert_correct(fn, "softmax", shape, "fp32", trials=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [1024, 4096, 8192, 16384, 50_000])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_gpu_norms_full_size(norms, op, cols, dtype):
+    rows = max(1, (64 << 20) // (4 * cols))
+    assert_correct(getattr(norms, op), op, {"rows": rows, "cols": cols}, dtype, trials=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size", [1024, 4096, (1000, 3000, 2000), (1001, 999, 1003)], ids=str)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp8"])
+def test_gpu_matmul_full_size(matmul, size, dtype):
+    if dtype == "fp8" and torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("fp8 e4m3 needs cc >= 8.9")
+    m, n, k = (size, size, size) if isinstance(size, int) else size
+    shape = {"m": m, "n": n, "k": k}
+    assert_correct(matmul.matmul, "gemm", shape, dtype, trials=2)
+    assert_correct(_with_column_major_b(matmul.matmul), "gemm", shape, dtype, trials=1)
+    assert_correct(functools.partial(matmul.matmul, path="plain"), "gemm", shape, dtype, trials=1)
+
+
+@pytest.mark.gpu
+def test_gpu_matmul_warp_specialized(matmul):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs cc >= 9.0")
+    fn = functools.partial(matmul.matmul, warp_specialize=True)
+    try:
+        report = check_implementation(
+            fn, "gemm", {"m": 2048, "n": 2048, "k": 2048}, "bf16", trials=1
+        )
+    except Exception as exc:  # a compiler that cannot warp-specialize this loop
+        pytest.xfail(f"Triton could not warp-specialize the TMA loop: {type(exc).__name__}: {exc}")
+    if "raised" in report.message:
+        pytest.xfail(f"Triton could not warp-specialize the TMA loop: {report.message}")
+    assert report.ok, report.message
