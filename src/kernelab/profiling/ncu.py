@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelab.errors import KernelabError, MissingToolError
+from kernelab.output import note
 from kernelab.profiling.metrics import EXTRA_METRICS, FOCUSED_SECTIONS
 
 NCU_ENV = "KERNELAB_NCU"  # an explicit path to the ncu executable, if not on PATH
@@ -156,6 +157,7 @@ def run_ncu(
         ncu=ncu,
     )
     report = report_path(out_path)
+    note(f"ncu: profiling `{' '.join(str(p) for p in target_cmd)}` (replays each kernel) ...")
     report.parent.mkdir(parents=True, exist_ok=True)
     report.unlink(missing_ok=True)  # so a run that profiles nothing cannot pass off an old one
     try:
