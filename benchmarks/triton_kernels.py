@@ -1,0 +1,429 @@
+"""The Triton kernels on this GPU: each checked, then timed against torch eager, torch.compile
+and cuBLAS in one run, printed as one table and written as JSON records.
+
+    PYTHONPATH=src python3 benchmarks/triton_kernels.py [--out DIR] [--only softmax,matmul]
+        [--no-compile] [--quick]
+
+Parts: copy (the bandwidth ceiling, measured here), vector_add, softmax, norms, matmul.
+Rates: memory-bound ops in TB/s from the cost model's bytes (softmax: one read + one write)
+and as % of the device-to-device copy measured in the same run; matmul in TFLOP/s and as %
+of cuBLAS (torch.mm; fp8: torch._scaled_mm with unit scales) in the same run. Timer:
+kernelab.harness.timing.benchmark in cold mode (L2 flushed between calls, median) when it
+imports, else triton.testing.do_bench (median, L2 flushed); the table says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+PARTS = ("copy", "vector_add", "softmax", "norms", "matmul")
+GIB = 1 << 30
+SOFTMAX_COLS = (512, 1024, 4096, 16384, 32768, 65536, 131072, 262144)
+NORM_COLS = (1024, 4096, 8192, 16384)
+MATMUL_SIZES = (1024, 2048, 4096, 8192)
+
+
+def make_timer():
+    """(time_ms(fn) -> (median_ms, detail dict), label)."""
+    try:
+        from kernelab.harness.timing import benchmark
+
+        def time_ms(fn):
+            timing = benchmark(fn, mode="cold", min_samples=10, max_time_s=0.6)
+            return timing.median_ms, {
+                "samples_ms": list(timing.samples_ms),
+                "rel_noise": timing.rel_noise,
+                "clocks": timing.clocks,
+                "throttled": timing.throttled,
+            }
+
+        return time_ms, "kernelab.harness.timing.benchmark (cold: L2 flushed, median)"
+    except ImportError:
+        import triton
+
+        def time_ms(fn):
+            return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"), {}
+
+        return time_ms, "triton.testing.do_bench (L2 flushed, median)"
+
+
+class Run:
+    """Collects results, the rows of the final table and the JSON records."""
+
+    def __init__(self, args):
+        import torch
+
+        self.args = args
+        self.torch = torch
+        self.time_ms, self.timer_label = make_timer()
+        self.rows: list[dict] = []
+        self.records: list[dict] = []
+        self.copy_tbps: float | None = None
+        self.device = torch.cuda.get_device_name()
+
+    def compiled(self, fn):
+        if self.args.no_compile:
+            return None
+        return self.torch.compile(fn, dynamic=False)
+
+    def check(self, name, fn, op, shape, dtype) -> dict:
+        from kernelab.harness.check import check_implementation
+
+        report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
+        if not report.ok:
+            print(f"  CHECK FAILED {name} {shape} {dtype}: {report.message}", file=sys.stderr)
+        return {"ok": report.ok, "error": report.error, "threshold": report.threshold}
+
+    def measure(self, fn, *inputs):
+        try:
+            median, detail = self.time_ms(lambda: fn(*inputs))
+            return median, detail, None
+        except Exception as exc:  # a baseline that cannot run here (compile error, no fp8)
+            return None, {}, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+
+    def record(self, op, impl, shape, dtype, cost, median_ms, detail, check=None, extra=None):
+        rate = None
+        if median_ms:
+            seconds = median_ms * 1e-3
+            rate = {"tbps": cost.bytes / seconds / 1e12, "tflops": cost.flops / seconds / 1e12}
+        self.records.append(
+            {
+                "op": op,
+                "implementation": impl,
+                "shape": shape,
+                "dtype": dtype,
+                "median_ms": median_ms,
+                "flops": cost.flops,
+                "bytes": cost.bytes,
+                "achieved_tbps": rate and rate["tbps"],
+                "achieved_tflops": rate and rate["tflops"],
+                "check": check or {},
+                "gpu": self.device,
+                "timer": self.timer_label,
+                "extra": extra or {},
+                **detail,
+            }
+        )
+        return rate
+
+
+def memory_case(run, op, shape, dtype, triton_fn, inputs, eager_fn, label, extra=None):
+    """Check the Triton kernel, time it, torch eager and torch.compile; one table row."""
+    from kernelab.kernels.reference import OPS
+
+    cost = OPS[op].cost(shape, dtype)
+    check = run.check(f"triton.{op}", triton_fn, op, shape, dtype)
+    row = {"part": op, "case": label, "dtype": dtype, "check": "ok" if check["ok"] else "FAIL"}
+    results = {}
+    for impl, fn in (
+        ("triton", triton_fn),
+        ("eager", eager_fn),
+        ("compile", run.compiled(eager_fn)),
+    ):
+        if fn is None:
+            continue
+        median, detail, error = run.measure(fn, *inputs)
+        rate = run.record(
+            op,
+            f"{impl}.{op}",
+            shape,
+            dtype,
+            cost,
+            median,
+            detail,
+            check if impl == "triton" else None,
+            {"error": error, **(extra or {})},
+        )
+        results[impl] = rate["tbps"] if rate else None
+    row.update({k: results.get(k) for k in ("triton", "eager", "compile")})
+    row["unit"] = "TB/s"
+    row["pct"] = 100 * row["triton"] / run.copy_tbps if row["triton"] and run.copy_tbps else None
+    row["pct_of"] = "copy"
+    row.update(extra or {})
+    run.rows.append(row)
+    print(
+        f"  {op} {label} {dtype}: triton {fmt(row['triton'])} TB/s, eager {fmt(row['eager'])}, "
+        f"compile {fmt(row['compile'])}",
+        file=sys.stderr,
+    )
+
+
+def part_copy(run):
+    torch = run.torch
+    x = torch.empty(GIB // 4, device="cuda", dtype=torch.float32).normal_()
+    y = torch.empty_like(x)
+    median, _, _ = run.measure(lambda: y.copy_(x))
+    run.copy_tbps = 2 * GIB / (median * 1e-3) / 1e12  # read 1 GiB + write 1 GiB
+    print(f"  copy ceiling: {run.copy_tbps:.2f} TB/s", file=sys.stderr)
+    run.records.append(
+        {
+            "op": "copy",
+            "implementation": "torch.copy_",
+            "bytes": 2 * GIB,
+            "median_ms": median,
+            "achieved_tbps": run.copy_tbps,
+            "gpu": run.device,
+        }
+    )
+
+
+def part_vector_add(run):
+    from kernelab.kernels.reference import OPS
+    from kernelab.kernels.triton.vector_add import vector_add
+
+    for dtype in ("fp32",) if run.args.quick else ("fp32", "bf16"):
+        n = GIB // (4 if dtype == "fp32" else 2)  # 1 GiB per operand
+        shape = {"n": n}
+        inputs = OPS["vector_add"].make_inputs(shape, dtype, 0, "cuda")
+        memory_case(run, "vector_add", shape, dtype, vector_add, inputs, torch_add, f"n={n}")
+
+
+def torch_add(x, y):
+    return x + y
+
+
+def torch_softmax(x):
+    import torch
+
+    return torch.softmax(x, dim=-1)
+
+
+def part_softmax(run):
+    from kernelab.kernels.reference import OPS
+    from kernelab.kernels.triton import softmax as module
+
+    cols_list = (1024, 16384, 262144) if run.args.quick else SOFTMAX_COLS
+    for dtype in ("fp32", "bf16"):
+        for cols in cols_list:
+            rows = max(1, GIB // (4 * cols) if dtype == "fp32" else GIB // (2 * cols))
+            shape = {"rows": rows, "cols": cols}
+            inputs = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")
+            path = module.choose_path(cols)
+            memory_case(
+                run,
+                "softmax",
+                shape,
+                dtype,
+                module.softmax,
+                inputs,
+                torch_softmax,
+                f"{rows}x{cols}",
+                {"path": path},
+            )
+            del inputs
+
+
+def torch_layernorm(x, w, b, eps):
+    import torch.nn.functional as F
+
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def torch_rmsnorm(x, w, eps):
+    from kernelab.kernels.reference import OPS
+
+    return OPS["rmsnorm"].torch_eager(x, w, eps)
+
+
+def part_norms(run):
+    from kernelab.kernels.reference import OPS
+    from kernelab.kernels.triton import norms
+
+    cols_list = (4096,) if run.args.quick else NORM_COLS
+    for op, fn, eager in (
+        ("layernorm", norms.layernorm, torch_layernorm),
+        ("rmsnorm", norms.rmsnorm, torch_rmsnorm),
+    ):
+        for dtype in ("bf16", "fp32"):
+            for cols in cols_list:
+                rows = GIB // ((4 if dtype == "fp32" else 2) * cols)
+                shape = {"rows": rows, "cols": cols}
+                inputs = OPS[op].make_inputs(shape, dtype, 0, "cuda")
+                memory_case(run, op, shape, dtype, fn, inputs, eager, f"{rows}x{cols}")
+                del inputs
+
+
+def part_matmul(run):
+    torch = run.torch
+    from kernelab.kernels.reference import OPS
+    from kernelab.kernels.triton.matmul import matmul
+
+    sizes = (4096,) if run.args.quick else MATMUL_SIZES
+    fp8 = torch.cuda.get_device_capability() >= (8, 9)
+    for dtype in ("bf16", "fp8") if fp8 else ("bf16",):
+        for size in sizes:
+            shape = {"m": size, "n": size, "k": size}
+            cost = OPS["gemm"].cost(shape, dtype)
+            a, b = OPS["gemm"].make_inputs(shape, dtype, 0, "cuda")
+            b_kmajor = b.T.contiguous().T  # what weights look like, and what _scaled_mm wants
+            variants = {"triton": functools.partial(matmul, a, b_kmajor)}
+            if dtype == "bf16":
+                variants["cublas"] = functools.partial(torch.mm, a, b)
+                if size >= 4096:
+                    variants["triton-ws"] = functools.partial(
+                        matmul, a, b_kmajor, warp_specialize=True
+                    )
+                    variants["triton-plain"] = functools.partial(matmul, a, b, path="plain")
+            else:
+                one = torch.ones((), device="cuda", dtype=torch.float32)
+                variants["cublas"] = functools.partial(
+                    torch._scaled_mm,
+                    a,
+                    b_kmajor,
+                    scale_a=one,
+                    scale_b=one,
+                    out_dtype=torch.bfloat16,
+                )
+            check = run.check(
+                "triton.matmul", lambda a, b: matmul(a, b.T.contiguous().T), "gemm", shape, dtype
+            )
+            rates, errors = {}, {}
+            for impl, fn in variants.items():
+                median, detail, error = run.measure(fn)
+                rate = run.record(
+                    "gemm",
+                    f"{impl}.gemm",
+                    shape,
+                    dtype,
+                    cost,
+                    median,
+                    detail,
+                    check if impl == "triton" else None,
+                    {"error": error},
+                )
+                rates[impl] = rate["tflops"] if rate else None
+                errors[impl] = error
+            row = {
+                "part": "matmul",
+                "case": f"{size}^3",
+                "dtype": dtype,
+                "check": "ok" if check["ok"] else "FAIL",
+                "triton": rates["triton"],
+                "eager": rates.get("cublas"),
+                "compile": None,
+                "unit": "TFLOP/s",
+                "pct_of": "cuBLAS",
+                "pct": 100 * rates["triton"] / rates["cublas"]
+                if rates["triton"] and rates.get("cublas")
+                else None,
+                "ws": rates.get("triton-ws"),
+                "plain": rates.get("triton-plain"),
+                "ws_error": errors.get("triton-ws"),
+            }
+            run.rows.append(row)
+            print(
+                f"  matmul {size}^3 {dtype}: triton {fmt(rates['triton'])} TFLOP/s, cuBLAS "
+                f"{fmt(rates.get('cublas'))}, ws {fmt(rates.get('triton-ws'))}, plain "
+                f"{fmt(rates.get('triton-plain'))}",
+                file=sys.stderr,
+            )
+            del a, b, b_kmajor
+
+
+def fmt(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_table(run):
+    print(f"\nTriton kernels on {run.device}; timer: {run.timer_label}")
+    print(f"copy ceiling measured in this run: {fmt(run.copy_tbps)} TB/s (read + write)\n")
+    header = f"{'part':<11}{'case':<15}{'dtype':<6}{'check':<6}{'triton':>9}{'%':>7}  {'of':<7}{'eager':>9}{'compile':>9}  unit     notes"
+    print(header)
+    print("-" * len(header))
+    for r in run.rows:
+        notes = r.get("path") or ""
+        if r["part"] == "matmul":
+            notes = f"ws {fmt(r.get('ws'), 0)} plain {fmt(r.get('plain'), 0)}"
+            if r.get("ws_error"):
+                notes += f" (ws: {r['ws_error'][:40]})"
+        print(
+            f"{r['part']:<11}{r['case']:<15}{r['dtype']:<6}{r['check']:<6}{fmt(r['triton']):>9}"
+            f"{fmt(r['pct'], 1):>7}  {r['pct_of']:<7}{fmt(r['eager']):>9}{fmt(r['compile']):>9}  "
+            f"{r['unit']:<8} {notes}"
+        )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/h200"))
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="skip the torch.compile baselines"
+    )
+    parser.add_argument("--quick", action="store_true", help="a few sizes per part")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("triton_kernels: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if not args.no_compile:
+        torch._dynamo.config.cache_size_limit = 64  # one static graph per benchmarked shape
+    run = Run(args)
+    start = time.time()
+    functions = {
+        "copy": part_copy,
+        "vector_add": part_vector_add,
+        "softmax": part_softmax,
+        "norms": part_norms,
+        "matmul": part_matmul,
+    }
+    for part in ["copy"] + [p for p in parts if p != "copy"]:
+        print(f"[{time.time() - start:6.1f}s] {part}", file=sys.stderr)
+        try:
+            functions[part](run)
+        except Exception:
+            traceback.print_exc()
+            run.rows.append(
+                {
+                    "part": part,
+                    "case": "ERROR",
+                    "dtype": "",
+                    "check": "",
+                    "triton": None,
+                    "pct": None,
+                    "pct_of": "",
+                    "eager": None,
+                    "compile": None,
+                    "unit": "",
+                }
+            )
+        torch.cuda.empty_cache()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"triton_kernels_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    from kernelab.environment import software_versions
+
+    path.write_text(
+        json.dumps(
+            {
+                "gpu": run.device,
+                "timer": run.timer_label,
+                "copy_tbps": run.copy_tbps,
+                "versions": software_versions(),
+                "rows": run.rows,
+                "records": run.records,
+            },
+            indent=1,
+            default=str,
+        )
+    )
+    print(f"[{time.time() - start:6.1f}s] records: {path}", file=sys.stderr)
+    print_table(run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
