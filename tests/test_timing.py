@@ -86,6 +86,10 @@ def test_chunks_hold_about_50_ms_of_work():
     device = FakeDevice(lambda: 0.002)
     run(device, first_sample_ms=0.002, calls_per_sample=500, target_rse=0.0, max_samples=200)
     assert device.chunks[0] == 50
+    # A call that takes longer to enqueue than to run: chunks sized by the host time.
+    device = FakeDevice(lambda: 0.002)
+    run(device, first_sample_ms=0.002, host_ms_per_sample=1.0, target_rse=0.0, max_samples=200)
+    assert set(device.chunks) == {50}
 
 
 def test_flush_is_at_least_twice_the_l2():
@@ -99,6 +103,12 @@ def test_graph_replays_last_at_least_a_millisecond():
     assert timing.calls_per_replay(0.003) * 0.003 >= timing.GRAPH_REPLAY_TARGET_MS
     assert timing.calls_per_replay(5.0) == 1
     assert timing.calls_per_replay(0.0) == timing.MAX_CALLS_PER_GRAPH
+
+
+def test_the_spin_covers_the_host_enqueue_time():
+    # 20 us to enqueue a call, 100 calls: hold 2.5 ms (25 % margin) at 2 GHz.
+    assert timing.hold_cycles(0.02, 100) == int(2.5e-3 * timing.SPIN_HZ)
+    assert timing.hold_cycles(10.0, 1000) == int(timing.MAX_HOLD_MS * 1e-3 * timing.SPIN_HZ)
 
 
 def test_side_stream_rule():
@@ -192,6 +202,20 @@ def test_cold_is_not_faster_than_hot_for_an_l2_resident_op():
     hot = timing.benchmark(lambda: x + y, mode="hot")
     cold = timing.benchmark(lambda: x + y, mode="cold")
     assert cold.median_ms >= hot.median_ms * 0.98
+
+
+@pytest.mark.gpu
+def test_host_time_between_launches_is_not_device_time():
+    import torch
+
+    x = torch.randn(1024, device="cuda")
+
+    def slow_host():
+        time.sleep(0.001)  # a slow Python wrapper: 1 ms on the host per call
+        return x.mul(2.0)
+
+    t = timing.benchmark(slow_host, mode="hot", max_time_s=0.5)
+    assert t.median_ms < 0.1  # the spin let the GPU run the queued calls back to back
 
 
 @pytest.mark.gpu

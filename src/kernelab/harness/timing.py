@@ -11,7 +11,11 @@ What one sample is, by mode:
          If capture fails the same N calls are timed from a plain loop ("batch").
 
 Each sample is bracketed by CUDA events on the current stream. Before any event is read the
-whole device is synchronised. Before timing, the warm-up checks whether a call returns while
+whole device is synchronised. Samples measure device time: a chunk of calls is queued behind
+a short spin kernel (torch.cuda._sleep, nvbench's "blocking kernel" idea) that holds the
+stream while the host enqueues them, so the GPU runs them back to back and the time Python
+takes to launch a call never shows up as idle time between its events. Launch overhead is
+what graph mode removes and what a hot loop without the spin would add. Before timing, the warm-up checks whether a call returns while
 work it started is still running elsewhere (a side stream the current stream never waits
 on): the events would then miss that work, so every sample is instead closed by a
 device-wide synchronise before its end event, and the Timing says so in a warning.
@@ -39,6 +43,9 @@ FALLBACK_FLUSH_BYTES = 256 * 1024**2  # triton.testing.do_bench's flush size
 GRAPH_REPLAY_TARGET_MS = 1.0  # one replay at least this long: event resolution ~0.5 us
 MAX_CALLS_PER_GRAPH = 10_000
 CHUNK_TARGET_MS = 50.0  # queue this much work between device synchronisations
+SPIN_HZ = 2.0e9  # cycles per second assumed for the pre-roll spin: above any boost clock
+MAX_HOLD_MS = 200.0
+REPLAY_ENQUEUE_MS = 0.05  # host time to enqueue one graph replay and its two events, generously
 MAX_CHUNK = 1000
 PROBE_CALLS = 5
 
@@ -134,6 +141,7 @@ def _run_loop(
     *,
     first_sample_ms: float,
     calls_per_sample: int = 1,
+    host_ms_per_sample: float = 0.0,
     min_samples: int,
     max_samples: int,
     max_time_s: float,
@@ -145,7 +153,9 @@ def _run_loop(
 
     `time_chunk(k)` takes exactly k samples and returns them in ms; `first_sample_ms` (from the
     warm-up) sizes the first chunk, later chunks are sized from the samples themselves; a
-    sample that stands for `calls_per_sample` calls costs that many times its value.
+    sample that stands for `calls_per_sample` calls costs that many times its value, and
+    never less than the host time to enqueue it (`host_ms_per_sample`), so that the spin
+    holding the stream can cover the enqueueing of a whole chunk.
     """
     samples: list[float] = []
     sample_ms = first_sample_ms
@@ -161,7 +171,8 @@ def _run_loop(
         )
         if stop:
             return samples, reason
-        chunk = time_chunk(chunk_size(sample_ms * calls_per_sample, max_samples - len(samples)))
+        cost_ms = max(sample_ms * calls_per_sample, host_ms_per_sample)
+        chunk = time_chunk(chunk_size(cost_ms, max_samples - len(samples)))
         samples.extend(chunk)
         sample_ms = sum(chunk) / len(chunk)
         if between_chunks is not None:
@@ -245,7 +256,7 @@ def _benchmark_on_device(
 
     warnings: list[str] = []
     warmup_calls = _warm_up(fn, torch, warmup_ms)
-    probe_event_ms, fenced = _probe(fn, torch)
+    probe_event_ms, enqueue_ms, fenced = _probe(fn, torch)
     if fenced:
         warnings.append(
             "the call returned while work it started was still running (a side stream?): "
@@ -261,12 +272,12 @@ def _benchmark_on_device(
             flush_bytes = flush_size_bytes(l2)
         # int32 so zero_() writes with full-width stores; the content never matters.
         flush = torch.empty(max(1, flush_bytes // 4), dtype=torch.int32, device=f"cuda:{index}")
-        time_chunk = _event_chunks(fn, torch, flush, fenced)
+        time_chunk = _event_chunks(fn, torch, flush, fenced, enqueue_ms)
     elif mode == "hot":
-        time_chunk = _event_chunks(fn, torch, None, fenced)
+        time_chunk = _event_chunks(fn, torch, None, fenced, enqueue_ms)
     else:
         calls = calls_per_replay(probe_event_ms)
-        time_chunk, result_mode, why = _graph_chunks(fn, torch, calls)
+        time_chunk, result_mode, why = _graph_chunks(fn, torch, calls, enqueue_ms)
         if why:
             warnings.append(
                 f"CUDA graph capture failed ({why}); timed {calls} calls in a plain loop"
@@ -284,6 +295,7 @@ def _benchmark_on_device(
             time_chunk,
             first_sample_ms=probe_event_ms,
             calls_per_sample=calls,
+            host_ms_per_sample=REPLAY_ENQUEUE_MS if result_mode == "graph" else calls * enqueue_ms,
             min_samples=min_samples,
             max_samples=max_samples,
             max_time_s=max_time_s,
@@ -322,10 +334,11 @@ def _warm_up(fn, torch, warmup_ms: float) -> int:
             return calls
 
 
-def _probe(fn, torch) -> tuple[float, bool]:
-    """A few single calls timed by events and by the host clock: the per-call estimate that
-    sizes chunks and graphs, and whether the call leaves work its events miss."""
-    events, walls = [], []
+def _probe(fn, torch) -> tuple[float, float, bool]:
+    """A few single calls timed by events and by the host clock: the per-call device time that
+    sizes chunks and graphs, the host time to enqueue one call, and whether the call leaves
+    work its events miss."""
+    events, walls, enqueues = [], [], []
     for _ in range(PROBE_CALLS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
@@ -333,22 +346,41 @@ def _probe(fn, torch) -> tuple[float, bool]:
         start.record()
         fn()
         end.record()
+        enqueues.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
         walls.append((time.perf_counter() - t0) * 1e3)
         events.append(start.elapsed_time(end))
     event_ms = stats.quantile(sorted(events), 0.5)
     wall_ms = stats.quantile(sorted(walls), 0.5)
-    return event_ms, looks_unfenced(event_ms, wall_ms)
+    enqueue_ms = stats.quantile(sorted(enqueues), 0.5)
+    return event_ms, enqueue_ms, looks_unfenced(event_ms, wall_ms)
 
 
-def _event_chunks(fn, torch, flush, fenced: bool) -> Callable[[int], list[float]]:
-    """time_chunk for cold and hot modes: k calls queued, then one synchronise."""
+def hold_cycles(enqueue_ms: float, calls: int) -> int:
+    """Spin cycles that keep the stream busy while the host enqueues `calls` calls (with a
+    25 % margin), capped at MAX_HOLD_MS."""
+    hold_ms = min(MAX_HOLD_MS, 1.25 * enqueue_ms * calls)
+    return int(hold_ms * 1e-3 * SPIN_HZ)
+
+
+def _hold_stream(torch, cycles: int) -> None:
+    spin = getattr(torch.cuda, "_sleep", None)
+    if spin is not None and cycles > 0:
+        spin(cycles)
+
+
+def _event_chunks(
+    fn, torch, flush, fenced: bool, enqueue_ms: float
+) -> Callable[[int], list[float]]:
+    """time_chunk for cold and hot modes: k calls queued behind a spin, then one synchronise."""
 
     def time_chunk(k: int) -> list[float]:
         pairs = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(k)
         ]
+        if not fenced:  # fenced calls synchronise one by one: nothing can queue up
+            _hold_stream(torch, hold_cycles(enqueue_ms, k))
         for start, end in pairs:
             if flush is not None:
                 flush.zero_()  # outside the timed region: before the start event
@@ -363,7 +395,9 @@ def _event_chunks(fn, torch, flush, fenced: bool) -> Callable[[int], list[float]
     return time_chunk
 
 
-def _graph_chunks(fn, torch, calls: int) -> tuple[Callable[[int], list[float]], str, str | None]:
+def _graph_chunks(
+    fn, torch, calls: int, enqueue_ms: float
+) -> tuple[Callable[[int], list[float]], str, str | None]:
     """time_chunk for graph mode (or its plain-loop fallback), the mode used, and why the
     capture failed (None when it worked)."""
     try:
@@ -377,10 +411,10 @@ def _graph_chunks(fn, torch, calls: int) -> tuple[Callable[[int], list[float]], 
             for _ in range(calls):
                 fn()
 
-        return _replay_chunks(replay, torch, calls), "batch", reason
+        return _replay_chunks(replay, torch, calls, calls * enqueue_ms), "batch", reason
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
-    return _replay_chunks(graph.replay, torch, calls), "graph", None
+    return _replay_chunks(graph.replay, torch, calls, REPLAY_ENQUEUE_MS), "graph", None
 
 
 def _capture(fn, torch, calls: int):
@@ -400,12 +434,17 @@ def _capture(fn, torch, calls: int):
     return graph
 
 
-def _replay_chunks(replay: Callable[[], None], torch, calls: int) -> Callable[[int], list[float]]:
+def _replay_chunks(
+    replay: Callable[[], None], torch, calls: int, enqueue_ms: float
+) -> Callable[[int], list[float]]:
+    """time_chunk for graph and batch modes; `enqueue_ms` is the host time of one replay."""
+
     def time_chunk(k: int) -> list[float]:
         pairs = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(k)
         ]
+        _hold_stream(torch, hold_cycles(enqueue_ms, k))
         for start, end in pairs:
             start.record()
             replay()
