@@ -83,11 +83,16 @@ def compiled_occupancy(jit_kernel, device, args: tuple, kwargs: dict) -> tuple[i
     use of the actual binary, not a guess. info holds regs, spills and shared bytes.
     """
     compiled = jit_kernel.warmup(*args, grid=(1,), **kwargs)
-    if hasattr(compiled, "_init_handles"):
-        compiled._init_handles()
-    regs = int(getattr(compiled, "n_regs", 0) or 0)
-    spills = int(getattr(compiled, "n_spills", 0) or 0)
-    shared = int(getattr(compiled.metadata, "shared", 0) or 0)
+    try:
+        if hasattr(compiled, "_init_handles"):
+            compiled._init_handles()
+        regs = int(compiled.n_regs)
+        spills = int(getattr(compiled, "n_spills", 0) or 0)
+        shared = int(compiled.metadata.shared)
+    except (AttributeError, TypeError):
+        # A Triton without these fields: one program per SM is always resident if the
+        # kernel launches at all, so that is the safe answer for a cooperative grid.
+        return 1, {"regs": None, "spills": None, "shared_bytes": None}
     per_sm = programs_per_sm(
         device, num_warps=kwargs.get("num_warps", 4), regs_per_thread=regs, shared_bytes=shared
     )
@@ -107,7 +112,7 @@ def resident_programs(kernel, args: tuple, kwargs: dict) -> int:
     if device.type != "cuda":
         return INTERPRETER_SMS
     dtypes = tuple(str(a.dtype) for a in args if hasattr(a, "dtype"))
-    key = (kernel.__name__, device.index, dtypes, tuple(sorted(kwargs.items())))
+    key = (id(kernel), device.index, dtypes, tuple(sorted(kwargs.items())))
     if key not in _occupancy_cache:
         _occupancy_cache[key], _ = compiled_occupancy(kernel, device, args, kwargs)
     return sm_count(device) * _occupancy_cache[key]
