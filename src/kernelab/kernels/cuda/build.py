@@ -80,12 +80,15 @@ def cache_dir() -> Path:
     return base / "cubins"
 
 
+FALLBACK_CUDA_HOMES = ("/usr/local/cuda",)
+
+
 def find_nvcc() -> str | None:
     """nvcc on PATH, else in $CUDA_HOME/bin or /usr/local/cuda/bin; None when there is none."""
     found = shutil.which("nvcc")
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *FALLBACK_CUDA_HOMES):
         if home and (Path(home) / "bin" / "nvcc").is_file():
             return str(Path(home) / "bin" / "nvcc")
     return None

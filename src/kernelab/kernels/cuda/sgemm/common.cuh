@@ -25,6 +25,9 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, co
 // True when rows of `ptr` can be read as float4: 16-byte aligned base and a row stride that
 // keeps every row 16-byte aligned.
 __device__ __forceinline__ bool rows_are_16b_aligned(const float *ptr, int ld) {
+#if defined(KERNELAB_HOST_EMULATION) && defined(KERNELAB_EMU_ASSUME_ALIGNED)
+    return true;  // a known-wrong variant the tests build to show the emulator faults
+#endif
     return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0 && (ld & 3) == 0;
 }
 

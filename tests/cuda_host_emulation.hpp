@@ -1,0 +1,77 @@
+// Run the SGEMM ladder's CUDA kernels on the CPU, for tests on machines without a GPU.
+//
+// Each CUDA thread of a block is a std::thread; __syncthreads is a std::barrier; __shared__
+// arrays become function statics shared by the block's threads (blocks run one after the
+// other); cp.async copies synchronously with the same zero-fill rule. What this checks is the
+// kernels' logic: index math, edge tiles, the unaligned fallbacks, the pipeline's buffer
+// rotation (a stage overwritten while another thread still reads it shows up as a wrong
+// answer) and the launch geometry. What it cannot check: timing, real cp.async asynchrony,
+// register limits. Included before the kernel source with `g++ -include`.
+#pragma once
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#define KERNELAB_HOST_EMULATION 1
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+struct float4 {  // no alignas: host code reinterprets float arrays freely
+    float x, y, z, w;
+};
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+
+inline thread_local dim3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+namespace kernelab_emu {
+inline std::barrier<> *block_barrier = nullptr;
+constexpr size_t kDynamicSharedBytes = 232448;  // the H200's per-block opt-in maximum
+alignas(16) inline unsigned char dynamic_smem[kDynamicSharedBytes];
+inline size_t dynamic_smem_bytes = 0;
+inline int faults = 0;
+
+inline float *dynamic_shared() { return reinterpret_cast<float *>(dynamic_smem); }
+
+inline void fault(const char *what, const void *p) {
+    std::fprintf(stderr, "emulated fault: %s at %p\n", what, p);
+    __atomic_add_fetch(&faults, 1, __ATOMIC_RELAXED);
+}
+
+inline void check_16b_aligned(const void *p) {
+    if (reinterpret_cast<uintptr_t>(p) & 15) fault("misaligned 16-byte access", p);
+}
+
+// cp.async with src-size: copy src_bytes, zero the rest of the copy_bytes destination.
+inline void copy_zero_fill(void *dst, const void *src, int src_bytes, int copy_bytes) {
+    if (copy_bytes == 16) {
+        check_16b_aligned(dst);
+        check_16b_aligned(src);
+    }
+    if (src_bytes < 0 || src_bytes > copy_bytes) fault("bad cp.async src-size", src);
+    const auto *d = static_cast<unsigned char *>(dst);
+    if (d < dynamic_smem || d + copy_bytes > dynamic_smem + dynamic_smem_bytes)
+        fault("cp.async outside the launch's dynamic shared memory", dst);
+    std::memcpy(dst, src, src_bytes);
+    std::memset(static_cast<unsigned char *>(dst) + src_bytes, 0, copy_bytes - src_bytes);
+}
+}  // namespace kernelab_emu
+
+inline void __syncthreads() { kernelab_emu::block_barrier->arrive_and_wait(); }
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+using std::max;
+using std::min;

@@ -1,0 +1,300 @@
+"""The fp32 SGEMM ladder.
+
+On any machine with nvcc: every step (and every tile candidate of the tunable steps)
+compiles for sm_90 without spills, and its SASS shows what the step claims.
+On any machine with g++: every step's CUDA source runs on the CPU through
+tests/cuda_host_emulation.hpp at awkward shapes (1x1x1, primes, unaligned rows, beta != 0),
+launched with the geometry from steps.py, and matches a float64 reference.
+On a GPU (marked gpu): every step through the registry at the awkward shapes, against torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelab.kernels.cuda import build as cuda_build
+from kernelab.kernels.cuda.sass import sass_facts
+from kernelab.kernels.cuda.sgemm import STEPS, build_step, get_step
+
+TESTS = Path(__file__).parent
+SGEMM_DIR = cuda_build.KERNEL_DIR / "sgemm"
+needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20)")
+
+# (M, N, K, extra row padding of A): primes, 1, non-multiples of every tile, and rows of A
+# that are not 16-byte aligned (padding 1 or 3 makes lda odd).
+AWKWARD = [(1, 1, 1, 0), (127, 257, 31, 0), (64, 64, 1, 0), (33, 17, 130, 1), (300, 130, 70, 3)]
+# Every dimension a multiple of 4 but of no tile: the 128-bit paths meet the edge tiles.
+AWKWARD += [(129, 132, 36, 0)]
+# Tile candidates whose code paths differ from the defaults (TM/TN = 16, 64-wide, BK = 16).
+EXTRA_CANDIDATES = [
+    (8, {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 8}),
+    (8, {"BM": 128, "BN": 256, "BK": 8, "TM": 8, "TN": 16}),
+    (8, {"BM": 256, "BN": 128, "BK": 8, "TM": 16, "TN": 8}),
+    (11, {"BM": 256, "BN": 128, "BK": 16, "STAGES": 3, "GROUP_M": 8}),
+    (11, {"BM": 128, "BN": 256, "BK": 8, "STAGES": 4, "GROUP_M": 8}),
+    (11, {"BM": 128, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 1}),
+]
+
+
+# ---- compile: every step, sm_90, no spills, the SASS facts each step claims ---------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_compiles_without_spills(step):
+    built = build_step(step)
+    report = built.report(step.kernel)
+    assert built.arch == "sm_90"
+    assert 0 < report.registers <= 255
+    assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0
+    assert report.stack_frame_bytes == 0
+    assert report.shared_bytes <= 48 * 1024  # static; the big buffers are dynamic
+
+
+@needs_nvcc
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_sass_facts(step):
+    built = build_step(step)
+    facts = sass_facts(built.cubin, step.kernel)
+    assert facts["local_loads"] == 0 and facts["local_stores"] == 0, "local memory traffic"
+    assert facts["ffma"] > 0
+    for fact in step.sass_facts:
+        assert facts[fact] > 0, f"{step.name} claims {fact} but its SASS has none"
+    if step.number < 10:
+        assert facts["ldgsts"] == 0  # cp.async arrives at step 10, not before
+
+
+@needs_nvcc
+def test_vectorized_and_async_steps_in_sass():
+    vectorized = sass_facts(build_step(get_step(6)).cubin, "sgemm_vectorized")
+    assert vectorized["ldg_128"] > 0 and vectorized["lds_128"] > 0 and vectorized["stg_128"] > 0
+    for number in (10, 11):
+        step = get_step(number)
+        facts = sass_facts(build_step(step).cubin, step.kernel)
+        assert facts["ldgsts_128"] > 0  # 16-byte cp.async (LDGSTS.E.BYPASS.128)
+        assert facts["ldgsts"] > facts["ldgsts_128"]  # and the 4-byte path for unaligned rows
+
+
+@needs_nvcc
+@pytest.mark.parametrize("step", [s for s in STEPS if s.tunable], ids=lambda s: s.name)
+def test_every_tile_candidate_compiles_without_spills(step):
+    for defines in step.candidates:
+        report = build_step(step, defines).report(step.kernel)
+        assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, defines
+        launch = step.launch(4096, 4096, 4096, defines)
+        assert launch.block[0] <= 1024 and launch.shared_bytes <= 227 * 1024, defines
+
+
+@needs_nvcc
+def test_builds_for_sm_90a():
+    step = get_step(11)
+    built = build_step(step, arch="sm_90a")
+    assert built.arch == "sm_90a" and "-gencode=arch=compute_90a,code=sm_90a" in built.flags
+    assert not built.report(step.kernel).spills
+
+
+def test_steps_are_numbered_and_described():
+    assert [s.number for s in STEPS] == list(range(1, len(STEPS) + 1))
+    for step in STEPS:
+        assert (SGEMM_DIR / step.file).is_file()
+        assert step.file.startswith(f"{step.number:02d}_")
+        meta = step.metadata()
+        assert meta["technique"] and meta["proof"] and meta["expected_speedup"] > 0
+        assert f"{step.kernel}(" in (SGEMM_DIR / step.file).read_text()
+
+
+def test_registry_lists_every_step():
+    from kernelab.kernels.registry import get
+
+    for step in STEPS:
+        impl = get(step.name)
+        assert impl.op == "gemm" and impl.dtypes == ("fp32",) and impl.math_mode is None
+        assert impl.metadata["technique"] == step.technique
+
+
+def test_launch_geometry_covers_the_matrix():
+    for step in STEPS:
+        for m, n, k, _ in AWKWARD + [(4096, 4096, 4096, 0)]:
+            launch = step.launch(m, n, k)
+            blocks = launch.grid[0] * launch.grid[1]
+            assert blocks >= 1 and launch.block[0] * launch.block[1] <= 1024
+
+
+# ---- run on the CPU: the CUDA sources under host emulation --------------------------------
+
+
+def _emulator(step, defines: dict | None = None, extra: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """Compile `step` for the CPU emulator (cached by content) and load it."""
+    sources = [SGEMM_DIR / step.file, SGEMM_DIR / "common.cuh"]
+    sources += [TESTS / "cuda_host_emulation.hpp", TESTS / "cuda_host_emulation_driver.cpp"]
+    flags = [f"-D{k}={v}" for k, v in sorted({**step.default_defines, **(defines or {})}.items())]
+    flags += list(extra)
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(flags).encode())
+    library = (
+        cuda_build.cache_dir().parent / "emulation" / f"{step.slug}-{digest.hexdigest()[:16]}.so"
+    )
+    if not library.is_file():
+        library.parent.mkdir(parents=True, exist_ok=True)
+        tmp = library.with_suffix(".tmp.so")
+        command = [
+            "g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
+            "-Wno-unknown-pragmas", f"-I{TESTS}", f"-I{SGEMM_DIR}",
+            "-include", "cuda_host_emulation.hpp", f"-DKERNEL={step.kernel}", *flags,
+            "-x", "c++", str(SGEMM_DIR / step.file),
+            "-x", "c++", str(TESTS / "cuda_host_emulation_driver.cpp"), "-o", str(tmp),
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        tmp.replace(library)
+    lib = ctypes.CDLL(str(library))
+    ptr, i32, u32, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_float
+    lib.emulate.restype = i32
+    lib.emulate.argtypes = [u32] * 5 + [i32] * 3 + [f32, ptr, i32, ptr, i32, f32, ptr, i32]
+    return lib
+
+
+def _emulate(lib, launch, a_rows, b, c, m, n, k, alpha, beta) -> int:
+    return lib.emulate(
+        launch.grid[0], launch.grid[1], launch.block[0], launch.block[1], launch.shared_bytes,
+        m, n, k, alpha, a_rows.ctypes.data, a_rows.shape[1], b.ctypes.data, b.shape[1],
+        beta, c.ctypes.data, c.shape[1],
+    )  # fmt: skip
+
+
+def _check(lib, step, m, n, k, pad, *, defines=None, alpha=1.0, beta=0.0, launch=None):
+    """Run the emulated kernel once; return (faults, max relative error, NaN count)."""
+    rng = np.random.default_rng(m * 7919 + n * 31 + k)
+    a_rows = rng.standard_normal((m, k + pad)).astype(np.float32)  # lda = k + pad
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    # beta == 0 must not read C: start from NaN so that any read shows.
+    c = np.full((m, n), np.nan, np.float32) if beta == 0.0 else c0.copy()
+    faults = _emulate(
+        lib, launch or step.launch(m, n, k, defines), a_rows, b, c, m, n, k, alpha, beta
+    )
+    ref = alpha * (a_rows[:, :k].astype(np.float64) @ b.astype(np.float64))
+    if beta != 0.0:
+        ref += beta * c0
+    scale = np.abs(a_rows[:, :k]).astype(np.float64) @ np.abs(b).astype(np.float64) + 1e-30
+    error = float(np.nanmax(np.abs(c - ref) / scale)) if c.size else 0.0
+    return faults, error, int(np.isnan(c).sum())
+
+
+# fp32 accumulation over K terms: relative to sum |a||b|, error stays ~K * 2^-24.
+def _tolerance(k: int) -> float:
+    return 4 * k * 2.0**-24
+
+
+@needs_gxx
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_is_correct_on_awkward_shapes_under_emulation(step):
+    lib = _emulator(step)
+    for m, n, k, pad in AWKWARD:
+        faults, error, nans = _check(lib, step, m, n, k, pad)
+        assert faults == 0 and nans == 0, (step.name, m, n, k, pad, faults, nans)
+        assert error <= _tolerance(k), (step.name, m, n, k, pad, error)
+    faults, error, nans = _check(lib, step, 45, 77, 19, 2, alpha=-1.5, beta=0.75)
+    assert faults == 0 and nans == 0 and error <= _tolerance(19), (step.name, error)
+
+
+@needs_gxx
+@pytest.mark.parametrize("number,defines", EXTRA_CANDIDATES, ids=str)
+def test_tile_candidates_are_correct_under_emulation(number, defines):
+    step = get_step(number)
+    lib = _emulator(step, defines)
+    for m, n, k, pad in [(127, 257, 31, 0), (300, 130, 70, 3)]:
+        faults, error, nans = _check(lib, step, m, n, k, pad, defines=defines)
+        assert faults == 0 and nans == 0 and error <= _tolerance(k), (defines, m, n, k, error)
+
+
+@needs_gxx
+def test_emulation_rejects_a_wrong_launch():
+    """The check can fail: step 11 launched with too few blocks leaves outputs unwritten."""
+    step = get_step(11)
+    lib = _emulator(step)
+    launch = step.launch(300, 300, 40)
+    short = type(launch)((launch.grid[0] - 1, 1, 1), launch.block, launch.shared_bytes)
+    faults, error, nans = _check(lib, step, 300, 300, 40, 0, launch=short)
+    assert nans > 0
+
+
+@needs_gxx
+def test_emulation_faults_on_a_misaligned_vector_access():
+    """A variant of step 10 that skips the alignment check faults on lda = K + 1, as a GPU
+    would; the real step takes its 4-byte path there (covered above) and does not."""
+    step = get_step(10)
+    wrong = _emulator(step, extra=("-DKERNELAB_EMU_ASSUME_ALIGNED=1",))
+    faults, _, _ = _check(wrong, step, 40, 40, 40, 1)
+    assert faults > 0
+    assert _check(_emulator(step), step, 40, 40, 40, 1)[0] == 0
+
+
+# ---- on the GPU ---------------------------------------------------------------------------
+
+GPU_SHAPES = [
+    (1, 1, 1),
+    (127, 257, 31),
+    (1000, 1000, 1000),
+    (4097, 33, 129),
+    (64, 64, 1),
+    (2048, 2048, 2048),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_matches_torch_on_gpu(step):
+    import torch
+
+    from kernelab.kernels.registry import get
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    fn = get(step.name).build()
+    for m, n, k in GPU_SHAPES:
+        a = torch.randn(m, k, device="cuda")
+        b = torch.randn(k, n, device="cuda")
+        c = fn(a, b)
+        ref = (a.double() @ b.double()).float()
+        scale = (a.abs().double() @ b.abs().double()).float() + 1e-30
+        error = ((c - ref).abs() / scale).max().item()
+        assert torch.isfinite(c).all() and error <= _tolerance(k), (step.name, m, n, k, error)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_handles_strided_views_and_beta_on_gpu(step):
+    import torch
+
+    from kernelab.kernels.cuda.sgemm import sgemm
+
+    m, n, k = 300, 129, 77
+    a = torch.randn(m, k + 1, device="cuda")[:, :k]  # lda = 78: rows not 16-byte aligned
+    b = torch.randn(k, n + 3, device="cuda")[:, 1:]  # ldb = 132, base offset 4 bytes
+    out_full = torch.randn(m, n + 2, device="cuda")
+    out = out_full[:, :n]  # ldc = n + 2
+    before = out.clone()
+    sgemm(step, a, b, out=out, alpha=0.5, beta=-2.0)
+    ref = 0.5 * (a.double() @ b.double()) - 2.0 * before.double()
+    scale = 0.5 * (a.abs().double() @ b.abs().double()) + 2.0 * before.abs().double()
+    assert ((out.double() - ref).abs() / scale).max().item() <= _tolerance(k)
+    assert torch.equal(out_full[:, n:], out_full[:, n:].clone())  # padding columns untouched
+
+
+@pytest.mark.gpu
+def test_ladder_checks_with_the_harness_on_gpu():
+    from kernelab.harness.check import check_implementation
+    from kernelab.kernels.registry import get
+
+    for step in STEPS:
+        fn = get(step.name).build()
+        for m, n, k in [(127, 257, 31), (4097, 33, 129)]:
+            report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, "fp32")
+            assert report.ok, (step.name, m, n, k, report.message)
