@@ -277,7 +277,7 @@ def _benchmark_on_device(
         time_chunk = _event_chunks(fn, torch, None, fenced, enqueue_ms)
     else:
         calls = calls_per_replay(probe_event_ms)
-        time_chunk, result_mode, why = _graph_chunks(fn, torch, calls, enqueue_ms)
+        time_chunk, result_mode, why, calls = _graph_chunks(fn, torch, calls, enqueue_ms)
         if why:
             warnings.append(
                 f"CUDA graph capture failed ({why}); timed {calls} calls in a plain loop"
@@ -369,18 +369,44 @@ def _hold_stream(torch, cycles: int) -> None:
         spin(cycles)
 
 
+class _Hold:
+    """The spin that holds the stream while the host enqueues a chunk, sized from the measured
+    enqueue time and grown whenever the host turns out slower than the spin: then the GPU may
+    have idled between calls, so that chunk is thrown away and taken again."""
+
+    MAX_RETRIES = 4
+
+    def __init__(self, torch, enqueue_ms: float):
+        self.torch = torch
+        self.enqueue_ms = enqueue_ms
+        self.factor = 1.0
+
+    def run(self, k: int, enqueue: Callable[[], list[tuple]]) -> list[tuple]:
+        for _ in range(self.MAX_RETRIES):
+            cycles = hold_cycles(self.enqueue_ms * self.factor, k)
+            hold_ms = cycles / SPIN_HZ * 1e3  # a lower bound: the clock is <= SPIN_HZ
+            _hold_stream(self.torch, cycles)
+            t0 = time.perf_counter()
+            pairs = enqueue()
+            host_ms = (time.perf_counter() - t0) * 1e3
+            self.torch.cuda.synchronize()  # all streams, before any event is read
+            if host_ms <= hold_ms or hold_ms >= MAX_HOLD_MS:
+                return pairs
+            self.factor *= 2 * host_ms / max(hold_ms, 1e-6)
+        return pairs
+
+
 def _event_chunks(
     fn, torch, flush, fenced: bool, enqueue_ms: float
 ) -> Callable[[int], list[float]]:
     """time_chunk for cold and hot modes: k calls queued behind a spin, then one synchronise."""
+    hold = _Hold(torch, enqueue_ms)
 
-    def time_chunk(k: int) -> list[float]:
+    def enqueue(k: int) -> list[tuple]:
         pairs = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(k)
         ]
-        if not fenced:  # fenced calls synchronise one by one: nothing can queue up
-            _hold_stream(torch, hold_cycles(enqueue_ms, k))
         for start, end in pairs:
             if flush is not None:
                 flush.zero_()  # outside the timed region: before the start event
@@ -389,7 +415,14 @@ def _event_chunks(
             if fenced:
                 torch.cuda.synchronize()
             end.record()
-        torch.cuda.synchronize()  # all streams, before any event is read
+        return pairs
+
+    def time_chunk(k: int) -> list[float]:
+        if fenced:  # fenced calls synchronise one by one: nothing can queue up
+            pairs = enqueue(k)
+            torch.cuda.synchronize()
+        else:
+            pairs = hold.run(k, lambda: enqueue(k))
         return [start.elapsed_time(end) for start, end in pairs]
 
     return time_chunk
@@ -397,11 +430,17 @@ def _event_chunks(
 
 def _graph_chunks(
     fn, torch, calls: int, enqueue_ms: float
-) -> tuple[Callable[[int], list[float]], str, str | None]:
-    """time_chunk for graph mode (or its plain-loop fallback), the mode used, and why the
-    capture failed (None when it worked)."""
+) -> tuple[Callable[[int], list[float]], str, str | None, int]:
+    """time_chunk for graph mode (or its plain-loop fallback), the mode used, why the capture
+    failed (None when it worked) and the calls one replay holds."""
     try:
+        _refuse_host_syncs(fn, torch)
         graph = _capture(fn, torch, calls)
+        replay_ms = _time_one_replay(graph, torch)
+        if replay_ms < GRAPH_REPLAY_TARGET_MS:  # the eager probe overstated a call's time
+            calls = min(MAX_CALLS_PER_GRAPH, math.ceil(calls * GRAPH_REPLAY_TARGET_MS / replay_ms))
+            del graph
+            graph = _capture(fn, torch, calls)
     except Exception as exc:  # capture refuses syncs, host reads, unjoined side streams, ...
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         with contextlib.suppress(Exception):
@@ -411,10 +450,35 @@ def _graph_chunks(
             for _ in range(calls):
                 fn()
 
-        return _replay_chunks(replay, torch, calls, calls * enqueue_ms), "batch", reason
+        return _replay_chunks(replay, torch, calls, calls * enqueue_ms), "batch", reason, calls
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
-    return _replay_chunks(graph.replay, torch, calls, REPLAY_ENQUEUE_MS), "graph", None
+    return _replay_chunks(graph.replay, torch, calls, REPLAY_ENQUEUE_MS), "graph", None, calls
+
+
+def _refuse_host_syncs(fn, torch) -> None:
+    """Run fn once with torch's sync debug mode set to error: a call that waits on the device
+    (.item(), .cpu(), a synchronize) raises here instead of inside a capture. A capture that
+    fails midway leaves torch's CUDA generator marked as capturing, and every later random
+    draw in the process then fails; this check keeps the common case away from that."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    torch.cuda.synchronize()
+
+
+def _time_one_replay(graph, torch) -> float:
+    graph.replay()  # the first replay uploads the graph
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
 
 
 def _capture(fn, torch, calls: int):
@@ -438,18 +502,21 @@ def _replay_chunks(
     replay: Callable[[], None], torch, calls: int, enqueue_ms: float
 ) -> Callable[[int], list[float]]:
     """time_chunk for graph and batch modes; `enqueue_ms` is the host time of one replay."""
+    hold = _Hold(torch, enqueue_ms)
 
-    def time_chunk(k: int) -> list[float]:
+    def enqueue(k: int) -> list[tuple]:
         pairs = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(k)
         ]
-        _hold_stream(torch, hold_cycles(enqueue_ms, k))
         for start, end in pairs:
             start.record()
             replay()
             end.record()
-        torch.cuda.synchronize()
+        return pairs
+
+    def time_chunk(k: int) -> list[float]:
+        pairs = hold.run(k, lambda: enqueue(k))
         return [start.elapsed_time(end) / calls for start, end in pairs]
 
     return time_chunk
