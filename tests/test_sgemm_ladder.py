@@ -277,15 +277,15 @@ def test_step_handles_strided_views_and_beta_on_gpu(step):
 
     m, n, k = 300, 129, 77
     a = torch.randn(m, k + 1, device="cuda")[:, :k]  # lda = 78: rows not 16-byte aligned
-    b = torch.randn(k, n + 3, device="cuda")[:, 1:]  # ldb = 132, base offset 4 bytes
+    b = torch.randn(k, n + 3, device="cuda")[:, 1 : n + 1]  # ldb = 132, base offset 4 bytes
     out_full = torch.randn(m, n + 2, device="cuda")
     out = out_full[:, :n]  # ldc = n + 2
-    before = out.clone()
+    before, padding = out.clone(), out_full[:, n:].clone()
     sgemm(step, a, b, out=out, alpha=0.5, beta=-2.0)
     ref = 0.5 * (a.double() @ b.double()) - 2.0 * before.double()
     scale = 0.5 * (a.abs().double() @ b.abs().double()) + 2.0 * before.abs().double()
     assert ((out.double() - ref).abs() / scale).max().item() <= _tolerance(k)
-    assert torch.equal(out_full[:, n:], out_full[:, n:].clone())  # padding columns untouched
+    assert torch.equal(out_full[:, n:], padding)  # the columns past N are not written
 
 
 @pytest.mark.gpu
@@ -298,3 +298,120 @@ def test_ladder_checks_with_the_harness_on_gpu():
         for m, n, k in [(127, 257, 31), (4097, 33, 129)]:
             report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, "fp32")
             assert report.ok, (step.name, m, n, k, report.message)
+
+
+# ---- the ladder runner, tuning lookup and CLI without a GPU -------------------------------
+
+
+def test_parse_steps():
+    from kernelab.errors import UnknownNameError
+    from kernelab.kernels.cuda.sgemm.ladder import parse_steps
+
+    assert [s.number for s in parse_steps("1,5,10")] == [1, 5, 10]
+    assert [s.number for s in parse_steps("9-11,2")] == [2, 9, 10, 11]
+    assert [s.number for s in parse_steps("sgemm:03")] == [3]
+    assert len(parse_steps(None)) == len(STEPS)
+    with pytest.raises(UnknownNameError):
+        parse_steps("12")
+
+
+def test_shape_class():
+    from kernelab.kernels.cuda.sgemm.tuning import shape_class
+
+    assert shape_class(1024, 1024, 1024) == "small"  # 64 tiles of 128x128 < 2 waves of 132
+    assert shape_class(4096, 4096, 4096) == "large"  # 1024 tiles
+    assert shape_class(2048, 2048, 64, sm_count=16) == "large"
+
+
+def test_winner_lookup_order(monkeypatch, tmp_path):
+    import json
+
+    from kernelab.kernels.cuda.sgemm import tuning
+
+    step = get_step(8)
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(tuning, "_gpu", lambda: ("nvidia-h200", 132))
+    monkeypatch.setattr(tuning, "_chosen", {})
+    committed = json.loads(tuning.COMMITTED["h200"].read_text())
+    assert tuning.winner(step, 4096, 4096, 4096) == committed["winners"]["08"]["large"]["defines"]
+    user = {
+        "winners": {"08": {"large": {"defines": {"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8}}}}
+    }
+    (tmp_path / "tuning").mkdir()
+    (tmp_path / "tuning" / "nvidia-h200.json").write_text(json.dumps(user))
+    monkeypatch.setattr(tuning, "_chosen", {})
+    assert tuning.winner(step, 4096, 4096, 4096)["BM"] == 64  # the user's own search wins
+    monkeypatch.setattr(tuning, "_gpu", lambda: ("nvidia-a100", 108))
+    monkeypatch.setattr(tuning, "_chosen", {})
+    assert tuning.winner(step, 4096, 4096, 4096) == step.default_defines  # nothing for A100
+
+
+def test_committed_winners_are_candidates():
+    import json
+
+    from kernelab.kernels.cuda.sgemm import tuning
+
+    data = json.loads(tuning.COMMITTED["h200"].read_text())
+    assert isinstance(data["measured"], bool) and data["source"]
+    for number, classes in data["winners"].items():
+        step = get_step(number)
+        for entry in classes.values():
+            assert entry["defines"] in [dict(c) for c in step.candidates], (number, entry)
+
+
+def test_plot_and_record_from_rows(tmp_path):
+    from types import SimpleNamespace
+
+    from kernelab.kernels.cuda.sgemm.ladder import plot, to_record
+
+    rows = [
+        {"step": "cuBLAS", "size": 1024, "gflops": 40000.0},
+        {"step": "sgemm:01", "size": 1024, "gflops": 500.0},
+        {"step": "sgemm:11", "size": 1024, "gflops": 38000.0},
+    ]
+    path = plot(rows, tmp_path / "ladder.png")
+    assert path.stat().st_size > 1000
+    timing = SimpleNamespace(median_ms=2.0, rel_noise=0.01, samples_ms=[2.0, 2.1], mode="cold")
+    identity = SimpleNamespace(name="NVIDIA H200", gpu_id="h200", driver="580")
+    row = {"gflops": 1.0, "bytes": 12.0, "pct_of_cublas": 50.0, "speedup_vs_prev": None,
+           "expected_speedup": 1.2, "technique": "t"}  # fmt: skip
+    record = to_record("sgemm:11", 1024, timing, 2.0 * 1024**3, identity, {}, row)
+    assert record.median_ms == 2.0 and record.extra["pct_of_cublas"] == 50.0
+    assert record.shape == {"m": 1024, "n": 1024, "k": 1024} and record.dtype == "fp32"
+
+
+def _no_gpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+@needs_nvcc
+@pytest.mark.skipif(not _no_gpu(), reason="checks the no-GPU path")
+def test_cli_without_gpu_prints_the_compile_report(capsys):
+    import json
+
+    from kernelab.cli import main
+
+    assert main(["ladder", "sgemm", "--steps", "6,10", "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)  # exactly one JSON document on stdout
+    assert data["timed"] is False and [r["step"] for r in data["compile"]] == [
+        "sgemm:06",
+        "sgemm:10",
+    ]
+    assert (
+        data["compile"][1]["dynamic_smem_bytes"] == 55296
+        and data["compile"][1]["sass"]["ldgsts"] > 0
+    )
+    assert "timing and checking need a CUDA GPU" in captured.err
+
+
+def test_cli_rejects_bad_input(capsys):
+    from kernelab.cli import main
+
+    assert main(["ladder", "dgemm"]) == 2
+    assert main(["ladder", "sgemm", "--sizes", "0"]) == 2
+    assert main(["ladder", "sgemm", "--steps", "42"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("kernelab: ") for line in err)

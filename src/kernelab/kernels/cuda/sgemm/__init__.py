@@ -15,12 +15,19 @@ __all__ = ["STEPS", "Step", "build_step", "get_step", "implementations", "sgemm"
 SOURCE_DIR = "sgemm"  # relative to kernels/cuda, where build.source_path looks
 
 
+_built: dict[tuple, object] = {}  # per process: a timed call must not re-hash the sources
+
+
 def build_step(step: Step, defines: dict | None = None, *, arch: str | None = None):
-    """Compile one step (with its default or given tile defines); cached on disk."""
+    """Compile one step (with its default or given tile defines); cached on disk and, for
+    the life of the process, in memory."""
     from kernelab.kernels.cuda.build import build
 
     chosen = {**step.default_defines, **(defines or {})}
-    return build(f"{SOURCE_DIR}/{step.file}", arch=arch, defines=chosen or None)
+    key = (step.number, tuple(sorted(chosen.items())), arch)
+    if key not in _built:
+        _built[key] = build(f"{SOURCE_DIR}/{step.file}", arch=arch, defines=chosen or None)
+    return _built[key]
 
 
 def _row_major_view(t, name: str):

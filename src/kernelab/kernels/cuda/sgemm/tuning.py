@@ -28,6 +28,7 @@ def shape_class(m: int, n: int, k: int, sm_count: int = H200_SMS) -> str:
     return "small" if tiles < 2 * sm_count else "large"
 
 
+@functools.cache
 def _gpu() -> tuple[str, int]:
     """(a file-name-safe id of the current GPU, its SM count)."""
     import torch
@@ -50,10 +51,19 @@ def _committed_for(gpu: str) -> dict:
     return {}
 
 
+_chosen: dict[tuple[int, str], dict] = {}  # per process; tune() clears it
+
+
 def winner(step: Step, m: int, n: int, k: int) -> dict:
     """The tile defines to use for `step` at this shape on this GPU."""
     gpu, sms = _gpu()
     cls = shape_class(m, n, k, sms)
+    if (step.number, cls) not in _chosen:
+        _chosen[(step.number, cls)] = _lookup(step, gpu, cls)
+    return dict(_chosen[(step.number, cls)])
+
+
+def _lookup(step: Step, gpu: str, cls: str) -> dict:
     key = f"{step.number:02d}"
     for source in (_read(_user_file(gpu)), _committed_for(gpu)):
         found = source.get(key, {}).get(cls)
@@ -116,4 +126,5 @@ def tune(step: Step, m: int, n: int, k: int, *, time_ms, candidates=None, check=
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+    _chosen.clear()
     return {"winner": best["defines"], "results": results, "shape_class": cls, "gpu": gpu}
