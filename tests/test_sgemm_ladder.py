@@ -31,8 +31,10 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C
 # (M, N, K, extra row padding of A): primes, 1, non-multiples of every tile, and rows of A
 # that are not 16-byte aligned (padding 1 or 3 makes lda odd).
 AWKWARD = [(1, 1, 1, 0), (127, 257, 31, 0), (64, 64, 1, 0), (33, 17, 130, 1), (300, 130, 70, 3)]
-# Every dimension a multiple of 4 but of no tile: the 128-bit paths meet the edge tiles.
-AWKWARD += [(129, 132, 36, 0)]
+# Row lengths that are multiples of 4 (16-byte aligned rows, so the 128-bit and 16-byte
+# cp.async paths run) but of no tile: those paths meet partial edge tiles and a last,
+# partial K-tile; K < BK; and lda = K + 4, a strided view that stays aligned.
+AWKWARD += [(129, 132, 36, 0), (257, 388, 100, 0), (100, 100, 4, 0), (130, 136, 60, 4)]
 # Tile candidates whose code paths differ from the defaults (TM/TN = 16, 64-wide, BK = 16).
 EXTRA_CANDIDATES = [
     (8, {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 8}),
@@ -210,7 +212,7 @@ def test_step_is_correct_on_awkward_shapes_under_emulation(step):
 def test_tile_candidates_are_correct_under_emulation(number, defines):
     step = get_step(number)
     lib = _emulator(step, defines)
-    for m, n, k, pad in [(127, 257, 31, 0), (300, 130, 70, 3)]:
+    for m, n, k, pad in [(127, 257, 31, 0), (300, 130, 70, 3), (257, 388, 100, 0)]:
         faults, error, nans = _check(lib, step, m, n, k, pad, defines=defines)
         assert faults == 0 and nans == 0 and error <= _tolerance(k), (defines, m, n, k, error)
 
