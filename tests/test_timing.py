@@ -180,15 +180,30 @@ def test_no_readings_no_clocks():
 
 
 @pytest.mark.gpu
-def test_large_gemm_median_is_reproducible():
+def test_memory_bound_median_is_reproducible_within_one_percent():
+    # A 2 GiB copy holds the card below its power cap, so two runs must agree closely.
+    import torch
+
+    src = torch.randn(512 * 1024**2, device="cuda")
+    dst = torch.empty_like(src)
+    first = timing.benchmark(lambda: dst.copy_(src))
+    second = timing.benchmark(lambda: dst.copy_(src))
+    assert first.mode == "cold" and first.flush_bytes >= 2 * 50 * 1024**2
+    assert abs(first.median_ms - second.median_ms) / first.median_ms < 0.01
+
+
+@pytest.mark.gpu
+def test_large_gemm_median_is_reproducible_or_throttling_is_flagged():
+    # An 8192^3 bf16 GEMM draws the H200 to its 700 W cap (seen 2026-11-29: 1.37 ms then
+    # 1.51 ms in two runs, both flagged "power cap"); the timer may not hide that.
     import torch
 
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     first = timing.benchmark(lambda: torch.mm(a, b))
     second = timing.benchmark(lambda: torch.mm(a, b))
-    assert first.mode == "cold" and first.flush_bytes >= 2 * 50 * 1024**2
-    assert abs(first.median_ms - second.median_ms) / first.median_ms < 0.02
+    agree = abs(first.median_ms - second.median_ms) / first.median_ms < 0.02
+    assert agree or first.throttled or second.throttled
     tflops = 2 * 8192**3 / (first.median_ms * 1e-3) / 1e12
     assert 300 < tflops < 989  # a real tensor-core GEMM, not faster than the datasheet
 
