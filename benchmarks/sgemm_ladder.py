@@ -176,6 +176,7 @@ def tune(steps, max_time_s: float, out_dir: Path) -> dict:
             "source": f"benchmarks/sgemm_ladder.py --tune, {time.strftime('%Y-%m-%d')}",
             "winners": winners,
         }
+        out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "tuned_h200.json").write_text(json.dumps(committed, indent=2) + "\n")
     return {"winners": winners, "runs": report}
 

@@ -46,7 +46,11 @@ CHUNK_TARGET_MS = 50.0  # queue this much work between device synchronisations
 SPIN_HZ = 2.0e9  # cycles per second assumed for the pre-roll spin: above any boost clock
 MAX_HOLD_MS = 200.0
 REPLAY_ENQUEUE_MS = 0.05  # host time to enqueue one graph replay and its two events, generously
-MAX_CHUNK = 1000
+# Calls queued behind one spin. The driver's launch queue holds on the order of a thousand
+# entries and each sample takes up to four (flush, two events, the call): a longer chunk
+# blocks the host in the launch call until the spin ends, and the GPU then waits for the
+# host (seen on the H200, 2026-11-29: a 5 us add read 16 us in hot mode with 1000 per chunk).
+MAX_CHUNK = 200
 PROBE_CALLS = 5
 
 
