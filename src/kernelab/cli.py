@@ -24,6 +24,9 @@ COMMAND_MODULES = (
     "ladder",
     "profile",
     "lenses",
+    "hierarchy",
+    "evaluate",
+    "timeline",
     "lab",
 )
 
