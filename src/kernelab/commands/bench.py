@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from kernelab.errors import KernelabError, unknown
+from kernelab.harness.bench import BenchSession
 from kernelab.output import JsonOption, emit, note
 
 DEFAULT_SIZES = {
@@ -95,121 +96,6 @@ def pick_baselines(impl, dtype: str, names: list[str] | None, candidates) -> lis
 
 def shape_text(shape: dict) -> str:
     return "x".join(str(v) for v in shape.values())
-
-
-class _Run:
-    """What stays fixed across one bench invocation: device, ceilings, settings."""
-
-    def __init__(self, identity, op_spec, dtype, mode, min_samples, max_time_s):
-        import torch
-
-        from kernelab.environment import software_versions
-        from kernelab.harness.ceilings import measured_ceilings_for
-        from kernelab.roofline.model import Ceilings
-
-        self.identity, self.op_spec, self.dtype, self.mode = identity, op_spec, dtype, mode
-        self.min_samples, self.max_time_s = min_samples, max_time_s
-        spec = identity.spec
-        self.datasheet = Ceilings.from_spec(spec) if spec is not None else None
-        self.measured = measured_ceilings_for(spec) if spec is not None else None
-        self.versions = {**software_versions(), "cuda_runtime": torch.version.cuda}
-
-    def _place(self, ceilings, cost, math_mode, time_ms):
-        from kernelab.roofline.model import place
-
-        if ceilings is None:
-            return None
-        try:
-            return place(cost, ceilings, math_mode=math_mode, time_ms=time_ms)
-        except KernelabError as exc:  # e.g. no measured fp8 peak
-            note(f"not placed on the {ceilings.source} roofline: {exc}")
-            return None
-
-    def one(self, impl, fn, shape: dict):
-        """Check, time and place `fn` at `shape`: a row for the table and a Record (None when
-        the check failed)."""
-        from kernelab.harness.check import check_implementation
-        from kernelab.harness.records import Record
-        from kernelab.harness.timing import benchmark, device_memory_guard
-
-        op, dtype = self.op_spec.name, self.dtype
-        row = {
-            "implementation": impl.name,
-            "shape": shape,
-            "dtype": dtype,
-            "math_mode": impl.math_mode,
-        }
-        with device_memory_guard():
-            report = check_implementation(
-                fn, op, shape, dtype, math_mode=impl.math_mode, device=DEVICE
-            )
-            row.update(
-                check_ok=report.ok, check_error=report.error, check_threshold=report.threshold
-            )
-            if not report.ok:
-                row["check_message"] = report.message
-                return row, None
-            inputs = self.op_spec.make_inputs(shape, dtype, seed=0, device=DEVICE)
-            timing = benchmark(
-                lambda: fn(*inputs),
-                mode=self.mode,
-                min_samples=self.min_samples,
-                max_time_s=self.max_time_s,
-            )
-        cost = self.op_spec.cost(shape, dtype)
-        on_sheet = self._place(self.datasheet, cost, impl.math_mode, timing.median_ms)
-        on_measured = self._place(self.measured, cost, impl.math_mode, timing.median_ms)
-        seconds = timing.median_ms * 1e-3
-        warnings = list(timing.warnings)
-        if on_sheet is not None and on_sheet.faster_than_light:
-            warnings.insert(0, on_sheet.warning)
-        row.update(
-            median_ms=timing.median_ms,
-            tflops=cost.flops / seconds / 1e12,
-            gbps=cost.bytes / seconds / 1e9,
-            pct_of_datasheet=on_sheet.sol_pct if on_sheet else None,
-            pct_of_measured=on_measured.sol_pct if on_measured else None,
-            bound=on_sheet.bound if on_sheet else None,
-            rel_noise=timing.rel_noise,
-            mode=timing.mode,
-            throttled=timing.throttled,
-            faster_than_light=bool(on_sheet and on_sheet.faster_than_light),
-            warnings=warnings,
-        )
-        record = Record(
-            op=op,
-            implementation=impl.name,
-            shape=dict(shape),
-            dtype=dtype,
-            math_mode=impl.math_mode,
-            mode=timing.mode,
-            samples_ms=list(timing.samples_ms),
-            stats=timing.summary.to_dict(),
-            gpu=self.identity.name,
-            gpu_id=self.identity.gpu_id,
-            driver=self.identity.driver,
-            versions=self.versions,
-            clocks=timing.clocks,
-            flops=cost.flops,
-            bytes=cost.bytes,
-            achieved_tflops=row["tflops"],
-            achieved_gbps=row["gbps"],
-            pct_of_datasheet=row["pct_of_datasheet"],
-            pct_of_measured=row["pct_of_measured"],
-            check={"ok": report.ok, "error": report.error, "threshold": report.threshold},
-            warnings=warnings,
-            extra={
-                "stop_reason": timing.stop_reason,
-                "calls_per_sample": timing.calls_per_sample,
-                "flush_bytes": timing.flush_bytes,
-                "fenced": timing.fenced,
-                "throttled": timing.throttled,
-                "bound": row["bound"],
-                "floor_ms": on_sheet.floor_ms if on_sheet else None,
-                "measured_ceilings": self.measured.source if self.measured else None,
-            },
-        )
-        return row, record
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
@@ -347,7 +233,7 @@ def register(app: typer.Typer) -> None:
         )
         identity = this_gpu("kernelab bench")
 
-        run = _Run(identity, op_spec, dtype, mode, min_samples, max_time)
+        run = BenchSession(identity, op_spec, dtype, mode, min_samples, max_time, device=DEVICE)
         built = [(impl, impl.build())]
         for other in others:
             try:
