@@ -71,13 +71,9 @@ CompiledKernel = BuildResult  # the name the brief uses for the same thing
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("KERNELAB_CACHE")
-    if root:
-        base = Path(root).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "kernelab"
-    return base / "cubins"
+    from kernelab.harness.cache import cache_dir as kernelab_cache
+
+    return kernelab_cache() / "cubins"
 
 
 FALLBACK_CUDA_HOMES = ("/usr/local/cuda",)

@@ -1,0 +1,243 @@
+"""From what a lab run produced (and the committed GPU records) to the report's blocks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernelab.lab import charts
+from kernelab.lab.gate import Criterion
+from kernelab.lab.report import Heading, Image, Paragraph, Report, Table
+from kernelab.lab.results import ResultSet
+
+RATE_OPS = {"gemm"}  # ops reported in TFLOP/s; the rest are memory-bound and read in TB/s
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _fmt(value, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def gate_section(report: Report, gate: list[Criterion]) -> None:
+    report.add(
+        Heading("Exit criteria"),
+        Paragraph(
+            "Each criterion passes or fails on the records below; 'phase' is the "
+            "curriculum's bar, 'kernelab' our stricter target."
+        ),  # fmt: skip
+        Table(
+            ["criterion", "bar", "status", "evidence"],
+            [[c.name, c.bar, "PASS" if c.passed else "FAIL", c.evidence] for c in gate],
+        ),  # fmt: skip
+    )
+
+
+def roofline_section(report: Report, records_dir: Path, figures: Path) -> None:
+    data = _read(records_dir / "rooflines.json")
+    if not data:
+        return
+    from kernelab.hardware.catalog import get_gpu
+    from kernelab.kernels.reference import get_op
+    from kernelab.roofline.model import Ceilings, place
+
+    gpu = data["gpu"]
+    report.add(
+        Heading(f"Roofline: every built-in kernel on {gpu} (datasheet ceilings)"),
+        Table(
+            [
+                "kernel",
+                "op",
+                "dtype",
+                "intensity (FLOP/B)",
+                "ridge (FLOP/B)",
+                "bound",
+                "floor (ms)",
+            ],
+            [
+                [
+                    r["kernel"],
+                    r["op"],
+                    r["dtype"],
+                    _fmt(r["intensity"], ".1f"),
+                    _fmt(r["ridge"], ".0f"),
+                    r["bound"],
+                    _fmt(r["floor_ms"], ".3f"),
+                ]
+                for r in data["rooflines"]
+            ],
+        ),  # fmt: skip
+    )
+    spec = get_gpu(gpu)
+    points = [place(get_op(r["op"]).cost(r["input_shape"], r["dtype"]), Ceilings.from_spec(spec))
+              for r in data["rooflines"] if r["dtype"] == "bf16"]  # fmt: skip
+    path = charts.roofline_chart(Ceilings.from_spec(spec), points, figures / "roofline_builtin.png",
+                                 f"Built-in bf16 kernels on {gpu}")  # fmt: skip
+    if path:
+        report.add(Image(path, f"bf16 kernels on the {gpu} roofline (attainable rates)"))
+
+
+def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None:
+    """Each op's fastest kernelab implementation at its largest measured shape, placed with
+    its measured time on the datasheet roofline of the GPU it ran on."""
+    from kernelab.hardware.catalog import CATALOG
+    from kernelab.kernels.reference import get_op
+    from kernelab.roofline.model import Ceilings, place
+
+    ours = [r for r in results.records if r.implementation.startswith(("triton.", "sgemm:"))]
+    gpu_ids = {r.gpu_id for r in results.records if r.gpu_id in CATALOG}
+    if not ours or len(gpu_ids) != 1:
+        return
+    ceilings = Ceilings.from_spec(CATALOG[gpu_ids.pop()])
+    best: dict[tuple, object] = {}
+    for r in ours:
+        size = r.flops + r.bytes
+        key = (r.op, r.dtype)
+        if (
+            key not in best
+            or size > best[key].flops + best[key].bytes
+            or (size == best[key].flops + best[key].bytes and r.median_ms < best[key].median_ms)
+        ):
+            best[key] = r
+    points = []
+    for (op, dtype), r in sorted(best.items()):
+        try:
+            points.append(place(get_op(op).cost(r.shape, dtype), ceilings, time_ms=r.median_ms))
+        except Exception:  # noqa: BLE001 - a shape the cost model does not take is not drawn
+            continue
+    for family in ("fp32", "bf16"):
+        group = [p for p in points if (p.dtype == "fp32") == (family == "fp32")]
+        path = charts.roofline_chart(ceilings, group, figures / f"roofline_measured_{family}.png",
+                                     f"Measured kernels, {family} family, {ceilings.gpu_id}")  # fmt: skip
+        if path:
+            report.add(
+                Image(path, f"measured {family}-family kernels on the {ceilings.gpu_id} roofline")
+            )
+
+
+def ceilings_section(report: Report, results: ResultSet) -> None:
+    if not results.ceilings:
+        return
+    rows = []
+    for name, c in results.ceilings["ceilings"].items():
+        unit = "TB/s" if c["unit"] == "bytes/s" else "TFLOP/s"
+        rows.append([name, _fmt(c["rate"] / 1e12), _fmt(c["datasheet"] / 1e12 if c["datasheet"] else None),
+                     unit, _fmt(100 * c["ratio"] if c["ratio"] else None, ".1f"), str(c["shape"])])  # fmt: skip
+    report.add(Heading("Measured ceilings"),
+               Table(["ceiling", "measured", "datasheet", "unit", "% of datasheet", "at"], rows))  # fmt: skip
+
+
+def ladder_section(report: Report, results: ResultSet, figures: Path) -> None:
+    ladder = results.ladder()
+    if not ladder:
+        return
+    sizes = sorted({r.shape["m"] for r in ladder})
+    names = sorted({r.implementation for r in ladder}, key=lambda n: (not n.startswith("torch"), n))
+    by = {(r.implementation, r.shape["m"]): r for r in ladder}
+    rows = []
+    for name in names:
+        row = ["cuBLAS fp32" if name.startswith("torch") else name]
+        for size in sizes:
+            r = by.get((name, size))
+            row.append(
+                "-"
+                if r is None
+                else f"{r.achieved_tflops * 1e3:,.0f} ({r.extra.get('pct_of_cublas', 0):.0f} %)"
+            )
+        technique = next(
+            (by[(name, s)].extra.get("technique", "") for s in sizes if (name, s) in by), ""
+        )
+        rows.append(row + [technique])
+    report.add(Heading("SGEMM ladder (fp32, no TF32): GFLOP/s and % of cuBLAS"),
+               Table(["step", *[f"{s}^3" for s in sizes], "technique"], rows))  # fmt: skip
+    path = charts.ladder_chart(ladder, figures / "ladder.png")
+    if path:
+        report.add(Image(path, "SGEMM ladder against cuBLAS fp32"))
+
+
+def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
+    others = [r for r in results.records if r not in results.ladder() and r.op != "gemm" or
+              r.dtype != "fp32" and r.op == "gemm"]  # fmt: skip
+    if not others:
+        return
+    copy = results.ceilings["ceilings"]["copy"]["rate"] / 1e9 if results.ceilings else None
+    groups: dict[tuple, dict] = {}
+    for r in others:
+        key = (r.op, json.dumps(r.shape, sort_keys=True), r.dtype)
+        groups.setdefault(key, {})[r.implementation] = r
+    rows = []
+    for (op, shape, dtype), impls in sorted(groups.items()):
+        ours = next((r for n, r in impls.items() if n.startswith("triton.")), None)
+        if ours is None:
+            continue
+        unit = "TFLOP/s" if op in RATE_OPS else "TB/s"
+
+        def rate(r, op=op):
+            return r.achieved_tflops if op in RATE_OPS else (r.achieved_gbps or 0) / 1000
+
+        base = ", ".join(f"{n}: {_fmt(rate(r))}" for n, r in sorted(impls.items()) if r is not ours)
+        pct = (
+            f"{100 * ours.achieved_gbps / copy:.1f} % of copy"
+            if copy and op not in RATE_OPS and ours.achieved_gbps
+            else ""
+        )
+        rows.append([op, shape, dtype, f"{_fmt(rate(ours))} {unit}", pct, base])
+    report.add(Heading("Triton kernels against torch eager and torch.compile"),
+               Table(["op", "shape", "dtype", "triton", "of the ceiling", "baselines"], rows))  # fmt: skip
+    path = charts.softmax_chart(others, figures / "softmax.png", copy)
+    if path:
+        report.add(Image(path, "softmax TB/s against row length"))
+
+
+def profiles_section(report: Report, results: ResultSet) -> None:
+    if not results.profiles:
+        return
+    rows = []
+    for p in results.profiles:
+        stall = p["stalls"][0]["reason"] if p.get("stalls") else "-"
+        rows.append([p.get("implementation", p.get("name")), f"{p['bottleneck']} / {p.get('unit')}",
+                     _fmt(p.get("sm_pct"), ".0f"), _fmt(p.get("dram_gbps"), ".0f"), _fmt(p.get("tensor_pct"), ".0f"),
+                     stall, (p.get("advice") or ["-"])[0]])  # fmt: skip
+    report.add(Heading("Nsight Compute: the bottleneck of each key kernel"),
+               Table(["kernel", "bottleneck", "SM %", "DRAM GB/s", "tensor %", "top stall", "next step"], rows))  # fmt: skip
+
+
+def cpu_sections(report: Report, records_dir: Path) -> None:
+    compile_data = _read(records_dir / "compile.json")
+    if compile_data.get("compile"):
+        report.add(Heading("CUDA ladder: compile report (ptxas, sm_90)"),
+                   Table(["step", "registers", "static smem (B)", "dynamic smem (B)", "spills (B)", "threads"],
+                         [[r["step"], r["registers"], r["static_smem_bytes"], r["dynamic_smem_bytes"],
+                           r["spill_store_bytes"] + r["spill_load_bytes"], r["threads"]]
+                          for r in compile_data["compile"]]))  # fmt: skip
+    elif compile_data.get("skipped"):
+        report.add(Heading("CUDA ladder: compile report"), Paragraph(compile_data["skipped"]))
+    interp = _read(records_dir / "interpreter.json")
+    if interp:
+        report.add(Heading("Triton kernels checked on the CPU (TRITON_INTERPRET=1)"),
+                   Table(["implementation", "shape", "dtype", "check", "error"],
+                         [[r["implementation"], str(r.get("shape", "")), r.get("dtype", ""),
+                           "PASS" if r["ok"] else "FAIL", _fmt(r.get("error"), ".2e")]
+                          for r in interp["interpreter_checks"]]))  # fmt: skip
+
+
+def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) -> Report:
+    figures = state.out / "figures"
+    report = Report("kernelab lab report")
+    mode = ("on the GPU of this machine" if state.on_gpu else
+            "on a machine without a GPU: analytic rooflines, compile report and interpreter "
+            "checks here; timings, ceilings and profiles need a CUDA GPU and come from "
+            "committed records")  # fmt: skip
+    report.add(Paragraph(f"Run {mode}. Stages: " + "; ".join(f"{k}: {v}" for k, v in state.done.items())),
+               Paragraph(source_note))  # fmt: skip
+    gate_section(report, gate)
+    roofline_section(report, state.records_dir, figures)
+    ceilings_section(report, results)
+    ladder_section(report, results, figures)
+    kernels_section(report, results, figures)
+    measured_roofline(report, results, figures)
+    profiles_section(report, results)
+    cpu_sections(report, state.records_dir)
+    return report

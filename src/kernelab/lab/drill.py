@@ -1,0 +1,209 @@
+"""The drill: ridge points, bounds and the numbers an inference engineer must know cold.
+
+Every question is computed from the catalog and the cost models at the moment it is asked,
+so the drill can never disagree with the rest of kernelab. Answers are judged by a relative
+tolerance for numbers (10 %: the point is the order of magnitude and the first digit, not a
+calculator race) and exactly for words ("memory" / "compute").
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kernelab.hardware.catalog import CATALOG, get_gpu
+
+NUMBER_TOLERANCE = 0.10
+TIME_LIMIT_S = 30.0
+
+# Shapes a drill question may use: small, skinny and large, so both sides of the ridge occur.
+_GEMM_SHAPES = [
+    (1, 4096, 4096),
+    (16, 4096, 4096),
+    (128, 8192, 8192),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (512, 512, 512),
+    (32, 14336, 4096),
+    (2048, 2048, 128),
+]
+_ROW_SHAPES = [(8192, 1024), (4096, 4096), (1, 262144), (65536, 8192)]
+
+
+@dataclass
+class Question:
+    kind: str  # "ridge", "bound", "card"
+    prompt: str
+    answer: float | str
+    unit: str = ""
+    explanation: str = ""
+
+    def judge(self, reply: str | None) -> bool:
+        if reply is None:
+            return False
+        reply = reply.strip().lower()
+        if isinstance(self.answer, str):
+            return reply in (self.answer, self.answer[0])  # "memory" or "m"
+        try:
+            value = float(reply.replace(",", "").replace("_", ""))
+        except ValueError:
+            return False
+        return abs(value - self.answer) <= NUMBER_TOLERANCE * abs(self.answer)
+
+
+@dataclass
+class Outcome:
+    question: Question
+    reply: str | None
+    correct: bool
+    seconds: float
+    too_slow: bool
+
+
+@dataclass
+class Score:
+    asked: int = 0
+    correct: int = 0
+    history: list[dict] = field(default_factory=list)
+
+
+def _nvidia_and_amd() -> list[str]:
+    return [gpu_id for gpu_id, spec in CATALOG.items() if "bf16" in spec.peak_tflops]
+
+
+def ridge_question(rng: random.Random) -> Question:
+    spec = get_gpu(rng.choice(_nvidia_and_amd()))
+    dtype = rng.choice([d for d in ("bf16", "fp32", "fp8") if d in spec.peak_tflops])
+    ridge = spec.ridge(dtype)
+    return Question(
+        kind="ridge",
+        prompt=f"Ridge point of {spec.id} in {dtype} (dense), in FLOP/byte?",
+        answer=round(ridge, 1),
+        unit="FLOP/byte",
+        explanation=(
+            f"{spec.peak_tflops[dtype]:g} TFLOP/s / {spec.memory_bandwidth_gbps / 1000:g} TB/s"
+            f" = {ridge:.0f} FLOP/byte"
+        ),
+    )
+
+
+def bound_question(rng: random.Random) -> Question:
+    from kernelab.roofline import costs
+    from kernelab.roofline.model import Ceilings, place
+
+    spec = get_gpu(rng.choice(_nvidia_and_amd()))
+    if rng.random() < 0.6:
+        m, n, k = rng.choice(_GEMM_SHAPES)
+        cost = costs.gemm(m, n, k, dtype="bf16")
+        what = f"a bf16 GEMM {m}x{n}x{k}"
+    else:
+        rows, cols = rng.choice(_ROW_SHAPES)
+        op = rng.choice(["softmax", "layernorm", "rmsnorm"])
+        cost = getattr(costs, op)(rows, cols, dtype="bf16")
+        what = f"a bf16 {op} over {rows}x{cols}"
+    placement = place(cost, Ceilings.from_spec(spec))
+    return Question(
+        kind="bound",
+        prompt=f"On {spec.id}, is {what} memory- or compute-bound? (m/c)",
+        answer=placement.bound,
+        explanation=(
+            f"intensity {placement.intensity:.1f} FLOP/byte vs ridge "
+            f"{placement.ridge:.0f}: {placement.bound}-bound"
+        ),
+    )
+
+
+def flashcards() -> list[Question]:
+    """The numbers the phase says to know cold, read from the catalog."""
+    h100, b200, mi300x = get_gpu("h100-sxm"), get_gpu("b200"), get_gpu("mi300x")
+    return [
+        Question("card", "H100 SXM dense bf16 TFLOP/s?", h100.peak_tflops["bf16"], "TFLOP/s"),
+        Question(
+            "card", "H100 SXM HBM bandwidth in TB/s?", h100.memory_bandwidth_gbps / 1000, "TB/s"
+        ),
+        Question("card", "H100 SXM SM count?", h100.sm_count, "SMs"),
+        Question(
+            "card",
+            "H100 SXM bf16 ridge point in FLOP/byte?",
+            round(h100.ridge("bf16")),
+            "FLOP/byte",
+        ),
+        Question(
+            "card",
+            "B200 dense bf16 over H100 SXM dense bf16 (ratio)?",
+            round(b200.peak_tflops["bf16"] / h100.peak_tflops["bf16"], 2),
+            "x",
+        ),
+        Question(
+            "card",
+            "B200 HBM bandwidth over H100 SXM (ratio)?",
+            round(b200.memory_bandwidth_gbps / h100.memory_bandwidth_gbps, 2),
+            "x",
+        ),
+        Question("card", "MI300X HBM capacity in GB?", mi300x.memory_gb, "GB"),
+        Question(
+            "card", "MI300X HBM bandwidth in TB/s?", mi300x.memory_bandwidth_gbps / 1000, "TB/s"
+        ),
+    ]
+
+
+def make_questions(rounds: int, seed: int | None = None) -> list[Question]:
+    rng = random.Random(seed)
+    cards = flashcards()
+    makers: list[Callable[[], Question]] = [
+        lambda: ridge_question(rng),
+        lambda: bound_question(rng),
+        lambda: rng.choice(cards),
+    ]
+    return [makers[i % len(makers)]() for i in range(rounds)]
+
+
+def run_drill(
+    questions: list[Question],
+    ask: Callable[[Question], str | None],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    time_limit_s: float = TIME_LIMIT_S,
+) -> list[Outcome]:
+    """Ask each question through `ask` (a prompt, a script or a test); a late answer is wrong."""
+    outcomes = []
+    for question in questions:
+        start = clock()
+        reply = ask(question)
+        seconds = clock() - start
+        too_slow = seconds > time_limit_s
+        correct = question.judge(reply) and not too_slow
+        outcomes.append(Outcome(question, reply, correct, seconds, too_slow))
+    return outcomes
+
+
+def score_path() -> Path:
+    from kernelab.harness.cache import cache_dir
+
+    return cache_dir() / "drill_score.json"
+
+
+def load_score(path: Path) -> Score:
+    if not path.exists():
+        return Score()
+    data = json.loads(path.read_text())
+    return Score(asked=data["asked"], correct=data["correct"], history=data.get("history", []))
+
+
+def save_score(path: Path, score: Score, outcomes: list[Outcome]) -> Score:
+    score.asked += len(outcomes)
+    score.correct += sum(o.correct for o in outcomes)
+    score.history.append(
+        {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "asked": len(outcomes),
+            "correct": sum(o.correct for o in outcomes),
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(score), indent=1))
+    return score

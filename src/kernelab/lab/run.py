@@ -1,0 +1,283 @@
+"""`kernelab lab`: the whole phase on the machine it runs on, resumable, then the report.
+
+The run is a list of stages. Each stage writes its results into DIR/records/ and is marked
+done in DIR/records/stages.json, so an interrupted lab keeps what it measured and a second
+`kernelab lab --out DIR` starts where the first stopped (`--fresh` starts over).
+
+On a GPU: the ceilings, the SGEMM ladder (checked, then timed against cuBLAS), the Triton
+kernels (checked, then timed against torch eager and torch.compile), and Nsight Compute's
+diagnosis of the key kernels. Without a GPU: the roofline of every built-in kernel on a
+catalog GPU, the compile report of the CUDA ladder (nvcc), the Triton kernels checked
+under the interpreter, and the committed GPU records with the machine and day they were
+measured on. Either way: the charts, report.md, report.html and the exit-criteria gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelab.lab.paths import committed_results_dir, repo_root
+
+Progress = Callable[[str], None]
+
+# Shapes of the built-in kernels for the analytic roofline: one representative each.
+BUILT_IN = [
+    ("sgemm ladder (best step)", "gemm", {"m": 4096, "n": 4096, "k": 4096}, "fp32"),
+    ("triton.matmul", "gemm", {"m": 4096, "n": 4096, "k": 4096}, "bf16"),
+    ("triton.softmax", "softmax", {"rows": 8192, "cols": 8192}, "bf16"),
+    ("triton.layernorm", "layernorm", {"rows": 16384, "cols": 4096}, "bf16"),
+    ("triton.rmsnorm", "rmsnorm", {"rows": 16384, "cols": 4096}, "bf16"),
+    ("triton.vector_add", "vector_add", {"n": 2**28}, "fp32"),
+]
+
+SOFTMAX_COLUMNS = [512, 1024, 4096, 16384, 65536, 262144]
+SOFTMAX_COLUMNS_QUICK = [1024, 16384, 262144]
+NORM_HIDDEN = [1024, 4096, 16384]
+INPUT_BYTES = 1 << 30  # Triton kernels are timed on >= 1 GiB inputs (issue 5)
+
+
+@dataclass
+class LabState:
+    out: Path
+    quick: bool
+    gpu_id: str  # catalog id of the GPU the report is about
+    on_gpu: bool
+    done: dict = field(default_factory=dict)  # stage -> summary line
+
+    @property
+    def records_dir(self) -> Path:
+        return self.out / "records"
+
+    def save(self) -> None:
+        (self.records_dir / "stages.json").write_text(json.dumps(self.done, indent=1))
+
+
+def _write(path: Path, data) -> Path:
+    from kernelab.harness.records import write_atomically
+    from kernelab.output import to_jsonable
+
+    write_atomically(path, json.dumps(to_jsonable(data), indent=1) + "\n")
+    return path
+
+
+# --- stages that run anywhere ----------------------------------------------------------
+
+
+def stage_rooflines(state: LabState, progress: Progress) -> str:
+    from kernelab.hardware.catalog import get_gpu
+    from kernelab.kernels.reference import get_op
+    from kernelab.roofline.model import Ceilings, place
+
+    spec = get_gpu(state.gpu_id)
+    rows = []
+    for label, op, shape, dtype in BUILT_IN:
+        progress(f"placing {label} on the {spec.id} roofline")
+        placement = place(get_op(op).cost(shape, dtype), Ceilings.from_spec(spec))
+        rows.append({"kernel": label, **placement.to_dict(), "input_shape": shape})
+    _write(state.records_dir / "rooflines.json", {"gpu": spec.id, "rooflines": rows})
+    return f"{len(rows)} kernels placed on {spec.id}"
+
+
+def stage_compile_report(state: LabState, progress: Progress) -> str:
+    from kernelab.kernels.cuda.build import find_nvcc
+    from kernelab.kernels.cuda.sgemm.ladder import compile_report, parse_steps
+
+    if find_nvcc() is None:
+        why = "nvcc not found: the CUDA ladder's compile report needs the CUDA toolkit"
+        _write(state.records_dir / "compile.json", {"compile": [], "skipped": why})
+        return f"skipped: {why}"
+    rows = compile_report(parse_steps(None), progress)
+    _write(state.records_dir / "compile.json", {"compile": rows})
+    spills = sum(r["spill_store_bytes"] + r["spill_load_bytes"] for r in rows)
+    return f"{len(rows)} steps compiled, {spills} spill bytes"
+
+
+def stage_interpreter(state: LabState, progress: Progress) -> str:
+    progress("checking the Triton kernels under TRITON_INTERPRET=1")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelab.lab.interpret"],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        results = [{"implementation": "all", "ok": False, "message": done.stderr.strip()[-400:]}]
+    else:
+        results = json.loads(done.stdout)
+    _write(state.records_dir / "interpreter.json", {"interpreter_checks": results})
+    return f"{sum(r['ok'] for r in results)}/{len(results)} Triton checks passed on the CPU"
+
+
+# --- stages that need a GPU -------------------------------------------------------------
+
+
+def stage_ceilings(state: LabState, progress: Progress) -> str:
+    from kernelab.harness.ceilings import measure_ceilings, save_measured
+
+    progress("measuring copy bandwidth and cuBLAS peaks")
+    measured = measure_ceilings(quick=state.quick)
+    save_measured(measured, state.records_dir / "ceilings.json")
+    copy = measured.ceilings.get("copy")
+    return f"copy {copy.rate / 1e12:.2f} TB/s" if copy else "measured"
+
+
+def stage_sgemm(state: LabState, progress: Progress) -> str:
+    from kernelab.harness.records import save_records
+    from kernelab.kernels.cuda.sgemm.ladder import check_steps, parse_steps, time_ladder
+
+    steps = parse_steps(None)
+    shapes = [
+        {"m": 127, "n": 257, "k": 31},
+        {"m": 1, "n": 1, "k": 1},
+        {"m": 1000, "n": 1000, "k": 1000},
+    ]
+    checks = check_steps(steps, shapes, progress)
+    good = [s for s in steps if all(c["ok"] for c in checks if c["step"] == s.name)]
+    sizes = [2048, 4096] if state.quick else [1024, 2048, 4096, 8192]
+    rows, records = time_ladder(good, sizes, progress=progress, skip_slow_above=2048)
+    save_records(records, state.records_dir / "sgemm_ladder_records.json")
+    _write(
+        state.records_dir / "sgemm_ladder_summary.json",
+        {"checks": checks, "timing": {"rows": rows}},
+    )
+    best = max(
+        (r for r in rows if r["step"] != "cuBLAS"), key=lambda r: r["pct_of_cublas"], default=None
+    )
+    wrong = len(steps) - len(good)
+    head = f"{wrong} steps failed their check; " if wrong else ""
+    return head + (
+        f"best {best['step']} at {best['pct_of_cublas']:.1f} % of cuBLAS ({best['size']}^3)"
+        if best
+        else "nothing timed"
+    )
+
+
+def _triton_plan(quick: bool) -> list[tuple[str, dict, str]]:
+    plan = [("triton.vector_add", {"n": INPUT_BYTES // 4}, "fp32")]
+    for dtype, size in (("fp32", 4), ("bf16", 2)):
+        for cols in SOFTMAX_COLUMNS_QUICK if quick else SOFTMAX_COLUMNS:
+            plan.append(
+                (
+                    "triton.softmax",
+                    {"rows": max(1, INPUT_BYTES // (cols * size)), "cols": cols},
+                    dtype,
+                )
+            )
+        for hidden in [4096] if quick else NORM_HIDDEN:
+            rows = max(1, INPUT_BYTES // (hidden * size))
+            plan.append(("triton.layernorm", {"rows": rows, "cols": hidden}, dtype))
+            plan.append(("triton.rmsnorm", {"rows": rows, "cols": hidden}, dtype))
+    for n in [4096] if quick else [2048, 4096, 8192]:
+        plan.append(("triton.matmul", {"m": n, "n": n, "k": n}, "bf16"))
+    return plan
+
+
+def stage_triton(state: LabState, progress: Progress) -> str:
+    from kernelab.harness.bench import BenchSession
+    from kernelab.harness.ceilings import this_gpu
+    from kernelab.harness.records import save_records
+    from kernelab.kernels import registry
+    from kernelab.kernels.reference import get_op
+
+    identity = this_gpu("kernelab lab")
+    baselines = {"vector_add": ["torch.add"], "softmax": ["torch.softmax", "torch.compile.softmax"],
+                 "layernorm": ["torch.layer_norm", "torch.compile.layer_norm"],
+                 "rmsnorm": ["torch.rms_norm", "torch.compile.rms_norm"], "gemm": ["torch.mm"]}  # fmt: skip
+    if state.quick:
+        baselines = {op: names[:1] for op, names in baselines.items()}
+    records, failed = [], []
+    for name, shape, dtype in _triton_plan(state.quick):
+        impl = registry.get(name)
+        op_spec = get_op(impl.op)
+        session = BenchSession(identity, op_spec, dtype, "cold", 10, 1.0)
+        for candidate in [name, *baselines[impl.op]]:
+            progress(f"{candidate} {shape} {dtype}")
+            other = registry.get(candidate)
+            row, record = session.one(other, other.build(), shape)
+            if record is None:
+                failed.append(f"{candidate} {shape} {dtype}: {row.get('check_message', '')[:120]}")
+            else:
+                records.append(record)
+        save_records(records, state.records_dir / "triton_records.json")  # keep what is measured
+    return f"{len(records)} timings" + (
+        f"; {len(failed)} FAILED their check: {failed}" if failed else ""
+    )
+
+
+def stage_profiles(state: LabState, progress: Progress) -> str:
+    from kernelab.profiling.session import run_implementation
+    from kernelab.profiling.summary import summarize
+
+    if shutil.which("ncu") is None and not os.environ.get("KERNELAB_NCU"):
+        _write(state.records_dir / "profiles.json", {"profiles": [], "skipped": "ncu not found"})
+        return "skipped: ncu not found"
+    targets = [("torch.mm", {"m": 4096, "n": 4096, "k": 4096}, "bf16"),
+               ("sgemm:11", {"m": 4096, "n": 4096, "k": 4096}, "fp32"),
+               ("triton.softmax", {"rows": 8192, "cols": 8192}, "bf16")]  # fmt: skip
+    profiles = []
+    for name, shape, dtype in targets:
+        progress(f"profiling {name} {shape} {dtype} with Nsight Compute")
+        run = run_implementation(
+            name,
+            shape,
+            dtype,
+            out_path=state.out / "profiles" / f"{name.replace(':', '_')}.ncu-rep",
+        )
+        summary = summarize(run.main_kernel, dtype=dtype).to_dict()
+        profiles.append({"implementation": name, "shape": shape, "dtype": dtype, **summary})
+        _write(state.records_dir / "profiles.json", {"profiles": profiles})
+    return "; ".join(
+        f"{p['implementation']}: {p.get('bottleneck')}/{p.get('unit')}" for p in profiles
+    )
+
+
+GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
+              ("profiles", stage_profiles)]  # fmt: skip
+CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
+              ("interpreter", stage_interpreter)]  # fmt: skip
+
+
+def run_lab(
+    out: Path, *, quick: bool, gpu: str | None, fresh: bool, progress: Progress
+) -> LabState:
+    from kernelab.hardware.detect import detect_gpu
+
+    detected = detect_gpu()
+    on_gpu = detected is not None
+    if gpu is None:
+        gpu_id = detected.spec.id if detected and detected.spec else "h100-sxm"
+    else:
+        from kernelab.hardware import resolve_gpu
+
+        gpu_id = resolve_gpu(gpu).id
+    state = LabState(out=out, quick=quick, gpu_id=gpu_id, on_gpu=on_gpu)
+    state.records_dir.mkdir(parents=True, exist_ok=True)
+    stages_file = state.records_dir / "stages.json"
+    if stages_file.exists() and not fresh:
+        state.done = json.loads(stages_file.read_text())
+    stages = CPU_STAGES[:1] + (GPU_STAGES if on_gpu else CPU_STAGES[1:])
+    for name, stage in stages:
+        if name in state.done:
+            progress(f"{name}: kept from the earlier run ({state.done[name]})")
+            continue
+        start = time.perf_counter()
+        progress(f"{name}: started")
+        state.done[name] = stage(state, progress)
+        state.save()
+        progress(f"{name}: {state.done[name]} ({time.perf_counter() - start:.0f} s)")
+    return state
+
+
+def docs_dir() -> Path | None:
+    root = repo_root()
+    return root / "docs" if root else None
+
+
+__all__ = ["run_lab", "committed_results_dir", "docs_dir"]

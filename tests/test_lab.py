@@ -1,0 +1,158 @@
+"""The lab: the CPU path end to end, resuming, the exit-criteria gate, and the drill."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelab.cli import main
+from kernelab.harness.records import Record, save_records
+from kernelab.lab import drill, gate
+from kernelab.lab.results import ResultSet, load_results
+from kernelab.lab.run import run_lab
+
+
+def _record(impl: str, op: str, shape: dict, dtype: str, **kw) -> Record:
+    return Record(op=op, implementation=impl, shape=shape, dtype=dtype, mode="cold",
+                  samples_ms=[1.0], stats={"median": 1.0}, gpu="NVIDIA H200", gpu_id="h200",
+                  timestamp="2026-11-29T16:00:00+00:00", **kw)  # fmt: skip
+
+
+def _ladder(pct: float) -> list[Record]:
+    size = {"m": 4096, "n": 4096, "k": 4096}
+    return [
+        _record(
+            "torch.mm", "gemm", size, "fp32", extra={"ladder": "sgemm", "pct_of_cublas": 100.0}
+        ),
+        _record("sgemm:05", "gemm", size, "fp32", extra={"ladder": "sgemm", "pct_of_cublas": 30.0}),
+        _record("sgemm:11", "gemm", size, "fp32", extra={"ladder": "sgemm", "pct_of_cublas": pct}),
+    ]
+
+
+def _softmax(tbps: float, columns=(512, 4096, 65536, 262144)) -> list[Record]:
+    return [_record("triton.softmax", "softmax", {"rows": 1024, "cols": c}, "bf16",
+                    achieved_gbps=tbps * 1000) for c in columns]  # fmt: skip
+
+
+def _by_name(criteria):
+    return {c.name: c for c in criteria}
+
+
+def test_cpu_lab_quick_writes_a_report_with_every_section(tmp_path):
+    out = tmp_path / "lab"
+    assert main(["lab", "--quick", "--out", str(out), "--gpu", "h100-sxm"]) == 0
+    md = (out / "report.md").read_text()
+    for section in ("Exit criteria", "Roofline: every built-in kernel on h100-sxm",
+                    "Triton kernels checked on the CPU", "CUDA ladder: compile report"):  # fmt: skip
+        assert section in md, section
+    assert "needs a CUDA GPU" in md or "without a GPU" in md
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "data:image/png;base64," in page
+    assert (out / "figures" / "roofline_builtin.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    interp = json.loads((out / "records" / "interpreter.json").read_text())["interpreter_checks"]
+    assert interp and all(r["ok"] for r in interp)
+
+
+def test_an_interrupted_lab_keeps_what_it_measured(tmp_path, monkeypatch):
+    from kernelab.lab import run as lab_run
+
+    calls = []
+
+    def boom(state, progress):
+        calls.append("compile")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab_run, "CPU_STAGES", [lab_run.CPU_STAGES[0], ("compile", boom)])
+    with pytest.raises(KeyboardInterrupt):
+        run_lab(tmp_path, quick=True, gpu="h200", fresh=False, progress=lambda _: None)
+    assert "rooflines" in json.loads((tmp_path / "records" / "stages.json").read_text())
+
+    seen = []
+    monkeypatch.setattr(
+        lab_run, "CPU_STAGES", [lab_run.CPU_STAGES[0], ("compile", lambda s, p: "ok")]
+    )
+    run_lab(tmp_path, quick=True, gpu="h200", fresh=False, progress=seen.append)
+    assert any(m.startswith("rooflines: kept from the earlier run") for m in seen)
+    assert json.loads((tmp_path / "records" / "stages.json").read_text())["compile"] == "ok"
+
+
+def test_gate_passes_and_fails_on_what_was_measured(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "triton-vs-cutlass-vs-cuda.md").write_text("Triton when ... measured 786 TFLOP/s")
+    good = ResultSet(folder=None, records=_ladder(93.0) + _softmax(4.1),
+                     profiles=[{"implementation": "torch.mm", "bottleneck": "compute", "unit": "Tensor",
+                                "dram_gbps": 900.0, "sm_pct": 80.0, "tensor_pct": 90.0}])  # fmt: skip
+    results = _by_name(gate.evaluate_gate(good, docs))
+    assert all(c.passed for c in results.values()), [c for c in results.values() if not c.passed]
+
+    weak = ResultSet(folder=None, records=_ladder(75.0) + _softmax(3.2, columns=(1024,)))
+    (docs / "triton-vs-cutlass-vs-cuda.md").write_text("TODO (H200): fill")
+    results = _by_name(gate.evaluate_gate(weak, docs))
+    assert results["SGEMM at 70-80 % of cuBLAS fp32"].passed  # the phase's bar
+    assert not results["SGEMM at >= 90 % of cuBLAS fp32 (4096^3)"].passed  # ours
+    assert "sgemm:11" in results["SGEMM at >= 90 % of cuBLAS fp32 (4096^3)"].evidence
+    assert not results["fused softmax in Triton, autotuned and benchmarked"].passed  # 1 shape
+    assert not results["softmax >= 4.0 TB/s at every row length"].passed
+    assert not results["Nsight Compute metrics pulled and the top bottleneck named"].passed
+    assert not results["an informed opinion on Triton vs CUTLASS vs raw CUDA"].passed
+
+    empty = _by_name(gate.evaluate_gate(ResultSet(folder=None), None))
+    assert not empty["SGEMM at 70-80 % of cuBLAS fp32"].passed
+    assert empty["ridge point and memory/compute bound for any kernel and GPU"].passed
+    assert empty["the numbers of H100, B200 and MI300X known cold"].passed
+
+
+def test_exit_check_reads_a_results_folder(tmp_path, capsys):
+    save_records(_ladder(60.0), tmp_path / "ladder.json")
+    assert main(["exit-check", "--results", str(tmp_path), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    statuses = {c["name"]: c["status"] for c in data["gate"]}
+    assert statuses["SGEMM at 70-80 % of cuBLAS fp32"] == "FAIL"
+    assert data["phase_passed"] is False
+    assert load_results(tmp_path).machine().startswith("NVIDIA H200")
+
+
+def test_exit_check_without_a_folder_is_one_line(tmp_path, capsys):
+    assert main(["exit-check", "--results", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_drill_scores_scripted_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
+    questions = drill.make_questions(6, seed=7)
+    right = drill.run_drill(questions, lambda q: str(q.answer))
+    assert all(o.correct for o in right)
+    wrong = drill.run_drill(questions, lambda q: "compute" if q.answer == "memory" else "memory"
+                            if isinstance(q.answer, str) else str(q.answer * 3))  # fmt: skip
+    assert not any(o.correct for o in wrong)
+    ticks = iter(range(0, 1000, 31))  # every answer takes 31 s: too slow
+    slow = drill.run_drill(questions, lambda q: str(q.answer), clock=lambda: next(ticks))
+    assert all(o.too_slow and not o.correct for o in slow)
+
+
+def test_drill_agrees_with_the_catalog_and_cost_models():
+    from kernelab.hardware.catalog import get_gpu
+
+    cards = {q.prompt: q.answer for q in drill.flashcards()}
+    assert cards["H100 SXM SM count?"] == 132
+    assert cards["H100 SXM bf16 ridge point in FLOP/byte?"] == round(
+        get_gpu("h100-sxm").ridge("bf16")
+    )
+    for q in drill.make_questions(30, seed=1):
+        if q.kind == "bound":
+            assert q.answer in ("memory", "compute")
+        else:
+            assert q.answer > 0
+
+
+def test_drill_command_keeps_the_score(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
+    answers = ";".join(str(q.answer) for q in drill.make_questions(3, seed=11))
+    assert main(["drill", "--rounds", "3", "--seed", "11", "--answers", answers, "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["correct"] == 3
+    assert main(["drill", "--rounds", "3", "--seed", "11", "--answers", "x;y;z", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["correct"] == 0 and second["all_time"] == {"asked": 6, "correct": 3}
