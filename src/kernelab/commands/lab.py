@@ -177,6 +177,24 @@ def exit_check(
         raise typer.Exit(1)
 
 
+def readme(
+    gpu: Annotated[str, typer.Option(help="Which committed results folder to render.")] = "h200",
+    as_json: JsonOption = False,
+) -> None:
+    """Regenerate the README's results tables and charts from the committed GPU records."""
+    from kernelab.errors import KernelabError
+    from kernelab.lab.paths import repo_root
+    from kernelab.lab.readme import update_readme
+
+    root = repo_root()
+    if root is None:
+        raise KernelabError("kernelab readme works in a source checkout (pip install -e .)")
+    path = update_readme(root, gpu)
+    emit(
+        {"readme": str(path)}, as_json, lambda c: c.print(f"rewrote the results section of {path}")
+    )
+
+
 STAGE_NAMES = {"rooflines", "compile", "interpreter", "ceilings", "sgemm", "triton", "profiles"}
 
 
@@ -184,3 +202,4 @@ def register(app: typer.Typer) -> None:
     app.command()(lab)
     app.command("exit-check")(exit_check)
     app.command()(drill)
+    app.command()(readme)
