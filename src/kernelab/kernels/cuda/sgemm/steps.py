@@ -88,6 +88,14 @@ def _pipelined(warp_m: int, warp_n: int, swizzled: bool):
     return geometry
 
 
+def _register_pipeline(m: int, n: int, k: int, d: dict) -> Launch:
+    """Step 12: warps of WM x WN outputs; a STAGES-deep ring of k-major A and row-major B."""
+    bm, bn, bk, stages = d["BM"], d["BN"], d["BK"], d["STAGES"]
+    threads = 32 * (bm // d["WM"]) * (bn // d["WN"])
+    shared = stages * bk * ((bm + 4) + bn) * 4  # A[BK][BM + 4] + B[BK][BN], fp32
+    return Launch((cdiv(m, bm) * cdiv(n, bn), 1, 1), (threads, 1, 1), shared)
+
+
 STEPS: tuple[Step, ...] = (
     Step(
         1,
@@ -255,6 +263,46 @@ STEPS: tuple[Step, ...] = (
             {"BM": 128, "BN": 256, "BK": 8, "STAGES": 4, "GROUP_M": 8},
             {"BM": 128, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 8},
             {"BM": 256, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 1},
+        ),
+        sass_facts={"ldgsts_128": True, "lds_128": True},
+    ),
+    Step(
+        12,
+        "register_pipeline",
+        "12_register_pipeline.cu",
+        "sgemm_register_pipeline",
+        "pipelined to the registers: k-major A via 4-byte cp.async, fragments for k+1 loaded "
+        "during the FFMAs of k, one barrier per K-tile, partial K-tile first",
+        {
+            "BM": 128,
+            "BN": 128,
+            "BK": 8,
+            "WM": 64,
+            "WN": 64,
+            "TM": 8,
+            "TN": 16,
+            "threads": 128,
+            "stages": 4,
+            "group_m": 8,
+        },
+        1.12,
+        "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active falls against "
+        "step 11; FFMA share of issued instructions (sm__inst_executed_pipe_fma / "
+        "sm__inst_executed) >= 89 %; LDGSTS.E (4-byte, A transposed) and LDGSTS.E.BYPASS.128 "
+        "(B) in SASS; l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum ~ 0",
+        _register_pipeline,
+        candidates=(
+            # 4 warps of 64x64, 2 blocks (8 warps) per SM: one block's barrier overlaps the
+            # other's FFMAs.
+            {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "STAGES": 4, "GROUP_M": 8},
+            # cuBLAS's own shape: 8 warps of 64x64 in one block per SM.
+            {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "STAGES": 3, "GROUP_M": 8},
+            {"BM": 128, "BN": 256, "BK": 8, "WM": 64, "WN": 64, "STAGES": 3, "GROUP_M": 8},
+            # Half the per-K-tile overhead (barrier, copies, pointers) per FFMA.
+            {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "STAGES": 3, "GROUP_M": 8},
+            # 8 x 8 per lane, <= 128 registers: 2 blocks of 8 warps, 16 warps per SM.
+            {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "STAGES": 4, "GROUP_M": 8},
+            {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "STAGES": 4, "GROUP_M": 16},
         ),
         sass_facts={"ldgsts_128": True, "lds_128": True},
     ),
