@@ -1,5 +1,115 @@
-"""The `kernelab timeline` command: being built (see its issue)."""
+"""`kernelab timeline`: from a whole workload to its hot kernels.
+
+    kernelab timeline [--out DIR] [--steps N] [--warmup N] [--top K] [--drill N]
+                      -- python script.py [args]          (or -- python -m module [args])
+    kernelab timeline --import trace.json[.gz] | nsys_export.csv | run.nsys-rep
+
+Runs the workload under torch.profiler after a warm-up, keeps the Chrome trace in --out, and
+prints the top kernels (class, calls, time, share), how busy the GPU was and where it idled,
+whether the run is launch-bound and what to try next, the roofline placement of ops whose
+shapes were recorded, and with --drill N Nsight Compute's diagnosis of the top N kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernelab.errors import KernelabError
+from kernelab.output import JsonOption, emit, to_jsonable
+
+DEFAULT_OUT = "kernelab-timeline"
+NSYS_SUFFIXES = (".csv", ".nsys-rep")
 
 
-def register(app) -> None:  # replaced by the engineer who builds this command
-    pass
+def import_timeline(path: Path, *, top: int, gpu):
+    """A Timeline from a saved torch.profiler trace or an nsys export."""
+    from kernelab.timeline.capture import Timeline
+    from kernelab.timeline.summary import summarize_trace
+
+    if path.name.endswith(NSYS_SUFFIXES):
+        from kernelab.timeline.nsys import load_nsys
+
+        trace = load_nsys(path)
+    else:
+        from kernelab.timeline.trace import load_trace
+
+        trace = load_trace(path)
+    summary = summarize_trace(trace, top=top, gpu=gpu)
+    return Timeline(trace_path=path, summary=summary, capture={"mode": "import"}, trace=trace)
+
+
+def register(app) -> None:
+    @app.command()
+    def timeline(
+        target: Annotated[
+            list[str] | None,
+            typer.Argument(help="After '--': python script.py [args] or python -m module [args]."),
+        ] = None,
+        import_path: Annotated[
+            Path | None,
+            typer.Option(
+                "--import", help="Read a torch.profiler trace (.json, .json.gz) or nsys CSV."
+            ),
+        ] = None,
+        out: Annotated[
+            Path, typer.Option("--out", help="Folder for the trace and the summary.")
+        ] = Path(DEFAULT_OUT),
+        steps: Annotated[int, typer.Option(help="Steps to profile after the warm-up.")] = 5,
+        warmup: Annotated[int, typer.Option(help="Steps to run first, unprofiled.")] = 3,
+        top: Annotated[int, typer.Option(help="Kernels in the table (0: all).")] = 10,
+        drill: Annotated[
+            int, typer.Option(help="Profile the top N kernels with Nsight Compute.")
+        ] = 0,
+        gpu: Annotated[
+            str | None,
+            typer.Option(help="Catalog GPU for the roofline (default: the trace's device)."),
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """A timeline of every kernel: top kernels, idle gaps, launch-bound or not, roofline."""
+        from kernelab.timeline.render import render
+
+        target = list(target or [])
+        if steps < 1:
+            raise KernelabError(f"--steps must be at least 1, got {steps}")
+        if warmup < 0:
+            raise KernelabError(f"--warmup must be 0 or more, got {warmup}")
+        if top < 0:
+            raise KernelabError(f"--top must be 0 (all) or more, got {top}")
+        if drill < 0:
+            raise KernelabError(f"--drill must be 0 or more, got {drill}")
+        if gpu is not None:
+            from kernelab.hardware import get_gpu
+
+            get_gpu(gpu)  # an unknown name fails here, before any work
+
+        if import_path is not None:
+            if target:
+                raise KernelabError("give either --import FILE or a workload after '--', not both")
+            if drill:
+                raise KernelabError("--drill reruns the workload: give it after '--', not --import")
+            result = import_timeline(import_path, top=top, gpu=gpu)
+        elif not target:
+            raise KernelabError(
+                "nothing to profile: give a workload after '--' (-- python script.py) "
+                "or --import TRACE"
+            )
+        else:
+            from kernelab.timeline.capture import profile_script
+
+            result = profile_script(
+                target, out_dir=out, warmup=warmup, steps=steps, top=top, gpu=gpu
+            )
+            if drill:
+                from kernelab.timeline.drill import drill as run_drill
+
+                result.drill = run_drill(target, result, drill, out_dir=out, warmup=warmup, gpu=gpu)
+            (out / "summary.json").write_text(
+                json.dumps(to_jsonable(result.to_dict()), indent=2) + "\n"
+            )
+
+        emit(result.to_dict(), as_json, lambda console: render(result, console))
