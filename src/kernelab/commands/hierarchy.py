@@ -1,5 +1,137 @@
-"""The `kernelab hierarchy` command: being built (see its issue)."""
+"""`kernelab hierarchy`: where the data lives on this GPU, measured.
+
+Measures the latency (pointer chasing, in SM cycles and ns) and the bandwidth of HBM, L2,
+L1 / shared memory and the host link, prints them beside the catalog's sizes and datasheet
+rates and beside Luo et al.'s Hopper study, and saves the record in the cache, where the
+pipeline lens picks up the latencies. `--import FILE` renders a stored record, GPU or not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernelab.output import JsonOption, emit, note
 
 
-def register(app) -> None:  # replaced by the engineer who builds this command
-    pass
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale * (10 if unit == "GB" else 1):
+            return f"{n / scale:,.0f} {unit}" if unit == "GB" else f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
+
+
+def _rate(gbps: float | None) -> str:
+    if gbps is None:
+        return "-"
+    return f"{gbps / 1e3:,.2f} TB/s" if gbps >= 1e3 else f"{gbps:,.1f} GB/s"
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.{digits}f}"
+
+
+def render_record(record, spec, path: str | None):
+    from rich import box
+    from rich.table import Table
+
+    from kernelab.lenses.hierarchy import LUO_2024, comparison, hierarchy_rows
+
+    def render(console) -> None:
+        title = f"{record.gpu} ({record.gpu_id or 'not in the catalog'}): where the data lives"
+        table = Table(title=title, box=box.SIMPLE_HEAD)
+        for column in (
+            "level",
+            "size",
+            "per SM",
+            "cycles",
+            "ns",
+            "H800 cycles",
+            "bandwidth",
+            "datasheet",
+            "%",
+        ):
+            left = column == "level"
+            table.add_column(column, justify="left" if left else "right", no_wrap=left)
+        for row in hierarchy_rows(record, spec):
+            table.add_row(
+                ("  " if row["variant"] else "") + row["level"],
+                _size(row["size_bytes"]),
+                _size(row["per_sm_bytes"]),
+                _number(row["latency_cycles"]),
+                _number(row["latency_ns"]),
+                _number(row["luo_h800_cycles"]),
+                _rate(row["bandwidth_gbps"]),
+                _rate(row["datasheet_gbps"]),
+                _number(row["pct_of_datasheet"], 0),
+            )
+        console.print(table)
+        console.print(
+            "cycles, ns: one dependent load (pointer chase); L1 and shared memory are one "
+            "array per SM; host link: pinned memory"
+        )
+        clocks = {m.level: m.clock_mhz for m in record.latencies.values()}
+        if clocks:
+            console.print(
+                "SM clock during the chases (cycles / ns): "
+                + ", ".join(f"{level} {mhz:,.0f} MHz" for level, mhz in clocks.items())
+            )
+        console.print(f"\nagainst {LUO_2024['citation']} ({LUO_2024['board']}):")
+        for item in comparison(record):
+            console.print(
+                f"  {item['level']}: {item['ours_cycles']:,.1f} cycles here, "
+                f"{item['luo_h800_cycles']:,.1f} there ({item['difference_pct']:+.0f} %): "
+                f"{item['why']}",
+                highlight=False,
+            )
+        where = f"record: {path}" if path else ""
+        console.print(f"\nmeasured {record.timestamp}{' (quick)' if record.quick else ''}. {where}")
+        for warning in record.warnings:
+            console.print(f"[yellow]warning:[/yellow] {warning}")
+
+    return render
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def hierarchy(
+        quick: Annotated[
+            bool, typer.Option("--quick", help="Shorter timings, 1 GiB copy buffers.")
+        ] = False,
+        import_file: Annotated[
+            Path | None,
+            typer.Option("--import", help="Render a stored hierarchy record instead of measuring."),
+        ] = None,
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Also write the record to this file.")
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Measure latency and bandwidth of HBM, L2, L1/shared memory and the host link."""
+        from kernelab.hardware.catalog import CATALOG
+        from kernelab.lenses.hierarchy import (
+            document,
+            load_record,
+            measure_hierarchy,
+            record_path,
+            save_record,
+        )
+
+        if import_file is not None:
+            record = load_record(import_file)
+            path = import_file
+        else:
+            record = measure_hierarchy(quick=quick)
+            path = save_record(record, record_path(record.gpu_id or record.gpu, record.driver))
+            note(f"saved to {path}")
+            if out is not None:
+                save_record(record, out)
+                note(f"and to {out}")
+        spec = CATALOG.get(record.gpu_id) if record.gpu_id else None
+        emit(document(record, spec, path), as_json, render_record(record, spec, str(path)))

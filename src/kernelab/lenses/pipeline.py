@@ -13,8 +13,8 @@ Latency defaults are unloaded pointer-chase figures (one dependent load at a tim
 cycles, converted to time at the spec's boost clock. Under load, queueing makes latency
 longer, so the bytes in flight derived from them are a lower bound: a kernel that keeps
 less cannot saturate the bandwidth, one that keeps this much may still fall short.
-Measured latencies of the current GPU will replace them through `load_measured_latencies`
-once `kernelab hierarchy` (issue 9, item 3) measures and records them.
+Latencies that `kernelab hierarchy` measured on the same GPU model replace them (see
+`load_measured_latencies`).
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ class Latency:
 
 
 def load_measured_latencies(spec: GPUSpec) -> dict[str, float] | None:
-    """Latencies in ns ({"hbm": ..., "l2": ...}) measured on this GPU model, or None.
+    """Latencies in ns ({"hbm": ..., "l2": ...}) measured on this GPU model by `kernelab
+    hierarchy` (its newest cached record, or $KERNELAB_HIERARCHY), or None."""
+    from kernelab.lenses.hierarchy import load_measured_latencies as from_record
 
-    The measurement is issue 9, item 3 (`kernelab hierarchy`); until it records results
-    there is nothing to load and the sourced defaults apply."""
-    return None
+    return from_record(spec)
 
 
 def default_latencies(spec: GPUSpec) -> dict[str, Latency]:
