@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 from kernelab.kernels.cuda import build as cuda_build
-from kernelab.kernels.cuda.sass import sass_facts
+from kernelab.kernels.cuda.sass import disassemble, sass_facts
 from kernelab.kernels.cuda.sgemm import STEPS, build_step, get_step
 
 TESTS = Path(__file__).parent
@@ -44,6 +45,7 @@ EXTRA_CANDIDATES = [
     (11, {"BM": 128, "BN": 256, "BK": 8, "STAGES": 4, "GROUP_M": 8}),
     (11, {"BM": 128, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 1}),
 ]
+EXTRA_CANDIDATES += [(12, dict(c)) for c in get_step(12).candidates[1:]]
 
 
 # ---- compile: every step, sm_90, no spills, the SASS facts each step claims ---------------
@@ -239,6 +241,156 @@ def test_emulation_faults_on_a_misaligned_vector_access():
     assert _check(_emulator(step), step, 40, 40, 40, 1)[0] == 0
 
 
+# ---- step 12: the register-level pipeline -------------------------------------------------
+# Its claims are about the instructions the K loop issues, so the tests read the hot loop
+# itself: the backward branch with the most FFMAs between it and its target.
+
+_SASS = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+
+
+def _kernel_sass(cubin, kernel: str) -> list[tuple[int, str]]:
+    """(address, instruction text) of one kernel, predicates and operands included."""
+    rows, current = [], None
+    for line in disassemble(cubin).splitlines():
+        if m := _FUNCTION.match(line):
+            current = m.group(1)
+        elif current == kernel and (m := _SASS.match(line)):
+            rows.append((int(m.group(1), 16), m.group(2)))
+    assert rows, f"no SASS for {kernel}"
+    return rows
+
+
+def _opcode(text: str) -> str:
+    return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
+
+
+def _hot_loop(cubin, kernel: str) -> list[str]:
+    rows = _kernel_sass(cubin, kernel)
+    index = {address: i for i, (address, _) in enumerate(rows)}
+    best: list[str] = []
+    for i, (address, text) in enumerate(rows):
+        m = re.search(r"\bBRA\s+(0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < address and int(m.group(1), 16) in index:
+            body = [t for _, t in rows[index[int(m.group(1), 16)] : i + 1]]
+            if sum(_opcode(t) == "FFMA" for t in body) > sum(_opcode(t) == "FFMA" for t in best):
+                best = body
+    return best
+
+
+def _ffma_share(loop: list[str]) -> float:
+    """FFMAs over all instructions the loop issues (a never-true @!PT still takes a slot)."""
+    return sum(_opcode(t) == "FFMA" for t in loop) / len(loop)
+
+
+def _one_bank_ffmas(loop: list[str]) -> int:
+    """FFMAs whose three source registers all come from the register file and from the same
+    bank (register number mod 2): the case the operand reuse cache exists to avoid. A source
+    the previous FFMA marked .reuse in the same slot comes from that cache instead."""
+    count, cached = 0, {}
+    for text in loop:
+        if _opcode(text) != "FFMA":
+            cached = {}
+            continue
+        operands = [o.strip() for o in text.split(None, 1)[1].split(",")]
+        fetched, reuse = set(), {}
+        for slot, operand in enumerate(operands[1:4]):
+            m = re.match(r"-?\|?R(\d+)(\.reuse)?", operand)
+            if not m:
+                continue
+            reg = int(m.group(1))
+            if cached.get(slot) != reg:
+                fetched.add(reg)
+            if m.group(2):
+                reuse[slot] = reg
+        cached = reuse
+        if len(fetched) == 3 and len({r % 2 for r in fetched}) == 1:
+            count += 1
+    return count
+
+
+def _min_blocks(defines: dict) -> int:
+    """The __launch_bounds__ occupancy target in 12_register_pipeline.cu."""
+    d = {**get_step(12).default_defines, **defines}
+    threads = 32 * (d["BM"] // d["WM"]) * (d["BN"] // d["WN"])
+    lane_outputs = (d["WM"] // 8) * (d["WN"] // 4)
+    return (256 if lane_outputs > 64 else 512) // threads
+
+
+@needs_nvcc
+def test_step12_k_loop_is_leaner_than_step11():
+    step11, step12 = get_step(11), get_step(12)
+    loop11 = _hot_loop(build_step(step11).cubin, step11.kernel)
+    loop12 = _hot_loop(build_step(step12).cubin, step12.kernel)
+    assert _ffma_share(loop12) >= 0.89, _ffma_share(loop12)
+    assert _ffma_share(loop12) > _ffma_share(loop11)
+    ops = [_opcode(t) for t in loop12 if not t.startswith("@!PT")]
+    assert ops.count("BAR.SYNC.DEFER_BLOCKING") == 1  # one barrier per K-tile
+    assert "LDGSTS.E" in ops  # 4-byte copies: A transposed on its way into shared memory
+    assert any(op.startswith("LDGSTS") and ".128" in op for op in ops)  # B, 16 bytes
+    # Every shared load is 128-bit: per k, 2 for A and 4 for B (8 x 16 outputs per lane).
+    assert [op for op in ops if op.startswith("LDS")] == ["LDS.128"] * (8 * (2 + 4))
+    # Only the last, partial K-tile checks bounds, and it is loaded before the loop.
+    assert sum(op.startswith("ISETP") for op in ops) <= 8
+    assert _one_bank_ffmas(loop12) == 0
+
+
+@needs_nvcc
+@pytest.mark.parametrize("defines", get_step(12).candidates, ids=str)
+def test_step12_candidates_fit_their_occupancy_target(defines):
+    step = get_step(12)
+    built = build_step(step, defines)
+    report = built.report(step.kernel)
+    assert not report.spills and report.stack_frame_bytes == 0, defines
+    launch = step.launch(4096, 4096, 4096, defines)
+    blocks, threads = _min_blocks(defines), launch.block[0]
+    assert blocks >= 1
+    # Registers are allocated per warp in units of 256 (8 per thread): the blocks the
+    # launch bounds ask for must fit the 64K-register file and 227 KiB of shared memory.
+    assert blocks * threads * (-(-report.registers // 8) * 8) <= 65536, (defines, report.registers)
+    assert blocks * (launch.shared_bytes + 1024) <= 228 * 1024, defines
+    loop = _hot_loop(built.cubin, step.kernel)
+    if (defines["WM"] // 8) * (defines["WN"] // 4) == 128:  # 8 x 16 lanes: as lean as the default
+        assert _ffma_share(loop) >= 0.89, (defines, _ffma_share(loop))
+
+
+@needs_gxx
+def test_step12_is_correct_where_its_pipeline_turns():
+    """K at the edges of the pipeline: fewer K-tiles than stages, one partial tile first,
+    exactly STAGES tiles, and K = 1; aligned and unaligned A and B; beta != 0."""
+    step = get_step(12)
+    lib = _emulator(step)
+    d = step.default_defines
+    bk, stages = d["BK"], d["STAGES"]
+    for m, n, k, pad in [
+        (130, 132, bk * stages, 0),
+        (130, 132, bk * stages + 1, 0),
+        (61, 129, bk * (stages - 2) + 3, 1),
+        (200, 136, bk * stages * 3 + 5, 0),
+        (64, 64, bk - 1, 0),
+        (33, 255, 1, 2),
+    ]:
+        faults, error, nans = _check(lib, step, m, n, k, pad)
+        assert faults == 0 and nans == 0 and error <= _tolerance(k), (m, n, k, pad, error)
+    faults, error, nans = _check(lib, step, 130, 68, 45, 0, alpha=2.0, beta=-0.5)
+    assert faults == 0 and nans == 0 and error <= _tolerance(45), error
+
+
+@needs_gxx
+def test_step12_emulation_faults_when_a_stage_is_missing():
+    """The check can fail: one stage less shared memory than steps.py's geometry gives puts
+    the ring's last stage outside the launch's allocation, which the emulator reports."""
+    step = get_step(12)
+    lib = _emulator(step)
+    launch = step.launch(130, 132, 200)
+    d = step.default_defines
+    short = type(launch)(
+        launch.grid, launch.block, launch.shared_bytes - d["BK"] * (d["BM"] + 4 + d["BN"]) * 4
+    )
+    faults, _, _ = _check(lib, step, 130, 132, 200, 0, launch=short)
+    assert faults > 0
+
+
 # ---- on the GPU ---------------------------------------------------------------------------
 
 GPU_SHAPES = [
@@ -300,6 +452,28 @@ def test_ladder_checks_with_the_harness_on_gpu():
         for m, n, k in [(127, 257, 31), (4097, 33, 129)]:
             report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, "fp32")
             assert report.ok, (step.name, m, n, k, report.message)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("defines", get_step(12).candidates, ids=str)
+def test_step12_candidates_match_torch_on_gpu(defines):
+    """Every tile candidate the tuner may pick, with real asynchronous copies (the emulator's
+    are synchronous, so only a GPU can show a stage overwritten too early)."""
+    import torch
+
+    from kernelab.kernels.cuda.sgemm import sgemm
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    step = get_step(12)
+    for m, n, k, pad in [(127, 257, 31, 0), (1000, 1000, 1000, 0), (4097, 33, 129, 0),
+                         (300, 129, 77, 1), (2048, 2048, 2048, 0), (513, 520, 4099, 0)]:  # fmt: skip
+        a = torch.randn(m, k + pad, device="cuda")[:, :k]
+        b = torch.randn(k, n, device="cuda")
+        c = sgemm(step, a, b, defines=defines)
+        ref = (a.double() @ b.double()).float()
+        scale = (a.abs().double() @ b.abs().double()).float() + 1e-30
+        error = ((c - ref).abs() / scale).max().item()
+        assert torch.isfinite(c).all() and error <= _tolerance(k), (defines, m, n, k, error)
 
 
 # ---- the ladder runner, tuning lookup and CLI without a GPU -------------------------------

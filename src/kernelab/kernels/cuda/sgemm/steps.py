@@ -302,7 +302,8 @@ STEPS: tuple[Step, ...] = (
             {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "STAGES": 3, "GROUP_M": 8},
             # 8 x 8 per lane, <= 128 registers: 2 blocks of 8 warps, 16 warps per SM.
             {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "STAGES": 4, "GROUP_M": 8},
-            {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "STAGES": 4, "GROUP_M": 16},
+            # Small shapes (1024^3: 256 blocks instead of 64), 4 x 8 per lane.
+            {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "STAGES": 4, "GROUP_M": 8},
         ),
         sass_facts={"ldgsts_128": True, "lds_128": True},
     ),
