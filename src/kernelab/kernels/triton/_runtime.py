@@ -1,7 +1,9 @@
-"""What every Triton launcher here asks of the machine: interpreter or GPU, how many SMs.
+"""What every Triton launcher here asks of the machine, and how the row kernels are tuned.
 
-Kept apart so the kernels stay one op per file. Nothing here imports torch or Triton at
-module import time.
+Kept apart so the kernels stay one op per file: interpreter or GPU, SMs and occupancy, the
+launch configurations of a kernel that keeps whole rows in registers (softmax and the norms
+share them) and the small autotuner that picks among candidate configurations. Nothing here
+imports torch or Triton at module import time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,18 @@ import os
 # Under the CPU interpreter a grid runs program after program, so a handful of programs is
 # plenty and autotuning (timing each config) would only burn minutes.
 INTERPRETER_SMS = 4
+
+# Volta and later split an SM into 4 sub-partitions, each with its own quarter of the
+# register file; a warp takes all its registers from one of them.
+SM_SUBPARTITIONS = 4
+
+# A tile of whole rows holds at least this many elements: one warp then keeps 32 values per
+# thread in registers, four 16-byte fp32 loads (two for bf16) in flight per thread.
+MIN_TILE_ELEMENTS = 1024
+
+# Inputs smaller than this finish in tens of microseconds, where launch overhead and noise
+# would decide the ranking: they take the first (heuristic) candidate and are not cached.
+TUNE_MIN_BYTES = 64 << 20
 
 
 def interpreting() -> bool:
@@ -46,21 +60,31 @@ def _sm_limits(device_index: int) -> dict:
     }
 
 
-def programs_per_sm(device, *, num_warps: int, regs_per_thread: int, shared_bytes: int) -> int:
-    """How many programs of a compiled kernel fit on one SM at once (the occupancy bound).
+def occupancy(limits: dict, *, num_warps: int, regs_per_thread: int, shared_bytes: int) -> int:
+    """Programs of num_warps warps that fit on one SM with these limits (the occupancy bound).
 
-    Registers are allocated per warp in granules of 256; the SM also reserves 1 KiB of shared
-    memory per resident block. The smallest of the four limits wins.
+    Registers go per warp in granules of 256, and each warp draws them from one of the four
+    sub-partitions' quarter of the register file, so the warp count is counted per quarter:
+    at 192 registers a thread, 65,536 / 6,144 says 10 warps but each quarter holds only 2,
+    8 in all. The SM also reserves 1 KiB of shared memory per resident block. The smallest
+    limit wins; a cooperative grid relies on this never overestimating.
     """
+    regs_per_warp = -(-max(regs_per_thread, 1) * 32 // 256) * 256
+    warps_by_regs = SM_SUBPARTITIONS * (limits["registers"] // SM_SUBPARTITIONS // regs_per_warp)
+    by_threads = limits["threads"] // (32 * num_warps)
+    by_regs = warps_by_regs // num_warps
+    by_shared = limits["shared_bytes"] // (shared_bytes + 1024)
+    return max(0, min(by_threads, by_regs, by_shared, limits["blocks"]))
+
+
+def programs_per_sm(device, *, num_warps: int, regs_per_thread: int, shared_bytes: int) -> int:
+    """occupancy() with the limits of the tensor's device; 1 on the CPU."""
     if device.type != "cuda":
         return 1
     limits = _sm_limits(device.index if device.index is not None else 0)
-    threads = 32 * num_warps
-    regs_per_warp = -(-max(regs_per_thread, 1) * 32 // 256) * 256
-    by_threads = limits["threads"] // threads
-    by_regs = limits["registers"] // (regs_per_warp * num_warps)
-    by_shared = limits["shared_bytes"] // (shared_bytes + 1024)
-    return max(0, min(by_threads, by_regs, by_shared, limits["blocks"]))
+    return occupancy(
+        limits, num_warps=num_warps, regs_per_thread=regs_per_thread, shared_bytes=shared_bytes
+    )
 
 
 DTYPE_NAMES = {
@@ -123,6 +147,62 @@ def persistent_grid(kernel, args: tuple, kwargs: dict, n_tiles: int) -> tuple[in
     return (max(1, min(n_tiles, resident_programs(kernel, args, kwargs))),)
 
 
+# --- kernels that keep whole rows in registers (softmax, layernorm, rmsnorm) ---------------
+
+
+def _row_tile(rows: int, warps: int, *, persistent: bool = False, stages: int = 1) -> dict:
+    return {"ROWS": rows, "num_warps": warps, "num_stages": stages, "PERSISTENT": persistent}
+
+
+def row_tile_candidates(block_n: int) -> list[dict]:
+    """Launch configurations for a kernel holding ROWS rows of BLOCK_N values in registers.
+
+    Each is a dict of the kernel's ROWS and PERSISTENT constexprs and its num_warps and
+    num_stages. The first is the guess used without tuning, what Inductor picks for a
+    persistent reduction on CUDA: rows of up to 1,024 values go 1024 / BLOCK_N to a program
+    of ONE warp (its reductions are warp shuffles, no shared memory, no block barrier), longer
+    rows one per program with 16 values per thread (32 at 16K). Then the neighbours: 8, 16 or
+    32 values per thread, one or two tiles' worth of rows (for the norms, fewer weight reads
+    per row), and last the persistent grid (SMs x occupancy programs looping over tiles).
+    Every non-persistent config launches one program per tile and lets the hardware overlap
+    a finishing program's stores with the next program's loads.
+    """
+    base_rows = max(1, MIN_TILE_ELEMENTS // block_n)
+    per_thread = 32 if block_n <= MIN_TILE_ELEMENTS or block_n >= 16384 else 16
+    candidates = [_row_tile(base_rows, max(1, min(16, base_rows * block_n // (32 * per_thread))))]
+    for rows in (base_rows, 2 * base_rows) if block_n <= 4096 else (base_rows,):
+        for per_thread in (32, 16, 8):
+            warps = rows * block_n // (32 * per_thread)
+            if 1 <= warps <= 32 and _row_tile(rows, warps) not in candidates:
+                candidates.append(_row_tile(rows, warps))
+    # the earlier design, kept as a candidate: 8K values per tile, 32 per thread, loop
+    rows = max(1, 8192 // block_n)
+    warps = max(1, min(16, rows * block_n // (32 * 32)))
+    candidates.append(_row_tile(rows, warps, persistent=True, stages=2))
+    return candidates
+
+
+def interpreter_row_tile(block_n: int) -> dict:
+    """A small persistent tile for the CPU interpreter: the loop over tiles gets exercised."""
+    return _row_tile(max(1, min(4, 64 // block_n)), 1, persistent=True)
+
+
+def launch_row_tiles(kernel, args: tuple, kwargs: dict, n_rows: int, config: dict) -> None:
+    """Launch a row-tile kernel: one program per tile, or a persistent grid looping over them."""
+    import triton
+
+    kwargs = {**kwargs, **config}
+    n_tiles = triton.cdiv(n_rows, config["ROWS"])
+    if config["PERSISTENT"]:
+        grid = persistent_grid(kernel, args, kwargs, n_tiles)
+    else:
+        grid = (n_tiles,)
+    kernel[grid](*args, **kwargs)
+
+
+# --- autotuning ----------------------------------------------------------------------------
+
+
 def autotune_enabled() -> bool:
     """KERNELAB_TRITON_AUTOTUNE=0 takes the first candidate config instead of timing them."""
     return os.environ.get("KERNELAB_TRITON_AUTOTUNE", "1") != "0"
@@ -131,8 +211,9 @@ def autotune_enabled() -> bool:
 def fastest(run, candidates: list[dict]) -> dict:
     """The candidate config for which run(config) is fastest (median of a short do_bench).
 
-    L2 is not flushed between calls: this only ranks configs against each other on the same
-    input, it is not a measurement to report.
+    L2 is flushed between calls (do_bench does it), so on inputs larger than the L2 the
+    ranking is the cold one the benchmarks report; it only ranks configs against each other
+    on the same input and is not a measurement to report.
     """
     if len(candidates) == 1 or interpreting() or not autotune_enabled():
         return candidates[0]
@@ -141,9 +222,25 @@ def fastest(run, candidates: list[dict]) -> dict:
     best, best_ms = candidates[0], float("inf")
     for config in candidates:
         try:
-            ms = triton.testing.do_bench(lambda config=config: run(config), warmup=5, rep=20)
+            ms = triton.testing.do_bench(
+                lambda config=config: run(config), warmup=5, rep=20, return_mode="median"
+            )
         except triton.runtime.errors.OutOfResources:
             continue
         if ms < best_ms:
             best, best_ms = config, ms
     return best
+
+
+def tuned(cache: dict, key, run, candidates: list[dict], *, nbytes: int) -> dict:
+    """The config to launch for `key`: cached, else the fastest candidate on this input.
+
+    Small inputs and the interpreter take candidates[0] without timing or caching, so the
+    first large call still tunes.
+    """
+    if key in cache:
+        return cache[key]
+    if interpreting() or nbytes < TUNE_MIN_BYTES:
+        return candidates[0]
+    cache[key] = fastest(run, candidates)
+    return cache[key]

@@ -6,9 +6,12 @@ rmsnorm(x, w, eps)      = x / sqrt(mean(x^2) + eps) * w
 Both are memory-bound: the ideal traffic is one read and one write of x (2 * rows * cols *
 itemsize bytes) plus the weight (and bias) once, which stays in L2 after the first rows.
 Rows up to SINGLE_PASS_MAX_COLS live in registers for the whole computation (one read, one
-write) under a persistent grid sized from the compiled kernel's occupancy; several short
-rows share a tile so that each program still moves tens of KiB per step. Longer rows take
-a looped path: one loop for the statistics, one to normalize (two reads, one write).
+write), ROWS rows per tile, autotuned per (padded row length, dtypes, op) over the same
+launch configurations as the softmax (_runtime.row_tile_candidates): first Inductor's
+choice for a persistent reduction (one warp per 1,024 values for short rows, one row per
+program for long ones), then 8-32 values per thread, two tiles' worth of rows (half the
+weight reads from L2 per row), and a persistent grid. Longer rows take a looped path: one
+loop for the statistics, one to normalize (two reads, one write).
 
 The statistics are accumulated in fp32 whatever the input dtype; the output has x's dtype.
 """
@@ -19,12 +22,68 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton._runtime import fastest, interpreting, persistent_grid
+from kernelab.kernels.triton._runtime import (
+    interpreter_row_tile,
+    interpreting,
+    launch_row_tiles,
+    row_tile_candidates,
+    tuned,
+)
 
 SINGLE_PASS_MAX_COLS = 32768
-ROW_TILE_ELEMENTS = 8192
 LOOP_BLOCK = 4096
 INTERPRETER_LOOP_BLOCK = 16
+
+
+@triton.jit
+def _norm_tile(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    out_ptr,
+    tile,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    out_row_stride,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    # read ROWS * cols * itemsize, used once (masked lanes read 0 and add nothing to the sums)
+    x = tl.load(
+        x_ptr + rows[:, None] * x_row_stride + cols[None, :],
+        mask=mask,
+        other=0.0,
+        eviction_policy="evict_first",
+    ).to(tl.float32)
+    if IS_RMS:
+        mean_square = tl.sum(x * x, axis=1) / n_cols
+        centered = x
+        rstd = 1.0 / tl.sqrt(mean_square + eps)
+    else:
+        mean = tl.sum(x, axis=1) / n_cols
+        centered = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(centered * centered, axis=1) / n_cols + eps)
+    # weight (and bias): cols * itemsize each per tile, kept in L2 (evict_last) for the
+    # other tiles: from HBM once, from L2 rows / ROWS times
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last")
+    y = centered * rstd[:, None] * w.to(tl.float32)[None, :]
+    if HAS_BIAS:
+        b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last")
+        y += b.to(tl.float32)[None, :]
+    # write ROWS * cols * itemsize; ~7 FLOPs per element (layernorm), ~4 (rmsnorm)
+    tl.store(
+        out_ptr + rows[:, None] * out_row_stride + cols[None, :],
+        y.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 @triton.jit
@@ -42,34 +101,43 @@ def _norm_rows_kernel(
     HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    PERSISTENT: tl.constexpr,
 ):
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
-    n_tiles = tl.cdiv(n_rows, ROWS)
-    for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0)):
-        rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-        mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        # read ROWS * cols * itemsize (masked lanes read 0 and add nothing to the sums)
-        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0)
-        x = x.to(tl.float32)
-        if IS_RMS:
-            mean_square = tl.sum(x * x, axis=1) / n_cols
-            centered = x
-            rstd = 1.0 / tl.sqrt(mean_square + eps)
-        else:
-            mean = tl.sum(x, axis=1) / n_cols
-            centered = tl.where(mask, x - mean[:, None], 0.0)
-            rstd = 1.0 / tl.sqrt(tl.sum(centered * centered, axis=1) / n_cols + eps)
-        # weight (and bias): cols * itemsize each, from L2 after the first tile
-        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-        y = centered * rstd[:, None] * w[None, :]
-        if HAS_BIAS:
-            y += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-        # write ROWS * cols * itemsize; ~7 FLOPs per element (layernorm), ~4 (rmsnorm)
-        tl.store(
-            out_ptr + rows[:, None] * out_row_stride + cols[None, :],
-            y.to(out_ptr.dtype.element_ty),
-            mask=mask,
+    if PERSISTENT:
+        n_tiles = tl.cdiv(n_rows, ROWS)
+        for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+            _norm_tile(
+                x_ptr,
+                w_ptr,
+                b_ptr,
+                out_ptr,
+                tile,
+                n_rows,
+                n_cols,
+                x_row_stride,
+                out_row_stride,
+                eps,
+                IS_RMS,
+                HAS_BIAS,
+                BLOCK_N,
+                ROWS,
+            )
+    else:
+        _norm_tile(
+            x_ptr,
+            w_ptr,
+            b_ptr,
+            out_ptr,
+            tl.program_id(0),
+            n_rows,
+            n_cols,
+            x_row_stride,
+            out_row_stride,
+            eps,
+            IS_RMS,
+            HAS_BIAS,
+            BLOCK_N,
+            ROWS,
         )
 
 
@@ -122,20 +190,19 @@ def _norm_looped_kernel(
         tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _rows_candidates(block_n: int) -> list[dict]:
-    rows = max(1, ROW_TILE_ELEMENTS // block_n)
-    base_warps = max(1, min(16, rows * block_n // (32 * 32)))  # ~32 fp32 values per thread
-    return [
-        {"ROWS": rows, "num_warps": warps, "num_stages": stages}
-        for warps in sorted({base_warps, min(32, base_warps * 2)})
-        for stages in (1, 2)
-    ]
-
-
 _tuned: dict[tuple, dict] = {}
 
 
-def _normalize(x, weight, bias, eps: float, *, is_rms: bool, single_pass_max_cols: int | None):
+def _normalize(
+    x,
+    weight,
+    bias,
+    eps: float,
+    *,
+    is_rms: bool,
+    single_pass_max_cols: int | None,
+    config: dict | None,
+):
     if x.dim() != 2:
         raise ValueError(f"norms expect a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
     n_rows, n_cols = x.shape
@@ -168,31 +235,72 @@ def _normalize(x, weight, bias, eps: float, *, is_rms: bool, single_pass_max_col
 
     block_n = triton.next_power_of_2(n_cols)
     args = (x2d, weight, bias_arg, out, n_rows, n_cols, x2d.stride(0), out.stride(0), eps)
+    kwargs = {"BLOCK_N": block_n, **flags}
 
-    def run(config: dict) -> None:
-        kwargs = {"BLOCK_N": block_n, **flags, **config}
-        grid = persistent_grid(_norm_rows_kernel, args, kwargs, triton.cdiv(n_rows, config["ROWS"]))
-        _norm_rows_kernel[grid](*args, **kwargs)
+    def run(c: dict) -> None:
+        launch_row_tiles(_norm_rows_kernel, args, kwargs, n_rows, c)
 
-    if interpreting():
-        run({"ROWS": max(1, min(4, 64 // block_n)), "num_warps": 1, "num_stages": 1})
-        return out
-    key = (n_cols, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
-    if key not in _tuned:
-        _tuned[key] = fastest(run, _rows_candidates(block_n))
-    run(_tuned[key])
+    if config is None:
+        if interpreting():
+            config = interpreter_row_tile(block_n)
+        else:
+            key = (block_n, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
+            nbytes = x2d.numel() * x2d.element_size()
+            config = tuned(_tuned, key, run, row_tile_candidates(block_n), nbytes=nbytes)
+    run(config)
     return out
 
 
-def layernorm(x, weight, bias=None, eps: float = 1e-5, *, single_pass_max_cols: int | None = None):
-    """LayerNorm of x[rows, cols] over cols; bias may be None. Returns a new tensor."""
+def layernorm(
+    x,
+    weight,
+    bias=None,
+    eps: float = 1e-5,
+    *,
+    single_pass_max_cols: int | None = None,
+    config: dict | None = None,
+):
+    """LayerNorm of x[rows, cols] over cols; bias may be None. Returns a new tensor.
+
+    config launches one of row_tile_candidates(next_power_of_2(cols)) instead of the tuned one.
+    """
     return _normalize(
-        x, weight, bias, float(eps), is_rms=False, single_pass_max_cols=single_pass_max_cols
+        x,
+        weight,
+        bias,
+        float(eps),
+        is_rms=False,
+        single_pass_max_cols=single_pass_max_cols,
+        config=config,
     )
 
 
-def rmsnorm(x, weight, eps: float = 1e-6, *, single_pass_max_cols: int | None = None):
-    """RMSNorm of x[rows, cols] over cols. Returns a new tensor."""
+def rmsnorm(
+    x,
+    weight,
+    eps: float = 1e-6,
+    *,
+    single_pass_max_cols: int | None = None,
+    config: dict | None = None,
+):
+    """RMSNorm of x[rows, cols] over cols. Returns a new tensor (config: as for layernorm)."""
     return _normalize(
-        x, weight, None, float(eps), is_rms=True, single_pass_max_cols=single_pass_max_cols
+        x,
+        weight,
+        None,
+        float(eps),
+        is_rms=True,
+        single_pass_max_cols=single_pass_max_cols,
+        config=config,
     )
+
+
+def config_for(x, weight, bias=None, *, is_rms: bool) -> dict:
+    """The path and launch configuration the norm of x uses (the default if not tuned yet)."""
+    n_cols = x.shape[-1]
+    if n_cols > SINGLE_PASS_MAX_COLS:
+        return {"path": "looped", "BLOCK": LOOP_BLOCK}
+    block_n = triton.next_power_of_2(n_cols)
+    key = (block_n, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
+    config = _tuned.get(key) or row_tile_candidates(block_n)[0]
+    return {"path": "single-pass", **config}

@@ -7,18 +7,23 @@ bytes); every path below is judged by how close it stays to that at HBM bandwidt
 
 Three paths, chosen by row length:
 
-1. Rows that fit in registers (cols <= SINGLE_PASS_MAX_COLS): one pass. A persistent grid
-   (programs = SMs x programs per SM, read from the compiled kernel's registers and shared
-   memory) walks over tiles of ROWS x BLOCK_N; short rows are packed several per tile so that
-   each program still moves tens of KiB per step. Read once, write once.
+1. Rows that fit in registers (cols <= SINGLE_PASS_MAX_COLS): one pass over tiles of
+   ROWS x BLOCK_N. Autotuned per (padded row length, dtype) over _runtime.row_tile_candidates:
+   first what Inductor generates for a persistent reduction (rows of <= 1,024 values packed
+   1024 / BLOCK_N to a program of one warp, whose reductions are warp shuffles with no shared
+   memory; longer rows one per program), then 8-32 values per thread and a persistent grid.
+   Read once, write once.
 2. Long rows on a GPU: a cooperative split-row kernel. Each row is cut into chunks of CHUNK
    columns, one per program; the programs of a row each keep their chunk in registers,
    publish the chunk's (max, sum of exp) to a tiny workspace, wait at a per-row-group
    counter for their peers, combine the partials and write. Still one read and one write,
    with all of a row's chunks in flight on different SMs, so even one long row streams at
-   full bandwidth. It needs every program resident at once, so its grid is never larger than
-   what the occupancy of the compiled kernel allows (and a bounded wait turns a deadlock
-   into NaN output rather than a hang).
+   full bandwidth. With PREFETCH a program issues the loads of its next row's chunk before
+   it waits, so the wait overlaps HBM traffic instead of leaving the SM idle (without it the
+   H200 measured 2.5-2.6 TB/s at 262K columns: the SMs sat in the barrier ~40 % of the time).
+   It needs every program resident at once, so its grid is never larger than what the
+   occupancy of the compiled kernel allows (and a bounded wait turns a deadlock into NaN
+   output rather than a hang). CHUNK, warps and PREFETCH are autotuned per dtype.
 3. Long rows anywhere else (the CPU interpreter, which runs programs one after another, or
    more chunks per row than can be resident): the same chunk statistics in two launches,
    stats then normalize; two reads and one write.
@@ -36,24 +41,62 @@ import triton
 import triton.language as tl
 
 from kernelab.kernels.triton._runtime import (
-    fastest,
+    interpreter_row_tile,
     interpreting,
-    persistent_grid,
+    launch_row_tiles,
     resident_programs,
+    row_tile_candidates,
+    tuned,
 )
 
 SINGLE_PASS_MAX_COLS = 16384
-# One tile holds about this many elements (fp32 in registers: 32 KiB per program per step).
-ROW_TILE_ELEMENTS = 8192
-# Bytes of a row each cooperative program holds: 16 KiB keeps ~32-64 fp32 per thread at 4
-# warps, so 4+ programs fit per SM and a program waiting at the barrier overlaps the loads
-# of the others.
-CHUNK_BYTES = 16384
-COOP_WARPS = 4
+# The partials of a row are read as one block of this many slots (masked past n_chunks), so
+# one binary serves every row length up to MAX_CHUNKS_BLOCK * CHUNK columns.
+MAX_CHUNKS_BLOCK = 256
+# The cooperative kernel before PREFETCH: 16 KiB chunks at 4 warps (measured on the H200).
+LEGACY_CHUNK_BYTES = 16384
 # A poll of the arrival counter is one L2 round trip (~1 us), so ~2^22 polls is seconds:
 # long enough for any real wait, short enough that a broken residency assumption ends.
 MAX_SPINS = 1 << 22
+# The interpreter runs programs one after another, so a peer that has not arrived never
+# will: give up at once (the row's chunks before the last come out NaN).
+INTERPRETER_MAX_SPINS = 4
 INTERPRETER_CHUNK = 32
+
+
+@triton.jit
+def _softmax_tile(
+    x_ptr,
+    out_ptr,
+    tile,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    out_row_stride,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    cols = tl.arange(0, BLOCK_N)
+    rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    # read ROWS * cols * itemsize, used once: evict_first keeps it from displacing anything;
+    # padding is -inf so it adds exp(-inf) = 0 to the sum
+    x = tl.load(
+        x_ptr + rows[:, None] * x_row_stride + cols[None, :],
+        mask=mask,
+        other=-float("inf"),
+        eviction_policy="evict_first",
+    ).to(tl.float32)
+    row_max = tl.max(x, axis=1)
+    numerator = tl.exp(x - row_max[:, None])
+    denominator = tl.sum(numerator, axis=1)
+    y = numerator * (1.0 / denominator)[:, None]
+    # write ROWS * cols * itemsize; ~4 FLOPs and one exp per element
+    tl.store(
+        out_ptr + rows[:, None] * out_row_stride + cols[None, :],
+        y.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 @triton.jit
@@ -66,26 +109,25 @@ def _softmax_rows_kernel(
     out_row_stride,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    PERSISTENT: tl.constexpr,
 ):
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
-    n_tiles = tl.cdiv(n_rows, ROWS)
-    for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0)):
-        rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-        mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        # read ROWS * cols * itemsize; padding is -inf so it adds exp(-inf) = 0 to the sum
-        x = tl.load(
-            x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=-float("inf")
-        ).to(tl.float32)
-        row_max = tl.max(x, axis=1)
-        numerator = tl.exp(x - row_max[:, None])
-        denominator = tl.sum(numerator, axis=1)
-        y = numerator * (1.0 / denominator)[:, None]
-        # write ROWS * cols * itemsize; ~4 FLOPs and one exp per element
-        tl.store(
-            out_ptr + rows[:, None] * out_row_stride + cols[None, :],
-            y.to(out_ptr.dtype.element_ty),
-            mask=mask,
+    if PERSISTENT:
+        n_tiles = tl.cdiv(n_rows, ROWS)
+        for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+            _softmax_tile(
+                x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride, BLOCK_N, ROWS
+            )
+    else:
+        _softmax_tile(
+            x_ptr,
+            out_ptr,
+            tl.program_id(0),
+            n_rows,
+            n_cols,
+            x_row_stride,
+            out_row_stride,
+            BLOCK_N,
+            ROWS,
         )
 
 
@@ -150,6 +192,19 @@ def _softmax_chunk_normalize_kernel(
 
 
 @triton.jit
+def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols):
+    """One program's chunk of `row` in the input dtype; nothing is read past the last row."""
+    cols_in_row = tl.where(row < n_rows, n_cols, 0)
+    # read CHUNK * itemsize, used once
+    return tl.load(
+        x_ptr + tl.cast(row, tl.int64) * x_row_stride + cols,
+        mask=cols < cols_in_row,
+        other=-float("inf"),
+        eviction_policy="evict_first",
+    )
+
+
+@triton.jit
 def _softmax_coop_kernel(
     x_ptr,
     out_ptr,
@@ -163,6 +218,7 @@ def _softmax_coop_kernel(
     n_groups,
     CHUNK: tl.constexpr,
     BLOCK_CHUNKS: tl.constexpr,
+    PREFETCH: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
     # Programs g*n_chunks .. g*n_chunks + n_chunks-1 form group g; together they own one row
@@ -172,13 +228,18 @@ def _softmax_coop_kernel(
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
     peers = tl.arange(0, BLOCK_CHUNKS)
+    if PREFETCH:
+        upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
     iteration = 0
     for row in tl.range(group, n_rows, n_groups):
-        row64 = row.to(tl.int64)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        x = tl.load(x_ptr + row64 * x_row_stride + cols, mask=mask, other=-float("inf")).to(
-            tl.float32
-        )
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+            # the next row's chunk (kept in the input dtype: half the registers for bf16)
+            # is in flight while this program waits for its peers below
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
+        else:
+            x = _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols).to(tl.float32)
         chunk_max, chunk_sum = _chunk_stats(x)
         # Partials are double-buffered by iteration parity: a program can only be one row
         # ahead of its slowest peer, because it passed the barrier that peer also arrives at.
@@ -188,11 +249,16 @@ def _softmax_coop_kernel(
         tl.debug_barrier()  # every thread's stores happen before the release below
         tl.atomic_add(arrivals_ptr + group, 1, sem="release", scope="gpu")
         target = (iteration + 1) * n_chunks
-        arrived = tl.atomic_add(arrivals_ptr + group, 0, sem="acquire", scope="gpu")
+        # Poll with plain volatile loads (an L2 read each, no read-modify-write queued behind
+        # the peers' arrivals, no L1 invalidation per poll), then acquire once.
+        arrived = tl.load(arrivals_ptr + group, volatile=True)
         spins = 0
         while (arrived < target) & (spins < MAX_SPINS):
-            arrived = tl.atomic_add(arrivals_ptr + group, 0, sem="acquire", scope="gpu")
+            arrived = tl.load(arrivals_ptr + group, volatile=True)
             spins += 1
+        # This acquire reads the counter after every arrival the poll saw, so it
+        # synchronizes with each peer's release: their partials are visible from here on.
+        tl.atomic_add(arrivals_ptr + group, 0, sem="acquire", scope="gpu")
         # .cg: read the peers' partials from L2, never from a stale L1 line of 2 rows ago
         maxes = tl.load(
             buffer + peers * 2, mask=peers < n_chunks, other=-float("inf"), cache_modifier=".cg"
@@ -204,53 +270,58 @@ def _softmax_coop_kernel(
         y = tl.exp(x - row_max) * (1.0 / row_sum)
         y = tl.where(arrived < target, float("nan"), y)  # a wait that gave up poisons the row
         # the only write: CHUNK * itemsize per program
-        tl.store(out_ptr + row64 * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(
+            out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols,
+            y.to(out_ptr.dtype.element_ty),
+            mask=mask,
+        )
         iteration += 1
 
 
-def _rows_candidates(block_n: int) -> list[dict]:
-    """Launch configurations to try for the single-pass kernel at this padded row length."""
-    rows = max(1, ROW_TILE_ELEMENTS // block_n)
-    elements = rows * block_n
-    # ~16-32 fp32 values per thread: enough 16-byte loads in flight, no spills
-    base_warps = max(1, min(16, elements // (32 * 32)))
-    candidates = []
-    for warps in sorted({base_warps, min(32, base_warps * 2)}):
-        for stages in (1, 2):
-            candidates.append({"ROWS": rows, "num_warps": warps, "num_stages": stages})
-    return candidates
+def cooperative_candidates(dtype) -> list[dict]:
+    """Configurations of the cooperative kernel to try, the untuned default first.
+
+    A program holds CHUNK values: 32 or 16 per thread at 4 or 8 warps (16-32 KiB of fp32,
+    8-16 KiB of bf16), twice that with PREFETCH (the next row's chunk, in the input dtype).
+    Smaller chunks mean more programs per SM to switch between while one waits, and more
+    programs per barrier. The last entry is the design the H200 measured first (16 KiB of
+    input per program, 4 warps, no prefetch), so tuning can only improve on it.
+    """
+    legacy_chunk = LEGACY_CHUNK_BYTES // torch.empty((), dtype=dtype).element_size()
+    return [
+        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True},
+        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True},
+        {"CHUNK": 2048, "num_warps": 4, "PREFETCH": True},
+        {"CHUNK": 4096, "num_warps": 8, "PREFETCH": True},
+        {"CHUNK": legacy_chunk, "num_warps": 4, "PREFETCH": False},
+    ]
 
 
 _tuned_rows: dict[tuple, dict] = {}
+_tuned_cooperative: dict[tuple, dict] = {}
 
 
-def _launch_rows(x2d, out, block_n: int) -> None:
+def _nbytes(x2d) -> int:
+    return x2d.numel() * x2d.element_size()
+
+
+def _launch_rows(x2d, out, config: dict | None) -> None:
     n_rows, n_cols = x2d.shape
-    if interpreting():
-        config = {"ROWS": max(1, min(4, 64 // block_n)), "num_warps": 1, "num_stages": 1}
-    else:
-        key = (n_cols, x2d.dtype, x2d.device.index)
-        if key not in _tuned_rows:
-            candidates = _rows_candidates(block_n)
-            _tuned_rows[key] = fastest(lambda c: _run_rows(x2d, out, block_n, c), candidates)
-        config = _tuned_rows[key]
-    _run_rows(x2d, out, block_n, config)
-
-
-def _run_rows(x2d, out, block_n: int, config: dict) -> None:
-    n_rows, n_cols = x2d.shape
+    block_n = triton.next_power_of_2(n_cols)
     args = (x2d, out, n_rows, n_cols, x2d.stride(0), out.stride(0))
-    kwargs = {"BLOCK_N": block_n, **config}
-    grid = persistent_grid(_softmax_rows_kernel, args, kwargs, triton.cdiv(n_rows, config["ROWS"]))
-    _softmax_rows_kernel[grid](*args, **kwargs)
+    kwargs = {"BLOCK_N": block_n}
 
+    def run(c: dict) -> None:
+        launch_row_tiles(_softmax_rows_kernel, args, kwargs, n_rows, c)
 
-def _chunk_cols(dtype, chunk_cols: int | None) -> int:
-    if chunk_cols is not None:
-        return triton.next_power_of_2(chunk_cols)
-    if interpreting():
-        return INTERPRETER_CHUNK
-    return CHUNK_BYTES // torch.empty((), dtype=dtype).element_size()
+    if config is None:
+        if interpreting():
+            config = interpreter_row_tile(block_n)
+        else:
+            key = (block_n, x2d.dtype, x2d.device.index)
+            candidates = row_tile_candidates(block_n)
+            config = tuned(_tuned_rows, key, run, candidates, nbytes=_nbytes(x2d))
+    run(config)
 
 
 def _launch_two_pass(x2d, out, chunk: int) -> None:
@@ -276,21 +347,22 @@ def _launch_two_pass(x2d, out, chunk: int) -> None:
     )
 
 
-def _launch_cooperative(x2d, out, chunk: int) -> bool:
+def _run_cooperative(x2d, out, config: dict) -> bool:
     """Run the one-pass split-row kernel; False when its programs cannot all be resident."""
     n_rows, n_cols = x2d.shape
+    chunk = config["CHUNK"]
     n_chunks = triton.cdiv(n_cols, chunk)
-    block_chunks = triton.next_power_of_2(n_chunks)
     # num_stages=1: no software pipelining, so no load is ever hoisted above the barrier
     kwargs = {
         "CHUNK": chunk,
-        "BLOCK_CHUNKS": block_chunks,
-        "MAX_SPINS": MAX_SPINS,
-        "num_warps": COOP_WARPS,
+        "BLOCK_CHUNKS": max(MAX_CHUNKS_BLOCK, triton.next_power_of_2(n_chunks)),
+        "PREFETCH": config["PREFETCH"],
+        "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
+        "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
     }
-    # Size the grid with a probe compile; n_groups only changes the integer specialization, so the
-    # binary (and its occupancy) is the one the real launch uses.
+    # Size the grid with a probe compile; n_groups only changes the integer specialization, so
+    # the binary (and its occupancy) is the one the real launch uses.
     probe_stats = torch.empty((1, 2, n_chunks, 2), device=x2d.device, dtype=torch.float32)
     probe_arrivals = torch.zeros(1, device=x2d.device, dtype=torch.int32)
     probe_args = (
@@ -309,6 +381,7 @@ def _launch_cooperative(x2d, out, chunk: int) -> bool:
     n_groups = min(n_rows, resident // n_chunks)
     if n_groups < 1:
         return False
+    # workspace: (max, sum) x 2 parities x chunks per group, and one arrival counter per group
     stats = torch.empty((n_groups, 2, n_chunks, 2), device=x2d.device, dtype=torch.float32)
     arrivals = torch.zeros(n_groups, device=x2d.device, dtype=torch.int32)
     args = (
@@ -327,6 +400,19 @@ def _launch_cooperative(x2d, out, chunk: int) -> bool:
     return True
 
 
+def _launch_cooperative(x2d, out, config: dict | None) -> bool:
+    if config is None:
+        key = (triton.next_power_of_2(x2d.shape[1]), x2d.dtype, x2d.device.index)
+
+        def run(c: dict) -> None:
+            if not _run_cooperative(x2d, out, c):
+                _launch_two_pass(x2d, out, c["CHUNK"])
+
+        candidates = cooperative_candidates(x2d.dtype)
+        config = tuned(_tuned_cooperative, key, run, candidates, nbytes=_nbytes(x2d))
+    return _run_cooperative(x2d, out, config)
+
+
 def choose_path(n_cols: int, *, single_pass_max_cols: int | None = None) -> str:
     """ "single-pass", "cooperative" or "two-pass": which kernel softmax() will run."""
     limit = SINGLE_PASS_MAX_COLS if single_pass_max_cols is None else single_pass_max_cols
@@ -335,17 +421,36 @@ def choose_path(n_cols: int, *, single_pass_max_cols: int | None = None) -> str:
     return "two-pass" if interpreting() else "cooperative"
 
 
+def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
+    """The path and the tuned configuration softmax(x) uses (the default if not tuned yet)."""
+    n_cols = x.shape[-1]
+    path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
+    if path == "single-pass":
+        block_n = triton.next_power_of_2(n_cols)
+        config = _tuned_rows.get((block_n, x.dtype, x.device.index))
+        return {"path": path, **(config or row_tile_candidates(block_n)[0])}
+    if path == "cooperative":
+        key = (triton.next_power_of_2(n_cols), x.dtype, x.device.index)
+        config = _tuned_cooperative.get(key)
+        return {"path": path, **(config or cooperative_candidates(x.dtype)[0])}
+    return {"path": path, "CHUNK": INTERPRETER_CHUNK if interpreting() else None}
+
+
 def softmax(
     x,
     *,
     single_pass_max_cols: int | None = None,
     chunk_cols: int | None = None,
     long_rows: str | None = None,
+    config: dict | None = None,
 ):
     """Softmax over the last dimension of x (2-D, any row stride); a new tensor, x untouched.
 
     single_pass_max_cols, chunk_cols and long_rows ("cooperative" | "two-pass") override the
-    path choice; tests use them to drive the long-row paths at small sizes.
+    path choice; tests use them to drive the long-row paths at small sizes. config launches
+    one candidate (from row_tile_candidates or cooperative_candidates) instead of the tuned
+    one. A forced "cooperative" also runs under the interpreter, where it is only correct
+    with one chunk per row (programs run one after another there, so peers never meet).
     """
     if x.dim() != 2:
         raise ValueError(f"softmax expects a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
@@ -358,11 +463,17 @@ def softmax(
         return out
     path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
     if path == "single-pass":
-        _launch_rows(x2d, out, triton.next_power_of_2(n_cols))
+        _launch_rows(x2d, out, config)
         return out
-    chunk = _chunk_cols(x.dtype, chunk_cols)
     path = long_rows or path
-    if path == "cooperative" and not interpreting() and _launch_cooperative(x2d, out, chunk):
+    if chunk_cols is not None:
+        chunk = triton.next_power_of_2(chunk_cols)
+        config = {**(config or cooperative_candidates(x.dtype)[0]), "CHUNK": chunk}
+    if path == "cooperative" and _launch_cooperative(x2d, out, config):
         return out
+    if config is not None:
+        chunk = config["CHUNK"]
+    else:
+        chunk = INTERPRETER_CHUNK if interpreting() else cooperative_candidates(x.dtype)[0]["CHUNK"]
     _launch_two_pass(x2d, out, chunk)
     return out
