@@ -353,7 +353,9 @@ def test_hbm_bandwidth_matches_the_copy_ceiling(measured):
 def test_bandwidth_falls_outward_and_stays_physical(measured):
     data, _ = measured
     b = data["bandwidths"]
-    assert b["smem"]["gbps"] > b["l2"]["gbps"] > b["hbm_read"]["gbps"] > b["h2d"]["gbps"]
+    # Half the L2 may not all stay resident (two partitions); an eighth of it does.
+    l2 = max(b["l2"]["gbps"], b["l2_small"]["gbps"])
+    assert b["smem"]["gbps"] > l2 > b["hbm_read"]["gbps"] > b["h2d"]["gbps"]
     assert b["smem"]["gbps"] <= 1.02 * b["smem"]["datasheet_gbps"]  # 128 B/clk/SM is the cap
     for name in ("h2d", "d2h"):
         assert 5 < b[name]["gbps"] <= 1.02 * b[name]["datasheet_gbps"]

@@ -307,7 +307,7 @@ def measure_hierarchy(*, quick: bool = False) -> HierarchyRecord:
             "hbm_read",
             "one read-only pass (LDG.E.128), cold L2",
             bw.HBM_READ_BYTES,
-            bw.hbm_read(max_time_s=max_time_s),
+            bw.hbm_read(bw.HBM_READ_BYTES, max_time_s=max_time_s),
             hbm,
         )
         torch.cuda.empty_cache()
@@ -338,7 +338,7 @@ def measure_hierarchy(*, quick: bool = False) -> HierarchyRecord:
                 direction,
                 f"torch copy, pinned host memory, {bw.HOST_LINK_BYTES // 2**20} MiB",
                 bw.HOST_LINK_BYTES,
-                bw.host_link(direction, max_time_s=max_time_s),
+                bw.host_link(direction, bw.HOST_LINK_BYTES, max_time_s=max_time_s),
                 link,
             )
     for name, b in bandwidths.items():

@@ -91,10 +91,10 @@ extern "C" __global__ void l2_read(const uint4* data, long long n_vectors, int r
     stream_read<true>(data, n_vectors, repeats, sink);
 }
 
-// HBM: one pass over a buffer many times the L2.
+// HBM: passes (the launcher makes one) over a buffer many times the L2.
 extern "C" __global__ void hbm_read(const uint4* __restrict__ data, long long n_vectors,
-                                    unsigned int* sink) {
-    stream_read<false>(data, n_vectors, 1, sink);
+                                    int repeats, unsigned int* sink) {
+    stream_read<false>(data, n_vectors, repeats, sink);
 }
 
 // Copy: the same traversal, each 16-byte vector read once and written once.

@@ -67,38 +67,7 @@ def _stream_config(torch, n_vectors: int):
     return Launch((blocks, 1, 1), (STREAM_THREADS, 1, 1))
 
 
-def l2_read(working_set_bytes: int, *, repeats: int, max_time_s: float):
-    """(bytes per call, Timing) of `repeats` passes over `working_set_bytes` through L2 only."""
-    import numpy as np
-    import torch
-
-    from kernelab.harness.timing import benchmark
-    from kernelab.kernels.cuda.launch import launch
-
-    built = _built()
-    data = torch.ones(working_set_bytes // 4, dtype=torch.int32, device="cuda")
-    n_vectors = data.numel() // 4
-    config = _stream_config(torch, n_vectors)
-    sink = torch.zeros(1, dtype=torch.int32, device="cuda")
-
-    def call():
-        launch(
-            built.cubin,
-            "l2_read",
-            built.arch,
-            config,
-            data.data_ptr(),
-            np.int64(n_vectors),
-            np.int32(repeats),
-            sink.data_ptr(),
-        )
-
-    # Bytes: the buffer, `repeats` times; the warm-up leaves it in the L2.
-    return n_vectors * 16 * repeats, benchmark(call, mode="hot", max_time_s=max_time_s)
-
-
-def hbm_read(nbytes: int = HBM_READ_BYTES, *, max_time_s: float):
-    """(bytes per call, Timing) of one read-only pass over `nbytes` (cold L2)."""
+def _read_passes(kernel: str, nbytes: int, repeats: int, mode: str, max_time_s: float):
     import numpy as np
     import torch
 
@@ -114,15 +83,28 @@ def hbm_read(nbytes: int = HBM_READ_BYTES, *, max_time_s: float):
     def call():
         launch(
             built.cubin,
-            "hbm_read",
+            kernel,
             built.arch,
             config,
             data.data_ptr(),
             np.int64(n_vectors),
+            np.int32(repeats),
             sink.data_ptr(),
         )
 
-    return n_vectors * 16, benchmark(call, mode="cold", max_time_s=max_time_s)
+    # Bytes: the buffer, `repeats` times.
+    return n_vectors * 16 * repeats, benchmark(call, mode=mode, max_time_s=max_time_s)
+
+
+def l2_read(working_set_bytes: int, *, repeats: int, max_time_s: float):
+    """(bytes per call, Timing) of `repeats` passes over `working_set_bytes` through L2 only;
+    hot, so the warm-up leaves the buffer in the L2."""
+    return _read_passes("l2_read", working_set_bytes, repeats, "hot", max_time_s)
+
+
+def hbm_read(nbytes: int, *, max_time_s: float):
+    """(bytes per call, Timing) of one read-only pass over `nbytes`, L2 flushed before each."""
+    return _read_passes("hbm_read", nbytes, 1, "cold", max_time_s)
 
 
 def hbm_copy(bytes_per_buffer: int, *, max_time_s: float):
@@ -154,7 +136,7 @@ def hbm_copy(bytes_per_buffer: int, *, max_time_s: float):
     return 2 * n_vectors * 16, benchmark(call, mode="cold", max_time_s=max_time_s)
 
 
-def host_link(direction: str, nbytes: int = HOST_LINK_BYTES, *, max_time_s: float):
+def host_link(direction: str, nbytes: int, *, max_time_s: float):
     """(bytes per call, Timing) of one copy of `nbytes` between pinned host memory and the
     device: direction "h2d" or "d2h"."""
     import torch

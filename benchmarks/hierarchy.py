@@ -1,0 +1,47 @@
+"""Measure where the data lives on this GPU and write the hierarchy record.
+
+Run on the H200:  PYTHONPATH=src python3 benchmarks/hierarchy.py --out $OUT/hierarchy.json
+(about 30 s). Commit the file as benchmarks/results/h200/hierarchy.json; the pipeline lens
+reads it with KERNELAB_HIERARCHY=benchmarks/results/h200/hierarchy.json, or from the cache
+after `--cache` (left off by default, so a test run's cache stays as it was).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kernelab.errors import KernelabError
+from kernelab.hardware.catalog import CATALOG
+from kernelab.lenses.hierarchy import measure_hierarchy, record_path, save_record
+from kernelab.output import console, note
+
+DEFAULT_OUT = Path(__file__).parent / "results" / "h200" / "hierarchy.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--quick", action="store_true", help="shorter timings, 1 GiB copies")
+    parser.add_argument("--cache", action="store_true", help="also save it in the user's cache")
+    args = parser.parse_args()
+    try:
+        record = measure_hierarchy(quick=args.quick)
+    except KernelabError as exc:
+        sys.exit(f"hierarchy: {exc}")
+    paths = [args.out]
+    if args.cache:
+        paths.append(record_path(record.gpu_id or record.gpu, record.driver))
+    for path in paths:
+        save_record(record, path)
+        note(f"wrote {path}")
+
+    from kernelab.commands.hierarchy import render_record
+
+    spec = CATALOG.get(record.gpu_id) if record.gpu_id else None
+    render_record(record, spec, str(args.out))(console)
+
+
+if __name__ == "__main__":
+    main()
