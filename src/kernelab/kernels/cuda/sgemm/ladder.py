@@ -1,5 +1,7 @@
 """Run the SGEMM ladder: the compile report (no GPU needed), then check every step, time
-every step and cuBLAS fp32 in the same run, and turn the timings into rows and records.
+every step and cuBLAS fp32 in the same run, and turn the timings into rows and records; or
+profile every step once under Nsight Compute and verify the metric each step claims to
+improve (the checks live in verify.py).
 
 Every "% of cuBLAS" here is measured in one harness and one process, side by side, with
 TF32 off: cuBLAS is the registry's "torch.mm" (full fp32).
@@ -11,6 +13,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from kernelab.errors import KernelabError
 from kernelab.kernels.cuda.sgemm.steps import STEPS, Step, get_step
 
 CUBLAS = "torch.mm"
@@ -251,3 +254,105 @@ def plot(rows: list[dict], path: str | Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+# --- verification with the profiler (`kernelab ladder sgemm --profile`) ----------------------
+
+
+def verify_ladder(
+    steps: list[Step],
+    size: int,
+    *,
+    report_path=None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict, list]:
+    """Profile every step (and the step before each, for the comparison) once at size^3 under
+    ncu and check each step's claimed metric against the previous step. Needs a GPU and ncu.
+    Returns (the verification as a dict, one record per profiled step)."""
+    from kernelab.kernels.cuda.sgemm.verify import profile_steps, with_predecessors
+
+    profiled = with_predecessors(steps)
+    run, profiles = profile_steps(profiled, size, out_path=report_path, progress=progress)
+    kernels = {k.name: k for k in run.kernels}
+    return _verification(steps, profiles, size, run.report_path, kernels, live=True)
+
+
+def verify_report(
+    path,
+    steps: list[Step],
+    size: int,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict, list]:
+    """The same verification read from a saved ncu report (.ncu-rep or CSV page, .xz too) of
+    the ladder's kernels at size^3; no GPU needed (the SASS checks need nvcc and cuobjdump)."""
+    from kernelab.kernels.cuda.sgemm.verify import profiles_from_kernels, sass_for, step_for_kernel
+    from kernelab.profiling.report import load
+
+    kernels = load(path)
+    present = {s.number for s in map(step_for_kernel, (k.name for k in kernels)) if s}
+    if not any(s.number in present for s in steps):
+        chosen = ", ".join(s.kernel for s in steps)
+        raise KernelabError(f"{path}: no kernel of the chosen steps ({chosen}) in the report")
+    in_report = [s for s in steps if s.number in present]
+    profiles = profiles_from_kernels(kernels, sass_for(in_report, size, progress))
+    return _verification(steps, profiles, size, path, {k.name: k for k in kernels}, live=False)
+
+
+def _verification(steps, profiles, size, report, kernels: dict, *, live: bool):
+    from kernelab.kernels.cuda.sgemm.verify import summary, verify
+
+    verdicts = verify(profiles, steps)
+    device = next((k.device for k in kernels.values() if k.device), None)
+    result = {
+        "ladder": "sgemm",
+        "size": size,
+        "gpu": device,
+        "report": str(report),
+        "steps": [v.to_dict() for v in verdicts],
+        "counts": summary(verdicts),
+        "all_passed": bool(verdicts) and all(v.verdict == "PASS" for v in verdicts),
+    }
+    records = [
+        _verification_record(v, kernels.get(v.kernel), size, device, report, live)
+        for v in verdicts
+        if v.duration_ms
+    ]
+    return result, records
+
+
+def _verification_record(verdict, kernel, size: int, device, report, live: bool):
+    """One Record per verified step: the ncu kernel time as its one sample (mode "ncu": caches
+    flushed before the launch, clocks unlocked), the checks in `extra`."""
+    from kernelab.environment import software_versions
+    from kernelab.harness.ceilings import catalog_id_for
+    from kernelab.harness.records import Record
+    from kernelab.harness.stats import summarize
+    from kernelab.kernels.reference import get_op
+    from kernelab.profiling.metrics import SM_CYCLES_PER_SECOND
+
+    cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, "fp32")
+    sm_hz = kernel.metric(SM_CYCLES_PER_SECOND) if kernel is not None else None
+    driver = None
+    if live:
+        from kernelab.harness.gpu_clocks import driver_version
+
+        driver = driver_version()
+    return Record(
+        op="gemm",
+        implementation=verdict.step.name,
+        shape={"m": size, "n": size, "k": size},
+        dtype="fp32",
+        mode="ncu",
+        samples_ms=[verdict.duration_ms],
+        stats=summarize([verdict.duration_ms]).to_dict(),
+        gpu=device or "",
+        gpu_id=catalog_id_for(device) if device else None,
+        driver=driver,
+        versions=software_versions() if live else {},
+        clocks={"sm_mhz_ncu": sm_hz / 1e6} if sm_hz else {},
+        flops=cost.flops,
+        bytes=cost.bytes,
+        achieved_tflops=cost.flops / (verdict.duration_ms * 1e-3) / 1e12,
+        extra={"ladder": "sgemm", "verification": verdict.to_dict(), "ncu_report": str(report)},
+    )
