@@ -38,6 +38,8 @@ _VIEWS_AND_ALLOCATIONS = (
 
 _RULES: tuple[tuple[str, str], ...] = (
     (OTHER, _VIEWS_AND_ALLOCATIONS),
+    # Collectives move data between GPUs: not this GPU's reduction (ncclDevKernel_AllReduce).
+    (OTHER, r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"),
     # The CUDA runtime's copy and set activities: "Memcpy HtoD (Pageable -> Device)".
     (COPY, r"^(memcpy|memset)\b"),
     (ATTENTION, r"flash|fmha|sdpa|attention|attn|_mha|mha_|xformers|scaled_dot_product"),
@@ -55,7 +57,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     (
         REDUCTION,
         r"reduce|reduction|softmax|triton_red_|triton_per_|argmax|argmin|topk|cumsum|scan|"
-        r"logsumexp|(^|[^a-z])(sum|mean|max|min|amax|norm|var|std)($|[^a-z])",
+        r"logsumexp|(^|[^a-z])(sum|mean|amax|amin|norm)($|[^a-z])",
     ),
     (
         ELEMENTWISE,

@@ -134,7 +134,7 @@ def parse_gpu_trace(text: str, source: str) -> Trace:
                 kind=_kind(name),
                 start_us=start,
                 duration_us=duration,
-                device=integer("device"),
+                device=None,  # nsys names the device ("NVIDIA H200 (0)"): kept as a property
                 stream=integer("stream"),
                 correlation=integer("correlation"),
                 grid=None if None in grid else grid,
@@ -144,6 +144,7 @@ def parse_gpu_trace(text: str, source: str) -> Trace:
         )
     if not activities:
         raise KernelabError(f"{source}: the cuda_gpu_trace CSV holds no row")
+    device_names = {row[cols["device"][0]] for row in rows if "device" in cols}
     base = min(a.start_us for a in activities)
     for activity in activities:
         activity.start_us -= base
@@ -155,6 +156,8 @@ def parse_gpu_trace(text: str, source: str) -> Trace:
         launches=[],
         ops=[],
         steps=[],
+        # "NVIDIA H200 (0)": the name, then the device index
+        device_properties=[{"name": re.sub(r"\s*\(\d+\)$", "", n)} for n in sorted(device_names)],
         notes=[UNTESTED, "nsys records no aten op shapes: no roofline placement"],
     )
 

@@ -448,7 +448,7 @@ def summarize_trace(trace: Trace, *, top: int = 10, gpu=None) -> TimelineSummary
     )
 
     spec, placements = None, []
-    if trace.on_gpu:
+    if any(a.op for a in trace.activities):
         try:
             spec = _spec_for(trace, gpu)
         except KernelabError as exc:
@@ -463,11 +463,11 @@ def summarize_trace(trace: Trace, *, top: int = 10, gpu=None) -> TimelineSummary
             for row in rows:
                 if row.name in best:
                     row.roofline = _roofline_brief(best[row.name])
-            if not any(a.op for a in trace.activities):
-                notes.append(
-                    "no kernel is linked to an aten op with recorded shapes (CUDA graph "
-                    "replays and other sources carry none), so nothing is placed on the roofline"
-                )
+    elif trace.on_gpu and trace.format == "torch":
+        notes.append(
+            "no kernel is linked to an aten op with recorded shapes (CUDA graph replays carry "
+            "none), so nothing is placed on the roofline"
+        )
 
     return TimelineSummary(
         source=trace.source,
