@@ -125,12 +125,12 @@ __device__ __forceinline__ void load_tile(CopyPlan &p, float *as, float *bs, con
 #pragma unroll
     for (int i = 0; i < B_COPIES; ++i) {
         const int k = k0 + p.b_k[i];
-        if constexpr (BAligned && !CheckK)
+        if constexpr (BAligned && !CheckK) {
             cp_async_16(bs + p.b_dst[i], p.b_src[i], p.b_bytes[i]);
-        else if (k >= 0)  // rows past K copy zeros; rows not 16-byte aligned copy 4 bytes at a time
-            cp_async_row4(bs + p.b_dst[i], B, ldb, k, col0 + p.b_dst[i] % BN, K, N, BAligned);
-        else
-            cp_async_row4(bs + p.b_dst[i], B, ldb, K, 0, K, N, BAligned);  // zeros
+        } else {  // k < 0 (the skewed first tile) reads zeros, as row K does; 4-byte copies
+            const int row = k >= 0 ? k : K;  // when rows are not 16-byte aligned
+            cp_async_row4(bs + p.b_dst[i], B, ldb, row, col0 + p.b_dst[i] % BN, K, N, BAligned);
+        }
     }
 }
 
@@ -207,7 +207,8 @@ __device__ __forceinline__ void register_pipeline(SGEMM_ARGS, int row0, int col0
                 load_fragments((kk + 1) % 2, as + (kk + 1) * A_LD, bs + (kk + 1) * BN);
             }
             if (kk == 0) {
-                if (kt + STAGES - 1 < k_tiles) load(kt + STAGES - 1, write_stage, std::false_type{});
+                if (kt + STAGES - 1 < k_tiles)
+                    load(kt + STAGES - 1, write_stage, std::false_type{});
                 advance(plan, ldb);
                 cp_async_commit();
                 write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;

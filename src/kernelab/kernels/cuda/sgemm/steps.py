@@ -285,7 +285,7 @@ STEPS: tuple[Step, ...] = (
             "stages": 4,
             "group_m": 8,
         },
-        1.12,
+        1.14,
         "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active falls against "
         "step 11; FFMA share of issued instructions (sm__inst_executed_pipe_fma / "
         "sm__inst_executed) >= 89 %; LDGSTS.E (4-byte, A transposed) and LDGSTS.E.BYPASS.128 "
