@@ -346,7 +346,8 @@ def test_hbm_bandwidth_matches_the_copy_ceiling(measured):
     assert rates["hbm_copy"] == pytest.approx(ceiling, rel=0.05)
     # A read-only stream skips the write turnaround and may beat a copy, never fall far short.
     assert rates["hbm_read"] >= 0.95 * ceiling
-    assert rates["hbm_read"] <= data["bandwidths"]["hbm_read"]["datasheet_gbps"] * 1.02
+    datasheet = data["bandwidths"]["hbm_read"]["datasheet_gbps"]
+    assert datasheet is None or rates["hbm_read"] <= 1.02 * datasheet
 
 
 @pytest.mark.gpu
@@ -356,9 +357,11 @@ def test_bandwidth_falls_outward_and_stays_physical(measured):
     # Half the L2 may not all stay resident (two partitions); an eighth of it does.
     l2 = max(b["l2"]["gbps"], b["l2_small"]["gbps"])
     assert b["smem"]["gbps"] > l2 > b["hbm_read"]["gbps"] > b["h2d"]["gbps"]
-    assert b["smem"]["gbps"] <= 1.02 * b["smem"]["datasheet_gbps"]  # 128 B/clk/SM is the cap
-    for name in ("h2d", "d2h"):
-        assert 5 < b[name]["gbps"] <= 1.02 * b[name]["datasheet_gbps"]
+    # 128 B/clk/SM at the boost clock and the PCIe rate are caps no measurement may pass.
+    for name in ("smem", "h2d", "d2h"):
+        cap = b[name]["datasheet_gbps"]
+        assert cap is None or b[name]["gbps"] <= 1.02 * cap, name
+    assert b["h2d"]["gbps"] > 5 and b["d2h"]["gbps"] > 5
 
 
 @pytest.mark.gpu

@@ -44,7 +44,7 @@ DIFFERENCES = {
     "l2": (
         "Hopper's L2 is two partitions and a hit in the far one costs more; a chase over a few "
         "MiB from one SM averages both, and where the lines land depends on the address hash "
-        "and the chip's configuration (114 SMs and 50 MB L2 there, 132 SMs and 60 MiB here)"
+        "and on the chip's configuration (114 SMs there, 132 SMs and 60 MiB of L2 here)"
     ),
     "hbm": (
         "different memory (HBM3e here, HBM2e there) behind a different controller clock, and "
