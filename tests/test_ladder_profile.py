@@ -13,8 +13,10 @@ import json
 import shutil
 
 import pytest
+from test_cli_profile import fake_ncu  # noqa: F401  (the stand-in ncu fixture)
 
 from kernelab.cli import main
+from kernelab.errors import KernelabError
 from kernelab.harness.records import load_records
 from kernelab.kernels.cuda.sgemm import verify as v
 from kernelab.kernels.cuda.sgemm.steps import STEPS, get_step
@@ -201,6 +203,24 @@ def test_launcher_runs_each_step_in_the_profiling_range():
     assert cmd[cmd.index("--steps") + 1] == "1,6"
     assert cmd[cmd.index("--size") + 1] == "2048"
     assert v.main(["--size", "0"]) == 2
+
+
+def test_one_ncu_run_profiles_every_step_inside_the_profiling_range(fake_ncu, tmp_path):  # noqa: F811
+    from kernelab.kernels.cuda.sgemm.ladder import verify_ladder
+    from kernelab.profiling.runner import PROFILE_RANGE
+
+    with pytest.raises(KernelabError, match="no kernel of sgemm:01, sgemm:02"):
+        # the stand-in writes the cuBLAS fixture report: no ladder kernel in it
+        verify_ladder([get_step(2)], 2048, report_path=tmp_path / "ladder.ncu-rep")
+    argv = fake_ncu()
+    assert argv[argv.index("--clock-control") + 1] == "none"
+    assert argv[argv.index("--nvtx-include") + 1] == PROFILE_RANGE + "/"
+    assert "--launch-count" not in argv  # every launch in the range: one per step
+    sections = [argv[i + 1] for i, a in enumerate(argv) if a == "--section"]
+    assert sections == list(v.VERIFY_SECTIONS)
+    metrics = argv[argv.index("--metrics") + 1].split(",")
+    assert set(v.needed_metrics([get_step(1), get_step(2)])) <= set(metrics)
+    assert argv[argv.index("-o") + 2 :] == v.launcher_command([get_step(1), get_step(2)], 2048)
 
 
 # ---- a whole ladder of constructed metrics ----------------------------------------------------
