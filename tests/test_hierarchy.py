@@ -34,10 +34,17 @@ from kernelab.lenses.hierarchy import (
     record_path,
     save_record,
 )
-from tests.conftest import _has_cuda
 
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 MICRO_SOURCES = ("micro/pointer_chase.cu", "micro/bandwidth.cu")
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 PLAN = {p.level: p for p in PLANS}
 
 
