@@ -31,7 +31,9 @@ def test_littles_law_per_sm(h200):
     assert per_sm == pytest.approx(18181.8, rel=1e-4)
 
 
-def test_defaults_are_the_datasheet_bandwidth_and_a_sourced_latency(h200):
+def test_defaults_are_the_datasheet_bandwidth_and_a_sourced_latency(h200, tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))  # no measured hierarchy record here
+    monkeypatch.delenv("KERNELAB_HIERARCHY", raising=False)
     latency = memory_latency(h200, "hbm")
     assert latency.cycles == 700
     assert latency.ns == pytest.approx(700 / 1.98)
