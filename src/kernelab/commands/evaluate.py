@@ -1,5 +1,277 @@
-"""The `kernelab evaluate` command: being built (see its issue)."""
+"""`kernelab eval PROBLEM SOLUTION` and `kernelab eval --suite DIR`: a user's kernel against
+a reference, in KernelBench or GPU MODE format (kernelab.evaluate says how).
+
+Exit code 0 when every verdict is "pass", 1 when any is not (wrong, suspect, crash,
+timeout), 2 for bad input (no such file, an unrecognised format, a problem that cannot be
+set up, --device cuda without a GPU).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernelab.errors import KernelabError, NoGPUError
+from kernelab.output import JsonOption, emit, note
+
+DEVICES = ("auto", "cuda", "cpu")
+COLOURS = {
+    "pass": "green",
+    "fail": "red",
+    "suspect": "yellow",
+    "crash": "red",
+    "timeout": "red",
+    "error": "red",
+}
+MESSAGE_WIDTH = 160
 
 
-def register(app) -> None:  # replaced by the engineer who builds this command
-    pass
+def resolve_device(device: str) -> str:
+    """ "auto" -> "cuda" with a GPU, else "cpu" (with a note that timing is skipped)."""
+    import torch
+
+    device = device.strip().lower()
+    if device not in DEVICES:
+        raise KernelabError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+    has_gpu = torch.cuda.is_available()
+    if device == "cuda" and not has_gpu:
+        raise NoGPUError("--device cuda needs a CUDA GPU; none found (use --device cpu)")
+    if device == "auto":
+        device = "cuda" if has_gpu else "cpu"
+        if not has_gpu:
+            note("no CUDA GPU: correctness runs on the CPU and timing is skipped")
+    return device
+
+
+def _fmt(value, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _status(status: str) -> str:
+    colour = COLOURS.get(status, "white")
+    return f"[{colour}]{status.upper()}[/{colour}]"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MESSAGE_WIDTH else text[: MESSAGE_WIDTH - 3] + "..."
+
+
+def _sol_pct(timed: dict) -> float | None:
+    placement = timed.get("placement") or {}
+    sheet = placement.get("datasheet") or {}
+    return sheet.get("sol_pct")
+
+
+def _render_verdict(verdict: dict):
+    from rich.table import Table
+
+    def render(console) -> None:
+        console.print(
+            f"{verdict['problem']} ({verdict['format']}) <- {verdict['solution']} on "
+            f"{verdict.get('device', '?')}: {_status(verdict['status'])}"
+        )
+        console.print(verdict["message"], highlight=False, markup=False)
+        if verdict.get("cases"):
+            table = Table(title="correctness")
+            for column in ("case", "kind", "seed", "ok", "error", "threshold", "own check"):
+                table.add_column(column)
+            for case in verdict["cases"]:
+                table.add_row(
+                    case["case"],
+                    case["kind"],
+                    str(case["seed"]),
+                    "yes" if case["ok"] else "[red]no[/red]",
+                    _fmt(case["error"], ".2e"),
+                    _fmt(case["threshold"], ".2e"),
+                    case.get("format_check") or "-",
+                )
+            console.print(table)
+        if verdict.get("timings"):
+            table = Table(title="timing (median ms; speedup = baseline / solution)")
+            for column in (
+                "case",
+                "solution",
+                "eager",
+                "torch.compile",
+                "x eager",
+                "x compile",
+                "% SOL",
+            ):
+                table.add_column(column, justify="left" if column == "case" else "right")
+            for timed in verdict["timings"]:
+                table.add_row(
+                    timed["case"],
+                    _fmt(timed["solution_ms"], ".4f"),
+                    _fmt(timed["eager_ms"], ".4f"),
+                    _fmt(timed["compiled_ms"], ".4f"),
+                    _fmt(timed["speedup_vs_eager"], ".2f", "x"),
+                    _fmt(timed["speedup_vs_compiled"], ".2f", "x"),
+                    _fmt(_sol_pct(timed), ".1f", " %"),
+                )
+            console.print(table)
+            for timed in verdict["timings"]:
+                for warning in timed.get("warnings", []):
+                    console.print(f"[yellow]{timed['case']}: {warning}[/yellow]", highlight=False)
+        for entry in verdict.get("roofline", []):
+            cost = entry.get("cost")
+            if cost:
+                console.print(
+                    f"roofline {entry['case']}: {cost['op']} {cost['dtype']}, "
+                    f"{cost['flops']:.3g} FLOP, {cost['bytes']:.3g} B, "
+                    f"{cost['intensity']:.3g} FLOP/B ({entry['reason']})",
+                    highlight=False,
+                )
+            else:
+                console.print(f"roofline {entry['case']}: not placed ({entry['reason']})")
+        for line in verdict.get("notes", []):
+            console.print(f"note: {line}", highlight=False, markup=False)
+
+    return render
+
+
+def _render_suite(result: dict):
+    from rich.table import Table
+
+    def render(console) -> None:
+        table = Table(title=f"kernelab eval --suite {result['directory']} on {result['device']}")
+        numbers = ("ms", "x eager", "x compile", "% SOL")
+        for column in ("problem", "solution", "status", *numbers):
+            table.add_column(column, justify="right" if column in numbers else "left")
+        for row in result["rows"]:
+            timings = row.get("timings") or []
+            first = timings[0] if timings else {}
+            table.add_row(
+                row["problem"],
+                "/".join(Path(row["solution"]).parts[-2:]),
+                _status(row["status"]),
+                _fmt(first.get("solution_ms"), ".4f"),
+                _fmt(first.get("speedup_vs_eager"), ".2f", "x"),
+                _fmt(first.get("speedup_vs_compiled"), ".2f", "x"),
+                _fmt(_sol_pct(first) if first else None, ".1f", " %"),
+            )
+        console.print(table)
+        for row in result["rows"]:
+            if row["status"] != "pass":
+                name = "/".join(Path(row["solution"]).parts[-2:])
+                console.print(
+                    f"{row['problem']} {name}: {_short(row['message'])}",
+                    highlight=False,
+                    markup=False,
+                )
+        for problem in result["problems"]:
+            if problem.get("setup_error"):
+                console.print(f"[red]{problem['problem']}: {problem['setup_error']}[/red]")
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(result["summary"].items()))
+        console.print(f"{len(result['rows'])} verdicts: {counts}")
+        if result.get("saved_to"):
+            console.print(f"records: {result['saved_to']}")
+
+    return render
+
+
+def _save(records: list[dict], out: Path | None) -> str | None:
+    if out is None:
+        return None
+    if not records:
+        note("no timings (no GPU or nothing correct): no records written")
+        return None
+    from kernelab.harness.records import Record, save_records
+
+    return str(save_records([Record.from_dict(r) for r in records], out))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def evaluate(
+        problem: Annotated[
+            Path | None,
+            typer.Argument(help="A KernelBench problem file or a GPU MODE problem directory."),
+        ] = None,
+        solution: Annotated[
+            Path | None,
+            typer.Argument(help="A KernelBench ModelNew file or a GPU MODE submission.py."),
+        ] = None,
+        suite: Annotated[
+            Path | None,
+            typer.Option("--suite", help="Evaluate every problem in this directory instead."),
+        ] = None,
+        device: Annotated[
+            str, typer.Option("--device", help="auto (the GPU if any), cuda or cpu.")
+        ] = "auto",
+        scale: Annotated[
+            float, typer.Option("--scale", help="Shrink every size by this factor (0 < s <= 1).")
+        ] = 1.0,
+        seeds: Annotated[int, typer.Option("--seeds", help="Seeds per test case.")] = 3,
+        seed: Annotated[
+            int | None, typer.Option("--seed", help="Fix the extra seeds (random by default).")
+        ] = None,
+        timeout: Annotated[
+            float, typer.Option("--timeout", help="Seconds per solution before it counts as hung.")
+        ] = 300.0,
+        mode: Annotated[
+            str, typer.Option("--mode", help="Timing mode: cold (L2 flushed), hot or graph.")
+        ] = "cold",
+        max_time: Annotated[
+            float, typer.Option("--max-time", help="Seconds of timing per measurement, at most.")
+        ] = 1.0,
+        no_compile: Annotated[
+            bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")
+        ] = False,
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Write the timing records to this JSON file.")
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Judge a kernel against its reference: correct?, how fast?, where on the roofline?"""
+        from kernelab.evaluate.formats import check_scale, detect_format
+        from kernelab.evaluate.verdict import Options
+
+        if timeout <= 0:
+            raise KernelabError(f"--timeout must be positive, got {timeout}")
+        options = Options(
+            seeds=seeds,
+            seed=seed,
+            mode=mode,
+            max_time_s=max_time,
+            compile=not no_compile,
+        ).validate()
+        scale = check_scale(scale)
+        if suite is not None:
+            if problem is not None or solution is not None:
+                raise KernelabError("give either PROBLEM SOLUTION or --suite DIR, not both")
+            from kernelab.evaluate.suite import discover, run_suite
+
+            discover(suite)  # a bad directory fails here, before any device work
+            result = run_suite(
+                suite, device=resolve_device(device), scale=scale, options=options, timeout=timeout
+            )
+            result["saved_to"] = _save(result["records"], out)
+            emit(result, as_json, _render_suite(result))
+            if any(row["status"] != "pass" for row in result["rows"]):
+                raise typer.Exit(1)
+            return
+        if problem is None or solution is None:
+            raise KernelabError("kernelab eval needs PROBLEM and SOLUTION (or --suite DIR)")
+        detect_format(problem)
+        if not solution.is_file():
+            raise KernelabError(f"no such solution file: {solution}")
+        from kernelab.evaluate.sandbox import run_problem
+
+        outcome = run_problem(
+            problem,
+            [solution],
+            device=resolve_device(device),
+            scale=scale,
+            options=options,
+            timeout=timeout,
+        )
+        if outcome.setup_error is not None:
+            raise KernelabError(f"problem {problem}: {outcome.setup_error}")
+        verdict = outcome.verdicts[str(solution)]
+        verdict["baselines"] = outcome.baselines
+        verdict["saved_to"] = _save(outcome.baseline_records + verdict.get("records", []), out)
+        emit(verdict, as_json, _render_verdict(verdict))
+        if verdict["status"] != "pass":
+            raise typer.Exit(1)

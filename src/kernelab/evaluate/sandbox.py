@@ -51,14 +51,16 @@ class ProblemRun:
 
 
 def _placeholder(problem: str, solution: str, status: str, message: str) -> dict:
+    from kernelab.evaluate.formats import detect_format
     from kernelab.evaluate.verdict import Verdict
 
-    return Verdict(problem=Path(problem).stem, format="", solution=solution,
+    return Verdict(problem=Path(problem).stem, format=detect_format(problem), solution=solution,
                    status=status, message=message).to_dict()  # fmt: skip
 
 
-def _log_words(log_path: Path) -> str:
-    """The last meaningful lines of a worker's log, on one line."""
+def _log_words(log_path: Path, prefer: str | None = None) -> str:
+    """The last meaningful lines of a worker's log, on one line; after a fatal error, the
+    error and the innermost frame in the file `prefer` (else the innermost frame)."""
     try:
         text = log_path.read_text(errors="replace")
     except OSError:
@@ -66,7 +68,9 @@ def _log_words(log_path: Path) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
     if fatal is not None:
-        where = next((line for line in lines[fatal + 1 :] if line.startswith("File ")), "")
+        frames = [line for line in lines[fatal + 1 :] if line.startswith("File ")]
+        mine = [line for line in frames if prefer and Path(prefer).name in line]
+        where = (mine or frames or [""])[0]
         words = f"{lines[fatal]} {where}".strip()
     else:
         words = " | ".join(lines[-2:])
@@ -80,6 +84,14 @@ def _exit_description(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit code {code}"
+
+
+def _crash_message(code: int | None, log_words: str) -> str:
+    if code == 0:
+        head = "the process exited (code 0) before a verdict: the solution ended it"
+    else:
+        head = f"the process died while evaluating it ({_exit_description(code or 0)})"
+    return f"{head}: {log_words}" if log_words else head
 
 
 def _read_events(path: Path, offset: int) -> tuple[list[dict], int]:
@@ -186,7 +198,7 @@ def run_problem(
             how, code, current, log_path = _run_worker(job, workdir, timeout, on_event)
             if outcome.setup_error is not None:
                 break
-            log_words = _log_words(log_path)
+            log_words = _log_words(log_path, prefer=current)
             if not ready:
                 limit = max(timeout, SETUP_SECONDS)
                 outcome.setup_error = (
@@ -203,9 +215,8 @@ def run_problem(
                     )  # fmt: skip
                 else:
                     verdict = _placeholder(
-                        problem, current, "crash",
-                        f"the process died while evaluating it ({_exit_description(code)}): {log_words}",
-                    )  # fmt: skip
+                        problem, current, "crash", _crash_message(code, log_words)
+                    )
                 outcome.verdicts[current] = verdict
                 remaining.remove(current)
             elif how != "done" and remaining:

@@ -468,7 +468,7 @@ class Evaluator:
             device=str(self.device),
             notes=list(self.notes),
             roofline=[
-                {"case": label, "reason": found.reason, "cost": found.cost}
+                {"case": label, "reason": found.reason, "cost": found.cost and found.cost.to_dict()}
                 for label, found in self.costs.items()
             ],
         )
