@@ -177,6 +177,123 @@ def test_softmax_does_not_write_its_input_and_keeps_dtype(softmax):
     assert torch.equal(x, before) and y.dtype == torch.float16
 
 
+def _block(cols: int) -> int:
+    return 1 << (cols - 1).bit_length()
+
+
+@pytest.mark.parametrize("shape", [{"rows": 5, "cols": 127}, {"rows": 3, "cols": 1031}], ids=str)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    for config in row_tile_candidates(_block(shape["cols"])):
+        fn = functools.partial(softmax.softmax, config=config)
+        report = check_implementation(fn, "softmax", shape, dtype, trials=1, device=DEVICE)
+        assert report.ok, f"{config}: {report.message}"
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_softmax_cooperative_with_one_chunk_per_row(softmax, prefetch, dtype):
+    # One chunk per row: every group is a single program, so the kernel runs under the
+    # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
+    # exercises the prefetch of the next row and both parities of the partials buffer.
+    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch}
+    fn = functools.partial(
+        softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
+    )
+    for shape in ({"rows": 9, "cols": 200}, {"rows": 7, "cols": 129, "stride": 131}):
+        assert_correct(fn, "softmax", shape, dtype)
+    x = torch.randn(6, 45, device=DEVICE)
+    x[2] = float("-inf")
+    y = fn(x)
+    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
+def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax):
+    # Under the interpreter the programs of a row run one after another, so the first chunk's
+    # program waits for peers that have not started: its bounded wait must end, and the
+    # rows it gave up on must come out NaN rather than silently wrong.
+    x = torch.randn(5, 127, device=DEVICE)
+    y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", chunk_cols=32)
+    assert torch.isnan(y[:, :32]).all()
+
+
+def test_softmax_config_for_names_the_path_and_default_config(softmax):
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    x = torch.randn(4, 1000, device=DEVICE)
+    assert softmax.config_for(x) == {"path": "single-pass", **row_tile_candidates(1024)[0]}
+    long_path = softmax.config_for(x, single_pass_max_cols=512)["path"]
+    assert long_path == softmax.choose_path(1000, single_pass_max_cols=512)
+
+
+# --- the launch configurations and the tuner (pure Python) -------------------------------
+
+
+@pytest.mark.parametrize("block_n", [1, 64, 512, 1024, 2048, 4096, 8192, 16384, 32768])
+def test_row_tile_candidates_start_with_inductors_choice_and_end_persistent(block_n):
+    from kernelab.kernels.triton._runtime import MIN_TILE_ELEMENTS, row_tile_candidates
+
+    candidates = row_tile_candidates(block_n)
+    first, last = candidates[0], candidates[-1]
+    assert first["ROWS"] * block_n >= min(MIN_TILE_ELEMENTS, block_n)
+    if block_n <= 1024:  # short rows: one warp, its reductions stay within the warp
+        assert first["num_warps"] == 1 and first["ROWS"] == MIN_TILE_ELEMENTS // block_n
+    else:  # long rows: one row per program
+        assert first["ROWS"] == 1 and first["num_warps"] > 1
+    assert not any(c["PERSISTENT"] for c in candidates[:-1]) and last["PERSISTENT"]
+    assert len({tuple(sorted(c.items())) for c in candidates}) == len(candidates)
+    for c in candidates:
+        assert 1 <= c["num_warps"] <= 32 and c["num_warps"] & (c["num_warps"] - 1) == 0
+        values_per_thread = c["ROWS"] * block_n / (32 * c["num_warps"])
+        assert values_per_thread <= 64, c  # more would spill
+
+
+H100_LIMITS = {"threads": 2048, "registers": 65536, "shared_bytes": 233472, "blocks": 32}
+
+
+@pytest.mark.parametrize(
+    ("warps", "regs", "shared", "expected"),
+    [
+        (4, 128, 0, 4),  # 4 warps x 4 quarters of 16K registers
+        (2, 192, 0, 4),  # 65536 / 6144 = 10 warps, but 2 per quarter: 8 warps = 4 programs
+        (1, 32, 0, 32),  # the 32-block limit
+        (8, 32, 0, 8),  # the 2048-thread limit
+        (4, 64, 100_000, 2),  # shared memory: 2 x (100,000 + 1 KiB reserved)
+        (32, 255, 0, 0),  # does not fit at all
+    ],
+)
+def test_occupancy_never_overestimates(warps, regs, shared, expected):
+    from kernelab.kernels.triton._runtime import occupancy
+
+    got = occupancy(H100_LIMITS, num_warps=warps, regs_per_thread=regs, shared_bytes=shared)
+    assert got == expected
+
+
+def test_tuned_times_large_inputs_once_and_leaves_small_ones_to_the_heuristic(monkeypatch):
+    from kernelab.kernels.triton import _runtime
+
+    monkeypatch.setattr(_runtime, "interpreting", lambda: False)
+    timed = []
+
+    def fake_fastest(run, candidates):
+        timed.append(len(candidates))
+        return candidates[-1]
+
+    monkeypatch.setattr(_runtime, "fastest", fake_fastest)
+    cache: dict = {}
+    candidates = [{"c": 0}, {"c": 1}]
+    small = _runtime.TUNE_MIN_BYTES - 1
+    assert _runtime.tuned(cache, "k", None, candidates, nbytes=small) == {"c": 0}
+    assert cache == {} and timed == []
+    large = _runtime.TUNE_MIN_BYTES
+    assert _runtime.tuned(cache, "k", None, candidates, nbytes=large) == {"c": 1}
+    assert _runtime.tuned(cache, "k", None, candidates, nbytes=small) == {"c": 1}
+    assert timed == [2]
+
+
 # --- norms ------------------------------------------------------------------------------
 
 NORM_SHAPES = [
@@ -211,6 +328,18 @@ def test_layernorm_without_bias_and_with_a_large_mean(norms, limit):
     expected = torch.nn.functional.layer_norm(x, (203,), weight.double(), None, 1e-5)
     y = norms.layernorm(x.float(), weight, None, 1e-5, single_pass_max_cols=limit)
     assert (y.double() - expected).abs().max() < 2e-3
+
+
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_norms_every_row_tile_candidate(norms, op):
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    shape = {"rows": 5, "cols": 127, "stride": 130}
+    for config in row_tile_candidates(_block(shape["cols"])):
+        fn = functools.partial(getattr(norms, op), config=config)
+        for dtype in ("fp32", "bf16"):
+            report = check_implementation(fn, op, shape, dtype, trials=1, device=DEVICE)
+            assert report.ok, f"{config} {dtype}: {report.message}"
 
 
 # --- matmul -----------------------------------------------------------------------------
@@ -285,6 +414,67 @@ def test_gpu_softmax_long_rows_each_path(softmax, long_rows, shape):
     fn = functools.partial(softmax.softmax, long_rows=long_rows)
     assert_correct(fn, "softmax", shape, "bf16", trials=2)
     assert_correct(fn, "softmax", shape, "fp32", trials=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [512, 1000, 4096, 16384])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_gpu_softmax_every_row_tile_candidate(softmax, cols, dtype):
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    shape = {"rows": (16 << 20) // (4 * cols), "cols": cols}  # 16 MiB of fp32
+    for config in row_tile_candidates(_block(cols)):
+        fn = functools.partial(softmax.softmax, config=config)
+        report = check_implementation(fn, "softmax", shape, dtype, trials=1)
+        assert report.ok, f"{config}: {report.message}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"rows": 64, "cols": 262_144},
+        {"rows": 3, "cols": 65_536},
+        {"rows": 301, "cols": 40_000, "stride": 40_064},
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_gpu_softmax_every_cooperative_candidate(softmax, shape, dtype):
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    x = torch.randn(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
+    for config in softmax.cooperative_candidates(torch_dtype):
+        # the cooperative kernel itself, not the two-pass fallback, must run
+        assert softmax._run_cooperative(x, torch.empty_like(x), config), config
+        fn = functools.partial(softmax.softmax, long_rows="cooperative", config=config)
+        report = check_implementation(fn, "softmax", shape, dtype, trials=1)
+        assert report.ok, f"{config}: {report.message}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gpu_cooperative_grid_never_exceeds_what_the_driver_says_is_resident(softmax, dtype):
+    x = torch.randn(64, 262_144, device="cuda", dtype=dtype)
+    for config in softmax.cooperative_candidates(dtype):
+        info = softmax.cooperative_occupancy(x, config)
+        assert info["spills"] == 0, (config, info)
+        assert info["per_sm"] >= 1, (config, info)
+        if info["per_sm_driver"] is None:
+            pytest.skip("cuda.bindings cannot answer cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        assert info["per_sm_formula"] <= info["per_sm_driver"], (config, info)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [1024, 4096, 16384])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_gpu_layernorm_every_row_tile_candidate(norms, cols, dtype):
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    shape = {"rows": (16 << 20) // (4 * cols), "cols": cols}
+    for config in row_tile_candidates(_block(cols)):
+        fn = functools.partial(norms.layernorm, config=config)
+        report = check_implementation(fn, "layernorm", shape, dtype, trials=1)
+        assert report.ok, f"{config}: {report.message}"
 
 
 @pytest.mark.gpu

@@ -100,11 +100,32 @@ def dtype_name(torch_dtype) -> str:
     return DTYPE_NAMES.get(str(torch_dtype).removeprefix("torch."), str(torch_dtype))
 
 
+def driver_occupancy(compiled, num_warps: int) -> int | None:
+    """Programs per SM as the CUDA driver computes it for a loaded Triton binary, or None.
+
+    cuOccupancyMaxActiveBlocksPerMultiprocessor knows the hardware's allocation rules
+    exactly; None where cuda.bindings or the handle is missing (then occupancy() decides).
+    """
+    try:
+        from cuda.bindings import driver
+
+        err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            driver.CUfunction(int(compiled.function)),
+            32 * num_warps,
+            int(compiled.metadata.shared),
+        )
+    except Exception:  # no cuda.bindings, no handle, a binding of another shape
+        return None
+    return int(blocks) if err == driver.CUresult.CUDA_SUCCESS else None
+
+
 def compiled_occupancy(jit_kernel, device, args: tuple, kwargs: dict) -> tuple[int, dict]:
     """Compile `jit_kernel` for these arguments (no launch) and return (programs per SM, info).
 
     This is how a persistent grid is sized from occupancy: the register and shared-memory
-    use of the actual binary, not a guess. info holds regs, spills and shared bytes.
+    use of the actual binary, not a guess. The smaller of occupancy() and the driver's own
+    answer wins, so a cooperative grid never counts on a program that cannot be resident.
+    info holds regs, spills, shared bytes and both estimates.
     """
     compiled = jit_kernel.warmup(*args, grid=(1,), **kwargs)
     try:
@@ -117,10 +138,20 @@ def compiled_occupancy(jit_kernel, device, args: tuple, kwargs: dict) -> tuple[i
         # A Triton without these fields: one program per SM is always resident if the
         # kernel launches at all, so that is the safe answer for a cooperative grid.
         return 1, {"regs": None, "spills": None, "shared_bytes": None}
-    per_sm = programs_per_sm(
-        device, num_warps=kwargs.get("num_warps", 4), regs_per_thread=regs, shared_bytes=shared
+    num_warps = kwargs.get("num_warps", 4)
+    by_formula = programs_per_sm(
+        device, num_warps=num_warps, regs_per_thread=regs, shared_bytes=shared
     )
-    return per_sm, {"regs": regs, "spills": spills, "shared_bytes": shared}
+    by_driver = driver_occupancy(compiled, num_warps)
+    per_sm = by_formula if by_driver is None else min(by_formula, by_driver)
+    info = {
+        "regs": regs,
+        "spills": spills,
+        "shared_bytes": shared,
+        "per_sm_formula": by_formula,
+        "per_sm_driver": by_driver,
+    }
+    return per_sm, info
 
 
 _occupancy_cache: dict[tuple, int] = {}
@@ -136,7 +167,10 @@ def resident_programs(kernel, args: tuple, kwargs: dict) -> int:
     if device.type != "cuda":
         return INTERPRETER_SMS
     dtypes = tuple(str(a.dtype) for a in args if hasattr(a, "dtype"))
-    key = (id(kernel), device.index, dtypes, tuple(sorted(kwargs.items())))
+    # Triton compiles a separate binary (maybe other registers) for integers that are 1 or
+    # multiples of 16, so those properties are part of the key.
+    ints = tuple((a == 1, a % 16 == 0) for a in args if isinstance(a, int))
+    key = (id(kernel), device.index, dtypes, ints, tuple(sorted(kwargs.items())))
     if key not in _occupancy_cache:
         _occupancy_cache[key], _ = compiled_occupancy(kernel, device, args, kwargs)
     return sm_count(device) * _occupancy_cache[key]

@@ -41,11 +41,13 @@ import triton
 import triton.language as tl
 
 from kernelab.kernels.triton._runtime import (
+    compiled_occupancy,
     interpreter_row_tile,
     interpreting,
     launch_row_tiles,
     resident_programs,
     row_tile_candidates,
+    sm_count,
     tuned,
 )
 
@@ -204,7 +206,7 @@ def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols):
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_groups"])
 def _softmax_coop_kernel(
     x_ptr,
     out_ptr,
@@ -347,8 +349,13 @@ def _launch_two_pass(x2d, out, chunk: int) -> None:
     )
 
 
-def _run_cooperative(x2d, out, config: dict) -> bool:
-    """Run the one-pass split-row kernel; False when its programs cannot all be resident."""
+def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
+    """(launch kwargs, launch arguments but n_groups, chunks per row) of the cooperative kernel.
+
+    The workspace is sized for the most groups that could ever be resident (32 programs per
+    SM), so the same tensors serve the occupancy probe and the launch: n_groups is not
+    specialized on, and the probe compiles the very binary the launch runs.
+    """
     n_rows, n_cols = x2d.shape
     chunk = config["CHUNK"]
     n_chunks = triton.cdiv(n_cols, chunk)
@@ -361,42 +368,33 @@ def _run_cooperative(x2d, out, config: dict) -> bool:
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
     }
-    # Size the grid with a probe compile; n_groups only changes the integer specialization, so
-    # the binary (and its occupancy) is the one the real launch uses.
-    probe_stats = torch.empty((1, 2, n_chunks, 2), device=x2d.device, dtype=torch.float32)
-    probe_arrivals = torch.zeros(1, device=x2d.device, dtype=torch.int32)
-    probe_args = (
-        x2d,
-        out,
-        probe_stats,
-        probe_arrivals,
-        n_rows,
-        n_cols,
-        x2d.stride(0),
-        out.stride(0),
-        n_chunks,
-        2,
-    )
-    resident = resident_programs(_softmax_coop_kernel, probe_args, kwargs)
-    n_groups = min(n_rows, resident // n_chunks)
+    max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
+    # workspace: (max, sum) x 2 parities x chunks per group, and one arrival counter per group
+    stats = torch.empty((max_groups, 2, n_chunks, 2), device=x2d.device, dtype=torch.float32)
+    arrivals = torch.zeros(max_groups, device=x2d.device, dtype=torch.int32)
+    args = (x2d, out, stats, arrivals, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
+    return kwargs, args, n_chunks
+
+
+def cooperative_occupancy(x, config: dict) -> dict:
+    """Registers, spills, shared bytes and programs per SM (formula and driver) of the
+    cooperative kernel compiled for x and config; benchmarks record it, tests check it."""
+    x2d = x if x.stride(1) == 1 else x.contiguous()
+    out = torch.empty_like(x2d)
+    kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
+    probe = (*args, 2)
+    per_sm, info = compiled_occupancy(_softmax_coop_kernel, x2d.device, probe, kwargs)
+    return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks}
+
+
+def _run_cooperative(x2d, out, config: dict) -> bool:
+    """Run the one-pass split-row kernel; False when its programs cannot all be resident."""
+    kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
+    resident = resident_programs(_softmax_coop_kernel, (*args, 2), kwargs)
+    n_groups = min(x2d.shape[0], resident // n_chunks)
     if n_groups < 1:
         return False
-    # workspace: (max, sum) x 2 parities x chunks per group, and one arrival counter per group
-    stats = torch.empty((n_groups, 2, n_chunks, 2), device=x2d.device, dtype=torch.float32)
-    arrivals = torch.zeros(n_groups, device=x2d.device, dtype=torch.int32)
-    args = (
-        x2d,
-        out,
-        stats,
-        arrivals,
-        n_rows,
-        n_cols,
-        x2d.stride(0),
-        out.stride(0),
-        n_chunks,
-        n_groups,
-    )
-    _softmax_coop_kernel[(n_groups * n_chunks,)](*args, **kwargs)
+    _softmax_coop_kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
     return True
 
 
