@@ -24,22 +24,15 @@ from kernelab.errors import KernelabError
 
 GPU_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 HOST_API_CATEGORIES = ("cuda_runtime", "cuda_driver")
-# Host calls that put work on the GPU (the others, cudaMalloc, cudaStreamSynchronize, ...,
-# only cost host time).
-LAUNCH_CALLS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel",
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "cudaMemcpy",
-    "cudaMemset",
-    "cudaGraphLaunch",
-)
-# Ranges that mark one step of the workload: kernelab's own, and torch's `prof.step()`.
+# A host API call counts as a launch when a GPU activity carries its correlation id: that
+# covers cudaLaunchKernel, cudaLaunchKernelExC (cluster launches), Triton's cuLaunchKernelEx,
+# cudaMemcpyAsync and cudaGraphLaunch, whatever suffix a CUPTI version gives their names.
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
+# Ranges that mark one step of the workload: kernelab's own, and torch's `prof.step()`, as
+# recorded on the host (the profiler copies each range onto the GPU's timeline too, as a
+# gpu_user_annotation, which is not a step).
 STEP_PREFIXES = ("kernelab_step#", "ProfilerStep#")
+STEP_CATEGORIES = ("user_annotation", "cpu_op", "python_function")
 
 # torch's spelling of a tensor's dtype in `Input type` -> kernelab's dtype names.
 TORCH_TYPES = {
@@ -109,7 +102,7 @@ class GpuActivity:
 
     @property
     def from_graph(self) -> bool:
-        return self.launch is not None and self.launch.name == "cudaGraphLaunch"
+        return self.launch is not None and self.launch.name.startswith(GRAPH_LAUNCHES)
 
 
 @dataclass
@@ -261,7 +254,9 @@ def parse_trace(data, source: str = "<trace>") -> Trace:
                     shared_memory=_int(args.get("shared memory")),
                 )
             )
-        elif category in HOST_API_CATEGORIES and name in LAUNCH_CALLS:
+        elif category in STEP_CATEGORIES and name.startswith(STEP_PREFIXES):
+            steps.append((name, start, start + duration))
+        elif category in HOST_API_CATEGORIES and args.get("correlation") is not None:
             launches.append(
                 Launch(name, start, duration, event.get("tid"), _int(args.get("correlation")))
             )
@@ -278,8 +273,6 @@ def parse_trace(data, source: str = "<trace>") -> Trace:
                     concrete_inputs=list(args.get("Concrete Inputs") or []),
                 )
             )
-        elif name.startswith(STEP_PREFIXES):
-            steps.append((name, start, start + duration))
 
     ops.sort(key=lambda o: (o.start_us, -o.duration_us))
     launches.sort(key=lambda call: call.start_us)
@@ -287,7 +280,9 @@ def parse_trace(data, source: str = "<trace>") -> Trace:
     steps.sort(key=lambda s: s[1])
     _nest_ops(ops)
 
-    launch_by_correlation = {c.correlation: c for c in launches if c.correlation is not None}
+    launched = {a.correlation for a in activities if a.correlation is not None}
+    launches = [c for c in launches if c.correlation in launched]
+    launch_by_correlation = {c.correlation: c for c in launches}
     op_of_launch = _innermost_ops(ops, launches)
     for activity in activities:
         launch = launch_by_correlation.get(activity.correlation)
