@@ -9,8 +9,10 @@ of ncu, and the whole command through --import on a constructed ncu CSV page. Th
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from test_cli_profile import fake_ncu  # noqa: F401  (the stand-in ncu fixture)
@@ -183,6 +185,25 @@ def test_needed_metrics_are_exactly_what_the_chosen_checks_read():
     every = v.needed_metrics(STEPS)
     assert len(every) == len(set(every))
     assert not any(name.startswith(v.SASS_PREFIX) for name in every)
+
+
+GH100_METRICS = Path("/work/shared/fixtures/ncu/query_metrics_gh100.txt.gz")
+
+
+@pytest.mark.skipif(not GH100_METRICS.is_file(), reason="needs ncu's GH100 metric list")
+def test_every_metric_asked_of_ncu_exists_on_gh100():
+    """An unknown name makes ncu refuse the whole run: check them against `ncu
+    --query-metrics` as the H200 printed it (base name, then a suffix its type allows)."""
+    kinds = {}
+    for line in gzip.open(GH100_METRICS, "rt"):
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in ("Counter", "Ratio", "Throughput"):
+            kinds[parts[0].rsplit(".", 1)[-1]] = parts[1]
+    suffixes = {"Counter": (".sum",), "Ratio": (".ratio", ".pct"), "Throughput": (".pct",)}
+    for name in v.needed_metrics(STEPS):
+        base, _, suffix = name.partition(".")
+        assert base in kinds, name
+        assert "." + suffix in suffixes[kinds[base]], name
 
 
 def test_predecessors_join_the_profile():
@@ -383,8 +404,6 @@ def test_bad_requests_are_one_line(args, message, capsys):
 
 
 def test_a_report_without_ladder_kernels_is_refused(capsys):
-    from pathlib import Path
-
     page = Path(__file__).parent / "fixtures" / "ncu" / "gemm_focused_raw.csv"
     code, _, err = run_cli(["ladder", "sgemm", "--profile", "--import", str(page)], capsys)
     assert code == 2 and "no kernel of the chosen steps" in err

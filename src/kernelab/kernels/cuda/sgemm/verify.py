@@ -566,7 +566,8 @@ def profile_steps(
     if size <= 0:
         raise KernelabError(f"the profile size must be positive, got {size}")
     steps = list(steps)
-    sass = sass_for(steps, size, progress)  # compiles here too, so the launcher finds the cache
+    prebuild(steps, size, progress)
+    sass = sass_for(steps, size, progress)
     progress(f"profiling {len(steps)} steps at {size}^3 under ncu (one launch each)")
     run = run_command(
         launcher_command(steps, size),
@@ -582,6 +583,20 @@ def profile_steps(
     if missing:
         raise KernelabError(f"ncu's report holds no kernel of {', '.join(missing)}")
     return run, profiles
+
+
+def prebuild(
+    steps: Sequence[Step], size: int, progress: Callable[[str], None] = lambda _: None
+) -> None:
+    """Compile every step here, before ncu starts: the launcher then finds each cubin in the
+    disk cache instead of running nvcc under ncu (which follows child processes)."""
+    from kernelab.kernels.cuda.sgemm import build_step
+
+    for step in steps:
+        progress(f"building {step.name}")
+        build_step(step)  # what the registry's build() compiles
+        if step.tunable:
+            build_step(step, step_defines(step, size))  # what sgemm() runs at this size
 
 
 def launch_steps(steps: Sequence[Step], size: int, warmup: int = LAUNCHER_WARMUP) -> None:
