@@ -295,3 +295,10 @@ def test_summary_is_plain_json(gpu_trace):
     data = summarize_trace(gpu_trace).to_dict()
     text = json.dumps(data)
     assert json.loads(text)["verdict"]["kind"] == LAUNCH_BOUND
+
+
+def test_torch_type_spellings():
+    from kernelab.timeline.trace import dtype_of
+
+    spelled = ["c10::BFloat16", "float", "double", "c10::Half", "c10::Float8_e4m3fn", "Scalar", ""]
+    assert [dtype_of(t) for t in spelled] == ["bf16", "fp32", "fp64", "fp16", "fp8", None, None]

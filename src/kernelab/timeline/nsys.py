@@ -109,12 +109,19 @@ def _kind(name: str) -> str:
     return "kernel"
 
 
-def parse_gpu_trace(text: str, source: str) -> Trace:
+def _table(text: str, wanted: dict, required: tuple, report: str, source: str):
+    """(columns found, data rows) of one report's CSV; an error naming any missing column."""
     header, rows = _rows(text)
-    cols = _columns(header, _TRACE_COLUMNS)
-    missing = [c for c in ("start", "duration", "name") if c not in cols]
+    cols = _columns(header, wanted)
+    missing = [c for c in required if c not in cols]
     if missing:
-        raise KernelabError(f"{source}: no {', '.join(missing)} column in the cuda_gpu_trace CSV")
+        raise KernelabError(f"{source}: no {', '.join(missing)} column in the {report} CSV")
+    return cols, rows
+
+
+def parse_gpu_trace(text: str, source: str) -> Trace:
+    required = ("start", "duration", "name")
+    cols, rows = _table(text, _TRACE_COLUMNS, required, "cuda_gpu_trace", source)
     activities = []
     for row in rows:
         start, duration = _number(row, cols["start"]), _number(row, cols["duration"])
@@ -163,11 +170,8 @@ def parse_gpu_trace(text: str, source: str) -> Trace:
 
 
 def parse_kern_sum(text: str, source: str) -> Trace:
-    header, rows = _rows(text)
-    cols = _columns(header, _SUM_COLUMNS)
-    missing = [c for c in ("total", "calls", "name") if c not in cols]
-    if missing:
-        raise KernelabError(f"{source}: no {', '.join(missing)} column in the kern_sum CSV")
+    required = ("total", "calls", "name")
+    cols, rows = _table(text, _SUM_COLUMNS, required, "cuda_gpu_kern_sum", source)
     totals = []
     for row in rows:
         total = _number(row, cols["total"])

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelab.errors import KernelabError
+from kernelab.roofline.costs import canonical_dtype
 
 GPU_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 HOST_API_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -33,18 +34,6 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 # gpu_user_annotation, which is not a step).
 STEP_PREFIXES = ("kernelab_step#", "ProfilerStep#")
 STEP_CATEGORIES = ("user_annotation", "cpu_op", "python_function")
-
-# torch's spelling of a tensor's dtype in `Input type` -> kernelab's dtype names.
-TORCH_TYPES = {
-    "float": "fp32",
-    "double": "fp64",
-    "c10::BFloat16": "bf16",
-    "c10::Half": "fp16",
-    "c10::Float8_e4m3fn": "fp8",
-    "c10::Float8_e5m2": "fp8",
-    "c10::Float8_e4m3fnuz": "fp8",
-    "signed char": "int8",
-}
 
 
 @dataclass
@@ -311,5 +300,14 @@ def load_trace(path) -> Trace:
 
 
 def dtype_of(torch_type: str) -> str | None:
-    """kernelab's dtype name for torch's `Input type` spelling, or None."""
-    return TORCH_TYPES.get(str(torch_type).strip())
+    """kernelab's dtype name for torch's `Input type` spelling ("c10::BFloat16", "float",
+    "c10::Float8_e4m3fn"), or None for a scalar, a list or an unknown type."""
+    name = str(torch_type).strip().removeprefix("c10::").lower()
+    if name.startswith("float8"):
+        return "fp8"
+    if name == "signed char":
+        return "int8"
+    try:
+        return canonical_dtype(name)
+    except KernelabError:
+        return None
