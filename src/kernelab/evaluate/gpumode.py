@@ -189,8 +189,9 @@ def load_gpumode(directory: Path, *, device, scale: float) -> Problem:
         raise KernelabError(f"{task_path} lists no tests and no benchmarks")
 
     _forget_runner_modules()
-    if str(directory) not in sys.path:
-        sys.path.insert(0, str(directory))
+    while str(directory) in sys.path:  # to the front, ahead of another problem's task.py
+        sys.path.remove(str(directory))
+    sys.path.insert(0, str(directory))
     try:
         _preload_files(directory, task.get("files"))
         reference = import_file(directory / "reference.py", "reference")

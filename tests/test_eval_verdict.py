@@ -1,0 +1,194 @@
+"""Verdicts on the CPU: every fixture solution judged in-process (no sandbox), each wrong one
+rejected with a message that says why; the op recognisers; the thresholds' edge rules.
+
+Timing needs a GPU (test_eval_gpu.py); here the candidate is called `repeat_calls` times in
+its place, and the re-check on unseen inputs runs after those calls.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelab.evaluate import trees
+from kernelab.evaluate.formats import load_problem
+from kernelab.evaluate.recognise import declared, recognise
+from kernelab.evaluate.verdict import Evaluator, Options
+
+EVAL = Path(__file__).parent / "fixtures" / "eval"
+KB = EVAL / "kernelbench"
+GM = EVAL / "gpumode"
+SCALE = 0.0625  # fixture sizes / 16: small enough for a shared CPU
+
+PROBLEMS = {
+    "kb-softmax": KB / "softmax.py",
+    "kb-matmul": KB / "matmul.py",
+    "kb-relu": KB / "relu.py",
+    "gm-softmax": GM / "softmax_py",
+    "gm-relu": GM / "relu_py",
+}
+
+
+def solutions_of(key: str) -> list[Path]:
+    path = PROBLEMS[key]
+    if path.is_dir():
+        return [path / "submission.py", *sorted((path / "solutions").rglob("*.py"))]
+    return sorted((KB / "solutions" / path.stem).rglob("*.py"))
+
+
+@functools.cache
+def evaluator(key: str) -> Evaluator:
+    problem = load_problem(PROBLEMS[key], device="cpu", scale=SCALE)
+    found = Evaluator(problem, Options(seeds=2, seed=1234, repeat_calls=20))
+    found.prepare()
+    return found
+
+
+# Why each known-wrong solution must fail: one of these phrases in its message.
+WHY = {
+    "zeros": ("output is constant", "relative norm error 1 exceeds"),
+    "off_by_one": ("NaN where the reference is finite", "exceeds the threshold"),
+    "low_precision": ("exceeds the threshold",),
+    "mutates_input": ("the solution wrote into input 0",),
+    "cached": ("exceeds the threshold",),
+    "degrades": ("after 20 calls, on new inputs",),
+}
+
+CASES = [(key, path) for key in PROBLEMS for path in solutions_of(key)]
+
+
+@pytest.mark.parametrize("key, solution", CASES, ids=[f"{k}:{p.stem}" for k, p in CASES])
+def test_fixture_verdicts(key, solution):
+    verdict = evaluator(key).evaluate(solution)
+    assert "\n" not in verdict.message
+    wrong = "wrong" in solution.parts
+    if not wrong or solution.stem == "side_stream":  # no streams on a CPU: it is correct here
+        assert verdict.status == "pass", verdict.message
+        assert verdict.message.startswith("correct on")
+        assert any("timing skipped (no GPU)" in note for note in verdict.notes)
+        assert all(case.ok for case in verdict.cases)
+        assert any(case.kind == "recheck" for case in verdict.cases)
+        return
+    assert verdict.status == "fail", f"{solution} passed: {verdict.message}"
+    assert any(phrase in verdict.message for phrase in WHY[solution.stem]), verdict.message
+
+
+def test_a_loose_allclose_is_named_when_it_would_have_passed(tmp_path):
+    # Probabilities off by 5e-4 each: within the problem's own atol=1e-3, rows no longer
+    # sum to one, far outside fp32's threshold.
+    biased = tmp_path / "biased.py"
+    biased.write_text(
+        "import torch\n\n\ndef custom_kernel(data):\n"
+        "    return torch.softmax(data[0], dim=-1) + 5e-4\n"
+    )
+    verdict = evaluator("gm-softmax").evaluate(biased)
+    assert verdict.status == "fail"
+    assert "exceeds the threshold" in verdict.message
+    assert "alone would have passed it" in verdict.message
+
+
+def test_gpumode_buffer_is_poisoned_so_an_unwritten_element_shows():
+    found = evaluator("gm-relu")
+    verdict = found.evaluate(GM / "relu_py/solutions/wrong/off_by_one.py")
+    assert "1 NaN" in verdict.message
+    assert all(e.buffers == {"[1]"} for e in found.expected)
+
+
+def test_every_test_case_and_seed_is_checked():
+    found = evaluator("gm-softmax")
+    verdict = found.evaluate(GM / "softmax_py/submission.py")
+    seen = {(case.case, case.seed) for case in verdict.cases if case.kind == "test"}
+    assert len(seen) == 3 * 2  # three test cases, two seeds each
+    assert {4242, 5236, 1001} <= {seed for _, seed in seen}  # the seeds task.yml names
+    assert any(case.kind == "benchmark" and case.seed == 31232 for case in verdict.cases)
+
+
+def test_missing_entry_point_fails_with_a_reason(tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert "defines no class ModelNew" in evaluator("kb-relu").evaluate(empty).message
+    assert "defines no custom_kernel" in evaluator("gm-relu").evaluate(empty).message
+
+
+def test_wrong_dtype_or_structure_is_named(tmp_path):
+    half = tmp_path / "half.py"
+    half.write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x).half()\n"
+    )
+    assert "has dtype float16; the reference returns float32" in (
+        evaluator("kb-relu").evaluate(half).message
+    )
+    pair = tmp_path / "pair.py"
+    pair.write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x), x\n"
+    )
+    assert "returned tuple of 2" in evaluator("kb-relu").evaluate(pair).message
+
+
+def test_reference_error_widens_the_threshold_but_never_for_constants():
+    found = evaluator("kb-relu")
+    expected = found.expected[0]
+    exact = trees.leaves(expected.exact)[0][1]
+    nudged = (exact * (1 + 1e-4)).to(torch.float32)  # 1e-4 relative: over fp32's 1.9e-5
+    ok, *_ = found._judge(nudged, expected)
+    assert not ok
+    wider = type(expected)(**{**expected.__dict__, "allowance": 2e-4})
+    ok, error, limit, _ = found._judge(nudged, wider)
+    assert ok and error == pytest.approx(1e-4, rel=0.05) and limit == 2e-4
+    huge = type(expected)(**{**expected.__dict__, "allowance": 10.0})
+    ok, *_, message = found._judge(torch.zeros_like(nudged), huge)
+    assert not ok and "constant" in message
+
+
+# --- the roofline recognisers ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, op, shape",
+    [
+        ("kb-matmul", "gemm", {"m": 64, "n": 48, "k": 128}),
+        ("kb-softmax", "softmax", {"rows": 128, "cols": 256}),
+        ("kb-relu", "elementwise", {"n": 128 * 512}),
+        ("gm-relu", "elementwise", {"n": 1048576}),
+    ],
+)
+def test_recognised_costs(key, op, shape):
+    found = evaluator(key)
+    [(_, recognition)] = found.costs.items()
+    assert recognition.cost is not None, recognition.reason
+    assert recognition.cost.op == op
+    assert {k: recognition.cost.shape[k] for k in shape} == shape
+
+
+def test_two_arithmetic_ops_are_not_recognised():
+    x = torch.randn(8, 16)
+    found = recognise(lambda data: torch.relu(data[0]) * 2.0, [x])
+    assert found.cost is None and "2 arithmetic aten ops" in found.reason
+
+
+def test_a_gemm_cost_counts_flops_and_bytes():
+    a, b = torch.randn(32, 64), torch.randn(64, 16)
+    cost = recognise(lambda data: data[0] @ data[1], [a, b]).cost
+    assert cost.flops == 2 * 32 * 16 * 64
+    assert cost.bytes == (32 * 64 + 64 * 16 + 32 * 16) * 4
+
+
+def test_declared_cost_is_used_as_given():
+    found = declared(lambda data: {"flops": 10.0, "bytes": 40.0}, None, "bf16", "mine")
+    assert found.cost.flops == 10.0 and found.cost.dtype == "bf16" and found.cost.op == "mine"
+    refused = declared(lambda data: {"flops": 1.0}, None, "fp32", "x")
+    assert refused.cost is None and "flops and bytes" in refused.reason
+
+
+def test_options_are_validated():
+    from kernelab.errors import KernelabError
+
+    with pytest.raises(KernelabError, match="--seeds"):
+        Options(seeds=0).validate()
+    with pytest.raises(KernelabError, match="--mode"):
+        Options(mode="warm").validate()
