@@ -67,7 +67,13 @@ def _num(value) -> str:
     return f"{value:.3g}"
 
 
-_VERDICT_STYLE = {"PASS": "green", "FAIL": "red", "MISSING": "yellow", "NO-PREV": "yellow"}
+_VERDICT_STYLE = {
+    "PASS": "green",
+    "FAIL": "red",
+    "MISSING": "yellow",
+    "NO-PREV": "yellow",
+    "INCOMPLETE": "yellow",
+}
 
 
 def _render_verification(result: dict, console) -> None:
