@@ -311,3 +311,40 @@ def test_nsys_bad_csv_and_missing_tool(tmp_path):
     if shutil.which("nsys") is None:
         with pytest.raises(MissingToolError, match="nsys not found"):
             load_nsys(report)
+
+
+def test_drill_asks_ncu_for_the_top_kernel_inside_the_step_range(
+    fixtures_dir, tmp_path, monkeypatch
+):
+    """What drill hands to ncu: the workload rerun with --nvtx-only, the kernel's function
+    name as an anchored regex, the NVTX range, its launch index; an ncu failure is kept in
+    the result, not raised."""
+    from kernelab.profiling import ncu
+    from kernelab.timeline.capture import Timeline
+    from kernelab.timeline.trace import load_trace
+
+    asked = []
+
+    def fake_run_ncu(target_cmd, **options):
+        asked.append((list(target_cmd), options))
+        raise KernelabError("ncu profiled no kernel")
+
+    monkeypatch.setattr(ncu, "run_ncu", fake_run_ncu)
+    trace = load_trace(fixtures_dir / "timeline" / "gpu_like_trace.json")
+    timeline = Timeline(None, summarize_trace(trace), {}, trace=trace)
+    script = tmp_path / "w.py"
+    script.write_text("")
+    results = drill(["python", str(script), "--x"], timeline, 2, out_dir=tmp_path, warmup=4)
+
+    assert [r.error for r in results] == ["ncu profiled no kernel"] * 2
+    (argv, options), _ = asked
+    assert argv[1:3] == ["-m", "kernelab.timeline.capture"]
+    assert argv[argv.index("--warmup") + 1] == "4" and argv[argv.index("--steps") + 1] == "1"
+    assert "--nvtx-only" in argv and argv[-2:] == [str(script), "--x"]
+    top = timeline.summary.top[0].name  # a C-linkage cuBLAS name: its own function name
+    assert options["kernel_regex"] == f"^{top}$"
+    flash_options = asked[1][1]
+    assert flash_options["kernel_regex"] == "^flash_fwd_splitkv_kernel$"
+    assert options["nvtx_range"] == "kernelab_timeline/"
+    assert (options["launch_skip"], options["launch_count"]) == (0, 1)
+    assert "PYTHONPATH" in options["env"]

@@ -329,7 +329,7 @@ def child_command(
     return command + ["--", *target.argv()]
 
 
-def _child_env() -> dict:
+def child_env() -> dict:
     """This environment, with kernelab's own source folder importable in the child."""
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2])
@@ -365,7 +365,7 @@ def profile_script(
             text=True,
             errors="replace",
             timeout=timeout_s,
-            env=_child_env(),
+            env=child_env(),
             check=False,
         )
     except subprocess.TimeoutExpired:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.output import note
-from kernelab.timeline.capture import NVTX_RANGE, child_command, parse_target
+from kernelab.timeline.capture import NVTX_RANGE, child_command, child_env, parse_target
 from kernelab.timeline.classify import function_name
 
 
@@ -97,7 +97,8 @@ def drill(
 ) -> list[DrillResult]:
     """Profile the top `count` kernels of `timeline` (from profile_script of `command`) with
     Nsight Compute and diagnose each; a failed ncu run is reported in its result's error."""
-    from kernelab.profiling import session
+    from kernelab.profiling import ncu
+    from kernelab.profiling.report import load_report
     from kernelab.profiling.summary import summarize
 
     if count < 0:
@@ -114,20 +115,21 @@ def drill(
         argv = child_command(target, out / "nvtx-run", warmup=warmup, steps=1, nvtx_only=True)
         note(f"drill {i + 1}/{len(kernels)}: {function_name(drill_target.kernel)}")
         try:
-            run = session.run_command(
+            report, _, _ = ncu.run_ncu(
                 argv,
+                out_path=out / f"drill_{i + 1}.ncu-rep",
                 kernel_regex=drill_target.regex,
                 nvtx_range=NVTX_RANGE + "/",  # a push/pop range: ncu wants the trailing slash
                 launch_skip=drill_target.launch_skip,
                 launch_count=1,
-                out_path=out / f"drill_{i + 1}.ncu-rep",
                 timeout_s=timeout_s,
+                env=child_env(),  # kernelab importable in the profiled process
             )
-            profile = run.main_kernel()
-            summary = summarize(profile, gpu=gpu).to_dict()
-            results.append(
-                DrillResult(drill_target.kernel, drill_target, str(run.report_path), summary)
-            )
+            profiles = load_report(report)
+            if not profiles:
+                raise KernelabError(f"{report}: the report holds no kernel")
+            summary = summarize(profiles[0], gpu=gpu).to_dict()
+            results.append(DrillResult(drill_target.kernel, drill_target, str(report), summary))
         except KernelabError as exc:
             results.append(DrillResult(drill_target.kernel, drill_target, None, None, str(exc)))
     return results
