@@ -235,14 +235,8 @@ __device__ __forceinline__ void register_pipeline(SGEMM_ARGS, int row0, int col0
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sgemm_register_pipeline(SGEMM_ARGS) {
     DYNAMIC_SHARED_FLOATS(smem);
-    // Grouped order: tile (tm, tn) from the linear block id, GROUP_M tile rows at a time.
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int group = blockIdx.x / (GROUP_M * tiles_n);
-    const int first_m = group * GROUP_M;
-    const int group_rows = min(tiles_m - first_m, GROUP_M);
-    const int in_group = blockIdx.x % (GROUP_M * tiles_n);
-    const int row0 = (first_m + in_group % group_rows) * BM;
-    const int col0 = (in_group / group_rows) * BN;
+    int row0, col0;
+    grouped_tile_origin(blockIdx.x, M, N, BM, BN, GROUP_M, row0, col0);
     if (rows_are_16b_aligned(B, ldb))
         register_pipeline<true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, row0, col0, smem);
     else

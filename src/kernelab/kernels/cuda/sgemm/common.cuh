@@ -73,6 +73,19 @@ __device__ __forceinline__ void store4(float *C, int ldc, int row, int col, int 
         if (col + i < N) p[i] = epilogue(v[i], alpha, beta, p + i);
 }
 
+// Grouped block order: the origin (row0, col0) of the tile a 1-D block id owns when blocks
+// walk down `group_m` tile rows before moving one tile right, so the blocks resident at once
+// share a few row panels of A and column panels of B in L2.
+__device__ __forceinline__ void grouped_tile_origin(int block, int M, int N, int bm, int bn,
+                                                    int group_m, int &row0, int &col0) {
+    const int tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn;
+    const int first_m = block / (group_m * tiles_n) * group_m;
+    const int group_rows = min(tiles_m - first_m, group_m);
+    const int in_group = block % (group_m * tiles_n);
+    row0 = (first_m + in_group % group_rows) * bm;
+    col0 = (in_group / group_rows) * bn;
+}
+
 // ---- cp.async (sm_80+): global -> shared without passing through registers ---------------
 // src_bytes < copy size zero-fills the rest of the destination: that is how edge tiles read
 // "zeros" past the matrix without a branch around the copy.
