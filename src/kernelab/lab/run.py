@@ -211,6 +211,22 @@ def stage_triton(state: LabState, progress: Progress) -> str:
     )
 
 
+def _best_ladder_step(state: LabState) -> str:
+    """The fastest SGEMM step this run timed at its largest size; the last step if none."""
+    from kernelab.kernels.cuda.sgemm.ladder import parse_steps
+    from kernelab.lab.results import load_results
+
+    ladder = [
+        r for r in load_results(state.records_dir).ladder() if r.implementation.startswith("sgemm:")
+    ]
+    if not ladder:
+        return parse_steps(None)[-1].name
+    largest = max(r.shape["m"] for r in ladder)
+    return max(
+        (r for r in ladder if r.shape["m"] == largest), key=lambda r: r.achieved_tflops
+    ).implementation
+
+
 def stage_profiles(state: LabState, progress: Progress) -> str:
     from kernelab.profiling.session import run_implementation
     from kernelab.profiling.summary import summarize
@@ -219,7 +235,7 @@ def stage_profiles(state: LabState, progress: Progress) -> str:
         _write(state.records_dir / "profiles.json", {"profiles": [], "skipped": "ncu not found"})
         return "skipped: ncu not found"
     targets = [("torch.mm", {"m": 4096, "n": 4096, "k": 4096}, "bf16"),
-               ("sgemm:11", {"m": 4096, "n": 4096, "k": 4096}, "fp32"),
+               (_best_ladder_step(state), {"m": 4096, "n": 4096, "k": 4096}, "fp32"),
                ("triton.softmax", {"rows": 8192, "cols": 8192}, "bf16")]  # fmt: skip
     profiles = []
     for name, shape, dtype in targets:
