@@ -439,12 +439,12 @@ def _graph_chunks(
     failed (None when it worked) and the calls one replay holds."""
     try:
         _refuse_host_syncs(fn, torch)
-        graph = _capture(fn, torch, calls)
+        graph = capture_graph(fn, torch, calls)
         replay_ms = _time_one_replay(graph, torch)
         if replay_ms < GRAPH_REPLAY_TARGET_MS:  # the eager probe overstated a call's time
             calls = min(MAX_CALLS_PER_GRAPH, math.ceil(calls * GRAPH_REPLAY_TARGET_MS / replay_ms))
             del graph
-            graph = _capture(fn, torch, calls)
+            graph = capture_graph(fn, torch, calls)
     except Exception as exc:  # capture refuses syncs, host reads, unjoined side streams, ...
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         with contextlib.suppress(Exception):
@@ -485,7 +485,9 @@ def _time_one_replay(graph, torch) -> float:
     return start.elapsed_time(end)
 
 
-def _capture(fn, torch, calls: int):
+def capture_graph(fn, torch, calls: int):
+    """A CUDA graph of `calls` back-to-back calls of fn, after the side-stream warm-up that
+    torch requires."""
     # torch requires a warm-up on a side stream before capture (lazy cuBLAS handles and
     # workspaces are created per stream).
     side = torch.cuda.Stream()

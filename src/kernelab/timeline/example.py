@@ -136,9 +136,9 @@ def make_workload(mode: str, *, device: str | None = None, batch: int = 16, seq:
 
     # One decode step captured in a graph, after the side-stream warm-up capture needs (the
     # harness timer's own graph capture); replay() launches all of its kernels at once.
-    from kernelab.harness.timing import _capture
+    from kernelab.harness.timing import capture_graph
 
-    graph = _capture(step, torch, 1)
+    graph = capture_graph(step, torch, 1)
     return graph.replay, {**config, "mode": mode, "batch": 1}
 
 
