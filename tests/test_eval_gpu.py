@@ -1,0 +1,76 @@
+"""`kernelab eval --suite` end to end on a CUDA GPU: every fixture problem in both formats,
+each solution in its problem's worker, timed against eager PyTorch and torch.compile.
+
+Set KERNELAB_EVAL_OUT to a folder to keep the suite's JSON and its timing records there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EVAL = Path(__file__).parent / "fixtures" / "eval"
+# One compiled baseline per KernelBench problem; the GPU MODE suite skips torch.compile to
+# keep the whole run near a minute.
+SUITES = {"kernelbench": [], "gpumode": ["--no-compile"]}
+
+
+def run_suite(name: str, out: Path) -> dict:
+    records = out / f"eval_{name}_records.json"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "kernelab.cli", "eval", "--suite", str(EVAL / name),
+            "--device", "cuda", "--seed", "7", "--max-time", "0.2", "--timeout", "120",
+            "--json", "--out", str(records), *SUITES[name],
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]  # the known-wrong solutions
+    (out / f"eval_{name}.json").write_text(done.stdout)
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory) -> Path:
+    folder = os.environ.get("KERNELAB_EVAL_OUT")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("eval")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(SUITES))
+def test_suite_on_the_gpu(name, out_dir):
+    result = run_suite(name, out_dir)
+    assert result["device"] == "cuda"
+    assert all(not p.get("setup_error") for p in result["problems"]), result["problems"]
+    for row in result["rows"]:
+        solution = Path(row["solution"])
+        where = f"{row['problem']} {solution.name}: {row['message']}"
+        if "wrong" in solution.parts:
+            assert row["status"] == "fail", where
+            if solution.stem == "side_stream":
+                assert (
+                    "not ready on the caller's stream" in row["message"]
+                    or "still running" in row["message"]
+                ), where
+            continue
+        assert row["status"] == "pass", where
+        assert row["timings"], where
+        for timed in row["timings"]:
+            assert timed["solution_ms"] > 0 and timed["eager_ms"] > 0, where
+            if name == "kernelbench":
+                assert timed["compiled_ms"] and timed["compiled_ms"] > 0, where
+            sheet = (timed["placement"] or {}).get("datasheet")
+            assert sheet is not None, where  # every fixture op is recognised
+            assert 0 < sheet["sol_pct"] <= 101, where
+            if solution.stem == "slow":
+                assert timed["speedup_vs_eager"] < 0.8, where
+    records = json.loads((out_dir / f"eval_{name}_records.json").read_text())
+    implementations = {r["implementation"] for r in records}
+    assert "eager" in implementations and "slow" in implementations
