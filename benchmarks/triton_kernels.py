@@ -2,7 +2,13 @@
 and cuBLAS in one run, printed as one table and written as JSON records.
 
     PYTHONPATH=src python3 benchmarks/triton_kernels.py [--out DIR] [--only softmax,matmul]
-        [--no-compile] [--quick]
+        [--no-compile] [--quick | --sweep]
+
+--sweep: issue 5's target grid for softmax and the norms, judged against the targets:
+softmax cols 512..262,144 (powers of two) x fp32, bf16 must reach >= 4.0 TB/s; layernorm and
+rmsnorm at hidden 1,024..16,384 x bf16, fp32 >= 90 % of the copy ceiling of the same run.
+Each case records the launch configuration the autotuner chose and the tuner's ranking of
+every candidate (do_bench median, L2 flushed), so a miss says which knob to turn next.
 
 Parts: copy (the bandwidth ceiling, measured here), vector_add, softmax, norms, matmul.
 Rates: memory-bound ops in TB/s from the cost model's bytes (softmax: one read + one write)
@@ -27,6 +33,10 @@ PARTS = ("copy", "vector_add", "softmax", "norms", "matmul")
 GIB = 1 << 30
 SOFTMAX_COLS = (512, 1024, 4096, 16384, 32768, 65536, 131072, 262144)
 NORM_COLS = (1024, 4096, 8192, 16384)
+SWEEP_SOFTMAX_COLS = tuple(1 << p for p in range(9, 19))  # 512 .. 262,144
+SWEEP_NORM_COLS = (1024, 2048, 4096, 8192, 16384)
+SOFTMAX_TARGET_TBPS = 4.0
+NORM_TARGET_OF_COPY = 0.90
 MATMUL_SIZES = (1024, 2048, 4096, 8192)
 
 
@@ -35,8 +45,8 @@ def make_timer():
     try:
         from kernelab.harness.timing import benchmark
 
-        def time_ms(fn):
-            timing = benchmark(fn, mode="cold", min_samples=10, max_time_s=0.6)
+        def time_ms(fn, max_time_s=0.6):
+            timing = benchmark(fn, mode="cold", min_samples=10, max_time_s=max_time_s)
             return timing.median_ms, {
                 "samples_ms": list(timing.samples_ms),
                 "rel_noise": timing.rel_noise,
@@ -48,8 +58,9 @@ def make_timer():
     except ImportError:
         import triton
 
-        def time_ms(fn):
-            return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"), {}
+        def time_ms(fn, max_time_s=0.6):
+            rep = max(20, int(max_time_s * 300))
+            return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median"), {}
 
         return time_ms, "triton.testing.do_bench (L2 flushed, median)"
 
@@ -67,6 +78,53 @@ class Run:
         self.records: list[dict] = []
         self.copy_tbps: float | None = None
         self.device = torch.cuda.get_device_name()
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        kind = "sweep" if args.sweep else "quick" if args.quick else "run"
+        self.path = out / f"triton_kernels_{kind}_{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+    def judge_last(self, *, target_tbps=None, target_of_copy=None) -> None:
+        """Mark the last row with its target and whether the Triton kernel met it."""
+        row = self.rows[-1]
+        if target_of_copy is not None:
+            target_tbps = target_of_copy * self.copy_tbps if self.copy_tbps else None
+            row["target"] = f">= {100 * target_of_copy:.0f} % of copy"
+        else:
+            row["target"] = f">= {target_tbps} TB/s"
+        row["target_tbps"] = target_tbps
+        row["met"] = bool(row["triton"] and target_tbps and row["triton"] >= target_tbps)
+        self.save()
+
+    def targets(self) -> dict:
+        """Per op and dtype: cases judged, cases met, the worst case."""
+        summary = {}
+        for row in self.rows:
+            if "met" not in row:
+                continue
+            entry = summary.setdefault(
+                f"{row['part']} {row['dtype']}", {"cases": 0, "met": 0, "worst": None}
+            )
+            entry["cases"] += 1
+            entry["met"] += row["met"]
+            worst = entry["worst"]
+            if row["triton"] and (worst is None or row["triton"] < worst["tbps"]):
+                entry["worst"] = {"case": row["case"], "tbps": row["triton"]}
+        return summary
+
+    def save(self) -> None:
+        """Write everything so far (a run cut short still leaves its records)."""
+        from kernelab.environment import software_versions
+
+        document = {
+            "gpu": self.device,
+            "timer": self.timer_label,
+            "copy_tbps": self.copy_tbps,
+            "versions": software_versions(),
+            "targets": self.targets(),
+            "rows": self.rows,
+            "records": self.records,
+        }
+        self.path.write_text(json.dumps(document, indent=1, default=str))
 
     def compiled(self, fn):
         if self.args.no_compile:
@@ -83,7 +141,9 @@ class Run:
 
     def measure(self, fn, *inputs):
         try:
-            median, detail = self.time_ms(lambda: fn(*inputs))
+            # the sweep has 40 cases to fit in a few minutes; 1 GiB calls converge in ~0.2 s
+            max_time_s = 0.3 if self.args.sweep else 0.6
+            median, detail = self.time_ms(lambda: fn(*inputs), max_time_s=max_time_s)
             return median, detail, None
         except Exception as exc:  # a baseline that cannot run here (compile error, no fp8)
             return None, {}, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
@@ -114,12 +174,49 @@ class Run:
         return rate
 
 
-def memory_case(run, op, shape, dtype, triton_fn, inputs, eager_fn, label, extra=None):
-    """Check the Triton kernel, time it, torch eager and torch.compile; one table row."""
+def guarded(run, part, label, dtype, case) -> None:
+    """Run one case; an exception becomes an ERROR row and the sweep goes on."""
+    started = time.time()
+    try:
+        case()
+    except Exception as exc:
+        traceback.print_exc()
+        run.rows.append(error_row(part, f"{label} ERROR", dtype, exc))
+    # wall time of the case: input, check (with autotuning), three timings, torch.compile
+    run.rows[-1]["wall_s"] = round(time.time() - started, 2)
+    run.save()
+
+
+def error_row(part, case, dtype, exc=None) -> dict:
+    return {
+        "part": part,
+        "case": case,
+        "dtype": dtype,
+        "check": "",
+        "triton": None,
+        "pct": None,
+        "pct_of": "",
+        "eager": None,
+        "compile": None,
+        "unit": "",
+        "error": None if exc is None else f"{type(exc).__name__}: {str(exc)[:300]}",
+    }
+
+
+def memory_case(
+    run, op, shape, dtype, triton_fn, inputs, eager_fn, label, extra=None, describe=None
+):
+    """Check the Triton kernel, time it, torch eager and torch.compile; one table row.
+
+    describe(), if given, is called after the check (where autotuning happened) and its
+    dict joins `extra`: the chosen launch configuration and the tuner's ranking.
+    """
     from kernelab.kernels.reference import OPS
 
     cost = OPS[op].cost(shape, dtype)
     check = run.check(f"triton.{op}", triton_fn, op, shape, dtype)
+    if describe is not None:
+        extra = {**(extra or {}), **describe()}
     row = {"part": op, "case": label, "dtype": dtype, "check": "ok" if check["ok"] else "FAIL"}
     results = {}
     for impl, fn in (
@@ -148,6 +245,7 @@ def memory_case(run, op, shape, dtype, triton_fn, inputs, eager_fn, label, extra
     row["pct_of"] = "copy"
     row.update(extra or {})
     run.rows.append(row)
+    run.save()
     print(
         f"  {op} {label} {dtype}: triton {fmt(row['triton'])} TB/s, eager {fmt(row['eager'])}, "
         f"compile {fmt(row['compile'])}",
@@ -195,29 +293,66 @@ def torch_softmax(x):
     return torch.softmax(x, dim=-1)
 
 
+def tuning_for(key_prefix) -> dict:
+    """The tuner's rankings whose key starts with key_prefix (what the last case tuned)."""
+    from kernelab.kernels.triton._runtime import TUNING_LOG
+
+    return {
+        str(key): ranking
+        for key, ranking in TUNING_LOG.items()
+        if key[: len(key_prefix)] == key_prefix
+    }
+
+
 def part_softmax(run):
-    from kernelab.kernels.reference import OPS
     from kernelab.kernels.triton import softmax as module
 
-    cols_list = (1024, 16384, 262144) if run.args.quick else SOFTMAX_COLS
+    torch = run.torch
+    if run.args.sweep:
+        cols_list = SWEEP_SOFTMAX_COLS
+    else:
+        cols_list = (1024, 16384, 262144) if run.args.quick else SOFTMAX_COLS
     for dtype in ("fp32", "bf16"):
         for cols in cols_list:
             rows = max(1, GIB // (4 * cols) if dtype == "fp32" else GIB // (2 * cols))
-            shape = {"rows": rows, "cols": cols}
-            inputs = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")
-            path = module.choose_path(cols)
-            memory_case(
+            guarded(
                 run,
                 "softmax",
-                shape,
-                dtype,
-                module.softmax,
-                inputs,
-                torch_softmax,
                 f"{rows}x{cols}",
-                {"path": path},
+                dtype,
+                functools.partial(softmax_case, run, module, rows, cols, dtype),
             )
-            del inputs
+            torch.cuda.empty_cache()
+
+
+def softmax_case(run, module, rows, cols, dtype):
+    from kernelab.kernels.reference import OPS
+
+    shape = {"rows": rows, "cols": cols}
+    inputs = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")
+
+    def describe():
+        x = inputs[0]
+        config = module.config_for(x)
+        info = {"path": config.pop("path"), "config": config}
+        name = "softmax.rows" if info["path"] == "single-pass" else "softmax.cooperative"
+        info["tuning"] = tuning_for((name, 1 << (cols - 1).bit_length(), x.dtype))
+        if info["path"] == "cooperative":
+            info["occupancy"] = module.cooperative_occupancy(x, config)
+        return info
+
+    memory_case(
+        run,
+        "softmax",
+        shape,
+        dtype,
+        module.softmax,
+        inputs,
+        torch_softmax,
+        f"{rows}x{cols}",
+        describe=describe,
+    )
+    run.judge_last(target_tbps=SOFTMAX_TARGET_TBPS)
 
 
 def torch_layernorm(x, w, b, eps):
@@ -233,10 +368,12 @@ def torch_rmsnorm(x, w, eps):
 
 
 def part_norms(run):
-    from kernelab.kernels.reference import OPS
     from kernelab.kernels.triton import norms
 
-    cols_list = (4096,) if run.args.quick else NORM_COLS
+    if run.args.sweep:
+        cols_list = SWEEP_NORM_COLS
+    else:
+        cols_list = (4096,) if run.args.quick else NORM_COLS
     for op, fn, eager in (
         ("layernorm", norms.layernorm, torch_layernorm),
         ("rmsnorm", norms.rmsnorm, torch_rmsnorm),
@@ -244,10 +381,31 @@ def part_norms(run):
         for dtype in ("bf16", "fp32"):
             for cols in cols_list:
                 rows = GIB // ((4 if dtype == "fp32" else 2) * cols)
-                shape = {"rows": rows, "cols": cols}
-                inputs = OPS[op].make_inputs(shape, dtype, 0, "cuda")
-                memory_case(run, op, shape, dtype, fn, inputs, eager, f"{rows}x{cols}")
-                del inputs
+                case = functools.partial(norm_case, run, norms, op, fn, eager, rows, cols, dtype)
+                guarded(run, op, f"{rows}x{cols}", dtype, case)
+                run.torch.cuda.empty_cache()
+
+
+def norm_case(run, norms, op, fn, eager, rows, cols, dtype):
+    from kernelab.kernels.reference import OPS
+
+    shape = {"rows": rows, "cols": cols}
+    inputs = OPS[op].make_inputs(shape, dtype, 0, "cuda")
+    is_rms = op == "rmsnorm"
+
+    def describe():
+        x, weight = inputs[0], inputs[1]
+        bias = None if is_rms else inputs[2]
+        config = norms.config_for(x, weight, bias, is_rms=is_rms)
+        block = 1 << (cols - 1).bit_length()
+        return {
+            "path": config.pop("path"),
+            "config": config,
+            "tuning": tuning_for(("norms", block, x.dtype, weight.dtype, is_rms)),
+        }
+
+    memory_case(run, op, shape, dtype, fn, inputs, eager, f"{rows}x{cols}", describe=describe)
+    run.judge_last(target_of_copy=NORM_TARGET_OF_COPY)
 
 
 def part_matmul(run):
@@ -339,6 +497,10 @@ def print_table(run):
     print("-" * len(header))
     for r in run.rows:
         notes = r.get("path") or ""
+        if r.get("config"):
+            notes += " " + ",".join(f"{k}={v}" for k, v in r["config"].items())
+        if "met" in r:
+            notes = ("MET " if r["met"] else "MISS ") + notes
         if r["part"] == "matmul":
             notes = f"ws {fmt(r.get('ws'), 0)} plain {fmt(r.get('plain'), 0)}"
             if r.get("ws_error"):
@@ -348,6 +510,13 @@ def print_table(run):
             f"{fmt(r['pct'], 1):>7}  {r['pct_of']:<7}{fmt(r['eager']):>9}{fmt(r['compile']):>9}  "
             f"{r['unit']:<8} {notes}"
         )
+    targets = run.targets()
+    if targets:
+        print("\ntargets (softmax >= 4.0 TB/s; norms >= 90 % of copy):")
+        for name, entry in targets.items():
+            worst = entry["worst"]
+            worst_text = f"{worst['case']} {worst['tbps']:.2f} TB/s" if worst else "-"
+            print(f"  {name:<16} met {entry['met']}/{entry['cases']}, worst {worst_text}")
 
 
 def main(argv=None) -> int:
@@ -357,7 +526,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--no-compile", action="store_true", help="skip the torch.compile baselines"
     )
-    parser.add_argument("--quick", action="store_true", help="a few sizes per part")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true", help="a few sizes per part")
+    sizes.add_argument(
+        "--sweep",
+        action="store_true",
+        help="issue 5's target grid for softmax and norms, judged (use with --only softmax,norms)",
+    )
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
@@ -384,43 +559,12 @@ def main(argv=None) -> int:
         print(f"[{time.time() - start:6.1f}s] {part}", file=sys.stderr)
         try:
             functions[part](run)
-        except Exception:
+        except Exception as exc:
             traceback.print_exc()
-            run.rows.append(
-                {
-                    "part": part,
-                    "case": "ERROR",
-                    "dtype": "",
-                    "check": "",
-                    "triton": None,
-                    "pct": None,
-                    "pct_of": "",
-                    "eager": None,
-                    "compile": None,
-                    "unit": "",
-                }
-            )
+            run.rows.append(error_row(part, "ERROR", "", exc))
         torch.cuda.empty_cache()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"triton_kernels_{time.strftime('%Y%m%d-%H%M%S')}.json"
-    from kernelab.environment import software_versions
-
-    path.write_text(
-        json.dumps(
-            {
-                "gpu": run.device,
-                "timer": run.timer_label,
-                "copy_tbps": run.copy_tbps,
-                "versions": software_versions(),
-                "rows": run.rows,
-                "records": run.records,
-            },
-            indent=1,
-            default=str,
-        )
-    )
-    print(f"[{time.time() - start:6.1f}s] records: {path}", file=sys.stderr)
+    run.save()
+    print(f"[{time.time() - start:6.1f}s] records: {run.path}", file=sys.stderr)
     print_table(run)
     return 0
 

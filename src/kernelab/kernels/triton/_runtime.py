@@ -242,12 +242,14 @@ def autotune_enabled() -> bool:
     return os.environ.get("KERNELAB_TRITON_AUTOTUNE", "1") != "0"
 
 
-def fastest(run, candidates: list[dict]) -> dict:
+def fastest(run, candidates: list[dict], ranking: list | None = None) -> dict:
     """The candidate config for which run(config) is fastest (median of a short do_bench).
 
     L2 is flushed between calls (do_bench does it), so on inputs larger than the L2 the
     ranking is the cold one the benchmarks report; it only ranks configs against each other
-    on the same input and is not a measurement to report.
+    on the same input and is not a measurement to report. A config that cannot launch
+    (out of shared memory) is skipped. If `ranking` is a list, (config, ms or None) pairs
+    are appended to it in the order tried.
     """
     if len(candidates) == 1 or interpreting() or not autotune_enabled():
         return candidates[0]
@@ -260,21 +262,30 @@ def fastest(run, candidates: list[dict]) -> dict:
                 lambda config=config: run(config), warmup=5, rep=20, return_mode="median"
             )
         except triton.runtime.errors.OutOfResources:
-            continue
-        if ms < best_ms:
+            ms = None
+        if ranking is not None:
+            ranking.append({"config": dict(config), "ms": ms})
+        if ms is not None and ms < best_ms:
             best, best_ms = config, ms
     return best
+
+
+# key -> the ranking fastest() produced for it: what benchmarks record next to a result
+TUNING_LOG: dict = {}
 
 
 def tuned(cache: dict, key, run, candidates: list[dict], *, nbytes: int) -> dict:
     """The config to launch for `key`: cached, else the fastest candidate on this input.
 
     Small inputs and the interpreter take candidates[0] without timing or caching, so the
-    first large call still tunes.
+    first large call still tunes. Keys start with the kernel's name so that rankings of
+    different kernels never mix in TUNING_LOG.
     """
     if key in cache:
         return cache[key]
     if interpreting() or nbytes < TUNE_MIN_BYTES:
         return candidates[0]
-    cache[key] = fastest(run, candidates)
+    ranking: list = []
+    cache[key] = fastest(run, candidates, ranking)
+    TUNING_LOG[key] = ranking
     return cache[key]

@@ -244,7 +244,15 @@ def _normalize(
         if interpreting():
             config = interpreter_row_tile(block_n)
         else:
-            key = (block_n, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
+            key = (
+                "norms",
+                block_n,
+                x.dtype,
+                weight.dtype,
+                is_rms,
+                bias is not None,
+                x.device.index,
+            )
             nbytes = x2d.numel() * x2d.element_size()
             config = tuned(_tuned, key, run, row_tile_candidates(block_n), nbytes=nbytes)
     run(config)
@@ -301,6 +309,6 @@ def config_for(x, weight, bias=None, *, is_rms: bool) -> dict:
     if n_cols > SINGLE_PASS_MAX_COLS:
         return {"path": "looped", "BLOCK": LOOP_BLOCK}
     block_n = triton.next_power_of_2(n_cols)
-    key = (block_n, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
+    key = ("norms", block_n, x.dtype, weight.dtype, is_rms, bias is not None, x.device.index)
     config = _tuned.get(key) or row_tile_candidates(block_n)[0]
     return {"path": "single-pass", **config}

@@ -320,7 +320,7 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
         if interpreting():
             config = interpreter_row_tile(block_n)
         else:
-            key = (block_n, x2d.dtype, x2d.device.index)
+            key = ("softmax.rows", block_n, x2d.dtype, x2d.device.index)
             candidates = row_tile_candidates(block_n)
             config = tuned(_tuned_rows, key, run, candidates, nbytes=_nbytes(x2d))
     run(config)
@@ -400,7 +400,12 @@ def _run_cooperative(x2d, out, config: dict) -> bool:
 
 def _launch_cooperative(x2d, out, config: dict | None) -> bool:
     if config is None:
-        key = (triton.next_power_of_2(x2d.shape[1]), x2d.dtype, x2d.device.index)
+        key = (
+            "softmax.cooperative",
+            triton.next_power_of_2(x2d.shape[1]),
+            x2d.dtype,
+            x2d.device.index,
+        )
 
         def run(c: dict) -> None:
             if not _run_cooperative(x2d, out, c):
@@ -425,10 +430,10 @@ def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
     path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
     if path == "single-pass":
         block_n = triton.next_power_of_2(n_cols)
-        config = _tuned_rows.get((block_n, x.dtype, x.device.index))
+        config = _tuned_rows.get(("softmax.rows", block_n, x.dtype, x.device.index))
         return {"path": path, **(config or row_tile_candidates(block_n)[0])}
     if path == "cooperative":
-        key = (triton.next_power_of_2(n_cols), x.dtype, x.device.index)
+        key = ("softmax.cooperative", triton.next_power_of_2(n_cols), x.dtype, x.device.index)
         config = _tuned_cooperative.get(key)
         return {"path": path, **(config or cooperative_candidates(x.dtype)[0])}
     return {"path": path, "CHUNK": INTERPRETER_CHUNK if interpreting() else None}
