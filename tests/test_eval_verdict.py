@@ -192,3 +192,81 @@ def test_options_are_validated():
         Options(seeds=0).validate()
     with pytest.raises(KernelabError, match="--mode"):
         Options(mode="warm").validate()
+
+
+# --- the timing path, with a stand-in timer (the real one needs CUDA: test_eval_gpu.py) ---
+
+
+@pytest.fixture
+def fake_gpu_timer(monkeypatch):
+    """benchmark() replaced by a fixed per-call time; this process presented as an H200."""
+    import kernelab.harness.ceilings as ceilings
+    import kernelab.harness.timing as timing
+    from kernelab.harness.ceilings import DeviceIdentity
+    from kernelab.harness.stats import summarize
+
+    settings = {"ms": 1.0, "fenced": False}
+
+    def benchmark(fn, **kwargs):
+        for _ in range(20):  # the real timer makes hundreds of calls
+            fn()
+        samples = [settings["ms"]] * 10
+        return timing.Timing(
+            samples, kwargs.get("mode", "cold"), summarize(samples), "converged",
+            fenced=settings["fenced"],
+        )  # fmt: skip
+
+    monkeypatch.setattr(timing, "benchmark", benchmark)
+    identity = DeviceIdentity(0, "NVIDIA H200", "h200", None, (9, 0))
+    monkeypatch.setattr(ceilings, "this_gpu", lambda command="kernelab": identity)
+    monkeypatch.setattr(ceilings, "measured_ceilings_for", lambda spec, path=None: None)
+    return settings
+
+
+def timed_evaluator(key: str) -> Evaluator:
+    problem = load_problem(PROBLEMS[key], device="cpu", scale=SCALE)
+    found = Evaluator(problem, Options(seeds=1, seed=99, compile=False))
+    found.timing = True  # as on a GPU; synchronisation is a no-op on the CPU device
+    found.prepare()
+    return found
+
+
+def test_timed_verdict_reports_speedups_placement_and_records(fake_gpu_timer):
+    found = timed_evaluator("kb-matmul")
+    found.measure_baselines()
+    assert found.baselines["default"]["eager"]["median_ms"] == 1.0
+    fake_gpu_timer["ms"] = 0.5
+    verdict = found.evaluate(KB / "solutions/matmul/correct/model_new.py")
+    assert verdict.status == "pass", verdict.message
+    [timed] = verdict.timings
+    assert timed.speedup_vs_eager == pytest.approx(2.0)
+    assert timed.compiled_ms is None  # compile off
+    sheet = timed.placement["datasheet"]
+    assert sheet["gpu"] == "h200" and sheet["time_ms"] == 0.5
+    assert "2.00x eager PyTorch" in verdict.message
+    [record] = verdict.records
+    assert record["implementation"] == "model_new" and record["op"] == "kernelbench:matmul"
+    assert [r["implementation"] for r in found.baseline_records] == ["eager"]
+    assert verdict.cases[-1].kind == "recheck" and verdict.cases[-1].ok
+
+
+def test_faster_than_the_floor_is_suspect_not_celebrated(fake_gpu_timer):
+    found = timed_evaluator("kb-relu")
+    fake_gpu_timer["ms"] = 1e-9  # a few bytes per femtosecond
+    verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert verdict.status == "suspect"
+    assert "under the roofline floor" in verdict.message
+    assert "eager PyTorch" not in verdict.message
+
+
+def test_a_call_that_leaves_work_running_fails(fake_gpu_timer):
+    found = timed_evaluator("kb-relu")
+    fake_gpu_timer["fenced"] = True
+    verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert verdict.status == "fail" and "still running" in verdict.message
+
+
+def test_behaviour_after_timing_is_checked_again(fake_gpu_timer):
+    verdict = timed_evaluator("gm-relu").evaluate(GM / "relu_py/solutions/wrong/degrades.py")
+    assert verdict.status == "fail"
+    assert verdict.message.startswith("after timing, on new inputs")
