@@ -278,11 +278,13 @@ def test_tuned_times_large_inputs_once_and_leaves_small_ones_to_the_heuristic(mo
     monkeypatch.setattr(_runtime, "interpreting", lambda: False)
     timed = []
 
-    def fake_fastest(run, candidates):
+    def fake_fastest(run, candidates, ranking):
         timed.append(len(candidates))
+        ranking.extend({"config": c, "ms": 1.0 + i} for i, c in enumerate(candidates))
         return candidates[-1]
 
     monkeypatch.setattr(_runtime, "fastest", fake_fastest)
+    monkeypatch.setattr(_runtime, "TUNING_LOG", {})
     cache: dict = {}
     candidates = [{"c": 0}, {"c": 1}]
     small = _runtime.TUNE_MIN_BYTES - 1
@@ -292,6 +294,7 @@ def test_tuned_times_large_inputs_once_and_leaves_small_ones_to_the_heuristic(mo
     assert _runtime.tuned(cache, "k", None, candidates, nbytes=large) == {"c": 1}
     assert _runtime.tuned(cache, "k", None, candidates, nbytes=small) == {"c": 1}
     assert timed == [2]
+    assert [entry["ms"] for entry in _runtime.TUNING_LOG["k"]] == [1.0, 2.0]
 
 
 # --- norms ------------------------------------------------------------------------------
