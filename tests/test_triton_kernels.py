@@ -192,13 +192,15 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
         assert report.ok, f"{config}: {report.message}"
 
 
-@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize("tagged", [True, False], ids=["tagged", "counter"])
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "no-prefetch"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_softmax_cooperative_with_one_chunk_per_row(softmax, prefetch, dtype):
+def test_softmax_cooperative_with_one_chunk_per_row(softmax, tagged, prefetch, dtype):
     # One chunk per row: every group is a single program, so the kernel runs under the
     # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
-    # exercises the prefetch of the next row and both parities of the partials buffer.
-    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch}
+    # exercises the prefetch of the next row, both parities of the partials buffer and the
+    # turn tags (a stale tag would hang until the spin budget and poison the row with NaN).
+    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch, "TAGGED": tagged}
     fn = functools.partial(
         softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
     )
@@ -211,12 +213,14 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, prefetch, dtype):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
-def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax):
+@pytest.mark.parametrize("tagged", [True, False], ids=["tagged", "counter"])
+def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, tagged):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
     # program waits for peers that have not started: its bounded wait must end, and the
     # rows it gave up on must come out NaN rather than silently wrong.
     x = torch.randn(5, 127, device=DEVICE)
-    y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", chunk_cols=32)
+    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": True, "TAGGED": tagged}
+    y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
 

@@ -206,6 +206,93 @@ def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols):
     )
 
 
+@triton.jit
+def _exchange_counted(
+    buffer, arrivals, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS
+):
+    """Publish this chunk's partials, wait until all n_chunks peers have, combine them.
+
+    Counter protocol: plain stores, a release add on the group's arrival counter, volatile
+    polls until it reaches turn * n_chunks, one acquire, then the partials. Returns
+    (row max, row sum of exp, whether every peer arrived before the spin budget ran out).
+    The release is a MEMBAR: it waits until this program's earlier stores (the previous
+    row's output) are visible, and maybe its outstanding loads.
+    """
+    tl.store(buffer + chunk * 2, chunk_max)
+    tl.store(buffer + chunk * 2 + 1, chunk_sum)
+    tl.debug_barrier()  # every thread's stores happen before the release below
+    tl.atomic_add(arrivals, 1, sem="release", scope="gpu")
+    target = turn * n_chunks
+    # Poll with plain volatile loads (an L2 read each, no read-modify-write queued behind
+    # the peers' arrivals, no L1 invalidation per poll), then acquire once.
+    arrived = tl.load(arrivals, volatile=True)
+    spins = 0
+    while (arrived < target) & (spins < MAX_SPINS):
+        arrived = tl.load(arrivals, volatile=True)
+        spins += 1
+    # This acquire reads the counter after every arrival the poll saw, so it synchronizes
+    # with each peer's release: their partials are visible from here on.
+    tl.atomic_add(arrivals, 0, sem="acquire", scope="gpu")
+    peers = tl.arange(0, BLOCK_CHUNKS)
+    # .cg: read the peers' partials from L2, never from a stale L1 line of 2 rows ago
+    maxes = tl.load(
+        buffer + peers * 2, mask=peers < n_chunks, other=-float("inf"), cache_modifier=".cg"
+    )
+    sums = tl.load(buffer + peers * 2 + 1, mask=peers < n_chunks, other=0.0, cache_modifier=".cg")
+    row_max, row_sum = _combine_stats(maxes, sums)
+    return row_max, row_sum, arrived >= target
+
+
+@triton.jit
+def _tagged(turn, value):
+    """One 64-bit word: the turn in the high half, the fp32 bits of value in the low half."""
+    bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    return (tl.cast(turn, tl.int64) << 32) | bits
+
+
+@triton.jit
+def _untagged(word):
+    return (word & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _late_peers(max_words, sum_words, turn):
+    """How many peers have not yet published this turn's partials."""
+    stale = ((max_words >> 32) != turn) | ((sum_words >> 32) != turn)
+    return tl.sum(stale.to(tl.int32), axis=0)
+
+
+@triton.jit
+def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS):
+    """Publish this chunk's partials, wait until all n_chunks peers have, combine them.
+
+    Tagged protocol (NCCL's "LL" idea): each partial travels with its turn number in one
+    64-bit word, written by a relaxed atomic exchange, so a reader sees the old word or the
+    whole new one and the word is its own flag. No counter, no fence: nothing waits for
+    this program's earlier stores or loads to drain. Readers poll the peers' words (volatile
+    loads from L2) until every tag equals `turn`. Same return as _exchange_counted.
+    """
+    tl.atomic_xchg(buffer + chunk * 2, _tagged(turn, chunk_max), sem="relaxed", scope="gpu")
+    tl.atomic_xchg(buffer + chunk * 2 + 1, _tagged(turn, chunk_sum), sem="relaxed", scope="gpu")
+    peers = tl.arange(0, BLOCK_CHUNKS)
+    present = peers < n_chunks
+    # absent peers read as words already tagged with this turn
+    absent = (tl.cast(turn, tl.int64) << 32) | 0
+    max_words = tl.load(buffer + peers * 2, mask=present, other=absent, volatile=True)
+    sum_words = tl.load(buffer + peers * 2 + 1, mask=present, other=absent, volatile=True)
+    late = _late_peers(max_words, sum_words, turn)
+    spins = 0
+    while (late > 0) & (spins < MAX_SPINS):
+        max_words = tl.load(buffer + peers * 2, mask=present, other=absent, volatile=True)
+        sum_words = tl.load(buffer + peers * 2 + 1, mask=present, other=absent, volatile=True)
+        late = _late_peers(max_words, sum_words, turn)
+        spins += 1
+    maxes = tl.where(present, _untagged(max_words), -float("inf"))
+    sums = tl.where(present, _untagged(sum_words), 0.0)
+    row_max, row_sum = _combine_stats(maxes, sums)
+    return row_max, row_sum, late == 0
+
+
 @triton.jit(do_not_specialize=["n_groups"])
 def _softmax_coop_kernel(
     x_ptr,
@@ -221,6 +308,7 @@ def _softmax_coop_kernel(
     CHUNK: tl.constexpr,
     BLOCK_CHUNKS: tl.constexpr,
     PREFETCH: tl.constexpr,
+    TAGGED: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
     # Programs g*n_chunks .. g*n_chunks + n_chunks-1 form group g; together they own one row
@@ -229,7 +317,6 @@ def _softmax_coop_kernel(
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
-    peers = tl.arange(0, BLOCK_CHUNKS)
     if PREFETCH:
         upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
     iteration = 0
@@ -245,32 +332,33 @@ def _softmax_coop_kernel(
         chunk_max, chunk_sum = _chunk_stats(x)
         # Partials are double-buffered by iteration parity: a program can only be one row
         # ahead of its slowest peer, because it passed the barrier that peer also arrives at.
+        # 8 or 16 bytes per chunk per row: nothing next to the row's CHUNK * itemsize.
         buffer = stats_ptr + ((group * 2 + iteration % 2) * n_chunks) * 2
-        tl.store(buffer + chunk * 2, chunk_max)
-        tl.store(buffer + chunk * 2 + 1, chunk_sum)
-        tl.debug_barrier()  # every thread's stores happen before the release below
-        tl.atomic_add(arrivals_ptr + group, 1, sem="release", scope="gpu")
-        target = (iteration + 1) * n_chunks
-        # Poll with plain volatile loads (an L2 read each, no read-modify-write queued behind
-        # the peers' arrivals, no L1 invalidation per poll), then acquire once.
-        arrived = tl.load(arrivals_ptr + group, volatile=True)
-        spins = 0
-        while (arrived < target) & (spins < MAX_SPINS):
-            arrived = tl.load(arrivals_ptr + group, volatile=True)
-            spins += 1
-        # This acquire reads the counter after every arrival the poll saw, so it
-        # synchronizes with each peer's release: their partials are visible from here on.
-        tl.atomic_add(arrivals_ptr + group, 0, sem="acquire", scope="gpu")
-        # .cg: read the peers' partials from L2, never from a stale L1 line of 2 rows ago
-        maxes = tl.load(
-            buffer + peers * 2, mask=peers < n_chunks, other=-float("inf"), cache_modifier=".cg"
-        )
-        sums = tl.load(
-            buffer + peers * 2 + 1, mask=peers < n_chunks, other=0.0, cache_modifier=".cg"
-        )
-        row_max, row_sum = _combine_stats(maxes, sums)
+        if TAGGED:
+            row_max, row_sum, met = _exchange_tagged(
+                buffer,
+                chunk,
+                n_chunks,
+                iteration + 1,
+                chunk_max,
+                chunk_sum,
+                BLOCK_CHUNKS,
+                MAX_SPINS,
+            )
+        else:
+            row_max, row_sum, met = _exchange_counted(
+                buffer,
+                arrivals_ptr + group,
+                chunk,
+                n_chunks,
+                iteration + 1,
+                chunk_max,
+                chunk_sum,
+                BLOCK_CHUNKS,
+                MAX_SPINS,
+            )
         y = tl.exp(x - row_max) * (1.0 / row_sum)
-        y = tl.where(arrived < target, float("nan"), y)  # a wait that gave up poisons the row
+        y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
         # the only write: CHUNK * itemsize per program
         tl.store(
             out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols,
@@ -283,19 +371,21 @@ def _softmax_coop_kernel(
 def cooperative_candidates(dtype) -> list[dict]:
     """Configurations of the cooperative kernel to try, the untuned default first.
 
-    A program holds CHUNK values: 32 or 16 per thread at 4 or 8 warps (16-32 KiB of fp32,
-    8-16 KiB of bf16), twice that with PREFETCH (the next row's chunk, in the input dtype).
+    A program holds CHUNK values: 16 or 32 per thread at 4 or 8 warps (8-32 KiB of fp32,
+    4-16 KiB of bf16), twice that with PREFETCH (the next row's chunk, in the input dtype).
     Smaller chunks mean more programs per SM to switch between while one waits, and more
-    programs per barrier. The last entry is the design the H200 measured first (16 KiB of
-    input per program, 4 warps, no prefetch), so tuning can only improve on it.
+    programs per exchange. TAGGED picks the fence-free exchange; the counter protocol stays
+    as a candidate, and the last entry is the design the H200 measured first (counter, 16 KiB
+    of input per program, 4 warps, no prefetch: 2.5-2.6 TB/s), so tuning can only improve.
     """
     legacy_chunk = LEGACY_CHUNK_BYTES // torch.empty((), dtype=dtype).element_size()
     return [
-        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True},
-        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True},
-        {"CHUNK": 2048, "num_warps": 4, "PREFETCH": True},
-        {"CHUNK": 4096, "num_warps": 8, "PREFETCH": True},
-        {"CHUNK": legacy_chunk, "num_warps": 4, "PREFETCH": False},
+        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
+        {"CHUNK": 2048, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
+        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "TAGGED": True},
+        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": False, "TAGGED": True},
+        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "TAGGED": False},
+        {"CHUNK": legacy_chunk, "num_warps": 4, "PREFETCH": False, "TAGGED": False},
     ]
 
 
@@ -364,14 +454,21 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "CHUNK": chunk,
         "BLOCK_CHUNKS": max(MAX_CHUNKS_BLOCK, triton.next_power_of_2(n_chunks)),
         "PREFETCH": config["PREFETCH"],
+        "TAGGED": config["TAGGED"],
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
     }
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
-    # workspace: (max, sum) x 2 parities x chunks per group, and one arrival counter per group
-    stats = torch.empty((max_groups, 2, n_chunks, 2), device=x2d.device, dtype=torch.float32)
-    arrivals = torch.zeros(max_groups, device=x2d.device, dtype=torch.int32)
+    # workspace: 2 partials x 2 parities x chunks per group (fp32 values, or int64 tagged words
+    # that start at tag 0, which no turn matches), and one arrival counter per group
+    shape = (max_groups, 2, n_chunks, 2)
+    if config["TAGGED"]:
+        stats = torch.zeros(shape, device=x2d.device, dtype=torch.int64)
+        arrivals = stats  # not used by the tagged exchange
+    else:
+        stats = torch.empty(shape, device=x2d.device, dtype=torch.float32)
+        arrivals = torch.zeros(max_groups, device=x2d.device, dtype=torch.int32)
     args = (x2d, out, stats, arrivals, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
