@@ -113,23 +113,14 @@ def _softmax_rows_kernel(
     ROWS: tl.constexpr,
     PERSISTENT: tl.constexpr,
 ):
+    # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
-        n_tiles = tl.cdiv(n_rows, ROWS)
-        for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0)):
-            _softmax_tile(
-                x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride, BLOCK_N, ROWS
-            )
+        first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
     else:
+        first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
+    for tile in tl.range(first, last, step):
         _softmax_tile(
-            x_ptr,
-            out_ptr,
-            tl.program_id(0),
-            n_rows,
-            n_cols,
-            x_row_stride,
-            out_row_stride,
-            BLOCK_N,
-            ROWS,
+            x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride, BLOCK_N, ROWS
         )
 
 
