@@ -494,7 +494,8 @@ def test_parse_steps():
 def test_shape_class():
     from kernelab.kernels.cuda.sgemm.tuning import shape_class
 
-    assert shape_class(1024, 1024, 1024) == "small"  # 64 tiles of 128x128 < 2 waves of 132
+    assert shape_class(1024, 1024, 1024) == "small"  # 64 tiles of 128x128 < 132 SMs
+    assert shape_class(2048, 2048, 2048) == "large"  # 256 tiles: measured better with big tiles
     assert shape_class(4096, 4096, 4096) == "large"  # 1024 tiles
     assert shape_class(2048, 2048, 64, sm_count=16) == "large"
 

@@ -227,30 +227,40 @@ def _best_ladder_step(state: LabState) -> str:
     ).implementation
 
 
-def stage_profiles(state: LabState, progress: Progress) -> str:
-    from kernelab.profiling.session import run_implementation
-    from kernelab.profiling.summary import summarize
+def _profile_in_child(name: str, shape: dict, dtype: str, report: Path) -> dict:
+    """`kernelab profile NAME ... --json` in a child process: ncu and its report reader run
+    apart from this process's CUDA context and libraries, and a crash there is one failed
+    profile in the report, not the end of the lab (seen on the H200, 2026-11-29: the lab
+    process died without a word while reading its first report in-process)."""
+    options = [f"--{key}={value}" for key, value in shape.items()]
+    argv = [sys.executable, "-m", "kernelab.cli", "profile", name, *options,
+            f"--dtype={dtype}", f"--out={report}", "--json"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return {"implementation": name, "shape": shape, "dtype": dtype, "error": why[:300]}
+    kernels = json.loads(done.stdout)["kernels"]
+    main = max(kernels, key=lambda k: k.get("duration_ns") or 0)
+    return {"implementation": name, "shape": shape, "dtype": dtype, **main}
 
+
+def stage_profiles(state: LabState, progress: Progress) -> str:
     if shutil.which("ncu") is None and not os.environ.get("KERNELAB_NCU"):
         _write(state.records_dir / "profiles.json", {"profiles": [], "skipped": "ncu not found"})
         return "skipped: ncu not found"
-    targets = [("torch.mm", {"m": 4096, "n": 4096, "k": 4096}, "bf16"),
-               (_best_ladder_step(state), {"m": 4096, "n": 4096, "k": 4096}, "fp32"),
+    size = {"m": 4096, "n": 4096, "k": 4096}
+    targets = [("torch.mm", size, "bf16"), (_best_ladder_step(state), size, "fp32"),
                ("triton.softmax", {"rows": 8192, "cols": 8192}, "bf16")]  # fmt: skip
     profiles = []
     for name, shape, dtype in targets:
         progress(f"profiling {name} {shape} {dtype} with Nsight Compute")
-        run = run_implementation(
-            name,
-            shape,
-            dtype,
-            out_path=state.out / "profiles" / f"{name.replace(':', '_')}.ncu-rep",
-        )
-        summary = summarize(run.main_kernel, dtype=dtype).to_dict()
-        profiles.append({"implementation": name, "shape": shape, "dtype": dtype, **summary})
+        report = state.out / "profiles" / f"{name.replace(':', '_')}.ncu-rep"
+        profiles.append(_profile_in_child(name, shape, dtype, report))
         _write(state.records_dir / "profiles.json", {"profiles": profiles})
     return "; ".join(
-        f"{p['implementation']}: {p.get('bottleneck')}/{p.get('unit')}" for p in profiles
+        f"{p['implementation']}: "
+        + (f"{p['bottleneck']}/{p['unit']}" if "bottleneck" in p else f"FAILED ({p['error']})")
+        for p in profiles
     )
 
 

@@ -22,10 +22,14 @@ H200_SMS = 132
 
 
 def shape_class(m: int, n: int, k: int, sm_count: int = H200_SMS) -> str:
-    """ "small" when a 128x128 tiling gives under two waves of blocks on this GPU: there,
-    smaller tiles that fill the SMs beat bigger tiles that reuse more; else "large"."""
+    """ "small" when a 128x128 tiling gives fewer blocks than the GPU has SMs: there,
+    smaller tiles that fill the SMs beat bigger tiles that reuse more; else "large".
+
+    The line was two waves until the H200 run of 2026-11-29 put 2048^3 (256 tiles) in the
+    small class: step 12 then ran its 64x64 tile, tuned at 1024^3, at 26 TFLOP/s where its
+    large tiles gave 45 at 4096^3."""
     tiles = -(-m // 128) * -(-n // 128)
-    return "small" if tiles < 2 * sm_count else "large"
+    return "small" if tiles < sm_count else "large"
 
 
 @functools.cache
