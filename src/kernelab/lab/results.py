@@ -114,7 +114,9 @@ def load_results(folder: Path | None) -> ResultSet:
             results.ceilings = data
         elif isinstance(data, dict) and "checks" in data and "timing" in data:
             results.ladder_summary = data  # the SGEMM ladder's checks and tuning
-        elif isinstance(data, dict) and "profiles" in data:
+        elif path.name == "stages.json" or (isinstance(data, dict) and "rooflines" in data):
+            continue  # the lab's bookkeeping and its analytic rooflines: no measurements
+        elif isinstance(data, dict) and isinstance(data.get("profiles"), list):
             results.profiles.extend(data["profiles"])
         elif isinstance(data, dict) and isinstance(data.get("records"), list):
             results.records.extend(_records_from(data["records"]) or [])

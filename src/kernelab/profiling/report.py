@@ -17,9 +17,11 @@ from __future__ import annotations
 import csv
 import glob
 import importlib
+import json
 import lzma
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -223,15 +225,39 @@ def _profile(index: int, names: tuple, metrics: dict, units: dict, **extra) -> K
 
 
 def load_report(path) -> list[KernelProfile]:
-    """Every kernel launch in a .ncu-rep file (or .ncu-rep.xz), via ncu_report."""
+    """Every kernel launch in a .ncu-rep file (or .ncu-rep.xz), via ncu_report.
+
+    The report is read in a child process (`python -m kernelab.profiling.report PATH`): on the
+    H200 a process that had already initialised CUDA through torch died without a message
+    while ncu_report read a report (the lab and the timeline drill, 2026-11-29), while a
+    fresh process read the same reports fine."""
     path = _check_exists(path)
+    import_ncu_report()  # a missing module is one line here, not a child's traceback
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelab.profiling.report", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        why = lines[-1] if lines else f"the reader died (exit code {done.returncode})"
+        raise KernelabError(f"{path}: {why.removeprefix('kernelab: ')}")
+    return [
+        _profile(
+            index, tuple(a["names"]), a["metrics"], a["units"], rules=a["rules"], source="ncu-rep"
+        )
+        for index, a in enumerate(json.loads(done.stdout))
+    ]
+
+
+def read_actions(path: Path) -> list[dict]:
+    """What ncu_report holds for each launch, as plain data: names, metrics, units, rules."""
     ncu_report = import_ncu_report()
     with _plain_file(path) as plain:
         try:
             context = ncu_report.load_report(str(plain))
         except Exception as exc:  # the module raises its own types for unreadable files
             raise KernelabError(f"{path}: ncu_report cannot read it ({exc})") from None
-        profiles = []
+        actions = []
         for r in range(context.num_ranges()):
             report_range = context.range_by_idx(r)
             for a in range(report_range.num_actions()):
@@ -246,17 +272,28 @@ def load_report(path) -> list[KernelProfile]:
                     action.name(ncu_report.IAction.NameBase_DEMANGLED),
                     action.name(ncu_report.IAction.NameBase_MANGLED),
                 )
-                profiles.append(
-                    _profile(
-                        len(profiles),
-                        names,
-                        metrics,
-                        units,
-                        rules=_rules_from_report(action, ncu_report),
-                        source="ncu-rep",
-                    )
-                )
-    return profiles
+                rules = _rules_from_report(action, ncu_report)
+                actions.append({"names": names, "metrics": metrics, "units": units, "rules": rules})
+    return actions
+
+
+def _plain_value(value):
+    """ncu_report's values as JSON: numbers and strings as they are, anything else as text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        actions = read_actions(_check_exists(argv[0]))
+    except KernelabError as exc:
+        print(f"kernelab: {exc}", file=sys.stderr)
+        return 2
+    for action in actions:
+        action["metrics"] = {k: _plain_value(v) for k, v in action["metrics"].items()}
+    json.dump(actions, sys.stdout)
+    return 0
 
 
 # --- CSV: units -----------------------------------------------------------------------------
@@ -479,3 +516,7 @@ def _csv_profile(index, fixed, metrics, units, rules, source) -> KernelProfile:
         rules=rules,
         source=source,
     )
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
