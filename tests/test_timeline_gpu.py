@@ -21,19 +21,26 @@ def test_gemm_timeline_on_the_gpu(tmp_path):
     from kernelab.timeline.capture import profile_callable
     from kernelab.timeline.summary import GPU_BOUND
 
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    timeline = profile_callable(lambda: a @ b, warmup=3, steps=5, out_dir=tmp_path)
+    # Four 8192^3 GEMMs a step (~6 ms of tensor-core work) against ~50 us of launches. One
+    # 4096^3 GEMM a step (0.2 ms) came out host-bound on the H200 (2026-11-29): the host's
+    # time between profiled steps outweighed the GPU's.
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        for _ in range(4):
+            a @ b
+
+    timeline = profile_callable(step, warmup=3, steps=5, out_dir=tmp_path)
     summary = timeline.summary
     assert summary.unit == "kernel" and summary.gpu_id is not None
     top = summary.top[0]
-    assert top.cls == "gemm" and top.calls == 5 and top.ops == {"aten::mm": 5}
+    assert top.cls == "gemm" and top.calls == 20 and top.ops == {"aten::mm": 20}
     (mm,) = [p for p in summary.placements if p.op == "aten::mm"]
-    assert mm.shape["m"] == mm.shape["n"] == mm.shape["k"] == 4096
+    assert mm.shape["m"] == mm.shape["n"] == mm.shape["k"] == 8192
     placed = mm.placement
     assert placed["bound"] == "compute" and not placed["faster_than_light"]
     assert 10 < placed["sol_pct"] <= 100
-    # Five 4096^3 GEMMs of ~0.2 ms each queue back to back: the GPU never waits.
     assert summary.verdict.kind == GPU_BOUND
 
 

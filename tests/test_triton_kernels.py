@@ -196,6 +196,12 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
 @pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "no-prefetch"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softmax_cooperative_with_one_chunk_per_row(softmax, tagged, prefetch, dtype):
+    if prefetch and not tagged:
+        x = torch.randn(9, 200, device=DEVICE)
+        config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": True, "TAGGED": False}
+        with pytest.raises(ValueError, match="not allowed"):
+            softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
+        return
     # One chunk per row: every group is a single program, so the kernel runs under the
     # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
     # exercises the prefetch of the next row, both parities of the partials buffer and the
@@ -219,7 +225,7 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, t
     # program waits for peers that have not started: its bounded wait must end, and the
     # rows it gave up on must come out NaN rather than silently wrong.
     x = torch.randn(5, 127, device=DEVICE)
-    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": True, "TAGGED": tagged}
+    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": tagged, "TAGGED": tagged}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 

@@ -7,6 +7,7 @@ may hold, by file content rather than by name:
   - a Triton sweep document ({"rows": ..., "records": [...]}, benchmarks/triton_kernels.py);
   - profile documents ({"profiles": [KernelSummary dicts]}, written by the lab);
   - the SGEMM ladder's summary (its correctness checks and tuning runs);
+  - a `kernelab hierarchy` record (latencies and bandwidths of each memory level);
   - anything else, which is listed as "not understood" rather than dropped silently.
 """
 
@@ -26,6 +27,7 @@ class ResultSet:
     records: list[Record] = field(default_factory=list)
     profiles: list[dict] = field(default_factory=list)
     ladder_summary: dict | None = None
+    hierarchy: dict | None = None
     files: list[str] = field(default_factory=list)
     not_understood: list[str] = field(default_factory=list)
 
@@ -112,6 +114,8 @@ def load_results(folder: Path | None) -> ResultSet:
         results.files.append(path.name)
         if isinstance(data, dict) and "ceilings" in data and "gpu" in data:
             results.ceilings = data
+        elif isinstance(data, dict) and "latencies" in data and "bandwidths" in data:
+            results.hierarchy = data  # kernelab hierarchy: measured latencies and bandwidths
         elif isinstance(data, dict) and "checks" in data and "timing" in data:
             results.ladder_summary = data  # the SGEMM ladder's checks and tuning
         elif path.name == "stages.json" or (isinstance(data, dict) and "rooflines" in data):
