@@ -178,13 +178,10 @@ def save_measured(measured: MeasuredCeilings, path: str | Path) -> Path:
 
 
 def load_measured(path: str | Path) -> MeasuredCeilings:
+    from kernelab.harness.records import read_json
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KernelabError(f"no ceilings file at {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KernelabError(f"{path} is not JSON: {exc}") from None
+    data = read_json(path, "ceilings file")
     if not isinstance(data, dict):
         raise KernelabError(f"{path} is not a measured-ceilings document")
     try:

@@ -100,6 +100,17 @@ class Record:
         return record
 
 
+def read_json(path: str | Path, what: str):
+    """The JSON document at `path`; a one-line KernelabError when it is missing or broken."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise KernelabError(f"no {what} at {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise KernelabError(f"{path} is not JSON: {exc}") from None
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Replace `path` with `text` in one step: a temporary file in its folder, then a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -53,24 +53,12 @@ _TORCH_DTYPE_NAMES = {
     "int8": "int8",
 }
 
-_ALIASES = {
-    "float64": "fp64",
-    "double": "fp64",
-    "float32": "fp32",
-    "float": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
-    "float8": "fp8",
-    "float8_e4m3fn": "fp8",
-    "e4m3": "fp8",
-}
-
-
 def canonical_name(dtype: str) -> str:
     """ "bfloat16" -> "bf16"; UnknownNameError for a dtype without a torch storage type."""
-    key = str(dtype).strip().lower().removeprefix("torch.")
-    key = _ALIASES.get(key, key)
+    from kernelab.roofline.costs import canonical_dtype
+
+    text = str(dtype).strip().lower().removeprefix("torch.")
+    key = canonical_dtype(text) if text not in _TORCH_DTYPE_NAMES else text
     if key not in _TORCH_DTYPE_NAMES:
         raise unknown("dtype", str(dtype), _TORCH_DTYPE_NAMES)
     return key

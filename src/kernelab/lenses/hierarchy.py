@@ -164,13 +164,10 @@ def save_record(record: HierarchyRecord, path: str | Path) -> Path:
 
 
 def load_record(path: str | Path) -> HierarchyRecord:
+    from kernelab.harness.records import read_json
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KernelabError(f"no hierarchy record at {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KernelabError(f"{path} is not JSON: {exc}") from None
+    data = read_json(path, "hierarchy record")
     try:
         return HierarchyRecord.from_dict(data)
     except KernelabError as exc:

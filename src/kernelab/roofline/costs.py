@@ -42,6 +42,7 @@ _DTYPE_ALIASES = {
     "float16": "fp16",
     "half": "fp16",
     "float8": "fp8",
+    "float8_e4m3fn": "fp8",
     "e4m3": "fp8",
     "e5m2": "fp8",
     "nvfp4": "fp4",
