@@ -58,17 +58,11 @@ class DeviceIdentity:
 
 
 def catalog_id_for(device_name: str) -> str | None:
-    """The catalog id whose reported device names occur in `device_name` (longest match wins,
-    so "H100 PCIe" beats "H100"), or None."""
-    from kernelab.hardware.catalog import CATALOG
+    """The catalog id of a reported device name ("NVIDIA H200" -> "h200"), or None."""
+    from kernelab.hardware.detect import match_catalog
 
-    lowered = device_name.lower()
-    best, best_len = None, 0
-    for spec in CATALOG.values():
-        for alias in spec.device_names:
-            if alias.lower() in lowered and len(alias) > best_len:
-                best, best_len = spec.id, len(alias)
-    return best
+    spec = match_catalog(device_name)
+    return spec.id if spec else None
 
 
 def this_gpu(command: str = "kernelab") -> DeviceIdentity:
