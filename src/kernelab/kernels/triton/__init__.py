@@ -36,7 +36,7 @@ def implementations() -> list[Implementation]:
             op="softmax",
             build=_builder("softmax", "softmax"),
             dtypes=("fp32", "bf16", "fp16"),
-            description="fused row softmax: persistent single pass, cooperative split-row for long rows",
+            description="fused row softmax: autotuned row tiles; cooperative split-row for long rows",
             metadata={"technique": "one read + one write at any row length", "accumulate": "fp32"},
         ),
         Implementation(
@@ -45,7 +45,7 @@ def implementations() -> list[Implementation]:
             build=_builder("norms", "layernorm"),
             dtypes=("fp32", "bf16", "fp16"),
             description="LayerNorm forward, one pass in registers, fp32 statistics",
-            metadata={"technique": "row in registers, persistent grid", "accumulate": "fp32"},
+            metadata={"technique": "row in registers, autotuned row tiles", "accumulate": "fp32"},
         ),
         Implementation(
             name="triton.rmsnorm",
@@ -53,7 +53,7 @@ def implementations() -> list[Implementation]:
             build=_builder("norms", "rmsnorm"),
             dtypes=("fp32", "bf16", "fp16"),
             description="RMSNorm forward, one pass in registers, fp32 statistics",
-            metadata={"technique": "row in registers, persistent grid", "accumulate": "fp32"},
+            metadata={"technique": "row in registers, autotuned row tiles", "accumulate": "fp32"},
         ),
         Implementation(
             name="triton.matmul",

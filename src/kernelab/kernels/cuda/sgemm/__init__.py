@@ -1,8 +1,9 @@
 """The fp32 SGEMM ladder: the registry provider and the Python entry point to every step.
 
 `sgemm(step, a, b)` computes a @ b with one ladder step (fp32, no TF32); `implementations()`
-registers one Implementation per step as "sgemm:01" .. "sgemm:11" for op "gemm". Compiling
-happens on first use (nvcc, cached on disk); nothing here touches CUDA at import time.
+registers one Implementation per step of steps.STEPS, named "sgemm:01", "sgemm:02", ... (12
+steps on the H200 so far), for op "gemm". Compiling happens on first use (nvcc, cached on
+disk); nothing here touches CUDA at import time.
 """
 
 from __future__ import annotations

@@ -128,7 +128,10 @@ STEPS: tuple[Step, ...] = (
         "shared-memory blocking: 32x32 tiles of A and B reused 32 times from shared memory",
         {"BM": 32, "BN": 32, "BK": 32, "threads": 1024},
         1.45,
-        "dram__bytes_read.sum and lts__t_sectors_srcunit_tex_op_read.sum drop",
+        "global load requests per FFMA (l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum / "
+        "FFMA) fall from 2 toward 2/32, shared loads taking their place; dram__bytes_read.sum "
+        "and lts__t_sectors_srcunit_tex_op_read.sum need not drop: L1 already caught step 2's "
+        "reuse",
         _fixed(1024, 32, 32),
     ),
     Step(
@@ -161,7 +164,9 @@ STEPS: tuple[Step, ...] = (
         "128-bit global and shared accesses; A transposed in shared memory; scalar edge path",
         {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256},
         1.2,
-        "LDG.E.128, LDS.128 and STG.E.128 in SASS; smsp__inst_executed_op_shared_ld.sum ~4x lower",
+        "LDG.E.128 and STG.E.128 in SASS (CI checks LDG.E.128); global load instructions per "
+        "FFMA (smsp__inst_executed_op_global_ld.sum) ~4x lower. Shared loads do not fall: "
+        "ptxas already merged step 5's fragment reads into LDS.128 (32 per K tile in both)",
         _fixed(256, 128, 128),
         sass_facts={"ldg_128": True, "lds_128": True},
     ),
@@ -239,7 +244,8 @@ STEPS: tuple[Step, ...] = (
         "hopper_tiles",
         "11_hopper_tiles.cu",
         "sgemm_hopper_tiles",
-        "Hopper-sized tiles: 256x128 block, 8x16 per lane, 1 block/SM, grouped order, lean K loop",
+        "8x16 outputs per lane in 64x64 warp tiles, lean K loop, grouped block order; block "
+        "tile searched (cuBLAS's 256x128 at 1 block/SM, or 128x128 at 2: the H200's pick)",
         {
             "BM": 256,
             "BN": 128,
@@ -253,8 +259,10 @@ STEPS: tuple[Step, ...] = (
             "group_m": 8,
         },
         1.25,
-        "FFMA share of issued instructions (sm__inst_executed_pipe_fma / sm__inst_executed) -> ~88 %; "
-        "lts__t_sectors_srcunit_tex_op_read.sum falls",
+        "FFMA share of issued instructions (sm__inst_executed_pipe_fma / sm__inst_executed) "
+        "rises toward ~87 % (static K loop: 63 % in step 10, 87 % in step 11's 128x128); "
+        "lts__t_sectors_srcunit_tex_op_read.sum falls only with the 256x128 tile: the H200 "
+        "winner is 128x128, step 10's block tile",
         _pipelined(64, 64, swizzled=True),
         candidates=(
             {"BM": 256, "BN": 128, "BK": 8, "STAGES": 4, "GROUP_M": 8},
