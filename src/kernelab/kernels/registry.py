@@ -22,6 +22,7 @@ PROVIDERS = (
     "kernelab.kernels.torch_baselines",
     "kernelab.kernels.triton",
     "kernelab.kernels.cuda.sgemm",
+    "kernelab.kernels.cuda.hgemm",
 )
 
 

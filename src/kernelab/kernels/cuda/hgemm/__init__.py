@@ -1,0 +1,190 @@
+"""The Hopper bf16 GEMM ladder: the registry provider and the Python entry point to every step.
+
+`hgemm(step, a, b)` computes a @ b (bf16 inputs, fp32 accumulation, bf16 output) with one
+ladder step; `implementations()` registers one Implementation per step as "hgemm:01", ...
+for op "gemm". Compiling happens on first use (nvcc for sm_90a, cached on disk); nothing here
+touches CUDA at import time.
+
+What the launcher does before the kernel, and what it costs (all inside the timed call):
+- rows that cp.async or TMA read must start 16-byte aligned: an operand whose row stride is
+  not a multiple of 8 elements (or whose base is unaligned) is copied into padded rows;
+  contiguous operands with K (and, for step 01, N) a multiple of 8 are used in place;
+- the wgmma steps read B^T [N, K] (K-major, the layout their descriptors and TMA boxes
+  describe), so the launcher transposes B: 2 * K * N * 2 bytes of extra traffic per call, about
+  8 % of a 4096^3 GEMM's time at cuBLAS speed. Reading B [K, N] directly (wgmma's transpose
+  bit, MN-major descriptors) is a later step.
+"""
+
+from __future__ import annotations
+
+from kernelab.errors import KernelabError
+from kernelab.kernels.cuda.hgemm.steps import STEPS, Step, get_step
+
+__all__ = ["STEPS", "Step", "build_step", "get_step", "hgemm", "implementations"]
+
+SOURCE_DIR = "hgemm"  # relative to kernels/cuda, where build.source_path looks
+ARCH = "sm_90a"
+ROW_ALIGN = 8  # elements: 16 bytes of bf16
+TMA_BOX = (128, 64)  # rows x k of one TMA load, as in 03_tma_mbarrier.cu
+
+_built: dict[tuple, object] = {}  # per process: a timed call must not re-hash the sources
+
+
+def build_step(step: Step):
+    """Compile one step for sm_90a; cached on disk and, for the process, in memory."""
+    from kernelab.kernels.cuda.build import build
+
+    if step.number not in _built:
+        _built[step.number] = build(f"{SOURCE_DIR}/{step.file}", arch=ARCH)
+    return _built[step.number]
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _check_operand(t, name: str):
+    import torch
+
+    if t.dim() != 2:
+        raise KernelabError(f"hgemm: {name} must be 2-D, got shape {tuple(t.shape)}")
+    if t.dtype != torch.bfloat16:
+        raise KernelabError(f"hgemm: {name} must be bfloat16, got {t.dtype}")
+    if not t.is_cuda:
+        raise KernelabError(f"hgemm: {name} must be a CUDA tensor")
+
+
+def aligned_rows(t):
+    """(tensor, row stride) with unit column stride, a 16-byte aligned base and a row stride
+    that is a multiple of 8 elements, so every row starts 16-byte aligned: `t` itself when it
+    already is, else a copy into padded rows (the padding is never read)."""
+    import torch
+
+    rows, cols = t.shape
+    ld = t.stride(0) if rows > 1 else round_up(cols, ROW_ALIGN)
+    if (cols <= 1 or t.stride(1) == 1) and ld % ROW_ALIGN == 0 and t.data_ptr() % 16 == 0:
+        if ld >= cols:
+            return t, ld
+    ld = round_up(cols, ROW_ALIGN)
+    padded = torch.empty((rows, ld), dtype=t.dtype, device=t.device)
+    padded[:, :cols].copy_(t)
+    return padded[:, :cols], ld
+
+
+def transposed_rows(b):
+    """B[K, N] as B^T[N, K] with aligned rows of stride round_up(K, 8): one read and one
+    write of K * N bf16 (the transpose is the copy)."""
+    import torch
+
+    k, n = b.shape
+    ld = round_up(k, ROW_ALIGN)
+    bt = torch.empty((n, ld), dtype=b.dtype, device=b.device)
+    bt[:, :k].copy_(b.t())
+    return bt[:, :k], ld
+
+
+def tensor_map_params(a, lda: int, bt, ldb: int):
+    """The two CUtensorMap kernel parameters of step 03: A [M, K] and B^T [N, K], boxes of
+    128 rows x 64 k, 128-byte swizzle."""
+    from kernelab.kernels.cuda.hgemm import tma
+
+    m, k = a.shape
+    n = bt.shape[0]
+    box_rows, box_cols = TMA_BOX
+    maps = (
+        tma.tiled_map_2d(a.data_ptr(), m, k, lda, box_rows=box_rows, box_cols=box_cols),
+        tma.tiled_map_2d(bt.data_ptr(), n, k, ldb, box_rows=box_rows, box_cols=box_cols),
+    )
+    return [tma.TensorMapParam.from_encoded(tma.encode(t)) for t in maps]
+
+
+def hgemm(step: Step | int | str, a, b, *, out=None):
+    """out = a @ b with one ladder step; a new bf16 tensor when out is None.
+
+    a [M, K] and b [K, N] are bf16 CUDA tensors (any strides; see the module docstring for
+    the copies some layouts cost). `out`, when given, must be a bf16 [M, N] tensor with unit
+    column stride; it is overwritten.
+    """
+    import ctypes
+
+    import numpy as np
+    import torch
+
+    from kernelab.kernels.cuda import launch as cuda_launch
+
+    step = step if isinstance(step, Step) else get_step(step)
+    _check_operand(a, "a")
+    _check_operand(b, "b")
+    m, k = a.shape
+    k_b, n = b.shape
+    if k != k_b:
+        raise KernelabError(f"hgemm: inner dimensions differ: a is {m}x{k}, b is {k_b}x{n}")
+    if out is None:
+        out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
+    elif (
+        tuple(out.shape) != (m, n) or out.dtype != torch.bfloat16 or (n > 1 and out.stride(1) != 1)
+    ):
+        raise KernelabError(f"hgemm: out must be a bfloat16 {m}x{n} tensor with unit column stride")
+    if m == 0 or n == 0:
+        return out
+    if k == 0:  # an empty sum
+        return out.zero_()
+    if out.data_ptr() % 4:  # the epilogue stores bf16 pairs as 4-byte words
+        return out.copy_(hgemm(step, a, b))
+    ldc = out.stride(0) if m > 1 else n
+
+    built = build_step(step)
+    config = step.launch(m, n, k)
+    a_rows, lda = aligned_rows(a)
+    if step.b_layout == "kn":
+        b_rows, ldb = aligned_rows(b)
+    else:
+        b_rows, ldb = transposed_rows(b)
+
+    if step.uses_tma:
+        from kernelab.kernels.cuda.hgemm.tma import launch_with_params
+
+        map_a, map_bt = tensor_map_params(a_rows, lda, b_rows, ldb)
+        params = [
+            map_a, map_bt, ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),
+            ctypes.c_uint64(out.data_ptr()), ctypes.c_int32(ldc),
+        ]  # fmt: skip
+        launch_with_params(built.cubin, step.kernel, built.arch, config, params)
+        return out
+
+    cuda_launch.launch(
+        built.cubin, step.kernel, built.arch, config,
+        np.int32(m), np.int32(n), np.int32(k),
+        a_rows.data_ptr(), np.int32(lda), b_rows.data_ptr(), np.int32(ldb),
+        out.data_ptr(), np.int32(ldc),
+    )  # fmt: skip
+    return out
+
+
+def _callable(step: Step):
+    def build():
+        build_step(step)  # compile now, so the first timed call does not pay for nvcc
+
+        def run(a, b):
+            return hgemm(step, a, b)
+
+        run.__name__ = f"hgemm_{step.number:02d}_{step.slug}"
+        return run
+
+    return build
+
+
+def implementations():
+    from kernelab.kernels.registry import Implementation
+
+    return [
+        Implementation(
+            name=step.name,
+            op="gemm",
+            build=_callable(step),
+            dtypes=("bf16",),
+            description=f"Hopper bf16 GEMM step {step.number}: {step.technique}",
+            metadata=step.metadata(),
+        )
+        for step in STEPS
+    ]

@@ -1,0 +1,221 @@
+// What every step of the Hopper bf16 GEMM ladder shares: the bf16 epilogue, ldmatrix and
+// mma.sync, the wgmma shared-memory descriptor, wgmma itself, mbarriers and TMA.
+//
+// Contract of every step: C[M,N] = A[M,K] @ B[K,N] in bf16 with fp32 accumulation, C
+// row-major with leading dimension ldc. A is row-major (K-major). Step 01 reads B row-major
+// [K,N]; the wgmma steps read B^T [N,K] (K-major, as the launcher hands it over). Rows that
+// cp.async or TMA read must start 16-byte aligned (ld % 8 == 0): the launcher pads when not.
+// Any M, N, K >= 1.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "../sgemm/common.cuh"  // smem_address, cp_async_16, cp_async_commit, cp_async_wait
+
+using bf16 = __nv_bfloat16;
+
+// C[row, col] and C[row, col + 1] from two fp32 accumulators, inside the matrix only. One
+// 4-byte store when both are inside and the pair is 4-byte aligned (col is always even here,
+// so an even ldc keeps every pair aligned).
+__device__ __forceinline__ void store_pair(bf16 *C, int ldc, int row, int col, int M, int N,
+                                           float x, float y) {
+    if (row >= M || col >= N) return;
+    bf16 *p = C + static_cast<size_t>(row) * ldc + col;
+    if (col + 1 < N && (ldc & 1) == 0) {
+        *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(x, y);
+    } else {
+        p[0] = __float2bfloat16_rn(x);
+        if (col + 1 < N) p[1] = __float2bfloat16_rn(y);
+    }
+}
+
+// 16 bytes = 8 bf16 of row `row` starting at column `col` of a rows x cols matrix, zero past
+// its edges: the part inside is copied, cp.async zero-fills the rest.
+__device__ __forceinline__ void cp_async_row8(void *smem, const bf16 *ptr, int ld, int row,
+                                              int col, int rows, int cols) {
+    const int valid = row < rows ? max(0, min(8, cols - col)) : 0;
+    const bf16 *src = valid > 0 ? ptr + static_cast<size_t>(row) * ld + col : ptr;
+    cp_async_16(smem, src, valid * 2);
+}
+
+// ---- mma.sync (sm_80+): warp-level tensor-core MMA fed from registers ---------------------
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, and register i
+// of lane t receives row t/4, columns 2(t%4) and 2(t%4)+1 of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(smem))
+                 : "memory");
+}
+
+// The same with each 8x8 matrix transposed on the way: lane t receives column t/4, rows
+// 2(t%4) and 2(t%4)+1. Reading B stored [k][n] this way yields the "col" B fragment.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(smem))
+                 : "memory");
+}
+
+// d += a @ b for a 16x16 (row) by 16x8 (col) bf16 tile: 4096 FLOP per warp per instruction.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                          const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ---- wgmma (sm_90a): warpgroup-level MMA with both operands in shared memory --------------
+
+// The 128-byte swizzle that TMA's CU_TENSOR_MAP_SWIZZLE_128B writes and the wgmma descriptor
+// (layout type 1) reads: in a tile of 128-byte rows whose base is 1024-byte aligned, the
+// 16-byte chunk c of row r lives at chunk c ^ (r % 8) (address bits 4-6 XOR bits 7-9).
+__device__ __forceinline__ int swizzle_128b_offset(int row, int chunk) {
+    return row * 128 + ((chunk ^ (row & 7)) << 4);
+}
+
+// The 64-bit shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
+//   bits  0-13  start address >> 4
+//   bits 16-29  leading-dimension byte offset >> 4: unused for swizzled K-major layouts (the
+//               16 k of one instruction sit inside one 128-byte row); 1 by convention
+//   bits 32-45  stride-dimension byte offset >> 4: from one group of 8 rows (M or N) to the
+//               next = 8 rows x 128 bytes = 1024
+//   bits 49-51  base offset: 0, because every tile starts 1024-byte aligned
+//   bits 62-63  swizzle: 1 = 128-byte
+// Moving along K inside the 128-byte row is a plain +32 bytes per k16 on the start address:
+// the hardware applies the XOR to the final address, the same bits TMA swizzled on the way in.
+__device__ __forceinline__ uint64_t smem_desc_128b(const void *smem) {
+    const uint64_t address = smem_address(smem);
+    uint64_t desc = (address & 0x3FFFF) >> 4;
+    desc |= uint64_t(16 >> 4) << 16;
+    desc |= uint64_t(1024 >> 4) << 32;
+    desc |= uint64_t(1) << 62;
+    return desc;
+}
+
+// wgmma reads its operands through the async proxy: writes made by ordinary stores or
+// cp.async (the generic proxy) must be fenced before a wgmma may see them.
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Orders the accumulator registers' earlier accesses before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+}
+
+// d[64 x 128] += A[64 x 16] @ B[16 x 128], both K-major in shared memory (trans-a = trans-b
+// = 0), fp32 accumulators. Lane t of warp w of the warpgroup holds, for j = 0..15,
+// d[4j + 0..1] = rows 16w + t/4, columns 8j + 2(t%4) + 0..1, and d[4j + 2..3] = the same
+// columns of row 16w + t/4 + 8. 2 * 64 * 128 * 16 = 262,144 FLOP per instruction.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+          "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+          "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+          "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+          "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+          "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+// Write one m64n128 accumulator (rows row0.., columns col0..) of this warpgroup to C.
+__device__ __forceinline__ void store_m64n128(bf16 *C, int ldc, int row0, int col0, int M, int N,
+                                              const float (&d)[64]) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int row = row0 + 16 * warp + lane / 4;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int col = col0 + 8 * j + 2 * (lane % 4);
+        store_pair(C, ldc, row, col, M, N, d[4 * j + 0], d[4 * j + 1]);
+        store_pair(C, ldc, row + 8, col, M, N, d[4 * j + 2], d[4 * j + 3]);
+    }
+}
+
+// ---- mbarrier and TMA (sm_90) -------------------------------------------------------------
+
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)),
+                 "r"(arrivals)
+                 : "memory");
+}
+
+// Make initialised barriers visible to the TMA unit (the async proxy) and the cluster.
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fence_proxy_async();
+}
+
+// One arrival that also tells the barrier to expect `bytes` more bytes of TMA traffic; the
+// phase completes when the arrival count and the byte count both reach zero.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                     smem_address(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+// Spin until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(smem_address(bar)), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// A 2-D box of the tensor `map` describes, at element (inner, outer), into shared memory;
+// completion is signalled to `bar` as bytes. Parts of the box outside the tensor arrive as
+// zeros and still count their bytes.
+__device__ __forceinline__ void tma_load_2d(void *smem, const void *map, int inner, int outer,
+                                            uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_address(smem)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar))
+        : "memory");
+}
+
+// Dynamic shared memory rounded up to `Align` bytes (the swizzled tiles need 1024): the
+// launcher adds Align bytes of slack so the rounded pointer stays inside the allocation.
+template <int Align>
+__device__ __forceinline__ unsigned char *aligned_dynamic_smem(unsigned char *base) {
+    const uint32_t address = smem_address(base);
+    return base + ((Align - (address % Align)) % Align);
+}

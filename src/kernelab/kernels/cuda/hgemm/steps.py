@@ -1,0 +1,174 @@
+"""The Hopper bf16 GEMM ladder as data: one row per step, from mma.sync to TMA + wgmma.
+
+Each step names its source and kernel, the launch geometry its tile constants imply (mirrored
+by the constants at the top of each .cu), the operand layout its launcher hands over, its
+tiles and pipeline, the speedup it should give over the previous step at 4096^3 on an H200
+(a prediction written before any GPU run; docs/notes/hgemm.md gives the reasoning), the
+measurement that proves the technique worked, and the SASS opcodes CI asserts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernelab.kernels.cuda.launch import Launch
+
+SWIZZLE_ALIGN_SLACK = 1024  # the kernels round their dynamic shared memory up to 1024 bytes
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    slug: str
+    file: str  # under kernels/cuda/hgemm/
+    kernel: str  # extern "C" name
+    technique: str
+    b_layout: str  # "kn": B[K, N] row-major as given; "nk": B^T[N, K], transposed by the launcher
+    uses_tma: bool  # the kernel takes two CUtensorMap parameters instead of A/B pointers
+    tiles: dict  # block, warpgroup / warp tile, MMA instruction shape
+    pipeline: dict  # stages, bytes in flight per SM, what overlaps with what
+    expected_speedup: float  # over the previous step, 4096^3 on an H200: a prediction
+    proof: str  # the Nsight Compute metric or SASS fact that shows the technique worked
+    sass_claims: tuple[str, ...]  # opcodes (prefixes) that must appear in the kernel's SASS
+    geometry: Callable[[int, int, int], Launch]
+
+    @property
+    def name(self) -> str:
+        return f"hgemm:{self.number:02d}"
+
+    def launch(self, m: int, n: int, k: int) -> Launch:
+        return self.geometry(m, n, k)
+
+    def metadata(self) -> dict:
+        return {
+            "step": self.number,
+            "technique": self.technique,
+            "tiles": self.tiles,
+            "pipeline": self.pipeline,
+            "b_layout": self.b_layout,
+            "expected_speedup": self.expected_speedup,
+            "proof": self.proof,
+            "sass_claims": list(self.sass_claims),
+            "file": self.file,
+            "kernel": self.kernel,
+        }
+
+
+def _block_tile(threads: int, bm: int, bn: int, shared_bytes: int):
+    def geometry(m: int, n: int, k: int) -> Launch:
+        return Launch((cdiv(n, bn), cdiv(m, bm), 1), (threads, 1, 1), shared_bytes)
+
+    return geometry
+
+
+# Shared memory of each step, in bytes, from its tile constants.
+MMA_SYNC_SMEM = 3 * (128 * (32 + 8) + 32 * (128 + 8)) * 2  # padded A and B, 3 stages
+WGMMA_STAGE = (128 * 64 + 128 * 64) * 2  # A + B^T tile, 128-byte swizzled rows
+WGMMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
+TMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        1,
+        "mma_sync",
+        "01_mma_sync.cu",
+        "hgemm_mma_sync",
+        "warp-level mma.sync m16n8k16 fed by ldmatrix from a 3-stage cp.async ring",
+        "kn",
+        False,
+        {
+            "block": [128, 128, 32],
+            "warps": [2, 4],
+            "warp_tile": [64, 32],
+            "mma": "mma.sync.m16n8k16.bf16 (16 per warp per k16)",
+            "threads": 256,
+        },
+        {
+            "stages": 3,
+            "shared_bytes": MMA_SYNC_SMEM,
+            "bytes_in_flight_per_block": 2 * 16384,
+            "overlap": "cp.async of K-tiles k+1, k+2 with the ldmatrix + mma of tile k",
+        },
+        1.0,
+        "HMMA.16816.F32.BF16 and LDSM in SASS; sm__pipe_tensor_cycles_active.avg.pct_of_peak_"
+        "sustained_active well below 100 % (mma.sync caps Hopper at about 2/3 of its peak)",
+        ("HMMA", "LDSM", "LDGSTS"),
+        _block_tile(256, 128, 128, MMA_SYNC_SMEM),
+    ),
+    Step(
+        2,
+        "wgmma",
+        "02_wgmma.cu",
+        "hgemm_wgmma",
+        "warpgroup wgmma.mma_async m64n128k16, both operands from 128-byte-swizzled shared memory",
+        "nk",
+        False,
+        {
+            "block": [128, 128, 64],
+            "warpgroups": 1,
+            "warpgroup_tile": [128, 128],
+            "mma": "wgmma.m64n128k16.bf16 (2 per k16, 8 per K-tile)",
+            "threads": 128,
+        },
+        {
+            "stages": 3,
+            "shared_bytes": WGMMA_SMEM,
+            "bytes_in_flight_per_block": 2 * WGMMA_STAGE,
+            "blocks_per_sm": 2,
+            "overlap": "cp.async of tiles k+1, k+2 with the wgmma of tile k; "
+            "wgmma waited (wait_group 0) every K-tile",
+        },
+        1.6,
+        "HGMMA.64x128x16.F32.BF16 in SASS, no HMMA; sm__pipe_tensor_cycles_active rises "
+        "against step 01; stalls move from math-pipe throttle / short scoreboard to the gmma wait",
+        ("HGMMA", "LDGSTS", "WARPGROUP"),
+        _block_tile(128, 128, 128, WGMMA_SMEM),
+    ),
+    Step(
+        3,
+        "tma_mbarrier",
+        "03_tma_mbarrier.cu",
+        "hgemm_tma_mbarrier",
+        "TMA tile loads (cp.async.bulk.tensor, hardware swizzle and edge zero-fill) completing "
+        "on mbarriers, 3 stages",
+        "nk",
+        True,
+        {
+            "block": [128, 128, 64],
+            "warpgroups": 1,
+            "warpgroup_tile": [128, 128],
+            "mma": "wgmma.m64n128k16.bf16 (2 per k16, 8 per K-tile)",
+            "tma_box": [64, 128],
+            "threads": 128,
+        },
+        {
+            "stages": 3,
+            "shared_bytes": TMA_SMEM,
+            "bytes_in_flight_per_block": 2 * WGMMA_STAGE,
+            "blocks_per_sm": 2,
+            "overlap": "TMA of tiles k+1, k+2 with the wgmma of tile k; one thread issues "
+            "2 TMA per K-tile instead of 2,048 cp.async",
+        },
+        1.3,
+        "UTMALDG and SYNCS (mbarrier) in SASS, no LDGSTS; smsp__inst_executed falls against "
+        "step 02 (no per-thread copy address math); sm__pipe_tensor_cycles_active rises",
+        ("HGMMA", "UTMALDG", "SYNCS"),
+        _block_tile(128, 128, 128, TMA_SMEM),
+    ),
+)
+
+BY_NUMBER = {step.number: step for step in STEPS}
+
+
+def get_step(number: int | str) -> Step:
+    from kernelab.errors import unknown
+
+    key = str(number).removeprefix("hgemm:").lstrip("0") or "0"
+    if not key.isdigit() or int(key) not in BY_NUMBER:
+        raise unknown("hgemm step", str(number), [s.name for s in STEPS])
+    return BY_NUMBER[int(key)]
