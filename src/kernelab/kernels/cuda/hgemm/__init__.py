@@ -20,7 +20,7 @@ from __future__ import annotations
 from kernelab.errors import KernelabError
 from kernelab.kernels.cuda.hgemm.steps import STEPS, Step, get_step
 
-__all__ = ["STEPS", "Step", "build_step", "get_step", "hgemm", "implementations"]
+__all__ = ["STEPS", "Step", "build_step", "get_step", "hgemm", "implementations", "tma_step_params"]
 
 SOURCE_DIR = "hgemm"  # relative to kernels/cuda, where build.source_path looks
 ARCH = "sm_90a"
@@ -98,6 +98,17 @@ def tensor_map_params(a, lda: int, bt, ldb: int):
     return [tma.TensorMapParam.from_encoded(tma.encode(t)) for t in maps]
 
 
+def tma_step_params(map_a, map_bt, m: int, n: int, k: int, c_ptr: int, ldc: int) -> list:
+    """Step 03's kernel arguments as ctypes values, in the kernel's order and C types:
+    (CUtensorMap, CUtensorMap, int M, int N, int K, bf16 *C, int ldc)."""
+    import ctypes
+
+    return [
+        map_a, map_bt, ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),
+        ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc),
+    ]  # fmt: skip
+
+
 def hgemm(step: Step | int | str, a, b, *, out=None):
     """out = a @ b with one ladder step; a new bf16 tensor when out is None.
 
@@ -105,8 +116,6 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
     the copies some layouts cost). `out`, when given, must be a bf16 [M, N] tensor with unit
     column stride; it is overwritten.
     """
-    import ctypes
-
     import numpy as np
     import torch
 
@@ -145,10 +154,7 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
         from kernelab.kernels.cuda.hgemm.tma import launch_with_params
 
         map_a, map_bt = tensor_map_params(a_rows, lda, b_rows, ldb)
-        params = [
-            map_a, map_bt, ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),
-            ctypes.c_uint64(out.data_ptr()), ctypes.c_int32(ldc),
-        ]  # fmt: skip
+        params = tma_step_params(map_a, map_bt, m, n, k, out.data_ptr(), ldc)
         launch_with_params(built.cubin, step.kernel, built.arch, config, params)
         return out
 

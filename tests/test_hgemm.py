@@ -1,0 +1,281 @@
+"""The Hopper bf16 GEMM ladder (hgemm:01..03).
+
+On any machine with nvcc: every step compiles for sm_90a with no spills or local memory, its
+SASS holds the instructions the step claims (HMMA + LDSM for mma.sync, HGMMA from the wgmma
+steps on, UTMALDG + SYNCS for TMA/mbarrier) and not the ones it replaced, and step 03's
+kernel parameters in the cubin have the sizes the launcher packs.
+Anywhere: the TMA tensor-map arguments (dims, strides, box, every documented constraint),
+the parameter array handed to cuLaunchKernel, and the launcher's layout helpers.
+On a GPU (marked gpu): every step through the registry at awkward shapes, against the
+harness checker; views and a provided output; the tensor map encoded by the real driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import subprocess
+
+import pytest
+
+from kernelab.errors import KernelabError, UnknownNameError
+from kernelab.kernels.cuda import build as cuda_build
+from kernelab.kernels.cuda.hgemm import (
+    STEPS,
+    aligned_rows,
+    build_step,
+    get_step,
+    hgemm,
+    tma,
+    tma_step_params,
+    transposed_rows,
+)
+from kernelab.kernels.cuda.sass import find_tool, has, opcode_counts
+
+HGEMM_DIR = cuda_build.KERNEL_DIR / "hgemm"
+needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
+needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="needs cuobjdump")
+
+MAX_SMEM_PER_BLOCK = 227 * 1024  # H100/H200 opt-in limit
+GPU_SHAPES = [(1, 1, 1), (127, 257, 65), (1000, 1000, 1000), (4097, 129, 4100), (2048, 2048, 2048)]
+
+
+# ---- compile: sm_90a, no spills, the SASS each step claims --------------------------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_compiles_for_sm_90a_without_spills(step):
+    built = build_step(step)
+    report = built.report(step.kernel)
+    assert built.arch == "sm_90a"
+    assert "-gencode=arch=compute_90a,code=sm_90a" in built.flags
+    assert 0 < report.registers <= 255
+    assert not report.spills and report.stack_frame_bytes == 0
+    threads = step.launch(4096, 4096, 4096).block[0]
+    assert report.registers * threads <= 64 * 1024  # one block fits the register file
+    # ptxas says so when wgmma cannot be pipelined (accumulators touched between wgmma).
+    assert "serialized" not in built.ptxas_log
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_sass_has_what_it_claims(step):
+    counts = opcode_counts(build_step(step).cubin, step.kernel)
+    for claim in step.sass_claims:
+        assert has(counts, claim), f"{step.name} claims {claim} but its SASS has none"
+    assert not has(counts, "LDL") and not has(counts, "STL"), "local memory traffic"
+    if step.number == 1:
+        assert not has(counts, "HGMMA")
+        assert has(counts, "HMMA.16816.F32.BF16")
+    else:
+        assert not has(counts, "HMMA"), "a wgmma step fell back to mma.sync"
+        assert not has(counts, "LDSM"), "wgmma reads shared memory itself; no ldmatrix"
+    if step.uses_tma:
+        assert not has(counts, "LDGSTS"), "the TMA step still copies with cp.async"
+    else:
+        assert not has(counts, "UTMALDG")
+
+
+def _kernel_param_sizes(cubin, kernel: str) -> list[int]:
+    """Parameter sizes in declaration order, from the cubin's EIATTR_KPARAM_INFO records."""
+    listing = subprocess.run(
+        [find_tool("cuobjdump"), "-elf", str(cubin)], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.findall(
+        r"Ordinal\s*:\s*0x([0-9a-f]+)\s+Offset\s*:\s*0x[0-9a-f]+\s+Size\s*:\s*0x([0-9a-f]+)",
+        listing,
+    )
+    sizes = {int(o, 16): int(s, 16) for o, s in found}
+    return [sizes[i] for i in range(len(sizes))]
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_tma_step_parameters_match_what_the_launcher_packs():
+    step = get_step(3)
+    sizes = _kernel_param_sizes(build_step(step).cubin, step.kernel)
+    blank = tma.TensorMapParam.from_encoded(bytes(tma.TENSOR_MAP_BYTES))
+    params = tma_step_params(blank, blank, 10, 20, 30, 0x1000, 20)
+    assert sizes == [ctypes.sizeof(p) for p in params] == [128, 128, 4, 4, 4, 8, 4]
+
+
+def test_steps_are_numbered_and_described():
+    assert [s.number for s in STEPS] == list(range(1, len(STEPS) + 1))
+    for step in STEPS:
+        source = (HGEMM_DIR / step.file).read_text()
+        assert step.file.startswith(f"{step.number:02d}_")
+        assert f"{step.kernel}(" in source
+        assert "// kernelab-arch: sm_90a" in source
+        meta = step.metadata()
+        assert meta["technique"] and meta["proof"] and meta["expected_speedup"] > 0
+        assert meta["tiles"]["block"] and meta["tiles"]["mma"]
+        # The step table mirrors the .cu's constants: stages and threads per block.
+        stages = re.search(r"STAGES = (\d+)", source)
+        assert stages and int(stages.group(1)) == step.pipeline["stages"]
+        launch = step.launch(4096, 4096, 4096)
+        assert launch.block[0] == step.tiles["threads"]
+        assert launch.shared_bytes == step.pipeline["shared_bytes"] <= MAX_SMEM_PER_BLOCK
+        # Awkward shapes round the grid up: every output element has a block.
+        odd = step.launch(4097, 129, 4100)
+        bm, bn = step.tiles["block"][:2]
+        assert odd.grid[0] * bn >= 129 and odd.grid[1] * bm >= 4097
+
+
+def test_registry_lists_every_step():
+    from kernelab.kernels.registry import get
+
+    for step in STEPS:
+        impl = get(step.name)
+        assert impl.op == "gemm" and impl.dtypes == ("bf16",)
+        assert impl.metadata["tiles"] == step.tiles
+
+
+def test_unknown_step_is_a_clear_error():
+    with pytest.raises(UnknownNameError, match="hgemm step"):
+        get_step("hgemm:99")
+    assert get_step("hgemm:02") is get_step(2) is get_step("2")
+
+
+# ---- TMA tensor-map arguments and the launch parameter array (no driver needed) ----------
+
+
+def test_tiled_map_is_innermost_first_in_bytes():
+    t = tma.tiled_map_2d(0x10000, 4097, 4100, 4104, box_rows=128, box_cols=64)
+    assert t.global_dim == (4100, 4097)  # (k, rows): the real K, so the tail reads zeros
+    assert t.global_strides == (4104 * 2,)
+    assert t.box_dim == (64, 128)
+    assert t.element_strides == (1, 1)
+    assert t.box_bytes == 16384  # what one load's mbarrier must expect, edges included
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"address": 0x10008}, "16-byte aligned"),
+        ({"row_stride": 4100}, "multiple of 16"),
+        ({"row_stride": 4000}, "shorter than a row"),
+        ({"rows": 0}, "at least 1 x 1"),
+        ({"box_rows": 257}, "outside 1..256"),
+        ({"box_cols": 128}, "at most 128 bytes wide"),  # 256 bytes > the 128-byte swizzle
+        ({"box_cols": 4}, "inner extent"),  # 8 bytes: not a multiple of 16
+    ],
+)
+def test_tiled_map_refuses_what_tma_cannot_describe(kwargs, message):
+    args = {"address": 0x10000, "rows": 100, "cols": 4100, "row_stride": 4104}
+    args.update(kwargs)
+    box = {k: args.pop(k) for k in ("box_rows", "box_cols") if k in args}
+    with pytest.raises(KernelabError, match=message):
+        tma.tiled_map_2d(
+            **args, box_rows=box.get("box_rows", 128), box_cols=box.get("box_cols", 64)
+        )
+
+
+def test_tensor_map_param_is_the_encoded_bytes():
+    data = bytes(range(128))
+    param = tma.TensorMapParam.from_encoded(data)
+    assert ctypes.sizeof(param) == 128 and ctypes.alignment(param) >= 8
+    assert ctypes.string_at(ctypes.addressof(param), 128) == data
+    with pytest.raises(KernelabError, match="128 bytes"):
+        tma.TensorMapParam.from_encoded(bytes(64))
+
+
+def test_param_array_points_at_each_argument():
+    data = bytes(range(1, 129))
+    params = tma_step_params(
+        tma.TensorMapParam.from_encoded(data), tma.TensorMapParam.from_encoded(data[::-1]),
+        7, 11, 13, 0xDEADBEEF00, 6,
+    )  # fmt: skip
+    array = tma.param_array(params)
+    assert len(array) == 7
+    assert ctypes.string_at(array[0], 128) == data
+    assert ctypes.string_at(array[1], 128) == data[::-1]
+    ints = [
+        ctypes.cast(array[i], ctypes.POINTER(ctypes.c_int32)).contents.value for i in (2, 3, 4, 6)
+    ]
+    assert ints == [7, 11, 13, 6]
+    assert ctypes.cast(array[5], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0xDEADBEEF00
+
+
+# ---- the launcher's layouts (CPU tensors stand in for CUDA ones) -------------------------
+
+
+def test_aligned_rows_keeps_aligned_operands_and_pads_the_rest():
+    import torch
+
+    a = torch.randn(5, 16).to(torch.bfloat16)
+    same, ld = aligned_rows(a)
+    assert same.data_ptr() == a.data_ptr() and ld == 16
+    for odd in (torch.randn(5, 13).to(torch.bfloat16), torch.randn(16, 5).to(torch.bfloat16).t()):
+        padded, ld = aligned_rows(odd)
+        assert ld % 8 == 0 and padded.stride() == (ld, 1) and padded.data_ptr() % 16 == 0
+        assert torch.equal(padded, odd)
+
+
+def test_transposed_rows_is_b_transposed_with_aligned_rows():
+    import torch
+
+    b = torch.randn(13, 7).to(torch.bfloat16)
+    bt, ld = transposed_rows(b)
+    assert ld == 16 and bt.stride() == (16, 1) and bt.shape == (7, 13)
+    assert torch.equal(bt, b.t())
+
+
+def test_hgemm_refuses_bad_operands():
+    import torch
+
+    a = torch.randn(4, 8).to(torch.bfloat16)
+    with pytest.raises(KernelabError, match="bfloat16"):
+        hgemm(1, a.float(), a.t())
+    with pytest.raises(KernelabError, match="CUDA tensor"):
+        hgemm(1, a, a.t())
+    with pytest.raises(KernelabError, match="2-D"):
+        hgemm(1, a[0], a.t())
+
+
+# ---- on the GPU -------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_is_correct_on_gpu(step, shape):
+    from kernelab.harness.check import check_implementation
+    from kernelab.kernels.registry import get
+
+    m, n, k = shape
+    fn = get(step.name).build()
+    report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, "bf16", trials=2)
+    assert report.ok, report.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_handles_views_and_a_given_output(step):
+    """lda = K + 3 (rows not 16-byte aligned), B a column-sliced view, C a strided view whose
+    padding must stay untouched, and an output base that is not 4-byte aligned."""
+    import torch
+
+    from kernelab.harness.check import compare
+
+    m, n, k = 300, 131, 77
+    a = torch.randn(m, k + 3, device="cuda").to(torch.bfloat16)[:, :k]
+    b = torch.randn(k, n + 1, device="cuda").to(torch.bfloat16)[:, 1:]
+    ref = a.double() @ b.double()
+    c_full = torch.full((m, n + 5), 7.0, device="cuda", dtype=torch.bfloat16)
+    hgemm(step, a, b, out=c_full[:, :n])
+    assert compare(c_full[:, :n], ref, dtype="bf16").ok
+    assert (c_full[:, n:] == 7.0).all(), "wrote past the output's columns"
+    shifted = torch.zeros(m * n + 1, device="cuda", dtype=torch.bfloat16)[1:].view(m, n)
+    hgemm(step, a, b, out=shifted)
+    assert compare(shifted, ref, dtype="bf16").ok
+
+
+@pytest.mark.gpu
+def test_tensor_map_encodes_on_the_driver():
+    import torch
+
+    a = torch.empty(300, 136, device="cuda", dtype=torch.bfloat16)
+    t = tma.tiled_map_2d(a.data_ptr(), 300, 130, 136, box_rows=128, box_cols=64)
+    assert len(tma.encode(t)) == tma.TENSOR_MAP_BYTES
