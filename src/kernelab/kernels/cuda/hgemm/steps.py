@@ -123,7 +123,7 @@ STEPS: tuple[Step, ...] = (
             "overlap": "cp.async of tiles k+1, k+2 with the wgmma of tile k; "
             "wgmma waited (wait_group 0) every K-tile",
         },
-        1.6,
+        1.4,
         "HGMMA.64x128x16.F32.BF16 in SASS, no HMMA; sm__pipe_tensor_cycles_active rises "
         "against step 01; stalls move from math-pipe throttle / short scoreboard to the gmma wait",
         ("HGMMA", "LDGSTS", "WARPGROUP"),
@@ -154,7 +154,7 @@ STEPS: tuple[Step, ...] = (
             "overlap": "TMA of tiles k+1, k+2 with the wgmma of tile k; one thread issues "
             "2 TMA per K-tile instead of 2,048 cp.async",
         },
-        1.3,
+        1.2,
         "UTMALDG and SYNCS (mbarrier) in SASS, no LDGSTS; smsp__inst_executed falls against "
         "step 02 (no per-thread copy address math); sm__pipe_tensor_cycles_active rises",
         ("HGMMA", "UTMALDG", "SYNCS"),
