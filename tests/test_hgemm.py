@@ -253,8 +253,9 @@ def test_step_is_correct_on_gpu(step, shape):
 @pytest.mark.gpu
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
 def test_step_handles_views_and_a_given_output(step):
-    """lda = K + 3 (rows not 16-byte aligned), B a column-sliced view, C a strided view whose
-    padding must stay untouched, and an output base that is not 4-byte aligned."""
+    """A a view with lda = K + 3 = 80 (aligned rows, read in place, a K tail of 5 elements),
+    B a view whose base is 2 bytes off alignment (copied), C a strided view whose padding
+    must stay untouched, and an output base that is not 4-byte aligned."""
     import torch
 
     from kernelab.harness.check import compare

@@ -13,12 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kernelab.kernels.cuda.launch import Launch
+from kernelab.kernels.cuda.sgemm.steps import cdiv
 
 SWIZZLE_ALIGN_SLACK = 1024  # the kernels round their dynamic shared memory up to 1024 bytes
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -72,6 +69,15 @@ WGMMA_STAGE = (128 * 64 + 128 * 64) * 2  # A + B^T tile, 128-byte swizzled rows
 WGMMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
 TMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
 
+# Steps 02-03: one warpgroup owns the 128 x 128 block tile as two m64 halves.
+WGMMA_TILES = {
+    "block": [128, 128, 64],
+    "warpgroups": 1,
+    "warpgroup_tile": [128, 128],
+    "mma": "wgmma.m64n128k16.bf16 (2 per k16, 8 per K-tile)",
+    "threads": 128,
+}
+
 STEPS: tuple[Step, ...] = (
     Step(
         1,
@@ -108,13 +114,7 @@ STEPS: tuple[Step, ...] = (
         "warpgroup wgmma.mma_async m64n128k16, both operands from 128-byte-swizzled shared memory",
         "nk",
         False,
-        {
-            "block": [128, 128, 64],
-            "warpgroups": 1,
-            "warpgroup_tile": [128, 128],
-            "mma": "wgmma.m64n128k16.bf16 (2 per k16, 8 per K-tile)",
-            "threads": 128,
-        },
+        WGMMA_TILES,
         {
             "stages": 3,
             "shared_bytes": WGMMA_SMEM,
@@ -138,14 +138,7 @@ STEPS: tuple[Step, ...] = (
         "on mbarriers, 3 stages",
         "nk",
         True,
-        {
-            "block": [128, 128, 64],
-            "warpgroups": 1,
-            "warpgroup_tile": [128, 128],
-            "mma": "wgmma.m64n128k16.bf16 (2 per k16, 8 per K-tile)",
-            "tma_box": [64, 128],
-            "threads": 128,
-        },
+        {**WGMMA_TILES, "tma_box": [64, 128]},
         {
             "stages": 3,
             "shared_bytes": TMA_SMEM,
