@@ -89,12 +89,15 @@ def _pipelined(warp_m: int, warp_n: int, swizzled: bool):
 
 
 def _register_pipeline(m: int, n: int, k: int, d: dict) -> Launch:
-    """Step 12: warps of WM x WN outputs; a STAGES-deep ring of k-major A and row-major B."""
+    """Steps 12-13: warps of WM x WN outputs; a STAGES-deep ring of k-major A and row-major B."""
     bm, bn, bk, stages = d["BM"], d["BN"], d["BK"], d["STAGES"]
     threads = 32 * (bm // d["WM"]) * (bn // d["WN"])
     shared = stages * bk * ((bm + 4) + bn) * 4  # A[BK][BM + 4] + B[BK][BN], fp32
     return Launch((cdiv(m, bm) * cdiv(n, bn), 1, 1), (threads, 1, 1), shared)
 
+
+# Step 13's block tile: step 12's H200 winner, 8 warps of 64x64 in one block per SM.
+_WIDE_128X256 = {"BM": 128, "BN": 256, "BK": 8, "WM": 64, "WN": 64, "GROUP_M": 8}
 
 STEPS: tuple[Step, ...] = (
     Step(
@@ -312,6 +315,62 @@ STEPS: tuple[Step, ...] = (
             {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "STAGES": 4, "GROUP_M": 8},
             # Small shapes (1024^3: 256 blocks instead of 64), 4 x 8 per lane.
             {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "STAGES": 4, "GROUP_M": 8},
+        ),
+        sass_facts={"ldgsts_128": True, "lds_128": True},
+    ),
+    Step(
+        13,
+        "spread_copies",
+        "13_spread_copies.cu",
+        "sgemm_spread_copies",
+        "copies that never hold up the fragment loads: A copied along k (4 rows x 32 bytes "
+        "per warp request, cuBLAS's layout, 4 lines instead of 16) and each K-tile's copies "
+        "spread over its k steps instead of one burst after the barrier",
+        {
+            "BM": 128,
+            "BN": 256,
+            "BK": 8,
+            "WM": 64,
+            "WN": 64,
+            "TM": 8,
+            "TN": 16,
+            "threads": 256,
+            "stages": 3,
+            "group_m": 8,
+            "spread": 7,
+        },
+        1.05,
+        "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active falls from 0.56 "
+        "(step 12) toward cuBLAS's 0.21 and smsp__issue_active.avg.pct_of_peak_sustained_active "
+        "rises toward 90 %; global sectors per LDGSTS request ~4 "
+        "(sm__sass_l1tex_t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access.sum / "
+        "sm__sass_l1tex_t_requests_pipe_lsu_mem_global_op_ldgsts.sum); "
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum ~ 0",
+        _register_pipeline,
+        candidates=(
+            # Step 12's H200 winner (45.1 TFLOP/s at 4096^3) with the two changes.
+            {**_WIDE_128X256, "STAGES": 3, "SPREAD": 7},
+            # The layout alone, copies still in one burst: separates the two changes.
+            {**_WIDE_128X256, "STAGES": 3, "SPREAD": 1},
+            # Halfway: two or three copies a k step over k = 0..2, fewer address recomputations.
+            {**_WIDE_128X256, "STAGES": 3, "SPREAD": 3},
+            # A fourth stage: the copies now take the whole K-tile to issue, so one more tile
+            # in flight keeps long_scoreboard (0.08 against cuBLAS's 0.02) from growing.
+            {**_WIDE_128X256, "STAGES": 4, "SPREAD": 7},
+            {**_WIDE_128X256, "STAGES": 4, "SPREAD": 3},
+            # Small shapes (1024^3: 256 blocks instead of 64), 4 x 8 per lane.
+            {
+                "BM": 64,
+                "BN": 64,
+                "BK": 8,
+                "WM": 32,
+                "WN": 32,
+                "STAGES": 4,
+                "GROUP_M": 8,
+                "SPREAD": 7,
+            },
+            # Not here: 256x128 and 128x128, which need 8 A pointers a thread (255 registers,
+            # 60 FFMAs reading one register bank, 85-87 % FFMA in the loop).
         ),
         sass_facts={"ldgsts_128": True, "lds_128": True},
     ),
