@@ -55,12 +55,7 @@ def _load_providers() -> None:
         return
     _loaded = True
     for module_name in PROVIDERS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # that provider is not built yet
-            raise
+        module = importlib.import_module(module_name)
         for impl in module.implementations():
             register(impl)
 
