@@ -359,43 +359,6 @@ def test_step12_candidates_fit_their_occupancy_target(number, defines):
         assert _ffma_share(loop) >= floor, (defines, _ffma_share(loop))
 
 
-@needs_gxx
-def test_step12_is_correct_where_its_pipeline_turns():
-    """K at the edges of the pipeline: fewer K-tiles than stages, one partial tile first,
-    exactly STAGES tiles, and K = 1; aligned and unaligned A and B; beta != 0."""
-    step = get_step(12)
-    lib = _emulator(step)
-    d = step.default_defines
-    bk, stages = d["BK"], d["STAGES"]
-    for m, n, k, pad in [
-        (130, 132, bk * stages, 0),
-        (130, 132, bk * stages + 1, 0),
-        (61, 129, bk * (stages - 2) + 3, 1),
-        (200, 136, bk * stages * 3 + 5, 0),
-        (64, 64, bk - 1, 0),
-        (33, 255, 1, 2),
-    ]:
-        faults, error, nans = _check(lib, step, m, n, k, pad)
-        assert faults == 0 and nans == 0 and error <= _tolerance(k), (m, n, k, pad, error)
-    faults, error, nans = _check(lib, step, 130, 68, 45, 0, alpha=2.0, beta=-0.5)
-    assert faults == 0 and nans == 0 and error <= _tolerance(45), error
-
-
-@needs_gxx
-def test_step12_emulation_faults_when_a_stage_is_missing():
-    """The check can fail: one stage less shared memory than steps.py's geometry gives puts
-    the ring's last stage outside the launch's allocation, which the emulator reports."""
-    step = get_step(12)
-    lib = _emulator(step)
-    launch = step.launch(130, 132, 200)
-    d = step.default_defines
-    short = type(launch)(
-        launch.grid, launch.block, launch.shared_bytes - d["BK"] * (d["BM"] + 4 + d["BN"]) * 4
-    )
-    faults, _, _ = _check(lib, step, 130, 132, 200, 0, launch=short)
-    assert faults > 0
-
-
 # ---- step 13: copies laid along k and spread over the k steps ------------------------------
 
 
@@ -452,16 +415,23 @@ def test_step13_copies_run_along_k_and_spread_over_the_tile():
     assert len(loop13) - len(burst) <= 0.03 * len(burst)
 
 
+# Step 12's default, and step 13 for each way of spreading its copies and both ring depths.
+PIPELINE_TURNS = [(12, {})] + [
+    (13, {"SPREAD": spread, "STAGES": stages})
+    for spread, stages in [(7, 3), (1, 3), (3, 4), (7, 4)]
+]
+
+
 @needs_gxx
-@pytest.mark.parametrize("spread,stages", [(7, 3), (1, 3), (3, 4), (7, 4)], ids=str)
-def test_step13_is_correct_where_its_pipeline_turns(spread, stages):
-    """As step 12's test, for each way of spreading the copies: fewer K-tiles than stages,
-    one partial tile first, exactly STAGES tiles, K = 1; B rows unaligned (the burst path)
-    and aligned (the spread path); beta != 0."""
-    step = get_step(13)
-    defines = {**step.default_defines, "SPREAD": spread, "STAGES": stages}
+@pytest.mark.parametrize("number,overrides", PIPELINE_TURNS, ids=str)
+def test_register_pipeline_is_correct_where_it_turns(number, overrides):
+    """K at the edges of the pipeline: fewer K-tiles than stages, one partial tile first,
+    exactly STAGES tiles, and K = 1; aligned and unaligned A and B (for step 13, the burst
+    path and the spread one); beta != 0."""
+    step = get_step(number)
+    defines = {**step.default_defines, **overrides}
     lib = _emulator(step, defines)
-    bk = defines["BK"]
+    bk, stages = defines["BK"], defines["STAGES"]
     for m, n, k, pad in [
         (130, 260, bk * stages, 0),
         (130, 264, bk * stages + 1, 0),
@@ -478,10 +448,11 @@ def test_step13_is_correct_where_its_pipeline_turns(spread, stages):
 
 
 @needs_gxx
-def test_step13_emulation_faults_when_a_stage_is_missing():
-    """The check can fail for step 13 too: with one stage less shared memory than steps.py
-    gives, the spread copies into the last stage land outside the allocation."""
-    step = get_step(13)
+@pytest.mark.parametrize("number", [12, 13])
+def test_register_pipeline_emulation_faults_when_a_stage_is_missing(number):
+    """The check can fail: one stage less shared memory than steps.py's geometry gives puts
+    the ring's last stage outside the launch's allocation, which the emulator reports."""
+    step = get_step(number)
     lib = _emulator(step)
     launch = step.launch(130, 260, 200)
     d = step.default_defines
