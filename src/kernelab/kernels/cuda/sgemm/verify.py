@@ -182,11 +182,11 @@ CHECKS: dict[int, tuple[Check, ...]] = {
               "one A and one B element per thread per 32-wide K tile instead of per k: "
               "2 requests per FFMA fall to 2/32"),
         Check(L2_READS, "down", 1.0,
-              "claimed in steps.py; but L1 already caught step 2's reuse (the B row is shared "
+              "the first claim for this step; but L1 already caught step 2's reuse (the B row is shared "
               "by the block's 32 warps, an A sector serves 8 k), so L2 reads may not move",
               required=False),
         Check(DRAM_READS, "down", 1.0,
-              "claimed in steps.py; both steps walk the same grid in the same order, so what "
+              "the first claim for this step; both steps walk the same grid in the same order, so what "
               "L2 keeps, and so DRAM traffic, hardly changes", required=False),
     ),
     4: (
@@ -206,7 +206,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
         Check(GLOBAL_LD_PER_FFMA, "down", 0.5,
               "4 floats per load instruction: 8 LDG per thread per K tile become 2"),
         Check(SHARED_LD_PER_FFMA, "down", 1.0,
-              "claimed ~4x in steps.py; but the compiler already merged step 5's shared reads "
+              "first claimed ~4x; but the compiler already merged step 5's shared reads "
               "into LDS.128 (32 LDS.128 per K tile in both), so it may not move",
               required=False),
     ),
@@ -234,7 +234,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
               "loads for the tiles ahead are in flight while this one is computed: warps wait "
               "less on global memory"),
         Check(BARRIER, "down", 1.0,
-              "claimed in steps.py; the ring still needs one barrier per K tile",
+              "a hoped-for effect; the ring still needs one barrier per K tile",
               required=False),
     ),
     11: (
@@ -242,7 +242,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
               "the lean K loop: copies planned once, pointers advanced, bounds checked on the "
               "last K tile only (static: 88 % of the aligned loop is FFMA)"),
         Check(L2_READS, "down", 1.0,
-              "claimed in steps.py for the 256x128 tile (25 % fewer sectors); the tuned H200 "
+              "the first claim, for the 256x128 tile (25 % fewer sectors); the tuned H200 "
               "winner at 4096 is 128x128 like step 10, where it should not move",
               required=False),
     ),
@@ -252,10 +252,10 @@ CHECKS: dict[int, tuple[Check, ...]] = {
               "warps stop waiting on LDS results"),
         Check(LDGSTS_128, "present", 0.0, "B still arrives by 16-byte cp.async"),
         Check(FMA_PIPE_SHARE, "at_least", 0.89,
-              "claimed in steps.py: >= 89 % of issued instructions on the FMA pipe "
+              "predicted: >= 89 % of issued instructions on the FMA pipe "
               "(cuBLAS: 88 %)"),
         Check(LD_CONFLICTS, "at_most", 0.1,
-              "claimed ~0 in steps.py: k-major A and 16-byte B lanes put a warp's reads on "
+              "predicted ~0: k-major A and 16-byte B lanes put a warp's reads on "
               "distinct banks", required=False),
     ),
 }  # fmt: skip
