@@ -53,6 +53,7 @@ _TORCH_DTYPE_NAMES = {
     "int8": "int8",
 }
 
+
 def canonical_name(dtype: str) -> str:
     """ "bfloat16" -> "bf16"; UnknownNameError for a dtype without a torch storage type."""
     from kernelab.roofline.costs import canonical_dtype
