@@ -86,6 +86,7 @@ def ladder_metrics() -> dict[int, dict]:
             v.DURATION: 3.0e6,
         },
     }
+    steps[13] = {v.SHORT_SCOREBOARD_STALL: 0.3, v.DURATION: 2.9e6}
     steps[11] |= {v.SHORT_SCOREBOARD_STALL: 0.6}
     steps[9] |= {v.LONG_SCOREBOARD_STALL: 1.6, v.BARRIER_STALL: 1.1}
     steps[10] |= {v.L2_READ_SECTORS_FROM_L1: 1.0e9, v.DURATION: 3.4e6}

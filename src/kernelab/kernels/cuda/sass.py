@@ -9,6 +9,7 @@ toolkit and, on machines without one, inside the Triton wheel (triton/backends/n
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -32,12 +33,16 @@ def find_tool(name: str) -> str | None:
     for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
         if home and (Path(home) / "bin" / name).is_file():
             return str(Path(home) / "bin" / name)
-    try:
-        import triton  # noqa: PLC0415 - optional, only for its bundled binaries
-    except ImportError:
+    # Find the wheel without importing it: importing Triton here would fix its mode for the
+    # whole process, and a later TRITON_INTERPRET=1 (the CPU tests) would no longer apply.
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
-    return str(bundled) if bundled.is_file() else None
+    for root in spec.submodule_search_locations:
+        bundled = Path(root) / "backends" / "nvidia" / "bin" / name
+        if bundled.is_file():
+            return str(bundled)
+    return None
 
 
 def disassemble(cubin: str | os.PathLike) -> str:

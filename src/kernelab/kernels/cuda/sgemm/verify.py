@@ -258,6 +258,14 @@ CHECKS: dict[int, tuple[Check, ...]] = {
               "predicted ~0: k-major A and 16-byte B lanes put a warp's reads on "
               "distinct banks", required=False),
     ),
+    13: (
+        Check(SHORT_SCOREBOARD, "at_most", 0.35,
+              "predicted: A copied along k (4 lines per warp request, not 16) and the tile's "
+              "copies spread over its k steps keep the queue in front of the shared loads "
+              "short (sgemm:12 measured 0.56, cuBLAS 0.21)"),
+        Check(KERNEL_TIME, "down", 1.0,
+              "the point of the step: faster than sgemm:12 at the same tile", required=False),
+    ),
 }  # fmt: skip
 
 
