@@ -222,6 +222,24 @@ def test_flow_checks_times_places_and_records(cpu_bench, capsys):
     )  # the JSON output is a record file too
 
 
+def test_plot_draws_the_sweep_with_its_ceiling(cpu_bench, capsys):
+    chart = cpu_bench / "softmax.svg"
+    code, result = run_json(
+        capsys, "torch.softmax", "--sizes", "8x64,8x256", "--dtype", "fp32", "--no-baselines",
+        "--min-samples", "3", "--plot", str(chart),
+    )  # fmt: skip
+    assert code == 0 and result["plot"] == str(chart)
+    svg = chart.read_text()
+    assert "torch.softmax fp32" in svg and "datasheet bandwidth" in svg
+
+
+def test_plot_refuses_other_formats_before_running(cpu_bench, capsys):
+    from kernelab.cli import main
+
+    assert main(["bench", "torch.softmax", "--sizes", "8x64", "--plot", "x.txt"]) == 2
+    assert "png or .svg" in capsys.readouterr().err
+
+
 def test_a_wrong_kernel_is_reported_and_not_timed(cpu_bench, capsys):
     registry.implementations()  # load the providers before adding to the registry
     registry.register(

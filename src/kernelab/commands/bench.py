@@ -199,6 +199,12 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path | None, typer.Option("--out", help="Write the records to this JSON file.")
         ] = None,
+        plot: Annotated[
+            Path | None,
+            typer.Option(
+                "--plot", help="Chart of the rate against size, ceiling drawn (.png/.svg)."
+            ),
+        ] = None,
         min_samples: Annotated[int, typer.Option("--min-samples", help="Fewest timed calls.")] = 10,
         max_time: Annotated[
             float, typer.Option("--max-time", help="Seconds of timing per shape, at most.")
@@ -212,6 +218,8 @@ def register(app: typer.Typer) -> None:
         from kernelab.kernels.reference import get_op
 
         impl = registry.get(kernel)
+        if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
+            raise KernelabError(f"--plot writes .png or .svg, not {plot.suffix or plot.name!r}")
         if mode not in MODES:
             raise unknown("timing mode", mode, MODES)
         if min_samples < 1 or max_time <= 0:
@@ -261,6 +269,8 @@ def register(app: typer.Typer) -> None:
             rows.extend(shape_rows)
 
         saved = _save(records, out, identity)
+        if plot is not None:
+            _plot(records, plot, run, impl, dtype)
         result = {
             "kernel": impl.name,
             "op": impl.op,
@@ -271,10 +281,27 @@ def register(app: typer.Typer) -> None:
             "rows": rows,
             "records": [r.to_dict() for r in records],
             "saved_to": saved,
+            "plot": str(plot) if plot is not None and records else None,
         }
         emit(result, as_json, _render(result))
         if any(not row["check_ok"] for row in rows):
             raise typer.Exit(1)
+
+
+def _plot(records, path: Path, run: BenchSession, impl, dtype: str) -> None:
+    """The sweep chart, with the measured ceiling where one is cached, else the datasheet's."""
+    from kernelab.lab.charts import sweep_chart
+    from kernelab.roofline.model import math_dtype
+
+    ceilings = run.measured or run.datasheet
+    ceiling = None
+    if ceilings is not None:
+        if impl.op == "gemm":
+            peak = ceilings.peak_flops.get(math_dtype(dtype, impl.math_mode))
+            ceiling = (f"{ceilings.source} peak", peak / 1e12) if peak else None
+        else:
+            ceiling = (f"{ceilings.source} bandwidth", ceilings.bandwidth / 1e12)
+    sweep_chart(records, path, title=f"{impl.name} {dtype} on {run.identity.name}", ceiling=ceiling)
 
 
 def _save(records, out: Path | None, identity) -> list[str]:
