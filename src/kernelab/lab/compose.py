@@ -129,7 +129,48 @@ def ceilings_section(report: Report, results: ResultSet) -> None:
                Table(["ceiling", "measured", "datasheet", "unit", "% of datasheet", "at"], rows))  # fmt: skip
 
 
-def ladder_section(report: Report, results: ResultSet, figures: Path) -> None:
+def _limiter(limiter) -> str:
+    return " and ".join(limiter) if isinstance(limiter, (tuple, list)) else str(limiter)
+
+
+def tile_lens_section(report: Report, ladder: list, registers: dict[str, int]) -> None:
+    """Each step's default tile seen through the tile lens, beside its measured speed: the
+    occupancy it allows and what each level of tiling reuses."""
+    import dataclasses
+
+    from kernelab.hardware.catalog import CATALOG
+    from kernelab.lenses.tile import analyze_tile, ladder_tiles
+
+    gpu_ids = {r.gpu_id for r in ladder if r.gpu_id in CATALOG}
+    spec = CATALOG[gpu_ids.pop()] if len(gpu_ids) == 1 else CATALOG["h200"]
+    size = 4096
+    speed = {r.implementation: r for r in ladder if r.shape.get("m") == size}
+    rows = []
+    for name, config in ladder_tiles().items():
+        if name in registers:
+            config = dataclasses.replace(config, registers=registers[name])
+        a = analyze_tile(config, spec, m=size, n=size, k=size)
+        measured = speed.get(name)
+        rows.append([
+            name, f"{config.bm}x{config.bn}x{config.bk}, {config.tm}x{config.tn}/thread",
+            f"{a.registers_per_thread} ({'ptxas' if a.registers_source == 'given' else 'est.'})",
+            f"{a.smem_per_block_bytes // 1024} KiB",
+            f"{a.occupancy.blocks_per_sm} ({_limiter(a.occupancy.limiter)})", f"{a.occupancy.occupancy_pct:.0f} %",
+            _fmt(a.block_flops_per_global_byte, ".0f"), _fmt(a.thread_flops_per_smem_load, ".1f"),
+            _fmt(a.waves.waves if a.waves else None, ".2f"),
+            "-" if measured is None else f"{measured.achieved_tflops * 1e3:,.0f}",
+        ])  # fmt: skip
+    if rows:
+        report.add(
+            Heading(f"The tile lens on each step ({spec.id}, {size}^3, each step's default tile)", 3),
+            Table(["step", "tile", "registers", "smem/block", "blocks/SM (limiter)", "occupancy",
+                   "FLOP per global byte", "FLOP per smem load", "waves", "GFLOP/s"], rows),
+        )  # fmt: skip
+
+
+def ladder_section(report: Report, results: ResultSet, figures: Path,
+                   registers: dict[str, int] | None = None) -> None:  # fmt: skip
+    registers = registers or {}
     ladder = results.ladder()
     if not ladder:
         return
@@ -155,6 +196,7 @@ def ladder_section(report: Report, results: ResultSet, figures: Path) -> None:
     path = charts.ladder_chart(ladder, figures / "ladder.png")
     if path:
         report.add(Image(path, "SGEMM ladder against cuBLAS fp32"))
+    tile_lens_section(report, ladder, registers)
 
 
 def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
@@ -235,7 +277,8 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     gate_section(report, gate)
     roofline_section(report, state.records_dir, figures)
     ceilings_section(report, results)
-    ladder_section(report, results, figures)
+    compiled = _read(state.records_dir / "compile.json").get("compile", [])
+    ladder_section(report, results, figures, {r["step"]: r["registers"] for r in compiled})
     kernels_section(report, results, figures)
     measured_roofline(report, results, figures)
     profiles_section(report, results)

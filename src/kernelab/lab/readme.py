@@ -31,13 +31,24 @@ def results_markdown(root: Path, gpu_id: str = "h200") -> str:
                          "against the float64 torch reference before it was timed."))  # fmt: skip
     gate_section(report, evaluate_gate(results, root / "docs"))
     ceilings_section(report, results)
-    ladder_section(report, results, figures)
+    ladder_section(report, results, figures, _ptxas_registers())
     kernels_section(report, results, figures)
     for block in report.blocks:
         if isinstance(block, Heading):
             block.level = 3 if block.text != "Results" else 2
     body = to_markdown(report, root)
     return body.split("\n", 2)[2]  # drop the report's own title line
+
+
+def _ptxas_registers() -> dict[str, int]:
+    """Registers per thread of each ladder step from ptxas, when nvcc is here; else {} and
+    the tile lens estimates them (and says so)."""
+    from kernelab.kernels.cuda.build import find_nvcc
+    from kernelab.kernels.cuda.sgemm.ladder import compile_report, parse_steps
+
+    if find_nvcc() is None:
+        return {}
+    return {row["step"]: row["registers"] for row in compile_report(parse_steps(None))}
 
 
 def update_readme(root: Path, gpu_id: str = "h200") -> Path:
