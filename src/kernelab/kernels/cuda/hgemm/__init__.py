@@ -167,30 +167,14 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
     return out
 
 
-def _callable(step: Step):
-    def build():
-        build_step(step)  # compile now, so the first timed call does not pay for nvcc
-
-        def run(a, b):
-            return hgemm(step, a, b)
-
-        run.__name__ = f"hgemm_{step.number:02d}_{step.slug}"
-        return run
-
-    return build
-
-
 def implementations():
-    from kernelab.kernels.registry import Implementation
+    from kernelab.kernels.cuda.ladder_provider import ladder_implementations
 
-    return [
-        Implementation(
-            name=step.name,
-            op="gemm",
-            build=_callable(step),
-            dtypes=("bf16",),
-            description=f"Hopper bf16 GEMM step {step.number}: {step.technique}",
-            metadata=step.metadata(),
-        )
-        for step in STEPS
-    ]
+    return ladder_implementations(
+        STEPS,
+        run_step=hgemm,
+        build_step=build_step,
+        prefix="hgemm",
+        dtypes=("bf16",),
+        label="Hopper bf16 GEMM",
+    )

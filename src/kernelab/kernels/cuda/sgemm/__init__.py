@@ -105,30 +105,14 @@ def sgemm(
     return out
 
 
-def _callable(step: Step):
-    def build():
-        build_step(step)  # compile now, so the first timed call does not pay for nvcc
-
-        def run(a, b):
-            return sgemm(step, a, b)
-
-        run.__name__ = f"sgemm_{step.number:02d}_{step.slug}"
-        return run
-
-    return build
-
-
 def implementations():
-    from kernelab.kernels.registry import Implementation
+    from kernelab.kernels.cuda.ladder_provider import ladder_implementations
 
-    return [
-        Implementation(
-            name=step.name,
-            op="gemm",
-            build=_callable(step),
-            dtypes=("fp32",),
-            description=f"SGEMM step {step.number}: {step.technique}",
-            metadata=step.metadata(),
-        )
-        for step in STEPS
-    ]
+    return ladder_implementations(
+        STEPS,
+        run_step=sgemm,
+        build_step=build_step,
+        prefix="sgemm",
+        dtypes=("fp32",),
+        label="SGEMM",
+    )
