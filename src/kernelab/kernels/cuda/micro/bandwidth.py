@@ -5,6 +5,7 @@ the harness Timing of that call (kernelab.harness.timing.benchmark).
   l2        l2_read: a buffer that fits the L2, read `repeats` times through L2 only (hot)
   hbm_read  hbm_read: one pass over >= 4 GiB                                        (cold)
   hbm_copy  hbm_copy: read one buffer, write another (read + write counted)         (cold)
+            one contiguous tile per block, the grid covering the buffer once
   h2d, d2h  torch copies between pinned host memory and the device                  (hot)
 Modes: hot where the data must stay where it is (shared memory, the warm L2); cold (L2
 flushed between calls) for HBM, as kernelab's copy ceiling is timed.
@@ -12,6 +13,7 @@ flushed between calls) for HBM, as kernelab's copy ceiling is timed.
 
 from __future__ import annotations
 
+from kernelab.errors import KernelabError
 from kernelab.kernels.cuda.micro.chase import GiB, MiB
 
 SOURCE = "micro/bandwidth.cu"
@@ -22,6 +24,8 @@ SMEM_BLOCKS_PER_SM = 4  # 4 x 512 threads: a full SM; 4 x 36.5 KiB of shared mem
 SMEM_ITERATIONS = 1024  # ~0.5 ms per call at ~33 TB/s
 STREAM_THREADS = 512
 STREAM_BLOCKS_PER_SM = 4
+COPY_THREADS = 128
+COPY_UNROLL = 2  # kCopyUnroll in bandwidth.cu
 HBM_READ_BYTES = 4 * GiB
 HOST_LINK_BYTES = 256 * MiB
 
@@ -113,13 +117,16 @@ def hbm_copy(bytes_per_buffer: int, *, max_time_s: float):
     import torch
 
     from kernelab.harness.timing import benchmark
-    from kernelab.kernels.cuda.launch import launch
+    from kernelab.kernels.cuda.launch import Launch, launch
 
     built = _built()
-    src = torch.ones(bytes_per_buffer // 4, dtype=torch.int32, device="cuda")
-    dst = torch.empty_like(src)
+    src = torch.empty(bytes_per_buffer // 4, dtype=torch.int32, device="cuda").random_()
+    dst = torch.zeros_like(src)
     n_vectors = src.numel() // 4
-    config = _stream_config(torch, n_vectors)
+    # One contiguous tile of COPY_UNROLL * COPY_THREADS vectors per block, the grid covering
+    # the buffer once (why this shape: bandwidth.cu).
+    tiles = -(-n_vectors // (COPY_THREADS * COPY_UNROLL))
+    config = Launch((tiles, 1, 1), (COPY_THREADS, 1, 1))
 
     def call():
         launch(
@@ -132,6 +139,9 @@ def hbm_copy(bytes_per_buffer: int, *, max_time_s: float):
             np.int64(n_vectors),
         )
 
+    call()  # checked before it is timed: a copy that drops a tile would look fast
+    if not torch.equal(dst, src):
+        raise KernelabError("hbm_copy kernel copied wrongly; its bandwidth would mean nothing")
     # Bytes: every byte of src read once and every byte of dst written once.
     return 2 * n_vectors * 16, benchmark(call, mode="cold", max_time_s=max_time_s)
 
