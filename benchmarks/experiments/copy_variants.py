@@ -17,12 +17,9 @@ GIB = 1024**3
 
 
 def main() -> None:
-    import numpy as np
     import torch
 
-    from kernelab.harness.timing import benchmark
     from kernelab.kernels.cuda.build import build
-    from kernelab.kernels.cuda.launch import Launch, launch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
@@ -37,52 +34,73 @@ def main() -> None:
     if args.prebuild:
         return
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    buffer_bytes = 2 * GIB
     rows = []
     for pattern in ("random", "ones"):
-        src = torch.empty(buffer_bytes // 4, dtype=torch.int32, device="cuda")
-        src.random_() if pattern == "random" else src.fill_(1)
-        dst = torch.empty_like(src)
-        n_vectors = src.numel() // 4
-        traffic = 2 * buffer_bytes
-
-        def rate(timing):
-            return traffic / (timing.median_ms * 1e-3) / 1e9
-
-        torch_rate = rate(benchmark(lambda: dst.copy_(src), mode="cold", max_time_s=1.0))
-        rows.append(dict(pattern=pattern, kernel="torch copy_", gbps=torch_rate, ratio=1.0))
-        for v, built in zip(variants, builds):
-            for threads, blocks_per_sm in ((128, 0), (256, 0), (512, 4), (256, 8), (1024, 2)):
-                if v["CONTIGUOUS"]:
-                    if blocks_per_sm:  # contiguous tiles: the grid covers the buffer once
-                        continue
-                    blocks = -(-n_vectors // (threads * v["UNROLL"]))
-                elif not blocks_per_sm:
-                    continue
-                else:
-                    blocks = sms * blocks_per_sm
-                config = Launch((blocks, 1, 1), (threads, 1, 1))
-
-                def call(built=built, config=config):
-                    launch(built.cubin, "copy_variant", built.arch, config,
-                           src.data_ptr(), dst.data_ptr(), np.int64(n_vectors))
-
-                call()
-                torch.cuda.synchronize()
-                if not torch.equal(dst, src):
-                    raise SystemExit(f"variant {v} {threads}x{blocks} copied wrongly")
-                r = rate(benchmark(call, mode="cold", max_time_s=0.6))
-                name = (f"u{v['UNROLL']} {'cs' if v['STREAMING'] else 'wb'} "
-                        f"{'tile' if v['CONTIGUOUS'] else 'grid'} {threads}t "
-                        f"{blocks_per_sm or '-'}b/SM")
-                rows.append(dict(pattern=pattern, kernel=name, gbps=r, ratio=r / torch_rate,
-                                 threads=threads, blocks=blocks, **v))
-        del src, dst
+        rows += _time_pattern(pattern, variants, builds, sms, 2 * GIB)
         torch.cuda.empty_cache()
     for row in rows:
-        print(f"{row['pattern']:7s} {row['kernel']:32s} {row['gbps']:8.1f} GB/s {row['ratio']:6.3f}")
+        print(
+            f"{row['pattern']:7s} {row['kernel']:32s} {row['gbps']:8.1f} GB/s {row['ratio']:6.3f}"
+        )
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
+
+
+def _time_pattern(pattern: str, variants, builds, sms: int, buffer_bytes: int) -> list[dict]:
+    """Torch's copy and every variant on one pair of buffers filled with `pattern`."""
+    import numpy as np
+    import torch
+
+    from kernelab.harness.timing import benchmark
+    from kernelab.kernels.cuda.launch import Launch, launch
+
+    src = torch.empty(buffer_bytes // 4, dtype=torch.int32, device="cuda")
+    src.random_() if pattern == "random" else src.fill_(1)
+    dst = torch.empty_like(src)
+    n_vectors = src.numel() // 4
+    traffic = 2 * buffer_bytes  # every byte read once and written once
+
+    def rate(timing) -> float:
+        return traffic / (timing.median_ms * 1e-3) / 1e9
+
+    torch_rate = rate(benchmark(lambda: dst.copy_(src), mode="cold", max_time_s=1.0))
+    rows = [dict(pattern=pattern, kernel="torch copy_", gbps=torch_rate, ratio=1.0)]
+    for v, built in zip(variants, builds, strict=True):
+        for threads, blocks_per_sm in ((128, 0), (256, 0), (512, 4), (256, 8), (1024, 2)):
+            if v["CONTIGUOUS"] != (blocks_per_sm == 0):
+                continue  # contiguous tiles: the grid covers the buffer once; else resident
+            if v["CONTIGUOUS"]:
+                blocks = -(-n_vectors // (threads * v["UNROLL"]))
+            else:
+                blocks = sms * blocks_per_sm
+            config = Launch((blocks, 1, 1), (threads, 1, 1))
+
+            def call(built=built, config=config):
+                launch(
+                    built.cubin,
+                    "copy_variant",
+                    built.arch,
+                    config,
+                    src.data_ptr(),
+                    dst.data_ptr(),
+                    np.int64(n_vectors),
+                )
+
+            dst.zero_()
+            call()
+            torch.cuda.synchronize()
+            if not torch.equal(dst, src):
+                raise SystemExit(f"variant {v} {threads}x{blocks} copied wrongly")
+            r = rate(benchmark(call, mode="cold", max_time_s=0.6))
+            name = (
+                f"u{v['UNROLL']} {'cs' if v['STREAMING'] else 'wb'} "
+                f"{'tile' if v['CONTIGUOUS'] else 'grid'} {threads}t {blocks_per_sm or '-'}b/SM"
+            )
+            rows.append(
+                dict(pattern=pattern, kernel=name, gbps=r, ratio=r / torch_rate,
+                     threads=threads, blocks=blocks, **v)
+            )  # fmt: skip
+    return rows
 
 
 if __name__ == "__main__":
