@@ -1,6 +1,7 @@
 """The Hopper bf16 GEMM ladder on a real GPU: check every step, then time it beside cuBLAS.
 
     PYTHONPATH=src python3 benchmarks/hgemm_ladder.py --out "$OUT"        # everything, ~1.5 min
+    PYTHONPATH=src python3 benchmarks/hgemm_ladder.py --steps 03,04,05    # a subset
     PYTHONPATH=src python3 benchmarks/hgemm_ladder.py --no-time           # correctness only
     PYTHONPATH=src python3 benchmarks/hgemm_ladder.py --prebuild          # no GPU: compile
 
@@ -9,7 +10,8 @@
    (127,257,65), (1000,1000,1000), (4097,129,4100), (2048,2048,2048), bf16. A step that is
    wrong anywhere (or crashes) is reported and not timed; later steps still run.
 3. Timing, in this one process, of cuBLAS bf16 (torch.mm), every correct step, and the B
-   transpose the wgmma steps' launcher performs (so it can be told apart), at each size, in
+   transpose the launcher performs for steps 02-03 (so it can be told apart; timed only when
+   one of them is selected), at each size, in
    the cold (L2 flushed) and graph (back-to-back, CUDA-graph replay) modes of
    kernelab.harness.timing. "% of cuBLAS" compares times in the same mode.
 records.json (one Record per timing) and summary.json (compile report, checks, rows) go to
@@ -29,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from kernelab.kernels.cuda.hgemm import STEPS, build_step, transposed_rows  # noqa: E402
+from kernelab.errors import KernelabError  # noqa: E402
+from kernelab.kernels.cuda.hgemm import STEPS, build_step, get_step, transposed_rows  # noqa: E402
 
 CHECK_SHAPES = [
     (1, 1, 1),
@@ -46,11 +49,11 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def compile_report() -> list[dict]:
+def compile_report(steps) -> list[dict]:
     from kernelab.kernels.cuda.sass import find_tool, has, opcode_counts
 
     rows = []
-    for step in STEPS:
+    for step in steps:
         built = build_step(step)
         report = built.report(step.kernel)
         counts = opcode_counts(built.cubin, step.kernel) if find_tool("cuobjdump") else {}
@@ -64,12 +67,12 @@ def compile_report() -> list[dict]:
     return rows
 
 
-def check_steps() -> dict[str, list[dict]]:
+def check_steps(steps) -> dict[str, list[dict]]:
     from kernelab.harness.check import check_implementation
     from kernelab.kernels.registry import get
 
     checks: dict[str, list[dict]] = {}
-    for step in STEPS:
+    for step in steps:
         fn = get(step.name).build()
         results = []
         for m, n, k in CHECK_SHAPES:
@@ -113,7 +116,9 @@ def time_ladder(steps, sizes: list[int], modes: list[str], max_time_s: float):
         a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
         b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
         cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, "bf16")
-        timed = [*candidates, (TRANSPOSE, lambda a, b: transposed_rows(b))]
+        timed = list(candidates)
+        if any(s.b_layout == "nk" for s in steps):
+            timed.append((TRANSPOSE, lambda a, b: transposed_rows(b)))
         for mode in modes:
             cublas_ms = None
             for name, fn in timed:
@@ -188,11 +193,20 @@ def _mode(row: dict, mode: str) -> bool:
     return row["mode"] == mode or (mode == "graph" and row["mode"] == "batch")
 
 
+def selected_steps(spec: str) -> list:
+    """ "all" or a comma list of step numbers/names ("03,4,hgemm:05"), in ladder order."""
+    if spec.strip() in ("", "all"):
+        return list(STEPS)
+    chosen = {get_step(part.strip()).number for part in spec.split(",") if part.strip()}
+    return [s for s in STEPS if s.number in chosen]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_out = Path(os.environ.get("OUT", ROOT / "benchmarks/results/h200/hgemm"))
     parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--sizes", default="2048,4096,8192")
+    parser.add_argument("--steps", default="all", help="e.g. 03,04,05 (default: every step)")
     parser.add_argument("--modes", default="cold,graph", help="timing modes: cold, hot, graph")
     parser.add_argument("--max-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--no-time", action="store_true", help="check only")
@@ -200,9 +214,14 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    try:
+        steps = selected_steps(args.steps)
+    except KernelabError as exc:
+        log(f"hgemm_ladder: {exc}")
+        return 2
 
     log("compiling (cached after the first run)")
-    summary: dict = {"compile": compile_report()}
+    summary: dict = {"compile": compile_report(steps)}
     if args.prebuild:
         return 0
     import torch
@@ -211,10 +230,11 @@ def main() -> int:
         log("no CUDA GPU: stopping after the compile step")
         return 2
     summary.update(gpu=torch.cuda.get_device_name(), torch=torch.__version__, sizes=sizes)
+    summary["steps"] = [s.name for s in steps]
 
-    log("checking every step")
-    summary["checks"] = check_steps()
-    good = [s for s in STEPS if all(r["ok"] for r in summary["checks"][s.name])]
+    log("checking every selected step")
+    summary["checks"] = check_steps(steps)
+    good = [s for s in steps if all(r["ok"] for r in summary["checks"][s.name])]
     records = []
     if not args.no_time:
         rows, records = time_ladder(good, sizes, modes, args.max_time)
@@ -226,7 +246,7 @@ def main() -> int:
         from kernelab.harness.records import save_records
 
         save_records(records, args.out / "records.json")
-    failed = [s.name for s in STEPS if s not in good]
+    failed = [s.name for s in steps if s not in good]
     if failed:
         print(f"WRONG ANSWERS: {', '.join(failed)}")
     print(f"written to {args.out}")

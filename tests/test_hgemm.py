@@ -1,9 +1,11 @@
-"""The Hopper bf16 GEMM ladder (hgemm:01..03).
+"""The Hopper bf16 GEMM ladder (hgemm:01..05).
 
 On any machine with nvcc: every step compiles for sm_90a with no spills or local memory, its
 SASS holds the instructions the step claims (HMMA + LDSM for mma.sync, HGMMA from the wgmma
-steps on, UTMALDG + SYNCS for TMA/mbarrier) and not the ones it replaced, and step 03's
-kernel parameters in the cubin have the sizes the launcher packs.
+steps on, UTMALDG + SYNCS for TMA/mbarrier, USETMAXREG for warp specialisation) and not the
+ones it replaced, every wgmma has the instruction shape the step claims and reads B N-major
+(tnspB) exactly when the step reads B[K, N] as stored, and the TMA steps' kernel parameters
+in the cubin have the sizes the launcher packs.
 Anywhere: the TMA tensor-map arguments (dims, strides, box, every documented constraint),
 the parameter array handed to cuLaunchKernel, and the launcher's layout helpers.
 On a GPU (marked gpu): every step through the registry at awkward shapes, against the
@@ -26,18 +28,30 @@ from kernelab.kernels.cuda.hgemm import (
     build_step,
     get_step,
     hgemm,
+    tensor_map_params,
     tma,
     tma_step_params,
     transposed_rows,
 )
-from kernelab.kernels.cuda.sass import find_tool, has, opcode_counts
+from kernelab.kernels.cuda.sass import disassemble, find_tool, has, opcode_counts
 
 HGEMM_DIR = cuda_build.KERNEL_DIR / "hgemm"
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="needs cuobjdump")
 
 MAX_SMEM_PER_BLOCK = 227 * 1024  # H100/H200 opt-in limit
-GPU_SHAPES = [(1, 1, 1), (127, 257, 65), (1000, 1000, 1000), (4097, 129, 4100), (2048, 2048, 2048)]
+# (65, 520, 777): a 128-row tile whose second m64 half holds one row, a last column block of
+# 8 columns (one partial TMA box, the rest skipped) and a K tail of 9 after 12 K-tiles.
+GPU_SHAPES = [
+    (1, 1, 1),
+    (127, 257, 65),
+    (65, 520, 777),
+    (1000, 1000, 1000),
+    (4097, 129, 4100),
+    (2048, 2048, 2048),
+]
+TMA_STEPS = [s for s in STEPS if s.uses_tma]
+WGMMA_STEPS = [s for s in STEPS if s.number >= 2]
 
 
 # ---- compile: sm_90a, no spills, the SASS each step claims --------------------------------
@@ -91,10 +105,51 @@ def _kernel_param_sizes(cubin, kernel: str) -> list[int]:
     return [sizes[i] for i in range(len(sizes))]
 
 
+def _sass_lines(cubin, kernel: str) -> list[str]:
+    """The SASS instruction lines of one kernel, operands included (opcode_counts keeps only
+    the opcode, and the wgmma shape and the tnspB operand flag live past it)."""
+    lines, inside = [], False
+    for line in disassemble(cubin).splitlines():
+        if "Function :" in line:
+            inside = line.split("Function :")[1].strip() == kernel
+        elif inside and re.match(r"\s*/\*[0-9a-f]{4,}\*/", line):
+            lines.append(line)
+    return lines
+
+
 @needs_nvcc
 @needs_cuobjdump
-def test_tma_step_parameters_match_what_the_launcher_packs():
-    step = get_step(3)
+@pytest.mark.parametrize("step", WGMMA_STEPS, ids=lambda s: s.name)
+def test_wgmma_shape_and_b_majorness_in_sass(step):
+    hgmma = [line for line in _sass_lines(build_step(step).cubin, step.kernel) if "HGMMA" in line]
+    assert hgmma
+    shape = re.search(r"m64n(\d+)k16", step.tiles["mma"]).group(1)
+    assert all(f"HGMMA.64x{shape}x16.F32.BF16" in line for line in hgmma), hgmma[0]
+    transposed = [".tnspB" in line for line in hgmma]
+    if step.b_layout == "kn":  # B[K, N] as stored: every wgmma reads it N-major
+        assert all(transposed), "a wgmma reads B K-major in a step that does not transpose B"
+    else:
+        assert not any(transposed)
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_warp_specialized_step_moves_registers_between_roles():
+    step = get_step(5)
+    sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
+    # The producer gives registers back down to 40 (0x28), the consumers claim 232 (0xe8).
+    assert re.search(r"USETMAXREG\.DEALLOC\S* 0x28\b", sass)
+    assert re.search(r"USETMAXREG\.TRY_ALLOC\S* \S+, 0xe8\b", sass)
+    # The main loop keeps one wgmma group in flight (wait_group 1); the epilogue waits for all.
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+    # One block barrier (after the mbarrier init), none in the main loop.
+    assert sass.count("BAR.SYNC") == 1
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("step", TMA_STEPS, ids=lambda s: s.name)
+def test_tma_step_parameters_match_what_the_launcher_packs(step):
     sizes = _kernel_param_sizes(build_step(step).cubin, step.kernel)
     blank = tma.TensorMapParam.from_encoded(bytes(tma.TENSOR_MAP_BYTES))
     params = tma_step_params(blank, blank, 10, 20, 30, 0x1000, 20)
@@ -114,6 +169,8 @@ def test_steps_are_numbered_and_described():
         # The step table mirrors the .cu's constants: stages and threads per block.
         stages = re.search(r"STAGES = (\d+)", source)
         assert stages and int(stages.group(1)) == step.pipeline["stages"]
+        block = re.search(r"BM = (\d+), BN = (\d+), BK = (\d+)", source)
+        assert block and [int(x) for x in block.groups()] == step.tiles["block"]
         launch = step.launch(4096, 4096, 4096)
         assert launch.block[0] == step.tiles["threads"]
         assert launch.shared_bytes == step.pipeline["shared_bytes"] <= MAX_SMEM_PER_BLOCK
@@ -196,6 +253,31 @@ def test_param_array_points_at_each_argument():
     ]
     assert ints == [7, 11, 13, 6]
     assert ctypes.cast(array[5], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0xDEADBEEF00
+
+
+def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
+    """Step 03 maps B^T [N, K] with 128 x 64 boxes; steps 04+ map B [K, N] as stored with
+    64 k x 64 n boxes (dims innermost first: (n, k)); A is 128 x 64 everywhere."""
+    import torch
+
+    seen = []
+    monkeypatch.setattr(tma, "encode", lambda tiled: seen.append(tiled) or bytes(128))
+    a = torch.zeros(300, 80, dtype=torch.bfloat16)[:, :77]
+    b = torch.zeros(77, 136, dtype=torch.bfloat16)[:, :131]
+    bt = torch.zeros(131, 80, dtype=torch.bfloat16)[:, :77]
+    for number in (4, 5):
+        seen.clear()
+        tensor_map_params(get_step(number), a, 80, b, 136)
+        assert [(t.global_dim, t.global_strides, t.box_dim) for t in seen] == [
+            ((77, 300), (160,), (64, 128)),
+            ((131, 77), (272,), (64, 64)),
+        ]
+        assert seen[1].box_bytes == 8192  # one n atom: the LBO the kernels' descriptors use
+    seen.clear()
+    tensor_map_params(get_step(3), a, 80, bt, 80)
+    assert seen[1].global_dim == (77, 131) and seen[1].box_dim == (64, 128)
+    with pytest.raises(KernelabError, match="TMA"):
+        tensor_map_params(get_step(2), a, 80, bt, 80)
 
 
 # ---- the launcher's layouts (CPU tensors stand in for CUDA ones) -------------------------

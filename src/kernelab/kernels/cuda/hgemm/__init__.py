@@ -9,10 +9,10 @@ What the launcher does before the kernel, and what it costs (all inside the time
 - rows that cp.async or TMA read must start 16-byte aligned: an operand whose row stride is
   not a multiple of 8 elements (or whose base is unaligned) is copied into padded rows;
   contiguous operands with K (and, for step 01, N) a multiple of 8 are used in place;
-- the wgmma steps read B^T [N, K] (K-major, the layout their descriptors and TMA boxes
-  describe), so the launcher transposes B: 2 * K * N * 2 bytes of extra traffic per call, about
-  8 % of a 4096^3 GEMM's time at cuBLAS speed. Reading B [K, N] directly (wgmma's transpose
-  bit, MN-major descriptors) is a later step.
+- steps 02-03 read B^T [N, K] (K-major, the layout their descriptors and TMA boxes
+  describe), so the launcher transposes B: 2 * K * N * 2 bytes of extra traffic per call
+  (measured on the H200: 124 us of step 03's 336 us at 4096^3). From step 04 on, the kernels
+  read B [K, N] as stored (wgmma's transpose bit, MN-major descriptors): no copy.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ __all__ = ["STEPS", "Step", "build_step", "get_step", "hgemm", "implementations"
 SOURCE_DIR = "hgemm"  # relative to kernels/cuda, where build.source_path looks
 ARCH = "sm_90a"
 ROW_ALIGN = 8  # elements: 16 bytes of bf16
-TMA_BOX = (128, 64)  # rows x k of one TMA load, as in 03_tma_mbarrier.cu
 
 _built: dict[tuple, object] = {}  # per process: a timed call must not re-hash the sources
 
@@ -83,28 +82,29 @@ def transposed_rows(b):
     return bt[:, :k], ld
 
 
-def tensor_map_params(a, lda: int, bt, ldb: int):
-    """The two CUtensorMap kernel parameters of step 03: A [M, K] and B^T [N, K], boxes of
-    128 rows x 64 k, 128-byte swizzle."""
+def tensor_map_params(step: Step, a, lda: int, b, ldb: int):
+    """The two CUtensorMap kernel parameters of a TMA step: A [M, K] and the B operand as the
+    step reads it (B^T [N, K] for "nk", B [K, N] for "kn"), with the step's boxes and the
+    128-byte swizzle."""
     from kernelab.kernels.cuda.hgemm import tma
 
-    m, k = a.shape
-    n = bt.shape[0]
-    box_rows, box_cols = TMA_BOX
-    maps = (
-        tma.tiled_map_2d(a.data_ptr(), m, k, lda, box_rows=box_rows, box_cols=box_cols),
-        tma.tiled_map_2d(bt.data_ptr(), n, k, ldb, box_rows=box_rows, box_cols=box_cols),
-    )
-    return [tma.TensorMapParam.from_encoded(tma.encode(t)) for t in maps]
+    if step.tma_boxes is None:
+        raise KernelabError(f"{step.name} does not read its operands through TMA")
+    maps = []
+    for t, ld, (box_rows, box_cols) in zip((a, b), (lda, ldb), step.tma_boxes, strict=True):
+        rows, cols = t.shape
+        tiled = tma.tiled_map_2d(t.data_ptr(), rows, cols, ld, box_rows=box_rows, box_cols=box_cols)
+        maps.append(tma.TensorMapParam.from_encoded(tma.encode(tiled)))
+    return maps
 
 
-def tma_step_params(map_a, map_bt, m: int, n: int, k: int, c_ptr: int, ldc: int) -> list:
-    """Step 03's kernel arguments as ctypes values, in the kernel's order and C types:
+def tma_step_params(map_a, map_b, m: int, n: int, k: int, c_ptr: int, ldc: int) -> list:
+    """A TMA step's kernel arguments as ctypes values, in the kernels' order and C types:
     (CUtensorMap, CUtensorMap, int M, int N, int K, bf16 *C, int ldc)."""
     import ctypes
 
     return [
-        map_a, map_bt, ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),
+        map_a, map_b, ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),
         ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc),
     ]  # fmt: skip
 
@@ -153,8 +153,8 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
     if step.uses_tma:
         from kernelab.kernels.cuda.hgemm.tma import launch_with_params
 
-        map_a, map_bt = tensor_map_params(a_rows, lda, b_rows, ldb)
-        params = tma_step_params(map_a, map_bt, m, n, k, out.data_ptr(), ldc)
+        map_a, map_b = tensor_map_params(step, a_rows, lda, b_rows, ldb)
+        params = tma_step_params(map_a, map_b, m, n, k, out.data_ptr(), ldc)
         launch_with_params(built.cubin, step.kernel, built.arch, config, params)
         return out
 

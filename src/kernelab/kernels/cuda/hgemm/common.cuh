@@ -118,10 +118,13 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
 }
 
-// d[64 x 128] += A[64 x 16] @ B[16 x 128], both K-major in shared memory (trans-a = trans-b
-// = 0), fp32 accumulators. Lane t of warp w of the warpgroup holds, for j = 0..15,
+// d[64 x 128] += A[64 x 16] @ B[16 x 128] from shared memory, fp32 accumulators. A is K-major
+// (trans-a = 0); B is K-major when TransB = 0 (steps 02-03) and N-major when TransB = 1
+// (imm-trans-b, valid for bf16/fp16 only; the descriptor must then describe the MN-major
+// layout, smem_desc_128b_mn). Lane t of warp w of the warpgroup holds, for j = 0..15,
 // d[4j + 0..1] = rows 16w + t/4, columns 8j + 2(t%4) + 0..1, and d[4j + 2..3] = the same
 // columns of row 16w + t/4 + 8. 2 * 64 * 128 * 16 = 262,144 FLOP per instruction.
+template <int TransB = 0>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
     asm volatile(
         "{\n"
@@ -132,7 +135,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n"
+        "%64, %65, p, 1, 1, 0, %67;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
           "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
@@ -145,20 +148,83 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
           "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
           "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
           "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(1));
+        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
+}
+
+// ---- N-major B, 64 x 256 instructions (steps 04+) ------------------------------------------
+
+// The descriptor of an MN-major operand in the 128-byte swizzle (PTX ISA, "Strides": for
+// MN-major swizzled layouts the two offsets swap roles against K-major). The tile is stored
+// as TMA writes B[K, N] with a box 64 n wide: one 128-byte row (64 n) per k, rows in k order,
+// 16-byte chunk c of row k at chunk c ^ (k % 8). Before the swizzle, the canonical layout is
+// ((8 chunks of 8 n, n / 64 atoms), (8 k, k / 8 groups)) with byte strides
+// ((16, LBO), (128, SBO)):
+//   LBO (bits 16-29) = bytes from one 64-wide n atom to the next: `n_atom_bytes` (the next
+//                      TMA box, BK rows x 128 bytes further on);
+//   SBO (bits 32-45) = bytes from one group of 8 k to the next = 8 rows x 128 = 1024.
+// Moving along K by 16 is +16 rows = +2048 bytes on the start address: still a multiple of
+// 1024, so the swizzle phase (base offset, bits 49-51) stays 0.
+__device__ __forceinline__ uint64_t smem_desc_128b_mn(const void *smem, uint32_t n_atom_bytes) {
+    const uint64_t address = smem_address(smem);
+    uint64_t desc = (address & 0x3FFFF) >> 4;
+    desc |= uint64_t((n_atom_bytes >> 4) & 0x3FFF) << 16;
+    desc |= uint64_t(1024 >> 4) << 32;
+    desc |= uint64_t(1) << 62;
+    return desc;
+}
+
+#define HGEMM_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define HGEMM_ACC16(i) HGEMM_ACC4(i), HGEMM_ACC4(i + 4), HGEMM_ACC4(i + 8), HGEMM_ACC4(i + 12)
+
+// d[64 x 256] += A[64 x 16] @ B[16 x 256]: the widest wgmma, 524,288 FLOP per instruction,
+// and the least shared-memory traffic per FLOP (the 64 x 16 A slice is read once for 256
+// columns). Accumulator fragment as wgmma_m64n128k16 with j = 0..31: 128 fp32 per lane.
+template <int TransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a,
+                                                 uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "
+        "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, "
+        "%124, %125, %126, %127}, "
+        "%128, %129, p, 1, 1, 0, %131;\n"
+        "}\n"
+        : HGEMM_ACC16(0), HGEMM_ACC16(16), HGEMM_ACC16(32), HGEMM_ACC16(48), HGEMM_ACC16(64),
+          HGEMM_ACC16(80), HGEMM_ACC16(96), HGEMM_ACC16(112)
+        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
+}
+
+#undef HGEMM_ACC16
+#undef HGEMM_ACC4
+
+// Write a warpgroup's m64 x Width accumulators (rows row0.., columns col0..) to C as bf16
+// pairs, bounds-checked: the fragment layout of wgmma_m64n128k16 with Width / 8 column blocks.
+template <int Width>
+__device__ __forceinline__ void store_accumulators(bf16 *C, int ldc, int row0, int col0, int M,
+                                                   int N, const float (&d)[Width / 2]) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int row = row0 + 16 * warp + lane / 4;
+#pragma unroll
+    for (int j = 0; j < Width / 8; ++j) {
+        const int col = col0 + 8 * j + 2 * (lane % 4);
+        store_pair(C, ldc, row, col, M, N, d[4 * j + 0], d[4 * j + 1]);
+        store_pair(C, ldc, row + 8, col, M, N, d[4 * j + 2], d[4 * j + 3]);
+    }
 }
 
 // Write one m64n128 accumulator (rows row0.., columns col0..) of this warpgroup to C.
 __device__ __forceinline__ void store_m64n128(bf16 *C, int ldc, int row0, int col0, int M, int N,
                                               const float (&d)[64]) {
-    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int row = row0 + 16 * warp + lane / 4;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const int col = col0 + 8 * j + 2 * (lane % 4);
-        store_pair(C, ldc, row, col, M, N, d[4 * j + 0], d[4 * j + 1]);
-        store_pair(C, ldc, row + 8, col, M, N, d[4 * j + 2], d[4 * j + 3]);
-    }
+    store_accumulators<128>(C, ldc, row0, col0, M, N, d);
 }
 
 // ---- mbarrier and TMA (sm_90) -------------------------------------------------------------
@@ -173,6 +239,11 @@ __device__ __forceinline__ void mbarrier_init(uint64_t *bar, int arrivals) {
 __device__ __forceinline__ void fence_barrier_init() {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     fence_proxy_async();
+}
+
+// One plain arrival (a consumer releasing a stage to the producer).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }
 
 // One arrival that also tells the barrier to expect `bytes` more bytes of TMA traffic; the
@@ -218,4 +289,17 @@ template <int Align>
 __device__ __forceinline__ unsigned char *aligned_dynamic_smem(unsigned char *base) {
     const uint32_t address = smem_address(base);
     return base + ((Align - (address % Align)) % Align);
+}
+
+// Warp specialisation: hand registers from the producer warpgroup (which only issues TMA) to
+// the consumer warpgroups (which hold the accumulators). Every thread of a warpgroup must
+// execute the same one; counts are multiples of 8 in 24..256.
+template <int Registers>
+__device__ __forceinline__ void release_registers() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Registers));
+}
+
+template <int Registers>
+__device__ __forceinline__ void claim_registers() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
 }

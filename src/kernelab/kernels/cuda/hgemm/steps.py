@@ -33,6 +33,9 @@ class Step:
     proof: str  # the Nsight Compute metric or SASS fact that shows the technique worked
     sass_claims: tuple[str, ...]  # opcodes (prefixes) that must appear in the kernel's SASS
     geometry: Callable[[int, int, int], Launch]
+    # TMA steps: the box each load copies, (rows, cols) of the operand as the kernel reads it
+    # (A [M, K]; B^T [N, K] for "nk", B [K, N] for "kn"), cols innermost, at most 128 bytes.
+    tma_boxes: tuple[tuple[int, int], tuple[int, int]] | None = None
 
     @property
     def name(self) -> str:
@@ -53,6 +56,7 @@ class Step:
             "sass_claims": list(self.sass_claims),
             "file": self.file,
             "kernel": self.kernel,
+            "tma_boxes": [list(box) for box in self.tma_boxes] if self.tma_boxes else None,
         }
 
 
@@ -68,6 +72,14 @@ MMA_SYNC_SMEM = 3 * (128 * (32 + 8) + 32 * (128 + 8)) * 2  # padded A and B, 3 s
 WGMMA_STAGE = (128 * 64 + 128 * 64) * 2  # A + B^T tile, 128-byte swizzled rows
 WGMMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
 TMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
+NO_TRANSPOSE_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK  # same bytes, B as two 64 x 64 boxes
+WS_STAGE = (128 * 64 + 64 * 256) * 2  # A 128 x 64 + B 64 x 256: 48 KiB
+WS_SMEM = 4 * WS_STAGE + SWIZZLE_ALIGN_SLACK
+
+# TMA boxes as (rows, cols) of the operand in memory; 64 bf16 = 128 bytes = the swizzle span.
+A_BOX = (128, 64)  # 128 rows of A x 64 k
+BT_BOX = (128, 64)  # 128 rows of B^T (n) x 64 k
+B_KN_BOX = (64, 64)  # 64 rows of B (k) x 64 n: one n atom of the MN-major descriptor
 
 # Steps 02-03: one warpgroup owns the 128 x 128 block tile as two m64 halves.
 WGMMA_TILES = {
@@ -152,6 +164,71 @@ STEPS: tuple[Step, ...] = (
         "step 02 (no per-thread copy address math); sm__pipe_tensor_cycles_active rises",
         ("HGMMA", "UTMALDG", "SYNCS"),
         _block_tile(128, 128, 128, TMA_SMEM),
+        (A_BOX, BT_BOX),
+    ),
+    Step(
+        4,
+        "no_transpose",
+        "04_no_transpose.cu",
+        "hgemm_no_transpose",
+        "B read as stored (B[K, N], N innermost): TMA boxes of 64 k x 64 n, wgmma with "
+        "imm-trans-b = 1 and the MN-major 128-byte-swizzle descriptor; no B transpose per call",
+        "kn",
+        True,
+        {**WGMMA_TILES, "mma": "wgmma.m64n128k16.bf16, B N-major (2 per k16, 8 per K-tile)"},
+        {
+            "stages": 3,
+            "shared_bytes": NO_TRANSPOSE_SMEM,
+            "bytes_in_flight_per_block": 2 * WGMMA_STAGE,
+            "blocks_per_sm": 2,
+            "overlap": "as step 03; the launcher no longer transposes B (4 * K * N bytes of "
+            "HBM traffic and one extra kernel per call gone)",
+        },
+        # 03 measured 336 us at 4096^3 cold, of which the transpose alone took 124 us; the
+        # kernel's own ~212 us is unchanged by the layout -> 336 / 212.
+        1.55,
+        "HGMMA ... gdesc[..].tnspB in SASS (every wgmma reads B N-major); one kernel per call in "
+        "an nsys/ncu trace instead of transpose + GEMM; time drops by the hgemm:transpose_b row",
+        ("HGMMA", "UTMALDG", "SYNCS"),
+        _block_tile(128, 128, 128, NO_TRANSPOSE_SMEM),
+        (A_BOX, B_KN_BOX),
+    ),
+    Step(
+        5,
+        "warp_specialized",
+        "05_warp_specialized.cu",
+        "hgemm_warp_specialized",
+        "warp specialisation: a TMA producer warpgroup (setmaxnreg.dec 40) and two wgmma "
+        "consumer warpgroups (setmaxnreg.inc 232) on full/empty mbarrier pairs, 128 x 256 tile, "
+        "one wgmma group kept in flight",
+        "kn",
+        True,
+        {
+            "block": [128, 256, 64],
+            "warpgroups": 3,
+            "warpgroup_tile": [64, 256],
+            "mma": "wgmma.m64n256k16.bf16, B N-major (1 per consumer per k16, 4 per K-tile)",
+            "threads": 384,
+            "roles": "warpgroup 0 producer (1 thread issues TMA), 1-2 consumers",
+        },
+        {
+            "stages": 4,
+            "shared_bytes": WS_SMEM,
+            "bytes_in_flight_per_block": 4 * WS_STAGE,
+            "blocks_per_sm": 1,
+            "overlap": "TMA of up to 4 K-tiles ahead with the wgmma; consecutive K-tiles' wgmma "
+            "groups back to back (wait_group 1); no block barrier in the main loop",
+        },
+        # 04 is predicted near 645 TFLOP/s at 4096^3 (its 2 blocks per SM already hide part of
+        # the drain); the anchor ladder gained x1.4 from a pipelined mbarrier loop over its
+        # plain warp-specialised one. Predict 760 TFLOP/s, ~cuBLAS: x1.18.
+        1.18,
+        "USETMAXREG (TRY_ALLOC and DEALLOC) in SASS; HGMMA.64x256x16 with tnspB; "
+        "sm__pipe_tensor_cycles_active up against 04; the consumers' top stall is the gmma "
+        "wait or the full barrier, not a block barrier",
+        ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
+        _block_tile(384, 128, 256, WS_SMEM),
+        (A_BOX, B_KN_BOX),
     ),
 )
 
