@@ -103,33 +103,11 @@ def _findings(timelines: dict, wall: dict, drill) -> tuple[list[str], list[str]]
     return lines, misses
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=_default_out())
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--drill", type=int, default=1)
-    args = parser.parse_args()
-
+def _write(args, timelines: dict, wall: dict, drilled: list) -> tuple[list[str], list[str]]:
+    """Write timeline_example.json and .md under --out; (report lines, failed expectations)."""
     from kernelab.environment import software_versions
-    from kernelab.timeline.capture import profile_script
-    from kernelab.timeline.drill import drill
 
-    work = Path(tempfile.mkdtemp(prefix="kernelab-timeline-"))
-    timelines = {}
-    for mode in MODES:
-        timelines[mode] = profile_script(
-            _workload(mode), out_dir=work / mode, warmup=args.warmup, steps=args.steps
-        )
-        note(f"{mode}: {timelines[mode].summary.verdict.kind}")
-    drilled = drill(
-        _workload("prefill"), timelines["prefill"], args.drill, out_dir=work / "drill",
-        warmup=args.warmup,
-    )  # fmt: skip
-    wall = _wall_clock(steps=50)
     lines, misses = _findings(timelines, wall, drilled)
-
-    args.out.mkdir(parents=True, exist_ok=True)
     record = {
         "versions": software_versions(),
         "steps": args.steps,
@@ -146,6 +124,41 @@ def main() -> int:
     report = ["# The inference example on this GPU", "", *lines, ""]
     report += [f"MISS: {m}" for m in misses] or ["every expectation held"]
     (args.out / "timeline_example.md").write_text("\n".join(report) + "\n")
+    return report, misses
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=_default_out())
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--drill", type=int, default=1)
+    args = parser.parse_args()
+
+    from kernelab.timeline.capture import profile_script
+    from kernelab.timeline.drill import drill
+
+    work = Path(tempfile.mkdtemp(prefix="kernelab-timeline-"))
+    timelines = {}
+    for mode in MODES:
+        timelines[mode] = profile_script(
+            _workload(mode), out_dir=work / mode, warmup=args.warmup, steps=args.steps
+        )
+        note(f"{mode}: {timelines[mode].summary.verdict.kind}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    # The timelines are saved before the drill: a drill that kills this process (it did once
+    # on the H200) must not take them with it. CUDA is first initialised in this process
+    # after the drill (the wall clock), as it was when the drill last passed its test.
+    (args.out / "timeline_example.partial.json").write_text(
+        json.dumps(to_jsonable({m: t.to_dict() for m, t in timelines.items()}), indent=1)
+    )
+    drilled = drill(
+        _workload("prefill"), timelines["prefill"], args.drill, out_dir=work / "drill",
+        warmup=args.warmup,
+    )  # fmt: skip
+    wall = _wall_clock(steps=50)
+    report, misses = _write(args, timelines, wall, drilled)
+    (args.out / "timeline_example.partial.json").unlink()
     print("\n".join(report))
     return 1 if misses else 0
 

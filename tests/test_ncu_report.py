@@ -202,3 +202,17 @@ def test_bad_files_are_one_line_errors(tmp_path):
     broken.write_bytes(b"not xz at all")
     with pytest.raises(KernelabError, match="xz"):
         load(broken)
+
+
+def test_load_report_says_plainly_when_ncu_report_cannot_be_found(monkeypatch, tmp_path):
+    import importlib.util
+
+    from kernelab.profiling import report
+
+    fake = tmp_path / "k.ncu-rep"
+    fake.write_bytes(b"not a report")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
+    monkeypatch.setattr(report, "NCU_PYTHON_GLOBS", (str(tmp_path / "nowhere" / "*"),))
+    assert report.ncu_report_findable() is False
+    with pytest.raises(MissingToolError, match="ncu-report"):
+        report.load_report(fake)

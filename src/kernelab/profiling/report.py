@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import glob
 import importlib
+import importlib.util
 import json
 import lzma
 import re
@@ -98,6 +99,24 @@ class KernelProfile:
 # --- the ncu_report module ------------------------------------------------------------------
 
 
+NO_NCU_REPORT = (
+    "cannot read .ncu-rep files: install the ncu-report package (pip install ncu-report) "
+    "or Nsight Compute (its extras/python directory holds ncu_report)"
+)
+
+
+def ncu_report_findable() -> bool:
+    """Whether ncu_report can be imported, found without importing it: a process that has
+    initialised CUDA must not load the module at all (see load_report)."""
+    if importlib.util.find_spec("ncu_report") is not None:
+        return True
+    return any(
+        Path(directory, "ncu_report.py").is_file()
+        for pattern in NCU_PYTHON_GLOBS
+        for directory in glob.glob(pattern)
+    )
+
+
 def import_ncu_report():
     """NVIDIA's ncu_report module: installed, or found beside an Nsight Compute install."""
     try:
@@ -112,10 +131,7 @@ def import_ncu_report():
                 return importlib.import_module("ncu_report")
             except ImportError:
                 continue
-    raise MissingToolError(
-        "cannot read .ncu-rep files: install the ncu-report package (pip install ncu-report) "
-        "or Nsight Compute (its extras/python directory holds ncu_report)"
-    )
+    raise MissingToolError(NO_NCU_REPORT)
 
 
 # --- files ----------------------------------------------------------------------------------
@@ -232,7 +248,11 @@ def load_report(path) -> list[KernelProfile]:
     while ncu_report read a report (the lab and the timeline drill, 2026-11-29), while a
     fresh process read the same reports fine."""
     path = _check_exists(path)
-    import_ncu_report()  # a missing module is one line here, not a child's traceback
+    # A missing module is one line here, not a child's traceback. Found, never imported: the
+    # timeline example's parent (CUDA initialised) still died once the drill reached this
+    # point after reads had moved to the child (H200, 2026-11-29 17:45 UTC).
+    if not ncu_report_findable():
+        raise MissingToolError(NO_NCU_REPORT)
     done = subprocess.run(
         [sys.executable, "-m", "kernelab.profiling.report", str(path)],
         capture_output=True, text=True, check=False,
