@@ -113,14 +113,25 @@ SOFTMAX_SHAPES = [
 ]
 
 
+# The L2 kernels at a small size: 32 values per loop step, 64-value slices (so rows of more
+# than 64 columns are split over several programs: GPU only, where peers are resident).
+SMALL_L2_CONFIGS = {
+    "l2-rows": {"path": "l2-rows", "BLOCK": 32, "num_warps": 4, "PER_SM": 2},
+    "l2-split": {"path": "l2-split", "SLICE": 64, "BLOCK": 32, "num_warps": 4, "PER_SM": 4},
+}
+
+
 def _forced_long_rows(softmax_module, long_rows):
-    """softmax with the long-row path forced at a small size: 32-column chunks."""
+    """softmax with a long-row path forced at a small size: 32-column chunks or loop steps."""
+    if long_rows in SMALL_L2_CONFIGS:
+        config = SMALL_L2_CONFIGS[long_rows]
+        return functools.partial(softmax_module.softmax, single_pass_max_cols=16, config=config)
     return functools.partial(
         softmax_module.softmax, single_pass_max_cols=16, chunk_cols=32, long_rows=long_rows
     )
 
 
-LONG_ROW_PATHS = ["two-pass", "cooperative"] if HAS_CUDA else ["two-pass"]
+LONG_ROW_PATHS = ["two-pass", "l2-rows"] + (["cooperative", "l2-split"] if HAS_CUDA else [])
 
 
 @pytest.mark.parametrize("shape", SOFTMAX_SHAPES, ids=str)
@@ -230,13 +241,92 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, t
     assert torch.isnan(y[:, :32]).all()
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_softmax_l2_split_pipelined_exchange_with_one_slice_per_row(softmax, dtype):
+    # One slice per row: every group is one program, so it runs under the interpreter too.
+    # 23 rows over at most 4 groups: each group walks 5-6 rows plus the extra turn that
+    # normalizes its last row, so all 4 turn slots are reused (a stale or overwritten tag
+    # would end the wait at the spin budget and poison the row with NaN).
+    config = {"path": "l2-split", "SLICE": 256, "BLOCK": 32, "num_warps": 4, "PER_SM": 4}
+    fn = functools.partial(softmax.softmax, config=config)
+    for shape in ({"rows": 23, "cols": 200}, {"rows": 7, "cols": 129, "stride": 131}):
+        assert_correct(fn, "softmax", shape, dtype)
+    x = torch.randn(6, 45, device=DEVICE)
+    x[2] = float("-inf")
+    y = fn(x)
+    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
+def test_softmax_l2_split_wait_that_gives_up_yields_nan_not_a_hang(softmax):
+    # Four slices per row under the interpreter: the programs of a row run one after another,
+    # so the first slice's program waits for peers that have not started.
+    x = torch.randn(5, 127, device=DEVICE)
+    config = {"path": "l2-split", "SLICE": 32, "BLOCK": 16, "num_warps": 4, "PER_SM": 4}
+    y = softmax.softmax(x, config=config)
+    assert torch.isnan(y[:, :32]).all()
+
+
+def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(softmax):
+    for cols in (16_385, 32_768, 65_536, 131_072, 262_144):
+        fp32 = softmax.long_row_candidates(cols, torch.float32)
+        bf16 = softmax.long_row_candidates(cols, torch.bfloat16)
+        for candidates in (fp32, bf16):
+            assert candidates[0] == {
+                "path": "cooperative",
+                **softmax.cooperative_candidates(
+                    torch.float32 if candidates is fp32 else torch.bfloat16
+                )[0],
+            }
+            assert {c["path"] for c in candidates} <= {
+                "cooperative",
+                "single-pass",
+                "l2-rows",
+                "l2-split",
+            }
+            assert len({str(sorted(c.items())) for c in candidates}) == len(candidates)
+            # a split row has at least two slices
+            assert all(cols > c["SLICE"] for c in candidates if c["path"] == "l2-split")
+        single = [c for c in fp32 if c["path"] == "single-pass"]
+        assert bool(single) == (cols <= softmax.SINGLE_PASS_LONG_MAX_COLS)
+        assert any(c["path"] == "l2-rows" for c in fp32) == (cols * 4 <= 256 << 10)
+        # bf16 slices and loop steps hold as many bytes as the fp32 ones, not as many values
+        for a, b in zip(
+            softmax.l2_split_candidates(torch.float32),
+            softmax.l2_split_candidates(torch.bfloat16),
+            strict=True,
+        ):
+            assert b["SLICE"] == 2 * a["SLICE"] and b["BLOCK"] == 2 * a["BLOCK"]
+    bf16_chunks = {c["CHUNK"] * 2 for c in softmax.cooperative_candidates(torch.bfloat16)}
+    assert {16 << 10, 32 << 10} <= bf16_chunks  # the fp32 chunks' 16 and 32 KiB
+
+
+def test_softmax_unknown_long_row_path_is_refused(softmax):
+    x = torch.randn(2, 40, device=DEVICE)
+    with pytest.raises(ValueError, match="unknown long-row path"):
+        softmax.softmax(x, single_pass_max_cols=16, long_rows="no-such-path")
+
+
 def test_softmax_config_for_names_the_path_and_default_config(softmax):
     from kernelab.kernels.triton._runtime import row_tile_candidates
 
     x = torch.randn(4, 1000, device=DEVICE)
-    assert softmax.config_for(x) == {"path": "single-pass", **row_tile_candidates(1024)[0]}
-    long_path = softmax.config_for(x, single_pass_max_cols=512)["path"]
-    assert long_path == softmax.choose_path(1000, single_pass_max_cols=512)
+    assert softmax.config_for(x) == {
+        "path": "single-pass",
+        **row_tile_candidates(1024)[0],
+        "tuner": "softmax.rows",
+    }
+    long_config = softmax.config_for(x, single_pass_max_cols=512)
+    if HAS_CUDA:  # untuned: the first long-row candidate, chosen by the long-row tuner
+        assert softmax.choose_path(1000, single_pass_max_cols=512) == "long-rows"
+        assert long_config == {
+            **softmax.long_row_candidates(1000, x.dtype)[0],
+            "tuner": "softmax.long_rows",
+        }
+    else:
+        assert (
+            long_config["path"] == "two-pass" == softmax.choose_path(1000, single_pass_max_cols=512)
+        )
 
 
 # --- the launch configurations and the tuner (pure Python) -------------------------------
@@ -418,12 +508,12 @@ def test_gpu_softmax_full_size(softmax, cols, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("long_rows", ["cooperative", "two-pass"])
+@pytest.mark.parametrize("long_rows", ["cooperative", "two-pass", "l2-rows", "l2-split"])
 @pytest.mark.parametrize(
     "shape", [{"rows": 1, "cols": 262_144}, {"rows": 37, "cols": 70_001, "stride": 70_016}], ids=str
 )
 def test_gpu_softmax_long_rows_each_path(softmax, long_rows, shape):
-    assert softmax.choose_path(shape["cols"]) == "cooperative"
+    assert softmax.choose_path(shape["cols"]) == "long-rows"
     fn = functools.partial(softmax.softmax, long_rows=long_rows)
     assert_correct(fn, "softmax", shape, "bf16", trials=2)
     assert_correct(fn, "softmax", shape, "fp32", trials=2)
@@ -453,13 +543,13 @@ def test_gpu_softmax_every_row_tile_candidate(softmax, cols, dtype):
     ids=str,
 )
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_gpu_softmax_every_cooperative_candidate(softmax, shape, dtype):
+def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     x = torch.randn(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
-    for config in softmax.cooperative_candidates(torch_dtype):
-        # the cooperative kernel itself, not the two-pass fallback, must run
-        assert softmax._run_cooperative(x, torch.empty_like(x), config), config
-        fn = functools.partial(softmax.softmax, long_rows="cooperative", config=config)
+    for config in softmax.long_row_candidates(shape["cols"], torch_dtype):
+        # the candidate's own kernel, not the two-pass fallback, must run
+        assert softmax._run_long_rows(x, torch.empty_like(x), config), config
+        fn = functools.partial(softmax.softmax, config=config)
         report = check_implementation(fn, "softmax", shape, dtype, trials=1)
         assert report.ok, f"{config}: {report.message}"
 
@@ -475,6 +565,25 @@ def test_gpu_cooperative_grid_never_exceeds_what_the_driver_says_is_resident(sof
         if info["per_sm_driver"] is None:
             pytest.skip("cuda.bindings cannot answer cuOccupancyMaxActiveBlocksPerMultiprocessor")
         assert info["per_sm_formula"] <= info["per_sm_driver"], (config, info)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("cols", [32_768, 262_144])
+def test_gpu_l2_grid_is_resident_and_within_its_l2_budget(softmax, dtype, cols):
+    from kernelab.kernels.triton._runtime import l2_cache_bytes
+
+    x = torch.randn(512, cols, device="cuda", dtype=dtype)
+    l2_configs = [c for c in softmax.long_row_candidates(cols, dtype) if c["path"].startswith("l2")]
+    assert l2_configs
+    for config in l2_configs:
+        plan = softmax.long_row_plan(x, config)
+        assert plan["spills"] == 0, (config, plan)
+        assert 1 <= plan["groups"] and plan["programs"] <= plan["resident"], (config, plan)
+        if plan["groups"] > 1:  # one group may exceed the budget: the row must still run
+            assert plan["l2_live_bytes"] <= softmax.L2_FRACTION * l2_cache_bytes(x.device)
+        if plan["per_sm_driver"] is not None:
+            assert plan["per_sm_formula"] <= plan["per_sm_driver"], (config, plan)
 
 
 @pytest.mark.gpu

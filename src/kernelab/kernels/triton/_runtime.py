@@ -87,6 +87,24 @@ def programs_per_sm(device, *, num_warps: int, regs_per_thread: int, shared_byte
     )
 
 
+# What the interpreter pretends the L2 holds (only the L2 softmax's grid cap reads it).
+INTERPRETER_L2_BYTES = 1 << 20
+
+
+@functools.cache
+def _l2_bytes(device_index: int) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(device_index).L2_cache_size)
+
+
+def l2_cache_bytes(device) -> int:
+    """Bytes of L2 on the tensor's device (a fixed small number on the CPU)."""
+    if device.type != "cuda":
+        return INTERPRETER_L2_BYTES
+    return _l2_bytes(device.index if device.index is not None else 0)
+
+
 DTYPE_NAMES = {
     "float32": "fp32",
     "bfloat16": "bf16",

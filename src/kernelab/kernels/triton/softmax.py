@@ -46,6 +46,7 @@ from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreter_row_tile,
     interpreting,
+    l2_cache_bytes,
     launch_row_tiles,
     resident_programs,
     row_tile_candidates,
@@ -256,17 +257,21 @@ def _late_peers(max_words, sum_words, turn):
 
 
 @triton.jit
-def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS):
-    """Publish this chunk's partials, wait until all n_chunks peers have, combine them.
+def _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum):
+    """Publish this chunk's partials for `turn`: two tagged words, each its own flag.
 
-    Tagged protocol (NCCL's "LL" idea): each partial travels with its turn number in one
-    64-bit word, written by a relaxed atomic exchange, so a reader sees the old word or the
-    whole new one and the word is its own flag. No counter, no fence: nothing waits for
-    this program's earlier stores or loads to drain. Readers poll the peers' words (volatile
-    loads from L2) until every tag equals `turn`. Same return as _exchange_counted.
+    Each partial travels with its turn number in one 64-bit word (NCCL's "LL" idea), written
+    by a relaxed atomic exchange, so a reader sees the old word or the whole new one. No
+    counter, no fence: nothing waits for this program's earlier stores or loads to drain.
     """
     tl.atomic_xchg(buffer + chunk * 2, _tagged(turn, chunk_max), sem="relaxed", scope="gpu")
     tl.atomic_xchg(buffer + chunk * 2 + 1, _tagged(turn, chunk_sum), sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS):
+    """Poll the n_chunks peers' words (volatile loads from L2) until every tag equals `turn`,
+    then combine: (row max, row sum of exp, whether all arrived within the spin budget)."""
     peers = tl.arange(0, BLOCK_CHUNKS)
     present = peers < n_chunks
     # absent peers read as words already tagged with this turn
@@ -284,6 +289,14 @@ def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_
     sums = tl.where(present, _untagged(sum_words), 0.0)
     row_max, row_sum = _combine_stats(maxes, sums)
     return row_max, row_sum, late == 0
+
+
+@triton.jit
+def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS):
+    """Publish this chunk's partials, wait until all n_chunks peers have, combine them (the
+    tagged protocol: _publish_tagged then _gather_tagged). Same return as _exchange_counted."""
+    _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum)
+    return _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
 
 
 @triton.jit(do_not_specialize=["n_groups"])
@@ -361,6 +374,116 @@ def _softmax_coop_kernel(
         iteration += 1
 
 
+@triton.jit
+def _stream_stats(x_row, start, stop, BLOCK: tl.constexpr):
+    """(max, sum of exp(x - max)) of x_row[start:stop], read BLOCK values at a time.
+
+    The first of the two passes: the only HBM read of these values. evict_last keeps the
+    lines in L2 for _stream_normalize; the running (max, sum) is rescaled at each block (one
+    block reduction per BLOCK values, two scalar exps), so only one block sits in registers.
+    """
+    run_max = tl.full((), -float("inf"), tl.float32)
+    run_sum = tl.full((), 0.0, tl.float32)
+    for first in tl.range(start, stop, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        # read BLOCK * itemsize from HBM, kept in L2 for the second pass
+        x = tl.load(
+            x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
+        ).to(tl.float32)
+        new_max = tl.maximum(run_max, tl.max(x, axis=0))
+        # (-inf, 0) until a finite value shows up: exp(-inf - 0) = 0, never -inf - -inf
+        shift = tl.where(new_max == -float("inf"), 0.0, new_max)
+        run_sum = run_sum * tl.exp(run_max - shift) + tl.sum(tl.exp(x - shift), axis=0)
+        run_max = new_max
+    return run_max, run_sum
+
+
+@triton.jit
+def _stream_normalize(x_row, out_row, start, stop, row_max, row_sum, met, BLOCK: tl.constexpr):
+    """out_row[start:stop] = exp(x - row_max) / row_sum: the second pass, whose reads hit the
+    L2 lines _stream_stats kept (NaN everywhere if the wait for the row's partials gave up)."""
+    scale = 1.0 / row_sum
+    for first in tl.range(start, stop, BLOCK):
+        cols = first + tl.arange(0, BLOCK)
+        mask = cols < stop
+        # read BLOCK * itemsize, from L2 if the row is still there; its last use
+        x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+        # all -inf row: exp(-inf - -inf) = NaN, the documented output
+        y = tl.exp(x.to(tl.float32) - row_max) * scale
+        y = tl.where(met, y, float("nan"))
+        # write BLOCK * itemsize, streaming (.cs): never read again by this kernel
+        tl.store(out_row + cols, y.to(out_row.dtype.element_ty), mask=mask, cache_modifier=".cs")
+
+
+@triton.jit(do_not_specialize=["n_groups"])
+def _softmax_l2_kernel(
+    x_ptr,
+    out_ptr,
+    words_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    out_row_stride,
+    slice_cols,
+    n_slices,
+    n_groups,
+    BLOCK: tl.constexpr,
+    BLOCK_SLICES: tl.constexpr,
+    SPLIT: tl.constexpr,
+    MAX_SPINS: tl.constexpr,
+):
+    """Two passes over each row, the second from L2: one HBM read, one HBM write.
+
+    SPLIT=False ("l2-rows"): a persistent grid, one program per row at a time, the row read
+    once from HBM (stats) and once from L2 (normalize); no program ever waits for another.
+    SPLIT=True ("l2-split"): programs g*n_slices .. g*n_slices + n_slices-1 form group g and
+    share rows g, g + n_groups, ...; program `part` owns columns [part * slice_cols, +
+    slice_cols). The exchange is pipelined one row deep: publish this row's partials, then
+    normalize the previous row, whose peers published a whole pass ago, so the wait is
+    nearly always already over. The loop runs one extra turn (row >= n_rows: nothing read)
+    to normalize the last row.
+    """
+    group = tl.program_id(0) // n_slices
+    part = tl.program_id(0) % n_slices
+    start = part * slice_cols
+    if SPLIT:
+        turn = 0
+        for row in tl.range(group, n_rows + n_groups, n_groups):
+            # pass 1 of this row (an empty column range on the extra turn)
+            stop = tl.minimum(start + slice_cols, tl.where(row < n_rows, n_cols, 0))
+            x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
+            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK)
+            turn += 1
+            # Partials of turn t live in slot t % 4, 16 bytes per slice per row. Four slots,
+            # because a program publishing turn t has seen every peer's turn t - 2, so peers
+            # may still read turns t - 3 .. t - 1 but never t - 4, the word it overwrites.
+            slots = words_ptr + group * 4 * n_slices * 2
+            _publish_tagged(slots + (turn % 4) * n_slices * 2, part, turn, part_max, part_sum)
+            # pass 2 of the previous row; turn 0 is the zeroed workspace (tag 0: no wait) and
+            # its row (-n_groups .. -1) has an empty column range
+            previous = row - n_groups
+            row_max, row_sum, met = _gather_tagged(
+                slots + ((turn - 1) % 4) * n_slices * 2, n_slices, turn - 1, BLOCK_SLICES, MAX_SPINS
+            )
+            stop = tl.minimum(start + slice_cols, tl.where(previous >= 0, n_cols, 0))
+            _stream_normalize(
+                x_ptr + tl.cast(previous, tl.int64) * x_row_stride,
+                out_ptr + tl.cast(previous, tl.int64) * out_row_stride,
+                start,
+                stop,
+                row_max,
+                row_sum,
+                met,
+                BLOCK,
+            )
+    else:
+        for row in tl.range(group, n_rows, n_groups):
+            x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
+            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK)
+            out_row = out_ptr + tl.cast(row, tl.int64) * out_row_stride
+            _stream_normalize(x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK)
+
+
 def cooperative_candidates(dtype) -> list[dict]:
     """Configurations of the cooperative kernel to try, the untuned default first.
 
@@ -370,19 +493,103 @@ def cooperative_candidates(dtype) -> list[dict]:
     programs per exchange. TAGGED picks the fence-free exchange; the counter protocol stays
     as a candidate, and the last entry is the design the H200 measured first (counter, 16 KiB
     of input per program, 4 warps, no prefetch: 2.5-2.6 TB/s), so tuning can only improve.
+    For 2-byte dtypes two more hold as many bytes per exchange as the fp32 chunks (16 and 32
+    KiB): a chunk counted in values moves half the bytes per wait in bf16.
     """
-    legacy_chunk = LEGACY_CHUNK_BYTES // torch.empty((), dtype=dtype).element_size()
-    return [
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    legacy_chunk = LEGACY_CHUNK_BYTES // itemsize
+    candidates = [
         {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
         {"CHUNK": 2048, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
         {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "TAGGED": True},
         {"CHUNK": 4096, "num_warps": 4, "PREFETCH": False, "TAGGED": True},
         {"CHUNK": legacy_chunk, "num_warps": 4, "PREFETCH": False, "TAGGED": False},
     ]
+    if itemsize == 2:
+        candidates[3:3] = [
+            {"CHUNK": 8192, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
+            {"CHUNK": 16384, "num_warps": 8, "PREFETCH": True, "TAGGED": True},
+        ]
+    return candidates
+
+
+# Rows of up to this many (padded) values can also run the single-pass row tile, one row per
+# program at 32 warps x 32 values per thread (the anchor's one-row kernel: 4.14 TB/s fp32 at
+# 32,768 columns, 3.11 bf16).
+SINGLE_PASS_LONG_MAX_COLS = 32768
+# l2-rows holds whole rows in L2 between its passes: only rows up to this many bytes.
+L2_ROWS_MAX_BYTES = 256 << 10
+# The L2 paths keep each program's row (l2-rows) or its last two slices (l2-split) in L2
+# between the two passes; the grid is capped so those live bytes stay under this fraction of
+# the L2, the rest taking the streaming loads, the output's write-back and any lines the two
+# L2 partitions both hold.
+L2_FRACTION = 0.5
+L2_LIVE_SLICES = {"l2-rows": 1, "l2-split": 2}
+
+
+def l2_row_candidates(dtype) -> list[dict]:
+    """Configurations of the one-row-per-program L2 kernel: BLOCK values per loop step (16 or
+    32 KiB of input, 16 values per thread at 8 or 16 warps) and at most PER_SM programs per
+    SM (more rows in flight, more L2 held)."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return [
+        {"path": "l2-rows", "BLOCK": (32 << 10) // itemsize, "num_warps": 16, "PER_SM": 2},
+        {"path": "l2-rows", "BLOCK": (16 << 10) // itemsize, "num_warps": 8, "PER_SM": 4},
+    ]
+
+
+def l2_split_candidates(dtype) -> list[dict]:
+    """Configurations of the split-row L2 kernel: SLICE values per program (32 or 64 KiB of
+    input), read BLOCK values per loop step (8 or 16 KiB, 16 values per thread), at most
+    PER_SM programs per SM. Live L2: 2 slices x programs (64-128 KiB per program)."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    kib = 1024 // itemsize  # values per KiB
+    return [
+        {"path": "l2-split", "SLICE": 32 * kib, "BLOCK": 16 * kib, "num_warps": 8, "PER_SM": 4},
+        {"path": "l2-split", "SLICE": 64 * kib, "BLOCK": 16 * kib, "num_warps": 8, "PER_SM": 2},
+        {"path": "l2-split", "SLICE": 32 * kib, "BLOCK": 8 * kib, "num_warps": 4, "PER_SM": 4},
+    ]
+
+
+def single_pass_long_candidate() -> dict:
+    """One row per program in registers, 32 warps: for rows up to SINGLE_PASS_LONG_MAX_COLS."""
+    return {"path": "single-pass", "ROWS": 1, "num_warps": 32, "num_stages": 1, "PERSISTENT": False}
+
+
+def long_row_candidates(n_cols: int, dtype) -> list[dict]:
+    """Every configuration the long-row tuner ranks for rows of n_cols values, each with its
+    "path": the cooperative ones first (the session-1 design, so the untuned default is the
+    one measured), then the register single pass (rows up to 32K values), the one-row L2
+    kernel (rows up to 256 KiB) and the split-row L2 kernel (rows of two slices or more)."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    block_n = triton.next_power_of_2(n_cols)
+    candidates = [{"path": "cooperative", **c} for c in cooperative_candidates(dtype)]
+    if block_n <= SINGLE_PASS_LONG_MAX_COLS:
+        candidates.append(single_pass_long_candidate())
+    if block_n * itemsize <= L2_ROWS_MAX_BYTES:
+        candidates += l2_row_candidates(dtype)
+    candidates += [c for c in l2_split_candidates(dtype) if n_cols > c["SLICE"]]
+    return candidates
+
+
+def _path_default(path: str, dtype) -> dict:
+    """The first configuration of one long-row path (what a forced path runs untuned)."""
+    if path == "cooperative":
+        return {"path": path, **cooperative_candidates(dtype)[0]}
+    if path == "two-pass":
+        chunk = INTERPRETER_CHUNK if interpreting() else cooperative_candidates(dtype)[0]["CHUNK"]
+        return {"path": path, "CHUNK": chunk}
+    if path == "l2-rows":
+        return l2_row_candidates(dtype)[0]
+    if path == "l2-split":
+        return l2_split_candidates(dtype)[0]
+    if path == "single-pass":
+        return single_pass_long_candidate()
+    raise ValueError(f"unknown long-row path {path!r}")
 
 
 _tuned_rows: dict[tuple, dict] = {}
-_tuned_cooperative: dict[tuple, dict] = {}
+_tuned_long_rows: dict[tuple, dict] = {}
 
 
 def _nbytes(x2d) -> int:
@@ -398,7 +605,9 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
     def run(c: dict) -> None:
         launch_row_tiles(_softmax_rows_kernel, args, kwargs, n_rows, c)
 
-    if config is None:
+    if config is not None:
+        config = {k: v for k, v in config.items() if k != "path"}
+    else:
         if interpreting():
             config = interpreter_row_tile(block_n)
         else:
@@ -492,45 +701,143 @@ def _run_cooperative(x2d, out, config: dict) -> bool:
     return True
 
 
-def _launch_cooperative(x2d, out, config: dict | None) -> bool:
+def _l2_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
+    """(launch kwargs, launch arguments but n_groups, slices per row) of the L2 kernel."""
+    n_rows, n_cols = x2d.shape
+    split = config["path"] == "l2-split"
+    slice_cols = config["SLICE"] if split else n_cols
+    n_slices = triton.cdiv(n_cols, slice_cols)
+    kwargs = {
+        "BLOCK": config["BLOCK"],
+        "BLOCK_SLICES": max(16, triton.next_power_of_2(n_slices)),
+        "SPLIT": split,
+        "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
+        "num_warps": 1 if interpreting() else config["num_warps"],
+        # no software pipelining: no load is ever hoisted above the wait for the partials
+        "num_stages": 1,
+    }
+    # workspace: 2 tagged words x 4 turn slots x slices per group, zeroed (tag 0 is turn 0)
+    max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_slices)) if split else 1
+    words = torch.zeros((max_groups, 4, n_slices, 2), device=x2d.device, dtype=torch.int64)
+    args = (x2d, out, words, n_rows, n_cols, x2d.stride(0), out.stride(0), slice_cols, n_slices)
+    return kwargs, args, n_slices
+
+
+def _l2_groups(x2d, config: dict, kwargs: dict, args: tuple, n_slices: int) -> tuple[int, dict]:
+    """(groups to launch, how they were sized). 0 groups: the slices of one row cannot all be
+    resident at once, so the split kernel must not run (its wait could never end).
+
+    Programs: at most what the GPU holds at once (so every split group's peers are resident
+    together: the same residency argument as the cooperative kernel), at most PER_SM per SM,
+    and at most what keeps the live slices under L2_FRACTION of the L2 (never below one group).
+    """
+    device = x2d.device
+    n_rows = x2d.shape[0]
+    resident = resident_programs(_softmax_l2_kernel, (*args, 2), kwargs)
+    slice_bytes = args[7] * x2d.element_size()
+    live = L2_LIVE_SLICES[config["path"]] * slice_bytes
+    by_l2 = max(n_slices, int(L2_FRACTION * l2_cache_bytes(device)) // live)
+    programs = min(resident, config["PER_SM"] * sm_count(device), by_l2)
+    n_groups = min(n_rows, programs // n_slices) if resident >= n_slices else 0
+    plan = {
+        "resident": resident,
+        "slices_per_row": n_slices,
+        "groups": n_groups,
+        "programs": n_groups * n_slices,
+        "l2_live_bytes": n_groups * n_slices * live,
+    }
+    return n_groups, plan
+
+
+def _run_l2(x2d, out, config: dict) -> bool:
+    """Run the two-pass L2 kernel; False when a row's slices cannot all be resident."""
+    kwargs, args, n_slices = _l2_setup(x2d, out, config)
+    n_groups, _ = _l2_groups(x2d, config, kwargs, args, n_slices)
+    if n_groups < 1:
+        return False
+    _softmax_l2_kernel[(n_groups * n_slices,)](*args, n_groups, **kwargs)
+    return True
+
+
+def _run_long_rows(x2d, out, config: dict) -> bool:
+    """Launch one long-row configuration; False when it cannot run here (not resident)."""
+    path = config["path"]
+    if path == "single-pass":
+        _launch_rows(x2d, out, config)
+    elif path == "cooperative":
+        return _run_cooperative(x2d, out, config)
+    elif path in L2_LIVE_SLICES:
+        return _run_l2(x2d, out, config)
+    elif path == "two-pass":
+        _launch_two_pass(x2d, out, config["CHUNK"])
+    else:
+        raise ValueError(f"unknown long-row path {path!r}")
+    return True
+
+
+def long_row_plan(x, config: dict) -> dict:
+    """How one long-row configuration launches on x: the path, the compiled kernel's registers,
+    spills and programs per SM, and (L2 paths) the grid and the bytes it keeps live in L2.
+    Benchmarks record it next to each timing."""
+    x2d = x if x.stride(1) == 1 else x.contiguous()
+    path = config["path"]
+    if path == "cooperative":
+        return {"path": path, **cooperative_occupancy(x2d, config)}
+    if path not in L2_LIVE_SLICES:
+        return {"path": path}
+    out = torch.empty_like(x2d)
+    kwargs, args, n_slices = _l2_setup(x2d, out, config)
+    per_sm, info = compiled_occupancy(_softmax_l2_kernel, x2d.device, (*args, 2), kwargs)
+    _, plan = _l2_groups(x2d, config, kwargs, args, n_slices)
+    return {"path": path, **info, "per_sm": per_sm, **plan}
+
+
+def _long_rows_key(x2d) -> tuple:
+    return ("softmax.long_rows", triton.next_power_of_2(x2d.shape[1]), x2d.dtype, x2d.device.index)
+
+
+def _launch_long_rows(x2d, out, config: dict | None) -> None:
+    """Run the given long-row configuration, else the tuned one; the two-pass kernel takes
+    over whenever the chosen one cannot be resident."""
     if config is None:
-        key = (
-            "softmax.cooperative",
-            triton.next_power_of_2(x2d.shape[1]),
-            x2d.dtype,
-            x2d.device.index,
-        )
 
         def run(c: dict) -> None:
-            if not _run_cooperative(x2d, out, c):
-                _launch_two_pass(x2d, out, c["CHUNK"])
+            if not _run_long_rows(x2d, out, c):
+                _launch_two_pass(x2d, out, _path_default("two-pass", x2d.dtype)["CHUNK"])
 
-        candidates = cooperative_candidates(x2d.dtype)
-        config = tuned(_tuned_cooperative, key, run, candidates, nbytes=_nbytes(x2d))
-    return _run_cooperative(x2d, out, config)
+        candidates = long_row_candidates(x2d.shape[1], x2d.dtype)
+        config = tuned(_tuned_long_rows, _long_rows_key(x2d), run, candidates, nbytes=_nbytes(x2d))
+    if not _run_long_rows(x2d, out, config):
+        chunk = config.get("CHUNK") or _path_default("two-pass", x2d.dtype)["CHUNK"]
+        _launch_two_pass(x2d, out, chunk)
 
 
 def choose_path(n_cols: int, *, single_pass_max_cols: int | None = None) -> str:
-    """ "single-pass", "cooperative" or "two-pass": which kernel softmax() will run."""
+    """ "single-pass", "long-rows" (the tuner picks among long_row_candidates) or, under the
+    interpreter, "two-pass": which launcher softmax() uses for rows of n_cols."""
     limit = SINGLE_PASS_MAX_COLS if single_pass_max_cols is None else single_pass_max_cols
     if n_cols <= limit:
         return "single-pass"
-    return "two-pass" if interpreting() else "cooperative"
+    return "two-pass" if interpreting() else "long-rows"
 
 
 def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
-    """The path and the tuned configuration softmax(x) uses (the default if not tuned yet)."""
+    """The kernel path, its configuration and the tuner that chose it ("tuner": the prefix of
+    its key in _runtime.TUNING_LOG) for softmax(x): the tuned one, else the default."""
     n_cols = x.shape[-1]
     path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
     if path == "single-pass":
         block_n = triton.next_power_of_2(n_cols)
         config = _tuned_rows.get(("softmax.rows", block_n, x.dtype, x.device.index))
-        return {"path": path, **(config or row_tile_candidates(block_n)[0])}
-    if path == "cooperative":
-        key = ("softmax.cooperative", triton.next_power_of_2(n_cols), x.dtype, x.device.index)
-        config = _tuned_cooperative.get(key)
-        return {"path": path, **(config or cooperative_candidates(x.dtype)[0])}
-    return {"path": path, "CHUNK": INTERPRETER_CHUNK if interpreting() else None}
+        return {
+            "path": path,
+            **(config or row_tile_candidates(block_n)[0]),
+            "tuner": "softmax.rows",
+        }
+    if path == "two-pass":
+        return {**_path_default("two-pass", x.dtype), "tuner": None}
+    config = _tuned_long_rows.get(_long_rows_key(x))
+    return {**(config or long_row_candidates(n_cols, x.dtype)[0]), "tuner": "softmax.long_rows"}
 
 
 def softmax(
@@ -543,11 +850,14 @@ def softmax(
 ):
     """Softmax over the last dimension of x (2-D, any row stride); a new tensor, x untouched.
 
-    single_pass_max_cols, chunk_cols and long_rows ("cooperative" | "two-pass") override the
-    path choice; tests use them to drive the long-row paths at small sizes. config launches
-    one candidate (from row_tile_candidates or cooperative_candidates) instead of the tuned
-    one. A forced "cooperative" also runs under the interpreter, where it is only correct
-    with one chunk per row (programs run one after another there, so peers never meet).
+    single_pass_max_cols, chunk_cols and long_rows (a path: "cooperative", "two-pass",
+    "l2-rows", "l2-split", "single-pass") override the path choice; tests use them to drive the
+    long-row paths at small sizes. config launches one candidate instead of the tuned one: a
+    row-tile config (row_tile_candidates) for rows that take the single pass, else one of
+    long_row_candidates (its "path" says which kernel; a config without one is cooperative).
+    A forced "cooperative" or "l2-split" also runs under the interpreter, where it is only
+    correct with one chunk (slice) per row: programs run one after another there, so peers
+    never meet.
     """
     if x.dim() != 2:
         raise ValueError(f"softmax expects a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
@@ -559,18 +869,18 @@ def softmax(
     if n_rows == 0 or n_cols == 0:
         return out
     path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
-    if path == "single-pass":
+    forced = long_rows or (config or {}).get("path")
+    if forced is None and config is not None and path != "single-pass":
+        forced = "cooperative"  # the configs of cooperative_candidates carry no path
+    if forced is None and path == "single-pass":
         _launch_rows(x2d, out, config)
         return out
-    path = long_rows or path
+    if forced is not None:
+        config = {**(config or _path_default(forced, x.dtype)), "path": forced}
+    elif path == "two-pass":
+        config = _path_default("two-pass", x.dtype)
     if chunk_cols is not None:
-        chunk = triton.next_power_of_2(chunk_cols)
-        config = {**(config or cooperative_candidates(x.dtype)[0]), "CHUNK": chunk}
-    if path == "cooperative" and _launch_cooperative(x2d, out, config):
-        return out
-    if config is not None:
-        chunk = config["CHUNK"]
-    else:
-        chunk = INTERPRETER_CHUNK if interpreting() else cooperative_candidates(x.dtype)[0]["CHUNK"]
-    _launch_two_pass(x2d, out, chunk)
+        config = {**(config or _path_default("cooperative", x.dtype))}
+        config["CHUNK"] = triton.next_power_of_2(chunk_cols)
+    _launch_long_rows(x2d, out, config)
     return out
