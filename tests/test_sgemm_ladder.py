@@ -665,3 +665,20 @@ def test_cli_rejects_bad_input(capsys):
     assert main(["ladder", "sgemm", "--steps", "42"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("kernelab: ") for line in err)
+
+
+def test_a_tuned_winner_sets_the_tile_the_lenses_see():
+    from kernelab.kernels.cuda.sgemm.tuning import committed_winner
+
+    step = next(s for s in STEPS if s.name == "sgemm:13")
+    winner = committed_winner(step, "h200")
+    assert winner is not None  # the H200 winners are committed
+    tiles = step.tiles_with(winner)
+    assert (tiles["BM"], tiles["BN"], tiles["stages"]) == (
+        winner["BM"],
+        winner["BN"],
+        winner["STAGES"],
+    )
+    # Threads follow the launch geometry: one per 8x16 outputs of the block tile.
+    assert tiles["threads"] == winner["BM"] * winner["BN"] // (8 * 16)
+    assert committed_winner(step, "b200") is None  # never tuned there

@@ -133,9 +133,33 @@ def _limiter(limiter) -> str:
     return " and ".join(limiter) if isinstance(limiter, (tuple, list)) else str(limiter)
 
 
+def _tuned_tile(name: str, gpu_id: str):
+    """(TileConfig, ptxas registers or None) of the winner a tunable SGEMM step ran with on
+    `gpu_id` (its committed tuning), or None for a fixed step or a GPU never tuned."""
+    from kernelab.errors import KernelabError
+    from kernelab.kernels.cuda.sgemm.steps import STEPS
+    from kernelab.kernels.cuda.sgemm.tuning import committed_winner
+    from kernelab.lenses.tile import tile_config_from_metadata
+
+    step = next((s for s in STEPS if s.name == name and s.tunable), None)
+    defines = committed_winner(step, gpu_id) if step else None
+    if defines is None:
+        return None
+    config = tile_config_from_metadata({"tiles": step.tiles_with(defines)}, dtype="fp32")
+    try:
+        from kernelab.kernels.cuda.sgemm import build_step
+
+        registers = build_step(step, defines).report(step.kernel).registers
+    except KernelabError:  # no nvcc and no cached cubin: the lens estimates them
+        registers = None
+    return config, registers
+
+
 def tile_lens_section(report: Report, ladder: list, registers: dict[str, int]) -> None:
-    """Each step's default tile seen through the tile lens, beside its measured speed: the
-    occupancy it allows and what each level of tiling reuses."""
+    """Each step's tile seen through the tile lens, beside its measured speed: the occupancy
+    it allows and what each level of tiling reuses. Tunable steps show the tile they ran with
+    (the committed winner for the records' GPU at the large shape class), fixed steps their
+    only tile."""
     import dataclasses
 
     from kernelab.hardware.catalog import CATALOG
@@ -147,7 +171,12 @@ def tile_lens_section(report: Report, ladder: list, registers: dict[str, int]) -
     speed = {r.implementation: r for r in ladder if r.shape.get("m") == size}
     rows = []
     for name, config in ladder_tiles().items():
-        if name in registers:
+        tuned = _tuned_tile(name, spec.id)
+        if tuned is not None:
+            config, tuned_registers = tuned
+            if tuned_registers is not None:
+                config = dataclasses.replace(config, registers=tuned_registers)
+        elif name in registers:
             config = dataclasses.replace(config, registers=registers[name])
         a = analyze_tile(config, spec, m=size, n=size, k=size)
         measured = speed.get(name)
@@ -162,7 +191,7 @@ def tile_lens_section(report: Report, ladder: list, registers: dict[str, int]) -
         ])  # fmt: skip
     if rows:
         report.add(
-            Heading(f"The tile lens on each step ({spec.id}, {size}^3, each step's default tile)", 3),
+            Heading(f"The tile lens on each step ({spec.id}, {size}^3, the tile each step ran)", 3),
             Table(["step", "tile", "registers", "smem/block", "blocks/SM (limiter)", "occupancy",
                    "FLOP per global byte", "FLOP per smem load", "waves", "GFLOP/s"], rows),
         )  # fmt: skip

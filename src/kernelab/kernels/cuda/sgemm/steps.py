@@ -20,6 +20,9 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_UPPER_TILE_KEYS = frozenset({"BM", "BN", "BK", "TM", "TN", "WM", "WN"})
+
+
 @dataclass(frozen=True)
 class Step:
     number: int
@@ -48,6 +51,16 @@ class Step:
     @property
     def default_defines(self) -> dict:
         return dict(self.candidates[0]) if self.candidates else {}
+
+    def tiles_with(self, defines: dict) -> dict:
+        """This step's tiles as a tile configuration `defines` sets them (a tuned winner):
+        the block, warp and pipeline sizes from the defines, threads from the launch."""
+        chosen = {**self.default_defines, **defines}
+        tiles = {key: value for key, value in self.tiles.items() if value != "tuned"}
+        for define, value in chosen.items():  # BM..WN keep their case; STAGES -> stages
+            tiles[define if define in _UPPER_TILE_KEYS else define.lower()] = value
+        tiles["threads"] = self.launch(4096, 4096, 4096, chosen).block[0]
+        return tiles
 
     def metadata(self) -> dict:
         return {

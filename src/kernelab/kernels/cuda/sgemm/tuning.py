@@ -67,6 +67,15 @@ def winner(step: Step, m: int, n: int, k: int) -> dict:
     return dict(_chosen[(step.number, cls)])
 
 
+def committed_winner(step: Step, gpu_id: str, cls: str = "large") -> dict | None:
+    """The committed winner's defines for `step` on the catalog GPU `gpu_id` (e.g. "h200"),
+    or None: what that GPU's committed records ran, whatever GPU this process sees."""
+    found = _committed_for(gpu_id).get(f"{step.number:02d}", {}).get(cls)
+    if not found:
+        return None
+    return dict(found["defines"] if "defines" in found else found)
+
+
 def _lookup(step: Step, gpu: str, cls: str) -> dict:
     key = f"{step.number:02d}"
     for source in (_read(_user_file(gpu)), _committed_for(gpu)):
