@@ -6,8 +6,8 @@
     PYTHONPATH=src python3 benchmarks/hgemm_ladder.py --prebuild          # no GPU: compile
 
 1. Compile report: registers, shared memory, spills and the SASS claims of every step.
-2. Correctness of every step through the registry and kernelab.harness.check at (1,1,1),
-   (127,257,65), (1000,1000,1000), (4097,129,4100), (2048,2048,2048), bf16. A step that is
+2. Correctness of every step through the registry and kernelab.harness.check at the
+   hgemm.CHECK_SHAPES (the awkward shapes tests/test_hgemm.py uses too), bf16. A step that is
    wrong anywhere (or crashes) is reported and not timed; later steps still run.
 3. Timing, in this one process, of cuBLAS bf16 (torch.mm), every correct step, and the B
    transpose the launcher performs for steps 02-03 (so it can be told apart; timed only when
@@ -32,15 +32,14 @@ if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
 from kernelab.errors import KernelabError  # noqa: E402
-from kernelab.kernels.cuda.hgemm import STEPS, build_step, get_step, transposed_rows  # noqa: E402
+from kernelab.kernels.cuda.hgemm import (  # noqa: E402
+    CHECK_SHAPES,
+    STEPS,
+    build_step,
+    get_step,
+    transposed_rows,
+)
 
-CHECK_SHAPES = [
-    (1, 1, 1),
-    (127, 257, 65),
-    (1000, 1000, 1000),
-    (4097, 129, 4100),
-    (2048, 2048, 2048),
-]
 CUBLAS = "torch.mm"
 TRANSPOSE = "hgemm:transpose_b"  # the launcher's B -> B^T copy on its own
 

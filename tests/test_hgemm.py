@@ -23,6 +23,7 @@ import pytest
 from kernelab.errors import KernelabError, UnknownNameError
 from kernelab.kernels.cuda import build as cuda_build
 from kernelab.kernels.cuda.hgemm import (
+    CHECK_SHAPES,
     STEPS,
     aligned_rows,
     build_step,
@@ -40,16 +41,7 @@ needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nv
 needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="needs cuobjdump")
 
 MAX_SMEM_PER_BLOCK = 227 * 1024  # H100/H200 opt-in limit
-# (65, 520, 777): a 128-row tile whose second m64 half holds one row, a last column block of
-# 8 columns (one partial TMA box, the rest skipped) and a K tail of 9 after 12 K-tiles.
-GPU_SHAPES = [
-    (1, 1, 1),
-    (127, 257, 65),
-    (65, 520, 777),
-    (1000, 1000, 1000),
-    (4097, 129, 4100),
-    (2048, 2048, 2048),
-]
+GPU_SHAPES = list(CHECK_SHAPES)
 TMA_STEPS = [s for s in STEPS if s.uses_tma]
 WGMMA_STEPS = [s for s in STEPS if s.number >= 2]
 
@@ -134,8 +126,9 @@ def test_wgmma_shape_and_b_majorness_in_sass(step):
 
 @needs_nvcc
 @needs_cuobjdump
-def test_warp_specialized_step_moves_registers_between_roles():
-    step = get_step(5)
+@pytest.mark.parametrize("number", [5, 6])
+def test_warp_specialized_step_moves_registers_between_roles(number):
+    step = get_step(number)
     sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
     # The producer gives registers back down to 40 (0x28), the consumers claim 232 (0xe8).
     assert re.search(r"USETMAXREG\.DEALLOC\S* 0x28\b", sass)
@@ -177,7 +170,10 @@ def test_steps_are_numbered_and_described():
         # Awkward shapes round the grid up: every output element has a block.
         odd = step.launch(4097, 129, 4100)
         bm, bn = step.tiles["block"][:2]
-        assert odd.grid[0] * bn >= 129 and odd.grid[1] * bm >= 4097
+        if step.persistent:  # a block per tile up to the SM count; blocks then walk tiles
+            assert odd.grid == (min(-(-4097 // bm) * -(-129 // bn), 132), 1, 1)
+        else:
+            assert odd.grid[0] * bn >= 129 and odd.grid[1] * bm >= 4097
 
 
 def test_registry_lists_every_step():
@@ -255,6 +251,14 @@ def test_param_array_points_at_each_argument():
     assert ctypes.cast(array[5], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0xDEADBEEF00
 
 
+def test_persistent_step_launches_one_block_per_sm_at_most():
+    step = get_step(6)
+    assert step.launch(4096, 4096, 4096).grid == (132, 1, 1)  # 512 tiles on an H200
+    assert step.launch(4096, 4096, 4096, sms=114).grid == (114, 1, 1)
+    assert step.launch(300, 600, 64, sms=132).grid == (3 * 3, 1, 1)  # fewer tiles than SMs
+    assert get_step(5).launch(300, 600, 64, sms=7).grid == (3, 3, 1)  # not persistent
+
+
 def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
     """Step 03 maps B^T [N, K] with 128 x 64 boxes; steps 04+ map B [K, N] as stored with
     64 k x 64 n boxes (dims innermost first: (n, k)); A is 128 x 64 everywhere."""
@@ -265,7 +269,7 @@ def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
     a = torch.zeros(300, 80, dtype=torch.bfloat16)[:, :77]
     b = torch.zeros(77, 136, dtype=torch.bfloat16)[:, :131]
     bt = torch.zeros(131, 80, dtype=torch.bfloat16)[:, :77]
-    for number in (4, 5):
+    for number in (4, 5, 6):
         seen.clear()
         tensor_map_params(get_step(number), a, 80, b, 136)
         assert [(t.global_dim, t.global_strides, t.box_dim) for t in seen] == [

@@ -37,6 +37,7 @@ constexpr int B_BOX_BYTES = BK * B_BOX_N * 2;  // 8 KiB: one n atom of the descr
 constexpr int A_TILE_BYTES = BM * BK * 2;      // 16 KiB
 constexpr int B_TILE_BYTES = BN / B_BOX_N * B_BOX_BYTES;  // 32 KiB
 static_assert(BM == 64 * CONSUMERS, "one m64 slice per consumer warpgroup");
+static_assert(BK == 64 && BN == 256, "the shape wgmma_k_tile_m64n256 multiplies");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     hgemm_warp_specialized(const __grid_constant__ CUtensorMap map_a,
@@ -98,13 +99,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
         const unsigned char *a_s = sA + slot * A_TILE_BYTES + consumer * 64 * 128;
         const unsigned char *b_s = sB + slot * B_TILE_BYTES;
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            wgmma_m64n256k16<1>(acc, smem_desc_128b(a_s + kk * 32),
-                                smem_desc_128b_mn(b_s + kk * 16 * 128, B_BOX_BYTES));
-        }
-        wgmma_commit();
+        wgmma_k_tile_m64n256(acc, a_s, b_s, B_BOX_BYTES);
         // Keep this K-tile's group in flight; the previous one is finished after this, so
         // its stage goes back to the producer.
         wgmma_wait<1>();

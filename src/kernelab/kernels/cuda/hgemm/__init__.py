@@ -18,9 +18,18 @@ What the launcher does before the kernel, and what it costs (all inside the time
 from __future__ import annotations
 
 from kernelab.errors import KernelabError
-from kernelab.kernels.cuda.hgemm.steps import STEPS, Step, get_step
+from kernelab.kernels.cuda.hgemm.steps import CHECK_SHAPES, STEPS, Step, get_step
 
-__all__ = ["STEPS", "Step", "build_step", "get_step", "hgemm", "implementations", "tma_step_params"]
+__all__ = [
+    "CHECK_SHAPES",
+    "STEPS",
+    "Step",
+    "build_step",
+    "get_step",
+    "hgemm",
+    "implementations",
+    "tma_step_params",
+]
 
 SOURCE_DIR = "hgemm"  # relative to kernels/cuda, where build.source_path looks
 ARCH = "sm_90a"
@@ -143,7 +152,12 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
     ldc = out.stride(0) if m > 1 else n
 
     built = build_step(step)
-    config = step.launch(m, n, k)
+    if step.persistent:
+        from kernelab.kernels.triton._runtime import sm_count
+
+        config = step.launch(m, n, k, sms=sm_count(a.device))
+    else:
+        config = step.launch(m, n, k)
     a_rows, lda = aligned_rows(a)
     if step.b_layout == "kn":
         b_rows, ldb = aligned_rows(b)

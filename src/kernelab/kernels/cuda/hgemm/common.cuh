@@ -206,6 +206,22 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 #undef HGEMM_ACC16
 #undef HGEMM_ACC4
 
+// One consumer warpgroup's share of a 64-deep K-tile in steps 05+: its 64 rows of A
+// (K-major, 128-byte rows at `a_rows`) against 256 columns of B (N-major: four 64 k x 64 n
+// boxes of `box_bytes` each at `b_tile`), 4 x m64n256k16 issued as one wgmma group. The caller
+// decides how long to wait for the group.
+__device__ __forceinline__ void wgmma_k_tile_m64n256(float (&acc)[128], const unsigned char *a_rows,
+                                                     const unsigned char *b_tile,
+                                                     uint32_t box_bytes) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        wgmma_m64n256k16<1>(acc, smem_desc_128b(a_rows + kk * 32),
+                            smem_desc_128b_mn(b_tile + kk * 16 * 128, box_bytes));
+    }
+    wgmma_commit();
+}
+
 // Write a warpgroup's m64 x Width accumulators (rows row0.., columns col0..) to C as bf16
 // pairs, bounds-checked: the fragment layout of wgmma_m64n128k16 with Width / 8 column blocks.
 template <int Width>

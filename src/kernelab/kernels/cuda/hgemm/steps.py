@@ -36,12 +36,17 @@ class Step:
     # TMA steps: the box each load copies, (rows, cols) of the operand as the kernel reads it
     # (A [M, K]; B^T [N, K] for "nk", B [K, N] for "kn"), cols innermost, at most 128 bytes.
     tma_boxes: tuple[tuple[int, int], tuple[int, int]] | None = None
+    persistent: bool = False  # one block per SM walking the tiles: the grid needs the SM count
 
     @property
     def name(self) -> str:
         return f"hgemm:{self.number:02d}"
 
-    def launch(self, m: int, n: int, k: int) -> Launch:
+    def launch(self, m: int, n: int, k: int, *, sms: int | None = None) -> Launch:
+        """Grid, block and shared memory for an m x n x k problem; a persistent step sizes
+        its grid to `sms` (default: an H100/H200's 132)."""
+        if self.persistent and sms is not None:
+            return self.geometry(m, n, k, sms=sms)
         return self.geometry(m, n, k)
 
     def metadata(self) -> dict:
@@ -67,6 +72,17 @@ def _block_tile(threads: int, bm: int, bn: int, shared_bytes: int):
     return geometry
 
 
+HOPPER_SMS = 132  # H100 SXM and H200
+
+
+def _persistent_tiles(threads: int, bm: int, bn: int, shared_bytes: int):
+    def geometry(m: int, n: int, k: int, *, sms: int = HOPPER_SMS) -> Launch:
+        tiles = cdiv(m, bm) * cdiv(n, bn)
+        return Launch((min(tiles, sms), 1, 1), (threads, 1, 1), shared_bytes)
+
+    return geometry
+
+
 # Shared memory of each step, in bytes, from its tile constants.
 MMA_SYNC_SMEM = 3 * (128 * (32 + 8) + 32 * (128 + 8)) * 2  # padded A and B, 3 stages
 WGMMA_STAGE = (128 * 64 + 128 * 64) * 2  # A + B^T tile, 128-byte swizzled rows
@@ -88,6 +104,16 @@ WGMMA_TILES = {
     "warpgroup_tile": [128, 128],
     "mma": "wgmma.m64n128k16.bf16 (2 per k16, 8 per K-tile)",
     "threads": 128,
+}
+
+# Steps 05+: a producer warpgroup and two consumer warpgroups of m64n256 each.
+WS_TILES = {
+    "block": [128, 256, 64],
+    "warpgroups": 3,
+    "warpgroup_tile": [64, 256],
+    "mma": "wgmma.m64n256k16.bf16, B N-major (1 per consumer per k16, 4 per K-tile)",
+    "threads": 384,
+    "roles": "warpgroup 0 producer (1 thread issues TMA), 1-2 consumers",
 }
 
 STEPS: tuple[Step, ...] = (
@@ -203,14 +229,7 @@ STEPS: tuple[Step, ...] = (
         "one wgmma group kept in flight",
         "kn",
         True,
-        {
-            "block": [128, 256, 64],
-            "warpgroups": 3,
-            "warpgroup_tile": [64, 256],
-            "mma": "wgmma.m64n256k16.bf16, B N-major (1 per consumer per k16, 4 per K-tile)",
-            "threads": 384,
-            "roles": "warpgroup 0 producer (1 thread issues TMA), 1-2 consumers",
-        },
+        WS_TILES,
         {
             "stages": 4,
             "shared_bytes": WS_SMEM,
@@ -230,9 +249,55 @@ STEPS: tuple[Step, ...] = (
         _block_tile(384, 128, 256, WS_SMEM),
         (A_BOX, B_KN_BOX),
     ),
+    Step(
+        6,
+        "persistent",
+        "06_persistent.cu",
+        "hgemm_persistent",
+        "persistent grid (one block per SM walking the tiles) in grouped order (8 tile rows "
+        "per group) for L2 reuse; the producer loads the next tile during the epilogue",
+        "kn",
+        True,
+        {**WS_TILES, "tile_order": "groups of 8 tile rows, column-major inside a group"},
+        {
+            "stages": 4,
+            "shared_bytes": WS_SMEM,
+            "bytes_in_flight_per_block": 4 * WS_STAGE,
+            "blocks_per_sm": 1,
+            "overlap": "as step 05, plus the next tile's first 4 K-tiles of TMA with this "
+            "tile's epilogue; no block launch or prologue per tile",
+        },
+        # The epilogue (128 x 256 bf16 from registers) and the prologue (first TMA round trip)
+        # of each tile stop idling the SM: ~5 % at 4096^3 (4 tiles per SM); grouped order
+        # lowers HBM traffic where 05's row-major block order spans all of B: ~3 %.
+        1.08,
+        "grid = SM count in the launch; lts__t_sector_hit_rate up and dram__bytes_read down "
+        "against step 05; sm__pipe_tensor_cycles_active up (shorter gaps between tiles)",
+        ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
+        _persistent_tiles(384, 128, 256, WS_SMEM),
+        (A_BOX, B_KN_BOX),
+        persistent=True,
+    ),
 )
 
 BY_NUMBER = {step.number: step for step in STEPS}
+
+# (M, N, K) every step must get right (tests/test_hgemm.py on the GPU, and the ladder
+# benchmark before it times anything): a single element; primes and tails of every tile; a
+# 128-row tile whose second m64 half holds one row with a last column block of 8 columns (one
+# partial TMA box, the others skipped) and a K tail of 9; 17 x 12 = 204 tiles of 128 x 256,
+# more than the 132 SMs, so a persistent block walks 1-2 tiles with its 4-slot stage ring
+# wrapping mid-tile (3 K-tiles per tile) and a last group of one tile row; skinny N; a
+# full-size square.
+CHECK_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (1, 1, 1),
+    (127, 257, 65),
+    (65, 520, 777),
+    (2100, 2900, 130),
+    (1000, 1000, 1000),
+    (4097, 129, 4100),
+    (2048, 2048, 2048),
+)
 
 
 def get_step(number: int | str) -> Step:
