@@ -1,0 +1,180 @@
+"""Every long-row softmax candidate on this GPU, checked then timed, ranked per shape.
+
+Issue 5, item 2: the Triton softmax must reach >= 4.0 TB/s (one read + one write) for rows
+of 32,768 to 262,144 columns, fp32 and bf16. This runs each configuration the long-row tuner
+chooses among (softmax.long_row_candidates: cooperative, register single pass, L2 one row per
+program, L2 split rows), not just the tuner's winner, on >= 1 GiB inputs, next to torch eager
+and a device-to-device copy of the same bytes, all in one run:
+
+    PYTHONPATH=src KERNELAB_TRITON_AUTOTUNE=0 python3 benchmarks/experiments/softmax_long_rows.py \
+        --out $OUT
+
+Each candidate goes through kernelab.harness.bench.BenchSession.one: checked at the full shape
+against the float64 reference (3 fresh inputs), then timed cold (L2 flushed between calls,
+median). A candidate whose programs cannot all be resident is listed as such, never timed
+through the fallback under its name. Writes one JSON (rows, records, each candidate's launch
+plan: registers, spills, programs per SM, bytes live in L2) under --out, prints a table ranked
+per shape last. Shapes are skipped, and listed, once --budget-s of wall time is spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+GIB = 1 << 30
+COLS = (32768, 65536, 131072, 262144)
+DTYPES = ("fp32", "bf16")
+TARGET_TBPS = 4.0
+
+
+def label(config: dict) -> str:
+    """A short name for one configuration: "coop c4096 w4 pf tag", "l2-split s8192 b4096 w8"."""
+    path = config["path"]
+    warps = f"w{config['num_warps']}"
+    if path == "cooperative":
+        flags = ("pf " if config["PREFETCH"] else "") + ("tag" if config["TAGGED"] else "counter")
+        return f"coop c{config['CHUNK']} {warps} {flags}"
+    if path == "l2-split":
+        return f"l2-split s{config['SLICE']} b{config['BLOCK']} {warps} ps{config['PER_SM']}"
+    if path == "l2-rows":
+        return f"l2-rows b{config['BLOCK']} {warps} ps{config['PER_SM']}"
+    return f"{path} {warps}"
+
+
+def copy_tbps(torch, benchmark, nbytes: int, max_time_s: float) -> float:
+    """The device-to-device copy of nbytes, cold: the ceiling the softmax is held against."""
+    src = torch.empty(nbytes // 4, dtype=torch.int32, device="cuda").random_()
+    dst = torch.empty_like(src)
+    timing = benchmark(lambda: dst.copy_(src), mode="cold", max_time_s=max_time_s)
+    return 2 * nbytes / (timing.median_ms * 1e-3) / 1e12
+
+
+def plan_of(module, x, config) -> dict:
+    """The launch plan, or the error that kept it from being read (it never stops the run)."""
+    try:
+        return module.long_row_plan(x, config)
+    except Exception as exc:  # a plan is a description: a failure to read it is data too
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def run_shape(session, module, torch, cols: int, dtype: str, copy: float) -> tuple[list, list]:
+    """Check and time every long-row candidate and torch eager at one shape; table rows."""
+    from kernelab.kernels.reference import OPS
+    from kernelab.output import note
+
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    shape = {"rows": GIB // (cols * itemsize), "cols": cols}
+    x = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")[0]
+    rows, records = [], []
+    candidates = [(label(c), c) for c in module.long_row_candidates(cols, torch_dtype)]
+    for name, config in [*candidates, ("torch eager", None)]:
+        row = {"cols": cols, "dtype": dtype, "shape": shape, "candidate": name, "config": config}
+        if config is None:
+            impl = SimpleNamespace(name="torch.softmax", math_mode=None)
+            fn = functools.partial(torch.softmax, dim=-1)
+        else:
+            row["plan"] = plan_of(module, x, config)
+            # the candidate's own kernel must run: a fallback timed under its name would lie
+            if not module._run_long_rows(x, torch.empty_like(x), config):
+                rows.append({**row, "status": "not resident"})
+                continue
+            impl = SimpleNamespace(name=f"triton.softmax[{name}]", math_mode=None)
+            fn = functools.partial(module.softmax, config=config)
+        try:
+            result, record = session.one(impl, fn, shape)
+        except Exception as exc:  # one broken candidate must not end the sweep
+            rows.append({**row, "status": f"error: {type(exc).__name__}: {str(exc)[:200]}"})
+            continue
+        if record is None:
+            rows.append({**row, "status": "check FAILED", "check": result.get("check_message")})
+            continue
+        record.extra.update(config=config, plan=row.get("plan"))
+        records.append(record.to_dict())
+        tbps = result["gbps"] / 1e3
+        row.update(status="ok", median_ms=result["median_ms"], tbps=tbps)
+        row.update(pct_of_copy=100 * tbps / copy, rel_noise=result["rel_noise"])
+        rows.append(row)
+        note(f"softmax {dtype} {shape['rows']}x{cols} {name}: {tbps:.3f} TB/s")
+    del x
+    torch.cuda.empty_cache()
+    return rows, records
+
+
+def print_table(rows: list[dict], copy: float) -> None:
+    print(f"\nsoftmax long rows, cold L2, TB/s = (read + write) / median; copy {copy:.3f} TB/s")
+    shapes = sorted({(r["dtype"], r["cols"]) for r in rows}, key=lambda s: (s[0] != "fp32", s[1]))
+    for dtype, cols in shapes:
+        here = [r for r in rows if r["dtype"] == dtype and r["cols"] == cols]
+        ranked = sorted(here, key=lambda r: -(r.get("tbps") or 0))
+        rows_n = here[0]["shape"]["rows"]
+        print(f"\n{dtype} {rows_n} x {cols}")
+        print(f"  {'#':>2} {'candidate':34} {'TB/s':>6} {'copy%':>6} {'regs':>4} {'/SM':>3} "
+              f"{'L2 MB':>6}  status")  # fmt: skip
+        for rank, r in enumerate(ranked, 1):
+            plan = r.get("plan") or {}
+            live = plan.get("l2_live_bytes")
+            tbps = f"{r['tbps']:6.3f}" if r.get("tbps") else "     -"
+            pct = f"{r['pct_of_copy']:6.1f}" if r.get("pct_of_copy") else "     -"
+            mark = " <- target" if r.get("tbps") and r["tbps"] >= TARGET_TBPS else ""
+            print(f"  {rank:>2} {r['candidate']:34} {tbps} {pct} {plan.get('regs') or '':>4} "
+                  f"{plan.get('per_sm') or '':>3} {f'{live / 1e6:6.1f}' if live else '':>6}  "
+                  f"{r['status']}{mark}")  # fmt: skip
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from kernelab.environment import software_versions
+    from kernelab.harness.bench import BenchSession
+    from kernelab.harness.ceilings import this_gpu
+    from kernelab.harness.timing import benchmark
+    from kernelab.kernels.reference import OPS
+    from kernelab.kernels.triton import softmax as module
+    from kernelab.output import note
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--cols", default=",".join(map(str, COLS)))
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument("--max-time-s", type=float, default=0.25, help="per timing")
+    parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape after this")
+    args = parser.parse_args(argv)
+    started = time.time()
+    identity = this_gpu("softmax_long_rows")
+    copy = copy_tbps(torch, benchmark, GIB, max_time_s=0.5)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "softmax_long_rows.json"
+    document = {
+        "gpu": identity.name,
+        "versions": software_versions(),
+        "timer": "kernelab.harness.timing.benchmark, cold (L2 flushed), median",
+        "copy_tbps": copy,
+        "rows": [],
+        "records": [],
+        "skipped": [],
+    }
+    for dtype in args.dtypes.split(","):
+        session = BenchSession(identity, OPS["softmax"], dtype, "cold", 10, args.max_time_s)
+        for cols in map(int, args.cols.split(",")):
+            if time.time() - started > args.budget_s:
+                note(f"budget of {args.budget_s:.0f} s spent: {dtype} x {cols} skipped")
+                document["skipped"].append({"dtype": dtype, "cols": cols})
+                continue
+            rows, records = run_shape(session, module, torch, cols, dtype, copy)
+            document["rows"] += rows
+            document["records"] += records
+            document["wall_s"] = round(time.time() - started, 1)
+            path.write_text(json.dumps(document, indent=1, default=str))
+    print_table(document["rows"], copy)
+    print(f"\nwall {time.time() - started:.0f} s; skipped {document['skipped'] or 'none'}; {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
