@@ -5,30 +5,41 @@ whatever the input dtype (fp32, bf16, fp16); the output has the input's dtype an
 The ideal traffic is one read and one write of the tensor (2 * rows * cols * itemsize
 bytes); every path below is judged by how close it stays to that at HBM bandwidth.
 
-Three paths, chosen by row length:
+Rows that fit in registers (cols <= SINGLE_PASS_MAX_COLS) take the row-tile single pass;
+longer rows go to one tuner (key: padded row length, dtype) that ranks every configuration of
+long_row_candidates, each naming its kernel in "path":
 
-1. Rows that fit in registers (cols <= SINGLE_PASS_MAX_COLS): one pass over tiles of
-   ROWS x BLOCK_N. Autotuned per (padded row length, dtype) over _runtime.row_tile_candidates:
-   first what Inductor generates for a persistent reduction (rows of <= 1,024 values packed
-   1024 / BLOCK_N to a program of one warp, whose reductions are warp shuffles with no shared
-   memory; longer rows one per program), then 8-32 values per thread and a persistent grid.
-   Read once, write once.
-2. Long rows on a GPU: a cooperative split-row kernel. Each row is cut into chunks of CHUNK
-   columns, one per program; the programs of a row each keep their chunk in registers,
-   publish the chunk's (max, sum of exp), wait until all their peers have, combine the
-   partials and write. Still one read and one write, with all of a row's chunks in flight
-   on different SMs, so even one long row streams at full bandwidth. Two knobs attack the
-   wait, which the first version (2.5-2.6 TB/s at 262K columns on the H200, 61 % of copy)
-   spent with no load in flight: PREFETCH issues the loads of the next row's chunk before
-   waiting, and TAGGED replaces the arrival counter (a release, i.e. a MEMBAR that drains
-   the program's earlier stores) by partials that carry their turn number in the same
-   64-bit word, exchanged without any fence. It needs every program resident at once, so
-   its grid is never larger than what the occupancy of the compiled kernel allows (and a
-   bounded wait turns a deadlock into NaN output rather than a hang). CHUNK, warps,
-   PREFETCH and TAGGED are autotuned per (padded row length, dtype).
-3. Long rows anywhere else (the CPU interpreter, which runs programs one after another, or
-   more chunks per row than can be resident): the same chunk statistics in two launches,
-   stats then normalize; two reads and one write.
+1. "single-pass": one pass over tiles of ROWS x BLOCK_N in registers. Autotuned per (padded
+   row length, dtype) over _runtime.row_tile_candidates: first what Inductor generates for a
+   persistent reduction (rows of <= 1,024 values packed 1024 / BLOCK_N to a program of one
+   warp, whose reductions are warp shuffles with no shared memory; longer rows one per
+   program), then 8-32 values per thread and a persistent grid. Read once, write once. For
+   long rows up to 32K values, one row per program at 32 warps is a long-row candidate too.
+2. "cooperative": a split-row kernel. Each row is cut into chunks of CHUNK columns, one per
+   program; the programs of a row each keep their chunk in registers, publish the chunk's
+   (max, sum of exp), wait until all their peers have, combine the partials and write. One
+   read and one write, with all of a row's chunks in flight on different SMs. PREFETCH
+   issues the loads of the next row's chunk before waiting; TAGGED replaces the arrival
+   counter (a release, i.e. a MEMBAR that drains the program's earlier stores) by partials
+   that carry their turn number in the same 64-bit word, exchanged without any fence.
+3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
+   the row from HBM keeping it in L2 (evict_last) and computes an online (max, sum), the
+   second re-reads it from L2 and writes with streaming stores. One HBM read, one HBM
+   write, no program ever waits for another; the grid is capped so the rows in flight fit
+   in L2_FRACTION of the L2.
+4. "l2-split": the same two passes on slices of SLICE columns, a row shared by a group of
+   programs that exchange tagged partials, pipelined one row deep: publish this row's
+   partials, then normalize the previous row, whose peers published a pass ago. Two slices
+   per program live in L2.
+5. "two-pass": the chunk statistics in two launches, stats then normalize; two reads and one
+   write. What the CPU interpreter runs by default (it runs programs one after another, so
+   peers never meet), and the fallback when a split kernel's programs cannot all be
+   resident.
+
+The split kernels (cooperative, l2-split) need every program of a row resident at once: their
+grid never exceeds what the occupancy of the compiled kernel allows (the smaller of our
+formula and the driver's), and a bounded wait turns a broken assumption into NaN output
+rather than a hang.
 
 Numerics: the max is subtracted before exp, so huge inputs (1e4) are safe. A row whose
 entries are all -inf has no defined softmax: this module returns NaN for every entry of such
@@ -716,9 +727,13 @@ def _l2_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         # no software pipelining: no load is ever hoisted above the wait for the partials
         "num_stages": 1,
     }
-    # workspace: 2 tagged words x 4 turn slots x slices per group, zeroed (tag 0 is turn 0)
-    max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_slices)) if split else 1
-    words = torch.zeros((max_groups, 4, n_slices, 2), device=x2d.device, dtype=torch.int64)
+    # workspace: 2 tagged words x 4 turn slots x slices per group, zeroed (tag 0 is turn 0);
+    # l2-rows exchanges nothing, so it gets one unused word (no memset kernel per call)
+    if split:
+        max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_slices))
+        words = torch.zeros((max_groups, 4, n_slices, 2), device=x2d.device, dtype=torch.int64)
+    else:
+        words = torch.empty(1, device=x2d.device, dtype=torch.int64)
     args = (x2d, out, words, n_rows, n_cols, x2d.stride(0), out.stride(0), slice_cols, n_slices)
     return kwargs, args, n_slices
 
