@@ -334,11 +334,11 @@ def softmax_case(run, module, rows, cols, dtype):
     def describe():
         x = inputs[0]
         config = module.config_for(x)
-        info = {"path": config.pop("path"), "config": config}
-        name = "softmax.rows" if info["path"] == "single-pass" else "softmax.cooperative"
-        info["tuning"] = tuning_for((name, 1 << (cols - 1).bit_length(), x.dtype))
-        if info["path"] == "cooperative":
-            info["occupancy"] = module.cooperative_occupancy(x, config)
+        tuner = config.pop("tuner", None) or "softmax.rows"
+        info = {"path": config["path"], "config": dict(config)}
+        info["tuning"] = tuning_for((tuner, 1 << (cols - 1).bit_length(), x.dtype))
+        if tuner == "softmax.long_rows":
+            info["occupancy"] = module.long_row_plan(x, config)
         return info
 
     memory_case(

@@ -58,16 +58,17 @@ def sgemm_criteria(results: ResultSet) -> list[Criterion]:
 
 
 def _softmax_search_space() -> tuple[int, int]:
-    """How many configurations the softmax's tuner chooses among, read from the code itself
-    (4096-column rows; fp32 for the split-row path), so the claim cannot drift from it."""
+    """How many configurations the softmax's tuners choose among, read from the code itself
+    (4096-column rows; 262,144-column fp32 rows for the long-row tuner), so the claim cannot
+    drift from it."""
     try:
         import torch
 
         from kernelab.kernels.triton._runtime import row_tile_candidates
-        from kernelab.kernels.triton.softmax import cooperative_candidates
+        from kernelab.kernels.triton.softmax import long_row_candidates
     except ImportError:
         return 0, 0
-    return len(row_tile_candidates(4096)), len(cooperative_candidates(torch.float32))
+    return len(row_tile_candidates(4096)), len(long_row_candidates(262_144, torch.float32))
 
 
 def softmax_criteria(results: ResultSet) -> list[Criterion]:
@@ -75,7 +76,7 @@ def softmax_criteria(results: ResultSet) -> list[Criterion]:
     columns = sorted({r.shape.get("cols") for r in ours if r.shape.get("cols")})
     short_space, long_space = _softmax_search_space()
     autotuned = short_space > 1 and long_space > 1
-    tuned_text = (f"triton.softmax tunes over {short_space} row-tile and {long_space} split-row "
+    tuned_text = (f"triton.softmax tunes over {short_space} row-tile and {long_space} long-row "
                   "configurations (kernels/triton/softmax.py)")  # fmt: skip
     benchmarked = len(columns) >= SOFTMAX_MIN_COLUMN_COUNTS
     phase = Criterion(
