@@ -1,4 +1,4 @@
-"""The Hopper bf16 GEMM ladder (hgemm:01..05).
+"""The Hopper bf16 GEMM ladder (hgemm:01..08).
 
 On any machine with nvcc: every step compiles for sm_90a with no spills or local memory, its
 SASS holds the instructions the step claims (HMMA + LDSM for mma.sync, HGMMA from the wgmma
@@ -29,6 +29,7 @@ from kernelab.kernels.cuda.hgemm import (
     build_step,
     get_step,
     hgemm,
+    output_map_param,
     tensor_map_params,
     tma,
     tma_step_params,
@@ -126,7 +127,7 @@ def test_wgmma_shape_and_b_majorness_in_sass(step):
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize("number", [5, 6])
+@pytest.mark.parametrize("number", [5, 6, 7, 8])
 def test_warp_specialized_step_moves_registers_between_roles(number):
     step = get_step(number)
     sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
@@ -135,8 +136,36 @@ def test_warp_specialized_step_moves_registers_between_roles(number):
     assert re.search(r"USETMAXREG\.TRY_ALLOC\S* \S+, 0xe8\b", sass)
     # The main loop keeps one wgmma group in flight (wait_group 1); the epilogue waits for all.
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
-    # One block barrier (after the mbarrier init), none in the main loop.
-    assert sass.count("BAR.SYNC") == 1
+    if step.cluster == 1:
+        # One block barrier (after the mbarrier init), none in the main loop.
+        assert sass.count("BAR.SYNC") == 1
+
+
+CLUSTER_STEPS = [s for s in STEPS if s.cluster > 1]
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("step", CLUSTER_STEPS, ids=lambda s: s.name)
+def test_cluster_step_multicasts_b_and_keeps_fences_out_of_the_main_loop(step):
+    lines = _sass_lines(build_step(step).cubin, step.kernel)
+    sass = "\n".join(lines)
+    # Its own A (plain) and its half of B (multicast to both CTAs): one load of each kind.
+    assert sass.count("UTMALDG.2D.MULTICAST") >= 1 and "UTMALDG.2D " in sass
+    # Two cluster barriers: after the mbarrier init and before exit.
+    assert sass.count("UCGABAR_ARV") == 2 and sass.count("UCGABAR_WAIT") == 2
+    # The remote stage release is a plain mbarrier arrival; a .release.cluster one compiles
+    # to MEMBAR.ALL.GPU per K-tile (measured here before the fix). Only the two cluster
+    # barriers may carry a GPU-scope fence, and no MEMBAR may sit between HGMMAs.
+    assert sass.count("MEMBAR.ALL.GPU") <= 2
+    hgmma_at = [i for i, line in enumerate(lines) if "HGMMA" in line]
+    first, last = min(hgmma_at), max(hgmma_at)
+    assert not any("MEMBAR" in line for line in lines[first:last])
+    if step.tma_store_box is not None:
+        # The epilogue: 16 stmatrix.x4 per thread into the staging buffer, TMA stores out,
+        # no per-thread global stores.
+        assert sass.count("STSM.16.M88.4") == 16 and "UTMASTG.2D" in sass
+        assert not any(re.search(r"\bSTG\.", line) for line in lines)
 
 
 @needs_nvcc
@@ -145,8 +174,12 @@ def test_warp_specialized_step_moves_registers_between_roles(number):
 def test_tma_step_parameters_match_what_the_launcher_packs(step):
     sizes = _kernel_param_sizes(build_step(step).cubin, step.kernel)
     blank = tma.TensorMapParam.from_encoded(bytes(tma.TENSOR_MAP_BYTES))
-    params = tma_step_params(blank, blank, 10, 20, 30, 0x1000, 20)
-    assert sizes == [ctypes.sizeof(p) for p in params] == [128, 128, 4, 4, 4, 8, 4]
+    if step.tma_store_box is None:
+        params = tma_step_params(blank, blank, 10, 20, 30, 0x1000, 20)
+        assert sizes == [ctypes.sizeof(p) for p in params] == [128, 128, 4, 4, 4, 8, 4]
+    else:
+        params = tma_step_params(blank, blank, 10, 20, 30, 0x1000, 20, map_c=blank)
+        assert sizes == [ctypes.sizeof(p) for p in params] == [128, 128, 128, 4, 4, 4]
 
 
 def test_steps_are_numbered_and_described():
@@ -171,7 +204,10 @@ def test_steps_are_numbered_and_described():
         odd = step.launch(4097, 129, 4100)
         bm, bn = step.tiles["block"][:2]
         if step.persistent:  # a block per tile up to the SM count; blocks then walk tiles
-            assert odd.grid == (min(-(-4097 // bm) * -(-129 // bn), 132), 1, 1)
+            c = step.cluster  # clusters of c CTAs stacked along M walk c x 1 groups of tiles
+            tiles_m, tiles_n = -(-4097 // bm), -(-129 // bn)
+            groups = -(-tiles_m // c) * tiles_n
+            assert odd.grid == (c * min(groups, 132 // c), 1, 1)
         else:
             assert odd.grid[0] * bn >= 129 and odd.grid[1] * bm >= 4097
 
@@ -259,6 +295,36 @@ def test_persistent_step_launches_one_block_per_sm_at_most():
     assert get_step(5).launch(300, 600, 64, sms=7).grid == (3, 3, 1)  # not persistent
 
 
+def test_cluster_step_grid_is_whole_clusters_that_fit_at_once():
+    step = get_step(7)
+    assert step.cluster == 2
+    # 4096^2: 32 x 16 tiles = 16 x 16 pair tiles = 256 > 66 co-resident clusters.
+    assert step.launch(4096, 4096, 4096).grid == (132, 1, 1)
+    assert step.launch(4096, 4096, 4096, sms=2 * 60).grid == (120, 1, 1)
+    assert step.launch(4096, 4096, 4096, sms=131).grid == (130, 1, 1)  # never half a cluster
+    # 2048^2: 8 pair rows x 8 columns = 64 clusters, 128 CTAs; an odd tile row count still
+    # needs its last pair (the second CTA there owns no rows).
+    assert step.launch(2048, 2048, 2048).grid == (128, 1, 1)
+    assert step.launch(129, 256, 64).grid == (2, 1, 1)
+    assert step.launch(3 * 128, 300, 64).grid == (2 * 2 * 2, 1, 1)
+
+
+def test_tma_store_step_maps_c_with_its_store_box(monkeypatch):
+    import torch
+
+    seen = []
+    monkeypatch.setattr(tma, "encode", lambda tiled: seen.append(tiled) or bytes(128))
+    step = get_step(8)
+    out = torch.zeros(300, 136, dtype=torch.bfloat16)[:, :131]
+    output_map_param(step, out, 136)
+    assert [(t.global_dim, t.global_strides, t.box_dim) for t in seen] == [
+        ((131, 300), (272,), (64, 64))
+    ]
+    assert seen[0].swizzle_bytes == 128  # the layout the kernel's stmatrix writes
+    with pytest.raises(KernelabError, match="multiple of 16"):  # the launcher pads these
+        output_map_param(step, torch.zeros(300, 131, dtype=torch.bfloat16), 131)
+
+
 def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
     """Step 03 maps B^T [N, K] with 128 x 64 boxes; steps 04+ map B [K, N] as stored with
     64 k x 64 n boxes (dims innermost first: (n, k)); A is 128 x 64 everywhere."""
@@ -269,7 +335,7 @@ def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
     a = torch.zeros(300, 80, dtype=torch.bfloat16)[:, :77]
     b = torch.zeros(77, 136, dtype=torch.bfloat16)[:, :131]
     bt = torch.zeros(131, 80, dtype=torch.bfloat16)[:, :77]
-    for number in (4, 5, 6):
+    for number in (4, 5, 6, 7, 8):
         seen.clear()
         tensor_map_params(get_step(number), a, 80, b, 136)
         assert [(t.global_dim, t.global_strides, t.box_dim) for t in seen] == [
@@ -357,6 +423,23 @@ def test_step_handles_views_and_a_given_output(step):
     shifted = torch.zeros(m * n + 1, device="cuda", dtype=torch.bfloat16)[1:].view(m, n)
     hgemm(step, a, b, out=shifted)
     assert compare(shifted, ref, dtype="bf16").ok
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", CLUSTER_STEPS, ids=lambda s: s.name)
+def test_cluster_grid_fits_the_gpu_at_once(step):
+    import torch
+
+    from kernelab.kernels.cuda.hgemm import persistent_launch
+    from kernelab.kernels.cuda.hgemm.tma import co_resident_clusters
+
+    built = build_step(step)
+    probe = step.launch(4096, 4096, 4096)
+    clusters = co_resident_clusters(built.cubin, step.kernel, built.arch, probe)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert 1 <= clusters <= sms // step.cluster
+    launch = persistent_launch(step, built, 4096, 4096, 4096, torch.device("cuda"))
+    assert launch.grid == (step.cluster * clusters, 1, 1)
 
 
 @pytest.mark.gpu

@@ -13,6 +13,10 @@ What the launcher does before the kernel, and what it costs (all inside the time
   describe), so the launcher transposes B: 2 * K * N * 2 bytes of extra traffic per call
   (measured on the H200: 124 us of step 03's 336 us at 4096^3). From step 04 on, the kernels
   read B [K, N] as stored (wgmma's transpose bit, MN-major descriptors): no copy.
+- steps that store C by TMA (08) need C's rows 16-byte aligned too: an output whose row
+  stride is not a multiple of 8 elements is computed into padded rows, then copied.
+- persistent cluster steps (07+) size their grid to the clusters that fit at once
+  (cuOccupancyMaxActiveClusters, asked once per process).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ __all__ = [
     "get_step",
     "hgemm",
     "implementations",
+    "output_map_param",
+    "persistent_launch",
     "tma_step_params",
 ]
 
@@ -107,15 +113,42 @@ def tensor_map_params(step: Step, a, lda: int, b, ldb: int):
     return maps
 
 
-def tma_step_params(map_a, map_b, m: int, n: int, k: int, c_ptr: int, ldc: int) -> list:
+def tma_step_params(
+    map_a, map_b, m: int, n: int, k: int, c_ptr: int, ldc: int, *, map_c=None
+) -> list:
     """A TMA step's kernel arguments as ctypes values, in the kernels' order and C types:
-    (CUtensorMap, CUtensorMap, int M, int N, int K, bf16 *C, int ldc)."""
+    (CUtensorMap, CUtensorMap, int M, int N, int K, bf16 *C, int ldc), or, for a step that
+    stores C by TMA (`map_c` given), (CUtensorMap A, B, C, int M, int N, int K)."""
     import ctypes
 
-    return [
-        map_a, map_b, ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),
-        ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc),
-    ]  # fmt: skip
+    sizes = [ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k)]
+    if map_c is not None:
+        return [map_a, map_b, map_c, *sizes]
+    return [map_a, map_b, *sizes, ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc)]
+
+
+def output_map_param(step: Step, out, ldc: int):
+    """The CUtensorMap kernel parameter of C for a TMA-store step (its store box, the
+    128-byte swizzle the kernel writes its staging buffer in)."""
+    from kernelab.kernels.cuda.hgemm import tma
+
+    box_rows, box_cols = step.tma_store_box
+    rows, cols = out.shape
+    tiled = tma.tiled_map_2d(out.data_ptr(), rows, cols, ldc, box_rows=box_rows, box_cols=box_cols)
+    return tma.TensorMapParam.from_encoded(tma.encode(tiled))
+
+
+def persistent_launch(step: Step, built, m: int, n: int, k: int, device):
+    """The launch of a persistent step: as many blocks as can be resident at once."""
+    from kernelab.kernels.triton._runtime import sm_count
+
+    sms = sm_count(device)
+    if step.cluster > 1:
+        from kernelab.kernels.cuda.hgemm.tma import co_resident_clusters
+
+        probe = step.launch(m, n, k, sms=sms)
+        sms = step.cluster * co_resident_clusters(built.cubin, step.kernel, built.arch, probe)
+    return step.launch(m, n, k, sms=sms)
 
 
 def hgemm(step: Step | int | str, a, b, *, out=None):
@@ -149,13 +182,14 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
         return out.zero_()
     if out.data_ptr() % 4:  # the epilogue stores bf16 pairs as 4-byte words
         return out.copy_(hgemm(step, a, b))
-    ldc = out.stride(0) if m > 1 else n
+    ldc = out.stride(0) if m > 1 else round_up(n, ROW_ALIGN)  # one row: any stride will do
+    if step.tma_store_box is not None and (ldc % ROW_ALIGN or out.data_ptr() % 16):
+        padded = torch.empty((m, round_up(n, ROW_ALIGN)), dtype=out.dtype, device=out.device)
+        return out.copy_(hgemm(step, a, b, out=padded[:, :n]))
 
     built = build_step(step)
     if step.persistent:
-        from kernelab.kernels.triton._runtime import sm_count
-
-        config = step.launch(m, n, k, sms=sm_count(a.device))
+        config = persistent_launch(step, built, m, n, k, a.device)
     else:
         config = step.launch(m, n, k)
     a_rows, lda = aligned_rows(a)
@@ -168,7 +202,8 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
         from kernelab.kernels.cuda.hgemm.tma import launch_with_params
 
         map_a, map_b = tensor_map_params(step, a_rows, lda, b_rows, ldb)
-        params = tma_step_params(map_a, map_b, m, n, k, out.data_ptr(), ldc)
+        map_c = output_map_param(step, out, ldc) if step.tma_store_box is not None else None
+        params = tma_step_params(map_a, map_b, m, n, k, out.data_ptr(), ldc, map_c=map_c)
         launch_with_params(built.cubin, step.kernel, built.arch, config, params)
         return out
 

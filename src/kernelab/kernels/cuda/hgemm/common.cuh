@@ -319,3 +319,115 @@ template <int Registers>
 __device__ __forceinline__ void claim_registers() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
 }
+
+// ---- clusters, TMA multicast and TMA stores (steps 07+) ----------------------------------
+
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+__device__ __forceinline__ uint32_t cluster_index() {
+    uint32_t index;
+    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(index));
+    return index;
+}
+
+__device__ __forceinline__ uint32_t cluster_count() {
+    uint32_t count;
+    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(count));
+    return count;
+}
+
+// Every thread of every CTA of the cluster: the barrier inits become visible cluster-wide
+// (release/acquire), and at the end no CTA exits while a peer may still arrive on its
+// mbarriers. Not .aligned: the warps reach it from different roles.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile(
+        "barrier.cluster.arrive.release;\n"
+        "barrier.cluster.wait.acquire;\n" ::
+            : "memory");
+}
+
+// One arrival on the mbarrier at the same shared-memory offset in CTA `cta_rank` of the
+// cluster (mapa turns the local address into that CTA's shared::cluster address). Default
+// semantics (release at CTA scope), as CUTLASS's ClusterBarrier: an explicit .release.cluster
+// compiles to MEMBAR.ALL.GPU, which would wait for this SM's in-flight global stores in the
+// middle of the main loop. The wgmma reads this arrival publishes are already complete
+// (wait_group) when it is made.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t *bar, uint32_t cta_rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(smem_address(bar)),
+        "r"(cta_rank)
+        : "memory");
+}
+
+// tma_load_2d delivered to every CTA of the cluster named in `cta_mask`: the box lands at the
+// same shared-memory offset in each, and each one's mbarrier at `bar`'s offset receives the
+// bytes. One L2 read feeds several SMs.
+__device__ __forceinline__ void tma_load_2d_multicast(void *smem, const void *map, int inner,
+                                                      int outer, uint64_t *bar,
+                                                      uint16_t cta_mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_address(smem)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar)),
+        "h"(cta_mask)
+        : "memory");
+}
+
+// A 2-D box from shared memory to the tensor `map` describes, at element (inner, outer); the
+// parts outside the tensor are not written. Completes asynchronously in a bulk group.
+__device__ __forceinline__ void tma_store_2d(const void *map, const void *smem, int inner,
+                                             int outer) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+            reinterpret_cast<uint64_t>(map)),
+        "r"(smem_address(smem)), "r"(inner), "r"(outer)
+        : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Until at most `Pending` bulk groups still READ shared memory (their global writes may
+// still be in flight): the source buffer can then be overwritten.
+template <int Pending>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Until at most `Pending` bulk groups are incomplete, global writes included.
+template <int Pending>
+__device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Four 8x8 b16 matrices from registers to shared memory: the inverse of ldmatrix_x4. Lanes
+// 8i..8i+7 give the row addresses of matrix i; register i of lane t holds row t/4, columns
+// 2(t%4) and 2(t%4)+1 of matrix i: exactly an m16n8 accumulator fragment once packed.
+__device__ __forceinline__ void stmatrix_x4(void *smem, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+    asm volatile(
+        "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+            smem_address(smem)),
+        "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+        : "memory");
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+    return *reinterpret_cast<const uint32_t *>(&pair);
+}
+
+// A barrier for `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is
+// __syncthreads): one warpgroup can meet without stopping the others.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}

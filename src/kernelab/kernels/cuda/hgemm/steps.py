@@ -37,6 +37,10 @@ class Step:
     # (A [M, K]; B^T [N, K] for "nk", B [K, N] for "kn"), cols innermost, at most 128 bytes.
     tma_boxes: tuple[tuple[int, int], tuple[int, int]] | None = None
     persistent: bool = False  # one block per SM walking the tiles: the grid needs the SM count
+    cluster: int = 1  # CTAs per thread-block cluster (compile-time __cluster_dims__ in the .cu)
+    # TMA-store steps: the box each store writes, (rows, cols) of C; the kernel then takes a
+    # third CUtensorMap (C) in place of the C pointer and ldc.
+    tma_store_box: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -44,7 +48,8 @@ class Step:
 
     def launch(self, m: int, n: int, k: int, *, sms: int | None = None) -> Launch:
         """Grid, block and shared memory for an m x n x k problem; a persistent step sizes
-        its grid to `sms` (default: an H100/H200's 132)."""
+        its grid to `sms` (default: an H100/H200's 132), the blocks that can be resident at
+        once (for a cluster step: cluster size x co-resident clusters)."""
         if self.persistent and sms is not None:
             return self.geometry(m, n, k, sms=sms)
         return self.geometry(m, n, k)
@@ -62,6 +67,8 @@ class Step:
             "file": self.file,
             "kernel": self.kernel,
             "tma_boxes": [list(box) for box in self.tma_boxes] if self.tma_boxes else None,
+            "cluster": self.cluster,
+            "tma_store_box": list(self.tma_store_box) if self.tma_store_box else None,
         }
 
 
@@ -83,6 +90,18 @@ def _persistent_tiles(threads: int, bm: int, bn: int, shared_bytes: int):
     return geometry
 
 
+def _persistent_cluster_tiles(threads: int, bm: int, bn: int, cluster: int, shared_bytes: int):
+    """Clusters of `cluster` CTAs stacked along M walk pair tiles (cluster x bm rows, bn
+    columns); the grid is whole clusters, no more than can be resident at once."""
+
+    def geometry(m: int, n: int, k: int, *, sms: int = HOPPER_SMS) -> Launch:
+        cluster_tiles = cdiv(cdiv(m, bm), cluster) * cdiv(n, bn)
+        return Launch((cluster * min(cluster_tiles, sms // cluster), 1, 1), (threads, 1, 1),
+                      shared_bytes)  # fmt: skip
+
+    return geometry
+
+
 # Shared memory of each step, in bytes, from its tile constants.
 MMA_SYNC_SMEM = 3 * (128 * (32 + 8) + 32 * (128 + 8)) * 2  # padded A and B, 3 stages
 WGMMA_STAGE = (128 * 64 + 128 * 64) * 2  # A + B^T tile, 128-byte swizzled rows
@@ -91,11 +110,14 @@ TMA_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK
 NO_TRANSPOSE_SMEM = 3 * WGMMA_STAGE + SWIZZLE_ALIGN_SLACK  # same bytes, B as two 64 x 64 boxes
 WS_STAGE = (128 * 64 + 64 * 256) * 2  # A 128 x 64 + B 64 x 256: 48 KiB
 WS_SMEM = 4 * WS_STAGE + SWIZZLE_ALIGN_SLACK
+C_STAGING = 128 * 256 * 2  # step 08: the block's output tile in bf16, staged for TMA stores
+TMA_STORE_SMEM = 3 * WS_STAGE + C_STAGING + SWIZZLE_ALIGN_SLACK
 
 # TMA boxes as (rows, cols) of the operand in memory; 64 bf16 = 128 bytes = the swizzle span.
 A_BOX = (128, 64)  # 128 rows of A x 64 k
 BT_BOX = (128, 64)  # 128 rows of B^T (n) x 64 k
 B_KN_BOX = (64, 64)  # 64 rows of B (k) x 64 n: one n atom of the MN-major descriptor
+C_BOX = (64, 64)  # 64 rows of C x 64 columns: one consumer's quarter of its 64 x 256 slice
 
 # Steps 02-03: one warpgroup owns the 128 x 128 block tile as two m64 halves.
 WGMMA_TILES = {
@@ -277,6 +299,76 @@ STEPS: tuple[Step, ...] = (
         _persistent_tiles(384, 128, 256, WS_SMEM),
         (A_BOX, B_KN_BOX),
         persistent=True,
+    ),
+    Step(
+        7,
+        "cluster_multicast",
+        "07_cluster_multicast.cu",
+        "hgemm_cluster_multicast",
+        "2x1 thread-block clusters on vertically adjacent tiles: each CTA loads its A and half "
+        "of the shared B tile, multicast by TMA into both CTAs (L2->SM traffic per K-tile "
+        "48 -> 32 KiB); stages released to both CTAs' producers",
+        "kn",
+        True,
+        {
+            **WS_TILES,
+            "cluster": [2, 1],
+            "tile_order": "pair tiles of 256 x 256 in groups of 4 "
+            "pair rows, column-major inside a group",
+        },  # fmt: skip
+        {
+            "stages": 4,
+            "shared_bytes": WS_SMEM,
+            "bytes_in_flight_per_block": 4 * WS_STAGE,
+            "l2_bytes_per_k_tile_per_sm": WS_STAGE - 64 * 128 * 2,  # A + half of B: 32 KiB
+            "blocks_per_sm": 1,
+            "overlap": "as step 06; each stage's B half arrives from the peer CTA's TMA",
+        },
+        # 06 measured 703 TFLOP/s at 4096^3 cold (92 % of cuBLAS): ~8 TB/s of L2->SM traffic
+        # at 48 KiB per 0.8 us K-tile per SM. A third less of it should let the TMA keep
+        # ahead where the L2 is the limit: the public anchor gained 783 -> 820 (x1.05) from
+        # clusters at 8192^3. Predict x1.04 -> ~730.
+        1.04,
+        "UTMALDG.2D.MULTICAST in SASS; lts__t_sectors_srcunit_tex_op_read (L2 reads) down "
+        "by ~1/3 against step 06 at the same FLOPs; sm__pipe_tensor_cycles_active up",
+        ("HGMMA", "UTMALDG.2D.MULTICAST", "SYNCS", "USETMAXREG", "UCGABAR_ARV"),
+        _persistent_cluster_tiles(384, 128, 256, 2, WS_SMEM),
+        (A_BOX, B_KN_BOX),
+        persistent=True,
+        cluster=2,
+    ),
+    Step(
+        8,
+        "tma_store",
+        "08_tma_store.cu",
+        "hgemm_tma_store",
+        "TMA-store epilogue: stmatrix packs each consumer's 64 x 256 tile into a swizzled "
+        "staging buffer, one thread stores it with 4 cp.async.bulk.tensor stores and the "
+        "consumers go on to the next tile's main loop; 3 stages to make room",
+        "kn",
+        True,
+        {**WS_TILES, "cluster": [2, 1], "tma_store_box": list(C_BOX)},
+        {
+            "stages": 3,
+            "shared_bytes": TMA_STORE_SMEM,
+            "bytes_in_flight_per_block": 3 * WS_STAGE,
+            "c_staging_bytes": C_STAGING,
+            "blocks_per_sm": 1,
+            "overlap": "as step 07, plus tile i's TMA stores with tile i+1's main loop; the "
+            "ring is one stage shallower",
+        },
+        # The register epilogue (64 bf16-pair stores per thread, half-filled 32-byte
+        # sectors) is ~1 us per tile that no wgmma overlaps: ~3 % at 4096^3 (36 us tiles),
+        # less at 8192^3; the 3-stage ring may give some of it back. Predict x1.02 -> ~745.
+        1.02,
+        "UTMASTG.2D and STSM in SASS, no STG; fewer cycles between a tile's last HGMMA and "
+        "the next tile's first in a timeline; l1tex__t_sectors_pipe_lsu_mem_global_op_st gone",
+        ("HGMMA", "UTMALDG.2D.MULTICAST", "UTMASTG.2D", "STSM", "USETMAXREG"),
+        _persistent_cluster_tiles(384, 128, 256, 2, TMA_STORE_SMEM),
+        (A_BOX, B_KN_BOX),
+        persistent=True,
+        cluster=2,
+        tma_store_box=C_BOX,
     ),
 )
 

@@ -170,3 +170,42 @@ def launch_with_params(cubin, kernel_name: str, arch: str, config, params: list)
         raise KernelabError(f"launch of {kernel_name} {config} failed: {err.name}")
     if os.environ.get("KERNELAB_SYNC") == "1":
         torch.cuda.synchronize()
+
+
+_co_resident: dict[tuple, int] = {}
+
+
+def co_resident_clusters(cubin, kernel_name: str, arch: str, config) -> int:
+    """How many clusters of this kernel (its compile-time cluster size, `config`'s block and
+    shared memory) fit on the GPU at once, from cuOccupancyMaxActiveClusters. A persistent
+    cluster grid must not exceed it: clusters beyond it would only start when others end.
+    Clusters are placed inside one GPC, so this can be less than SMs / cluster size."""
+    import torch
+    from cuda.bindings import driver
+
+    from kernelab.kernels.cuda import launch as cuda_launch
+
+    key = (str(cubin), kernel_name, config.block, config.shared_bytes)
+    if key in _co_resident:
+        return _co_resident[key]
+    kernel = cuda_launch.load(cubin, kernel_name, arch=arch)
+    cuda_launch._raise_smem_limit(kernel, (str(cubin), kernel_name), config.shared_bytes)
+    function = kernel.handle
+    if not isinstance(function, driver.CUfunction):  # a library CUkernel: this context's one
+        err, function = driver.cuKernelGetFunction(function)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise KernelabError(f"cuKernelGetFunction({kernel_name}) failed: {err.name}")
+    launch_config = driver.CUlaunchConfig()
+    launch_config.gridDimX, launch_config.gridDimY, launch_config.gridDimZ = config.grid
+    launch_config.blockDimX, launch_config.blockDimY, launch_config.blockDimZ = config.block
+    launch_config.sharedMemBytes = config.shared_bytes
+    launch_config.hStream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
+    launch_config.numAttrs = 0
+    err, clusters = driver.cuOccupancyMaxActiveClusters(function, launch_config)
+    if err != driver.CUresult.CUDA_SUCCESS or clusters < 1:
+        raise KernelabError(
+            f"cuOccupancyMaxActiveClusters({kernel_name}) failed: {getattr(err, 'name', err)}, "
+            f"{clusters} clusters"
+        )
+    _co_resident[key] = int(clusters)
+    return _co_resident[key]
