@@ -167,6 +167,7 @@ class Run:
                 "check": check or {},
                 "gpu": self.device,
                 "timer": self.timer_label,
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
                 "extra": extra or {},
                 **detail,
             }

@@ -156,3 +156,34 @@ def test_drill_command_keeps_the_score(tmp_path, monkeypatch, capsys):
     assert main(["drill", "--rounds", "3", "--seed", "11", "--answers", "x;y;z", "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
     assert second["correct"] == 0 and second["all_time"] == {"asked": 6, "correct": 3}
+
+
+def test_kernel_table_compares_inside_one_run_and_shows_the_latest(tmp_path):
+    from dataclasses import replace
+
+    from kernelab.lab.compose import kernels_section
+    from kernelab.lab.report import Report, Table
+
+    case = {"rows": 4096, "cols": 4096}
+    old = [_record("triton.softmax", "softmax", case, "fp32", achieved_gbps=3000.0),
+           _record("torch.softmax", "softmax", case, "fp32", achieved_gbps=2000.0)]  # fmt: skip
+    new = [
+        replace(r, timestamp="2026-11-29T18:00:00+00:00", achieved_gbps=g)
+        for r, g in zip(
+            [
+                _record("triton.softmax", "softmax", case, "fp32"),
+                _record("eager.softmax", "softmax", case, "fp32"),
+            ],  # fmt: skip
+            (4000.0, 2500.0),
+            strict=True,
+        )
+    ]
+    save_records(old, tmp_path / "a_old.json")
+    save_records(new, tmp_path / "b_new.json")
+    report = Report("t")
+    kernels_section(report, load_results(tmp_path), tmp_path)
+    (table,) = [b for b in report.blocks if isinstance(b, Table)]
+    (row,) = table.rows
+    assert row[3] == "4.00 TB/s"
+    # The baseline is the new run's eager, never the old run's torch.softmax.
+    assert row[5] == "eager.softmax: 2.50"

@@ -101,6 +101,14 @@ def _records_from(items: list) -> list[Record] | None:
     return out
 
 
+def _from_file(records: list[Record], path: Path) -> list[Record]:
+    """Mark each record with the file it came from: one file is one run, and a comparison
+    must stay inside one run."""
+    for record in records:
+        record.extra = {**record.extra, "source_file": path.name}
+    return records
+
+
 def load_results(folder: Path | None) -> ResultSet:
     results = ResultSet(folder=folder)
     if folder is None or not folder.exists():
@@ -123,9 +131,9 @@ def load_results(folder: Path | None) -> ResultSet:
         elif isinstance(data, dict) and isinstance(data.get("profiles"), list):
             results.profiles.extend(data["profiles"])
         elif isinstance(data, dict) and isinstance(data.get("records"), list):
-            results.records.extend(_records_from(data["records"]) or [])
+            results.records.extend(_from_file(_records_from(data["records"]) or [], path))
         elif isinstance(data, list) and (records := _records_from(data)) is not None:
-            results.records.extend(records)
+            results.records.extend(_from_file(records, path))
         else:
             results.not_understood.append(path.name)
     return results
