@@ -187,3 +187,21 @@ def test_kernel_table_compares_inside_one_run_and_shows_the_latest(tmp_path):
     assert row[3] == "4.00 TB/s"
     # The baseline is the new run's eager, never the old run's torch.softmax.
     assert row[5] == "eager.softmax: 2.50"
+
+
+def test_hgemm_gate_takes_the_best_step_per_size_in_cold_mode():
+    def row(impl, size, pct, mode="cold"):
+        return {"impl": impl, "size": size, "mode": mode, "tflops": 7 * pct, "pct_of_cublas": pct}
+
+    results = ResultSet(folder=None)
+    results.hgemm_summary = {"timing": [
+        row("torch.mm", 4096, 100.0), row("hgemm:05", 4096, 99.0), row("hgemm:06", 4096, 101.0),
+        row("hgemm:06", 8192, 100.5), row("hgemm:06", 2048, 91.0),
+        row("hgemm:06", 2048, 120.0, mode="graph"),  # another mode: not judged here
+    ]}  # fmt: skip
+    criterion = gate.hgemm_criterion(results)
+    assert criterion.passed
+    assert "4096^3: hgemm:06 101.0 %" in criterion.evidence
+    results.hgemm_summary["timing"][-2] = row("hgemm:06", 2048, 89.0)
+    assert not gate.hgemm_criterion(results).passed
+    assert not gate.hgemm_criterion(ResultSet(folder=None)).passed

@@ -282,6 +282,50 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
         report.add(Image(path, "softmax TB/s against row length"))
 
 
+def hgemm_section(report: Report, results: ResultSet) -> None:
+    """The Hopper bf16 ladder: each step's TFLOP/s and % of cuBLAS in the same run, per mode."""
+    summary = results.hgemm_summary
+    if not summary or not summary.get("timing"):
+        return
+    techniques = {}
+    try:
+        from kernelab.kernels.cuda.hgemm.steps import STEPS
+
+        techniques = {step.name: step.technique for step in STEPS}
+    except ImportError:
+        pass
+    sizes = sorted({row["size"] for row in summary["timing"]})
+    for mode in ("cold", "graph", "hot"):
+        cells: dict[str, dict[int, str]] = {}
+        for row in summary["timing"]:
+            if row["mode"] != mode or row.get("tflops") is None:
+                continue  # the B transpose alone is a time, not a GEMM rate
+            cells.setdefault(row["impl"], {})[row["size"]] = (
+                f"{row['tflops']:,.0f} ({row['pct_of_cublas']:.0f} %)"
+            )
+        if not cells:
+            continue
+        rows = [[name, *(by_size.get(size, "-") for size in sizes),
+                 techniques.get(name, "cuBLAS bf16 (torch.mm)" if name == "torch.mm" else "")]
+                for name, by_size in cells.items()]  # fmt: skip
+        what = "L2 flushed before each call" if mode == "cold" else "back to back in a CUDA graph"
+        report.add(
+            Heading(f"Hopper bf16 GEMM ladder, {mode} ({what}): TFLOP/s (% of cuBLAS)", 3),
+            Table(["step", *(f"{size}^3" for size in sizes), "technique"], rows),
+        )
+
+
+def timeline_section(report: Report, results: ResultSet) -> None:
+    """The inference example's findings: decode against prefill, and a CUDA graph."""
+    example = results.timeline_example
+    if not example or not example.get("findings"):
+        return
+    report.add(Heading("From a model to its hot kernel: the inference example", 3),
+               Paragraph("\n".join(example["findings"])))  # fmt: skip
+    if example.get("misses"):
+        report.add(Paragraph("Expectations missed: " + "; ".join(example["misses"])))
+
+
 def profiles_section(report: Report, results: ResultSet) -> None:
     if not results.profiles:
         return

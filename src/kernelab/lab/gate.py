@@ -17,6 +17,7 @@ PHASE_SGEMM_PCT = 70.0  # the phase asks for 70-80 % of cuBLAS fp32
 KERNELAB_SGEMM_PCT = 90.0  # our own bar at 4096^3 (issue 4)
 SOFTMAX_TARGET_GBPS = 4000.0  # issue 5: >= 4.0 TB/s for every column count 512..262144
 SOFTMAX_MIN_COLUMN_COUNTS = 4  # "benchmarked" means a sweep, not one shape
+HGEMM_TARGET_PCT = {2048: 90.0, 4096: 100.0, 8192: 100.0}  # issue 11, % of cuBLAS bf16
 
 
 @dataclass
@@ -177,10 +178,32 @@ def opinion_criterion(docs: Path | None) -> Criterion:
     )
 
 
+def hgemm_criterion(results: ResultSet) -> Criterion:
+    """Our tensor-core ladder against cuBLAS bf16: the best step at each size, cold L2, each
+    percentage against cuBLAS timed in the same run."""
+    name = "Hopper bf16 GEMM at >= 100 % of cuBLAS (4096^3, 8192^3), >= 90 % (2048^3)"
+    timing = (results.hgemm_summary or {}).get("timing") or []
+    best: dict[int, tuple[str, float]] = {}
+    for row in timing:
+        if row["mode"] != "cold" or not row["impl"].startswith("hgemm:"):
+            continue
+        pct = row.get("pct_of_cublas")
+        if pct is not None and row.get("tflops") and pct > best.get(row["size"], ("", -1.0))[1]:
+            best[row["size"]] = (row["impl"], pct)
+    if not best:
+        return Criterion(name, False, "no hgemm ladder records", "kernelab")
+    passed = all(size in best and best[size][1] >= pct for size, pct in HGEMM_TARGET_PCT.items())
+    evidence = "; ".join(
+        f"{size}^3: {impl} {pct:.1f} %" for size, (impl, pct) in sorted(best.items())
+    )
+    return Criterion(name, passed, f"best step, cold L2: {evidence}", "kernelab")
+
+
 def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:
     return [
         *sgemm_criteria(results),
         *softmax_criteria(results),
+        hgemm_criterion(results),
         roofline_criterion(),
         profile_criterion(results),
         numbers_criterion(),

@@ -9,7 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelab.errors import KernelabError
-from kernelab.lab.compose import ceilings_section, gate_section, kernels_section, ladder_section
+from kernelab.lab.compose import (
+    ceilings_section,
+    gate_section,
+    hgemm_section,
+    kernels_section,
+    ladder_section,
+    timeline_section,
+)
 from kernelab.lab.gate import evaluate_gate
 from kernelab.lab.report import Heading, Paragraph, Report, to_markdown
 from kernelab.lab.results import load_results
@@ -33,6 +40,8 @@ def results_markdown(root: Path, gpu_id: str = "h200") -> str:
     ceilings_section(report, results)
     ladder_section(report, results, figures, _ptxas_registers())
     kernels_section(report, results, figures)
+    hgemm_section(report, results)
+    timeline_section(report, results)
     for block in report.blocks:
         if isinstance(block, Heading):
             block.level = 3 if block.text != "Results" else 2

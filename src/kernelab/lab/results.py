@@ -8,6 +8,8 @@ may hold, by file content rather than by name:
   - profile documents ({"profiles": [KernelSummary dicts]}, written by the lab);
   - the SGEMM ladder's summary (its correctness checks and tuning runs);
   - a `kernelab hierarchy` record (latencies and bandwidths of each memory level);
+  - in subfolders by name: hgemm/summary.json (benchmarks/hgemm_ladder.py) and
+    timeline/timeline_example.json (benchmarks/timeline_example.py);
   - anything else, which is listed as "not understood" rather than dropped silently.
 """
 
@@ -28,6 +30,8 @@ class ResultSet:
     profiles: list[dict] = field(default_factory=list)
     ladder_summary: dict | None = None
     hierarchy: dict | None = None
+    hgemm_summary: dict | None = None  # hgemm/summary.json: the Hopper ladder's run
+    timeline_example: dict | None = None  # timeline/timeline_example.json: the inference example
     files: list[str] = field(default_factory=list)
     not_understood: list[str] = field(default_factory=list)
 
@@ -113,6 +117,17 @@ def load_results(folder: Path | None) -> ResultSet:
     results = ResultSet(folder=folder)
     if folder is None or not folder.exists():
         return results
+    for attribute, relative in (
+        ("hgemm_summary", "hgemm/summary.json"),
+        ("timeline_example", "timeline/timeline_example.json"),
+    ):
+        path = folder / relative
+        try:
+            setattr(results, attribute, json.loads(path.read_text()) if path.is_file() else None)
+            if path.is_file():
+                results.files.append(relative)
+        except (OSError, json.JSONDecodeError):
+            results.not_understood.append(relative)
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text())
