@@ -99,6 +99,24 @@ def _reset_after_fault() -> None:
         log(f"the CUDA context is broken ({exc!r:.120}); later results are unreliable")
 
 
+def persistent_grids(steps, sizes) -> dict[str, dict[int, int]]:
+    """Blocks launched by each persistent step at each size: the SM count, or for a cluster
+    step cluster size x the clusters the driver says fit at once (idle SMs show here)."""
+    import torch
+
+    from kernelab.kernels.cuda.hgemm import persistent_launch
+
+    grids = {}
+    for step in (s for s in steps if s.persistent):
+        built = build_step(step)
+        grids[step.name] = {
+            size: persistent_launch(step, built, size, size, size, torch.device("cuda")).grid[0]
+            for size in sizes
+        }
+        log(f"  {step.name}: grid {grids[step.name]} (cluster {step.cluster})")
+    return grids
+
+
 def time_ladder(steps, sizes: list[int], modes: list[str], max_time_s: float):
     import torch
 
@@ -234,11 +252,13 @@ def main() -> int:
     log("checking every selected step")
     summary["checks"] = check_steps(steps)
     good = [s for s in steps if all(r["ok"] for r in summary["checks"][s.name])]
+    summary["grids"] = persistent_grids(good, sizes)
     records = []
     if not args.no_time:
         rows, records = time_ladder(good, sizes, modes, args.max_time)
         summary["timing"] = rows
         print_table(rows, sizes, modes)
+        print("\npersistent grids (blocks): " + json.dumps(summary["grids"]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     if records:

@@ -307,6 +307,12 @@ def test_cluster_step_grid_is_whole_clusters_that_fit_at_once():
     assert step.launch(2048, 2048, 2048).grid == (128, 1, 1)
     assert step.launch(129, 256, 64).grid == (2, 1, 1)
     assert step.launch(3 * 128, 300, 64).grid == (2 * 2 * 2, 1, 1)
+    four = get_step(9)
+    assert four.cluster == 4
+    assert four.launch(4096, 4096, 4096).grid == (132, 1, 1)  # 128 cluster tiles, 33 fit
+    assert four.launch(4096, 4096, 4096, sms=4 * 30).grid == (120, 1, 1)
+    assert four.launch(2048, 2048, 2048).grid == (128, 1, 1)  # 4 cluster rows x 8 columns
+    assert four.launch(129, 256, 64).grid == (4, 1, 1)  # 2 tile rows: 2 CTAs own none
 
 
 def test_tma_store_step_maps_c_with_its_store_box(monkeypatch):

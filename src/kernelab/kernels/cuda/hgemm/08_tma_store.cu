@@ -21,7 +21,7 @@
 // (TMA): the launcher stages C through a padded buffer when it does not have them.
 #include "cluster_pipeline.cuh"
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3;
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3, CLUSTER_M = 2;
 static_assert(BM == cluster_gemm::TILE_M && BN == cluster_gemm::TILE_N);
 static_assert(BK == cluster_gemm::TILE_K);
 constexpr int C_BOX_N = 64;                     // 128 bytes of bf16: the swizzle span
@@ -65,33 +65,19 @@ __device__ __forceinline__ void store_tile_by_tma(const CUtensorMap &map_c, unsi
     }
 }
 
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(cluster_gemm::THREADS, 1)
-    hgemm_tma_store(const __grid_constant__ CUtensorMap map_a,
-                    const __grid_constant__ CUtensorMap map_b,
-                    const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
-    using namespace cluster_gemm;
+extern "C" __global__ void __cluster_dims__(CLUSTER_M, 1, 1)
+    __launch_bounds__(cluster_gemm::THREADS, 1)
+        hgemm_tma_store(const __grid_constant__ CUtensorMap map_a,
+                        const __grid_constant__ CUtensorMap map_b,
+                        const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     unsigned char *smem = aligned_dynamic_smem<1024>(smem_raw);
-    Ring<STAGES> ring(smem, full, empty);
-    unsigned char *staging = smem + STAGES * STAGE_BYTES;  // 1024-aligned: 48 KiB stages
-    const Problem pb(M, N, K);
-    const int rank = cluster_cta_rank(), warpgroup = threadIdx.x / 128;
-
-    if (threadIdx.x == 0) ring.init();
-    cluster_sync();
-
-    if (warpgroup == 0) {
-        release_registers<PRODUCER_REGISTERS>();
-        if (threadIdx.x == 0) produce(map_a, map_b, pb, ring, rank);
-    } else {
-        claim_registers<CONSUMER_REGISTERS>();
-        const int consumer = warpgroup - 1;
-        unsigned char *my_staging = staging + consumer * C_STAGING_BYTES;
-        consume(pb, ring, rank, consumer, [&](const float (&acc)[128], int row0, int col0) {
-            store_tile_by_tma(map_c, my_staging, consumer, row0, col0, M, N, acc);
+    unsigned char *staging = smem + STAGES * cluster_gemm::STAGE_BYTES;  // 1024-aligned
+    cluster_gemm::persistent_cluster_gemm<CLUSTER_M, STAGES>(
+        map_a, map_b, M, N, K, smem, full, empty,
+        [&](const float (&acc)[128], int row0, int col0, int consumer) {
+            store_tile_by_tma(map_c, staging + consumer * C_STAGING_BYTES, consumer, row0, col0,
+                              M, N, acc);
         });
-        if (threadIdx.x % 128 == 0) bulk_wait<0>();  // C is written before the CTA ends
-    }
-    cluster_sync();
 }

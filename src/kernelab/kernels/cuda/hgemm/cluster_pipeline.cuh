@@ -1,21 +1,22 @@
-// The persistent, warp-specialised, 2x1-cluster main loop that steps 07+ share; each step
-// adds its own epilogue (and stage count).
+// The persistent, warp-specialised, ClusterM x 1-cluster main loop that steps 07+ share;
+// each step picks the cluster size and stage count and adds its own epilogue.
 //
-// Two CTAs on two SMs form a cluster and take vertically adjacent output tiles: CTA rank r
-// owns tile row 2p + r of pair row p, both own the same 256 columns, so they need the same
-// B tile. Each CTA's producer loads its own A (16 KiB per K-tile) and HALF of the shared B
-// (two of the four 64 k x 64 n boxes, 16 KiB), multicast into both CTAs' shared memory: per
-// K-tile an SM pulls 32 KiB from L2 instead of step 06's 48 KiB (-33 % L2->SM traffic for
-// the same 4.2 MFLOP).
+// ClusterM CTAs on ClusterM SMs of one GPC form a cluster and take vertically adjacent
+// output tiles: CTA rank r owns tile row ClusterM * q + r of cluster row q; all own the same
+// 256 columns, so they need the same B tile. Each CTA's producer loads its own A (16 KiB per
+// K-tile) and 1/ClusterM of the shared B (4 / ClusterM of the four 64 k x 64 n boxes),
+// multicast into every CTA of the cluster: per K-tile an SM pulls 16 + 32 / ClusterM KiB
+// from L2 instead of step 06's 48 KiB (32 KiB with 2 CTAs, 24 KiB with 4).
 //
-// The price is coupling. A stage may be refilled only when BOTH CTAs' consumers are done
-// with it (the peer's producer writes into this CTA's slot too), so each consumer warpgroup
-// releases a stage on the "empty" barrier of both CTAs (4 arrivals per phase); each CTA's
-// "full" barrier expects every byte that lands in its own slot (its A, all of B), whichever
-// producer issued it. Both CTAs walk the same tiles and K-tiles, so their rings stay in step.
+// The price is coupling. A stage may be refilled only when EVERY CTA's consumers are done
+// with it (the peers' producers write into this CTA's slot too), so each consumer warpgroup
+// releases a stage on the "empty" barrier of every CTA (2 x ClusterM arrivals per phase);
+// each CTA's "full" barrier expects every byte that lands in its own slot (its A, all of
+// B), whichever producer issued it. All CTAs walk the same tiles and K-tiles, so their rings
+// stay in step.
 //
-// Tile order: pair tiles (256 rows x 256 columns) in groups of GROUP_PAIR_ROWS pair rows,
-// column-major inside a group (step 06's order with a pair row for a tile row).
+// Tile order: cluster tiles (128 x ClusterM rows, 256 columns) in groups of 8 tile rows,
+// column-major inside a group (step 06's order with a cluster row for a tile row).
 #pragma once
 
 #include <cuda.h>
@@ -24,45 +25,47 @@
 
 namespace cluster_gemm {
 
-constexpr int TILE_M = 128, TILE_N = 256, TILE_K = 64, CLUSTER_M = 2, GROUP_PAIR_ROWS = 4;
+constexpr int TILE_M = 128, TILE_N = 256, TILE_K = 64, GROUP_TILE_ROWS = 8;
 constexpr int CONSUMERS = 2, THREADS = 128 * (CONSUMERS + 1);
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;
 static_assert(128 * PRODUCER_REGISTERS + 128 * CONSUMERS * CONSUMER_REGISTERS <= 65536);
 constexpr int B_BOX_N = 64;                       // 128 bytes of n: the swizzle span
 constexpr int B_BOX_BYTES = TILE_K * B_BOX_N * 2;  // 8 KiB: one n atom of the descriptor
-constexpr int B_BOXES = TILE_N / B_BOX_N;         // 4, split 2 + 2 between the CTAs
+constexpr int B_BOXES = TILE_N / B_BOX_N;         // 4, split between the CTAs
 constexpr int A_TILE_BYTES = TILE_M * TILE_K * 2;  // 16 KiB
 constexpr int B_TILE_BYTES = B_BOXES * B_BOX_BYTES;  // 32 KiB
 constexpr int STAGE_BYTES = A_TILE_BYTES + B_TILE_BYTES;
-constexpr uint16_t BOTH_CTAS = 0b11;
 static_assert(TILE_M == 64 * CONSUMERS, "one m64 slice per consumer warpgroup");
 
-// This CTA's output tile for pair tile p: (first row, first column) of C.
-__device__ __forceinline__ int2 cta_tile_origin(int p, int pair_rows, int tiles_n, int rank) {
-    const int per_group = GROUP_PAIR_ROWS * tiles_n;
-    const int first_pair_row = p / per_group * GROUP_PAIR_ROWS;
-    const int rows_in_group = min(GROUP_PAIR_ROWS, pair_rows - first_pair_row);
-    const int local = p % per_group;
-    const int pair_row = first_pair_row + local % rows_in_group;
-    return make_int2((CLUSTER_M * pair_row + rank) * TILE_M, local / rows_in_group * TILE_N);
-}
-
+template <int ClusterM>
 struct Problem {
+    static_assert(B_BOXES % ClusterM == 0 && GROUP_TILE_ROWS % ClusterM == 0);
+    static constexpr int GROUP_ROWS = GROUP_TILE_ROWS / ClusterM;  // cluster rows per group
     int M, N, K;
-    int tiles_n, pair_rows, pairs, k_tiles;
+    int tiles_n, cluster_rows, cluster_tiles, k_tiles;
 
     __device__ __forceinline__ Problem(int m, int n, int k) : M(m), N(n), K(k) {
         const int tiles_m = (m + TILE_M - 1) / TILE_M;
         tiles_n = (n + TILE_N - 1) / TILE_N;
-        pair_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-        pairs = pair_rows * tiles_n;
+        cluster_rows = (tiles_m + ClusterM - 1) / ClusterM;
+        cluster_tiles = cluster_rows * tiles_n;
         k_tiles = (k + TILE_K - 1) / TILE_K;
+    }
+
+    // CTA `rank`'s output tile within cluster tile q: (first row, first column) of C.
+    __device__ __forceinline__ int2 tile_origin(int q, int rank) const {
+        const int per_group = GROUP_ROWS * tiles_n;
+        const int first_row = q / per_group * GROUP_ROWS;
+        const int rows_in_group = min(GROUP_ROWS, cluster_rows - first_row);
+        const int local = q % per_group;
+        const int cluster_row = first_row + local % rows_in_group;
+        return make_int2((ClusterM * cluster_row + rank) * TILE_M, local / rows_in_group * TILE_N);
     }
 };
 
 // The ring of `Stages` slots in this CTA's shared memory: A tiles, then B tiles, 1024-byte
 // aligned (the 128-byte swizzle's period), with a full/empty mbarrier pair per slot.
-template <int Stages>
+template <int ClusterM, int Stages>
 struct Ring {
     unsigned char *a, *b;
     uint64_t *full, *empty;
@@ -75,7 +78,7 @@ struct Ring {
 #pragma unroll
         for (int s = 0; s < Stages; ++s) {
             mbarrier_init(&full[s], 1);  // this CTA's producer's arrive.expect_tx (+ bytes)
-            mbarrier_init(&empty[s], CONSUMERS * CLUSTER_M);  // both CTAs' consumers
+            mbarrier_init(&empty[s], CONSUMERS * ClusterM);  // every CTA's consumers
         }
         fence_barrier_init();
     }
@@ -83,55 +86,59 @@ struct Ring {
 
 // The producer: one thread of warpgroup 0 walks this CTA's tiles and K-tiles, `it` counting
 // K-tiles over the kernel's life (slot it % Stages, fill number it / Stages).
-template <int Stages>
+template <int ClusterM, int Stages>
 __device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensorMap &map_b,
-                                        const Problem &pb, Ring<Stages> &ring, int rank) {
+                                        const Problem<ClusterM> &pb,
+                                        Ring<ClusterM, Stages> &ring, int rank) {
+    constexpr uint16_t every_cta = (1 << ClusterM) - 1;
     int it = 0;
-    for (int p = cluster_index(); p < pb.pairs; p += cluster_count()) {
-        const int2 origin = cta_tile_origin(p, pb.pair_rows, pb.tiles_n, rank);
-        // The second CTA of a last, odd pair row has no rows of A: it loads none, but still
-        // loads its half of B for its peer and runs the ring (its tile is never stored).
+    for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count()) {
+        const int2 origin = pb.tile_origin(q, rank);
+        // A CTA past the last tile row (M not a multiple of ClusterM tiles) loads no A, but
+        // still loads its share of B for its peers and runs the ring (its tile is never
+        // stored).
         const bool has_rows = origin.x < pb.M;
         // B boxes wholly right of N are loaded by neither CTA (see step 05).
         const int b_boxes = min(B_BOXES, (pb.N - origin.y + B_BOX_N - 1) / B_BOX_N);
         const uint32_t stage_bytes = (has_rows ? A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
         for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
             const int slot = it % Stages;
-            // Fill n of a slot needs release n - 1 from all four consumer warpgroups.
+            // Fill n of a slot needs release n - 1 from every consumer of the cluster.
             if (it >= Stages) mbarrier_wait(&ring.empty[slot], (it / Stages - 1) & 1);
-            // The peer's multicast may land before this arrival: the barrier's transaction
+            // A peer's multicast may land before this arrival: the barrier's transaction
             // count may go negative meanwhile, and the phase cannot complete without it.
             mbarrier_arrive_expect_tx(&ring.full[slot], stage_bytes);
             if (has_rows) {
                 tma_load_2d(ring.a + slot * A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
                             &ring.full[slot]);
             }
-            for (int j = rank; j < b_boxes; j += CLUSTER_M) {
+            for (int j = rank; j < b_boxes; j += ClusterM) {
                 tma_load_2d_multicast(ring.b + slot * B_TILE_BYTES + j * B_BOX_BYTES, &map_b,
                                       origin.y + j * B_BOX_N, kt * TILE_K, &ring.full[slot],
-                                      BOTH_CTAS);
+                                      every_cta);
             }
         }
     }
 }
 
-// Give slot `slot` back to both CTAs' producers: threads 0 and 1 of the warpgroup each
-// arrive on one CTA's "empty" barrier, after this warpgroup's wgmma on it completed.
+// Give slot `slot` back to every CTA's producer: thread r of the warpgroup arrives on CTA
+// r's "empty" barrier, after this warpgroup's wgmma on the slot completed.
+template <int ClusterM>
 __device__ __forceinline__ void release_stage(uint64_t *empty, int slot) {
     const int thread = threadIdx.x % 128;
-    if (thread < CLUSTER_M) mbarrier_arrive_cluster(&empty[slot], thread);
+    if (thread < ClusterM) mbarrier_arrive_cluster(&empty[slot], thread);
 }
 
 // A consumer warpgroup: for each of this CTA's tiles, its 64 x 256 accumulators over all of
 // K (one wgmma group kept in flight, as in step 05), every stage released before
 // `epilogue(acc, first row, first column)` runs.
-template <int Stages, class Epilogue>
-__device__ __forceinline__ void consume(const Problem &pb, Ring<Stages> &ring, int rank,
-                                        int consumer, Epilogue &&epilogue) {
+template <int ClusterM, int Stages, class Epilogue>
+__device__ __forceinline__ void consume(const Problem<ClusterM> &pb, Ring<ClusterM, Stages> &ring,
+                                        int rank, int consumer, Epilogue &&epilogue) {
     float acc[128];
     int it = 0;
-    for (int p = cluster_index(); p < pb.pairs; p += cluster_count()) {
-        const int2 origin = cta_tile_origin(p, pb.pair_rows, pb.tiles_n, rank);
+    for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count()) {
+        const int2 origin = pb.tile_origin(q, rank);
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
@@ -140,12 +147,55 @@ __device__ __forceinline__ void consume(const Problem &pb, Ring<Stages> &ring, i
             wgmma_k_tile_m64n256(acc, ring.a + slot * A_TILE_BYTES + consumer * 64 * 128,
                                  ring.b + slot * B_TILE_BYTES, B_BOX_BYTES);
             wgmma_wait<1>();
-            if (kt > 0) release_stage(ring.empty, (it - 1) % Stages);
+            if (kt > 0) release_stage<ClusterM>(ring.empty, (it - 1) % Stages);
         }
         wgmma_wait<0>();
-        release_stage(ring.empty, (it - 1) % Stages);
-        epilogue(acc, origin.x + consumer * 64, origin.y);
+        release_stage<ClusterM>(ring.empty, (it - 1) % Stages);
+        epilogue(acc, origin.x + consumer * 64, origin.y, consumer);
     }
+}
+
+// The whole kernel body: barrier init, the roles, and the cluster barrier that keeps every
+// CTA alive until its peers can no longer arrive on its barriers. `smem` is the 1024-aligned
+// dynamic shared memory (the ring first); `epilogue(acc, row0, col0, consumer)` writes one
+// consumer warpgroup's 64 x 256 slice.
+template <int ClusterM, int Stages, class Epilogue>
+__device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a,
+                                                        const CUtensorMap &map_b, int M, int N,
+                                                        int K, unsigned char *smem,
+                                                        uint64_t *full, uint64_t *empty,
+                                                        Epilogue &&epilogue) {
+    Ring<ClusterM, Stages> ring(smem, full, empty);
+    const Problem<ClusterM> pb(M, N, K);
+    const int rank = cluster_cta_rank(), warpgroup = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) ring.init();
+    cluster_sync();
+
+    if (warpgroup == 0) {
+        release_registers<PRODUCER_REGISTERS>();
+        if (threadIdx.x == 0) produce(map_a, map_b, pb, ring, rank);
+    } else {
+        claim_registers<CONSUMER_REGISTERS>();
+        consume(pb, ring, rank, warpgroup - 1, epilogue);
+        // An epilogue's TMA stores (if any) are complete before the CTA ends.
+        if (threadIdx.x % 128 == 0) bulk_wait<0>();
+    }
+    cluster_sync();
+}
+
+// Steps 07 and 09 whole: the epilogue straight from the accumulators (step 05's bf16 pairs).
+template <int ClusterM, int Stages>
+__device__ __forceinline__ void register_epilogue_gemm(const CUtensorMap &map_a,
+                                                       const CUtensorMap &map_b, int M, int N,
+                                                       int K, bf16 *__restrict__ C, int ldc) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ __align__(8) uint64_t full[Stages], empty[Stages];
+    persistent_cluster_gemm<ClusterM, Stages>(
+        map_a, map_b, M, N, K, aligned_dynamic_smem<1024>(smem_raw), full, empty,
+        [&](const float (&acc)[128], int row0, int col0, int) {
+            store_accumulators<TILE_N>(C, ldc, row0, col0, M, N, acc);
+        });
 }
 
 }  // namespace cluster_gemm

@@ -370,6 +370,41 @@ STEPS: tuple[Step, ...] = (
         cluster=2,
         tma_store_box=C_BOX,
     ),
+    Step(
+        9,
+        "cluster_4",
+        "09_cluster_4.cu",
+        "hgemm_cluster_4",
+        "4x1 clusters: each CTA loads its A and one of B's four boxes, multicast to all four "
+        "(L2->SM traffic per K-tile 48 -> 24 KiB); a stage is refilled only when all 8 "
+        "consumer warpgroups of the cluster released it",
+        "kn",
+        True,
+        {
+            **WS_TILES,
+            "cluster": [4, 1],
+            "tile_order": "cluster tiles of 512 x 256 in groups "
+            "of 2 cluster rows, column-major inside a group",
+        },  # fmt: skip
+        {
+            "stages": 4,
+            "shared_bytes": WS_SMEM,
+            "bytes_in_flight_per_block": 4 * WS_STAGE,
+            "l2_bytes_per_k_tile_per_sm": WS_STAGE - 3 * 64 * 64 * 2,  # A + a quarter of B
+            "blocks_per_sm": 1,
+            "overlap": "as step 07; each stage's B arrives from four CTAs' TMA",
+        },
+        # Against 07: a further quarter off the L2 feed, paid for by tighter coupling and
+        # any SMs a 4-CTA cluster cannot use in a GPC. Predict x1.02 over 07.
+        1.02,
+        "UTMALDG.2D.MULTICAST with a 4-CTA mask; L2 read sectors down a further 25 % against "
+        "step 07; the grid (4 x co-resident clusters) in the benchmark summary",
+        ("HGMMA", "UTMALDG.2D.MULTICAST", "SYNCS", "USETMAXREG", "UCGABAR_ARV"),
+        _persistent_cluster_tiles(384, 128, 256, 4, WS_SMEM),
+        (A_BOX, B_KN_BOX),
+        persistent=True,
+        cluster=4,
+    ),
 )
 
 BY_NUMBER = {step.number: step for step in STEPS}
