@@ -84,6 +84,10 @@ def test_gate_passes_and_fails_on_what_was_measured(tmp_path):
     good = ResultSet(folder=None, records=_ladder(93.0) + _softmax(4.1),
                      profiles=[{"implementation": "torch.mm", "bottleneck": "compute", "unit": "Tensor",
                                 "dram_gbps": 900.0, "sm_pct": 80.0, "tensor_pct": 90.0}])  # fmt: skip
+    good.hgemm_summary = {"timing": [
+        {"impl": "hgemm:06", "size": size, "mode": "cold", "tflops": 800.0, "pct_of_cublas": 101.0}
+        for size in (2048, 4096, 8192)
+    ]}  # fmt: skip
     results = _by_name(gate.evaluate_gate(good, docs))
     assert all(c.passed for c in results.values()), [c for c in results.values() if not c.passed]
 
