@@ -490,6 +490,89 @@ def test_matmul_tma_refuses_unaligned_rows(matmul):
     assert matmul.matmul(a, b).shape == (8, 8)  # auto falls back to the plain path
 
 
+def _distinct_on_this_machine(candidates):
+    """The interpreter ignores warps and stages: there, one run per tile, epilogue and ws."""
+    if HAS_CUDA:
+        return candidates
+    seen, kept = set(), []
+    for c in candidates:
+        key = (c["BM"], c["BN"], c["BK"], c["EPILOGUE_SPLIT"], c["WARP_SPECIALIZE"])
+        if key not in seen:
+            seen.add(key)
+            kept.append(c)
+    return kept
+
+
+def _candidate_id(c):
+    ws = " ws" if c["WARP_SPECIALIZE"] else ""
+    split = " split" if c["EPILOGUE_SPLIT"] else ""
+    return f"{c['BM']}x{c['BN']}x{c['BK']} w{c['num_warps']} s{c['num_stages']}{split}{ws}"
+
+
+@pytest.mark.skipif(
+    HAS_CUDA and torch.cuda.get_device_capability()[0] < 9, reason="TMA needs cc >= 9.0"
+)
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_matmul_every_tma_candidate_at_an_awkward_shape(matmul, dtype):
+    """Each tuned configuration, forced, at a shape that is a multiple of no tile: M odd,
+    N and K past a tile edge (16-byte aligned rows, as TMA needs)."""
+    if dtype == "fp8" and not (HAS_CUDA and torch.cuda.get_device_capability() >= (8, 9)):
+        pytest.skip("fp8 e4m3 runs on a GPU with cc >= 8.9 (not in the CPU interpreter)")
+    shape = {"m": 70, "n": 144, "k": 80}
+    itemsize = 1 if dtype == "fp8" else 2
+    for config in _distinct_on_this_machine(matmul.tma_candidates(itemsize)):
+        fn = functools.partial(matmul.matmul, path="tma", config=config)
+        layouts = {"column-major b": _with_column_major_b(fn)}
+        if dtype != "fp8":  # fp8 wants K-major b (what _scaled_mm requires too)
+            layouts["row-major b"] = fn
+        for layout, call in layouts.items():
+            report = check_implementation(call, "gemm", shape, dtype, trials=1, device=DEVICE)
+            assert report.ok, f"{_candidate_id(config)} {layout}: {report.message}"
+
+
+def test_matmul_small_tiles_join_only_where_large_tiles_leave_sms_idle(matmul):
+    sms = 132  # the H200
+    candidates = matmul.tma_candidates(2)
+    small = {(bm, bn) for bm, bn, *_ in matmul.SMALL_TILES}
+    large = [c for c in candidates if (c["BM"], c["BN"]) not in small]
+    # 1024^2 in 128x128 tiles: 64 of 132 SMs busy; 1000x3000: 192 tiles in two waves, 73 %
+    for m, n in [(1024, 1024), (1000, 1000), (1000, 3000)]:
+        chosen = matmul.candidates_for(m, n, sms, candidates)
+        assert {(c["BM"], c["BN"]) for c in chosen} >= small
+        assert all(c in chosen for c in large)
+    for m, n in [(2048, 2048), (4096, 4096), (8192, 8192), (3000, 3000)]:
+        assert matmul.candidates_for(m, n, sms, candidates) == large, (m, n)
+    # wave efficiency: the busy share of the last wave's program slots
+    assert not matmul.fills_machine(1024, 1024, 128, 128, sms)  # 64 tiles / 132
+    assert matmul.fills_machine(2048, 2048, 128, 256, sms)  # 128 / 132
+    assert not matmul.fills_machine(1536, 1536, 128, 128, sms)  # 144 tiles: 144 / 264
+    assert matmul.fills_machine(1024, 1024, 64, 128, sms)
+
+
+def test_matmul_autotuner_prune_hook_reads_the_launch_arguments(matmul):
+    """The hook sees Triton's Config objects and the call's arguments, not our dicts."""
+    configs = [matmul._triton_config(c) for c in matmul.tma_candidates(2)]
+    at_1024 = matmul._prune_tma(configs, {"M": 1024, "N": 1024, "K": 1024}, NUM_PROGRAMS=132)
+    at_4096 = matmul._prune_tma(configs, {"M": 4096, "N": 4096, "K": 4096}, NUM_PROGRAMS=132)
+    assert at_1024 == configs
+    assert 0 < len(at_4096) < len(configs)
+    assert all(c.kwargs["BM"] * c.kwargs["BN"] >= 128 * 128 for c in at_4096)
+
+
+def test_matmul_warp_specialization_is_tuned_only_where_it_ran(matmul):
+    """ws was measured on the large bf16 tiles (4096, 8192): only they carry it when tuned."""
+    large = {(bm, bn) for bm, bn, *_ in matmul.LARGE_TILES}
+    tuned = matmul.tma_candidates(2)
+    assert {(c["BM"], c["BN"]) for c in tuned if c["WARP_SPECIALIZE"]} == large
+    assert not any(c["WARP_SPECIALIZE"] for c in matmul.tma_candidates(1))
+    forced_on = matmul.tma_candidates(2, warp_specialize=True)
+    assert forced_on and all(c["WARP_SPECIALIZE"] for c in forced_on)
+    assert {(c["BM"], c["BN"]) for c in forced_on} == large
+    assert not any(c["WARP_SPECIALIZE"] for c in matmul.tma_candidates(2, warp_specialize=False))
+    for itemsize in (1, 2):  # 128 bytes of K per row: one swizzled TMA box
+        assert {c["BK"] * itemsize for c in matmul.tma_candidates(itemsize)} == {128}
+
+
 # --- full sizes on the GPU --------------------------------------------------------------
 
 

@@ -13,10 +13,15 @@ Two kernels:
   masks as long as rows are 16-byte aligned. A persistent grid of one program per SM walks
   the output tiles in grouped order (GROUP_M tile-rows share their B tiles in L2) and, with
   flatten=True, the pipeliner overlaps a tile's epilogue with the next tile's first loads.
-  Optional warp specialization (tl.range(..., warp_specialize=True)) splits producer and
-  consumer warps; it is an opt-in because Triton's Hopper support for it is young.
+  Warp specialization (tl.range(..., warp_specialize=True): producer and consumer warps) is
+  a tuned candidate for the large bf16/fp16 tiles, where the H200 sweep measured it ahead.
 - `_matmul_kernel`: the plain pointer-and-mask version with the same grouped order, for
   GPUs without TMA, unaligned strides, and the CPU interpreter.
+
+Small problems: at 1024^3 a 128x128 tile makes 64 tiles for the H200's 132 SMs, so half of
+them sit idle (74 % of cuBLAS in the sweep). When no large tile fills the SMs (fewer than
+80 % of the program slots of the last wave busy), smaller tiles (64x128, 128x64, 64x64) join
+the candidates; 2048^3 and up keep the large tiles that won there.
 
 fp8 inputs produce a bf16 output (kernelab.kernels.reference says so). Hopper's fp8 wgmma
 wants both operands K-major, so pass b as the transpose of an [N, K] tensor (column-major
@@ -24,6 +29,8 @@ b, b.stride(0) == 1) for full speed; a row-major fp8 b is correct but slower.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 import triton
@@ -58,26 +65,90 @@ def _set_descriptor_blocks(nargs):
     nargs["c_desc"].block_shape = [bm, bn // 2] if nargs["EPILOGUE_SPLIT"] else [bm, bn]
 
 
-def _tma_configs(itemsize: int):
-    # Shared memory per stage: (BM + BN) * BK * itemsize; 3-4 stages of 128x256x64 bf16
-    # (48 KiB each) plus the epilogue tile must fit in 227 KiB; configs that do not fit are
-    # dropped by the autotuner (OutOfResources). fp8 doubles BK for the same bytes.
-    bk = 128 if itemsize == 1 else 64
-    shapes = [  # BM, BN, warps, stages, split epilogue
-        (128, 256, 8, 3, False),
-        (128, 256, 8, 4, True),
-        (128, 128, 8, 4, False),
-        (128, 128, 4, 4, False),
-    ]
+# BM, BN, warps, stages, split epilogue. Shared memory per stage: (BM + BN) * BK * itemsize;
+# 3-4 stages of 128x256x64 bf16 (48 KiB each) plus the epilogue tile must fit in 227 KiB;
+# configs that do not fit are dropped by the autotuner (OutOfResources).
+LARGE_TILES = [  # the set that won at 2048^3 and up (98-100 % of cuBLAS in the H200 sweep)
+    (128, 256, 8, 3, False),
+    (128, 256, 8, 4, True),
+    (128, 128, 8, 4, False),
+    (128, 128, 4, 4, False),
+]
+SMALL_TILES = [  # 128-256 tiles at 1024^3: every SM gets one or two
+    (64, 128, 4, 4, False),
+    (64, 128, 8, 3, False),
+    (128, 64, 4, 4, False),
+    (64, 64, 4, 4, False),
+]
+# A tiling "fills the machine" when its last wave keeps at least this share of the SMs busy.
+MIN_WAVE_EFFICIENCY = 0.8
+
+
+def tma_candidates(itemsize: int, *, warp_specialize: bool | None = None) -> list[dict]:
+    """Launch configurations the TMA kernel's autotuner chooses from, as plain dicts.
+
+    warp_specialize None: tuned (the large bf16/fp16 tiles both ways, the rest without);
+    True or False: forced (True keeps only the large tiles, the ones the sweep ran that way).
+    """
+    bk = 128 // itemsize  # 128 bytes of K per row: one 128-byte-swizzled TMA box
+    if warp_specialize is None:  # fp8 was never run warp-specialized: not a candidate yet
+        large_ws = (False, True) if itemsize == 2 else (False,)
+    else:
+        large_ws = (warp_specialize,)
+    large = [(tile, ws) for tile in LARGE_TILES for ws in large_ws]
+    small = [] if warp_specialize else [(tile, False) for tile in SMALL_TILES]
     return [
-        triton.Config(
-            {"BM": bm, "BN": bn, "BK": bk, "EPILOGUE_SPLIT": split},
-            num_warps=w,
-            num_stages=s,
-            pre_hook=_set_descriptor_blocks,
-        )
-        for bm, bn, w, s, split in shapes
+        {
+            "BM": bm,
+            "BN": bn,
+            "BK": bk,
+            "EPILOGUE_SPLIT": split,
+            "WARP_SPECIALIZE": ws,
+            "num_warps": warps,
+            "num_stages": stages,
+        }
+        for (bm, bn, warps, stages, split), ws in large + small
     ]
+
+
+def _wave_efficiency(tiles: int, programs: int) -> float:
+    waves = -(-tiles // programs)
+    return tiles / (waves * programs)
+
+
+def fills_machine(m: int, n: int, bm: int, bn: int, programs: int) -> bool:
+    """True when an m x n output cut into bm x bn tiles keeps the SMs' last wave busy enough."""
+    tiles = -(-m // bm) * -(-n // bn)
+    return _wave_efficiency(tiles, programs) >= MIN_WAVE_EFFICIENCY
+
+
+def candidates_for(m: int, n: int, programs: int, candidates: list[dict]) -> list[dict]:
+    """The candidates worth timing for an m x n output on `programs` SMs.
+
+    Large tiles always; the small ones only when no large tile fills the machine, so 2048^3
+    and up are tuned over the large tiles alone and pay no extra compile or tuning time.
+    """
+    small_shapes = {(bm, bn) for bm, bn, *_ in SMALL_TILES}
+    large_shapes = {(bm, bn) for bm, bn, *_ in LARGE_TILES}
+    if any(fills_machine(m, n, bm, bn, programs) for bm, bn in large_shapes):
+        kept = [c for c in candidates if (c["BM"], c["BN"]) not in small_shapes]
+        return kept or candidates
+    return candidates
+
+
+def _triton_config(candidate: dict, **extra):
+    meta = {k: v for k, v in candidate.items() if k not in ("num_warps", "num_stages")}
+    return triton.Config(
+        meta, num_warps=candidate["num_warps"], num_stages=candidate["num_stages"], **extra
+    )
+
+
+def _prune_tma(configs, named_args, **kwargs):
+    """Autotuner early prune: drop the small tiles where a large one fills the machine."""
+    args = {**named_args, **kwargs}
+    as_dicts = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} for c in configs]
+    kept = candidates_for(args["M"], args["N"], args["NUM_PROGRAMS"], as_dicts)
+    return [c for c, d in zip(configs, as_dicts, strict=True) if d in kept]
 
 
 @triton.jit
@@ -191,16 +262,57 @@ def _matmul_tma_persistent_kernel(
 
 
 _plain_tuned = triton.autotune(configs=_plain_configs(), key=["M", "N", "K"])(_matmul_kernel)
-_tma_tuned = {
-    itemsize: triton.autotune(
-        configs=_tma_configs(itemsize), key=["M", "N", "K", "B_KMAJOR", "WARP_SPECIALIZE"]
-    )(_matmul_tma_persistent_kernel)
-    for itemsize in (1, 2)
-}
-# Under the CPU interpreter: small tiles, and DOT_FP32 because Triton 3.9's interpreter
-# multiplies bf16 tiles as raw 16-bit integers; the exact fp32 product of the same rounded
-# inputs is what the tensor cores compute. Never set on a GPU.
-INTERPRETER_TILE = {"BM": 16, "BN": 16, "BK": 16, "DOT_FP32": True}
+
+
+# One autotuner per (itemsize, warp_specialize): each keeps its own cache of choices.
+_TMA_TUNERS: dict[tuple[int, bool | None], object] = {}
+
+
+def _tma_autotuner(itemsize: int, warp_specialize: bool | None):
+    key = (itemsize, warp_specialize)
+    if key not in _TMA_TUNERS:
+        configs = [
+            _triton_config(c, pre_hook=_set_descriptor_blocks)
+            for c in tma_candidates(itemsize, warp_specialize=warp_specialize)
+        ]
+        _TMA_TUNERS[key] = triton.autotune(
+            configs=configs,
+            key=["M", "N", "K", "B_KMAJOR"],
+            prune_configs_by={"early_config_prune": _prune_tma},
+        )(_matmul_tma_persistent_kernel)
+    return _TMA_TUNERS[key]
+
+
+# Itemsizes whose tuned set (with the warp-specialized candidates) failed to compile here:
+# they fall back to the set without them, with a warning.
+_WS_FAILED: set[int] = set()
+
+# Under the CPU interpreter: small tiles, one warp, and DOT_FP32 because Triton 3.9's
+# interpreter multiplies bf16 tiles as raw 16-bit integers; the exact fp32 product of the same
+# rounded inputs is what the tensor cores compute. Never set on a GPU.
+INTERPRETER_TILE = {"BM": 16, "BN": 16, "BK": 16}
+_INTERPRETER_LAUNCH = {"DOT_FP32": True, "num_warps": 1, "num_stages": 1}
+
+
+def tuned_choices() -> list[dict]:
+    """What the autotuners chose so far in this process: kernel, (M, N, K), config."""
+    tuners = [("plain", None, None, _plain_tuned)]
+    tuners += [("tma", size, ws, tuner) for (size, ws), tuner in _TMA_TUNERS.items()]
+    return [
+        {
+            "kernel": kernel,
+            "itemsize": itemsize,
+            "warp_specialize": ws,
+            "mnk": list(key[:3]),
+            "config": {
+                **config.kwargs,
+                "num_warps": config.num_warps,
+                "num_stages": config.num_stages,
+            },
+        }
+        for kernel, itemsize, ws, tuner in tuners
+        for key, config in tuner.cache.items()
+    ]
 
 
 def _output_dtype(dtype):
@@ -218,47 +330,67 @@ def _tma_usable(a, b, c) -> bool:
     return True
 
 
-def _launch_tma(a, b, c, *, warp_specialize: bool, tile: dict | None = None) -> None:
+def _fixed_launch(config: dict | None) -> dict | None:
+    """The meta-parameters of a launch that skips the autotuner, or None to tune."""
+    if interpreting():
+        return {**(config or INTERPRETER_TILE), **_INTERPRETER_LAUNCH}
+    return None if config is None else dict(config)
+
+
+def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -> None:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
     N = b.shape[1]
     b_kmajor = b.stride(0) == 1 and b.stride(1) != 1
-    # Placeholder boxes; the autotuner's pre-hook (or the fixed tile below) sets the real ones.
+    # Placeholder boxes; the autotuner's pre-hook (or the fixed config below) sets the real ones.
     a_desc = TensorDescriptor.from_tensor(a, [16, 16])
     b_desc = TensorDescriptor.from_tensor(b.T if b_kmajor else b, [16, 16])
     c_desc = TensorDescriptor.from_tensor(c, [16, 16])
     programs = sm_count(a.device)
     args = (a_desc, b_desc, c_desc, M, N, K)
-    common = {
-        "NUM_PROGRAMS": programs,
-        "GROUP_M": GROUP_M,
-        "B_KMAJOR": b_kmajor,
-        "WARP_SPECIALIZE": warp_specialize,
-    }
-    if tile is not None:
-        meta = {**tile, "EPILOGUE_SPLIT": False, "B_KMAJOR": b_kmajor}
-        _set_descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta})
-        tiles = triton.cdiv(M, tile["BM"]) * triton.cdiv(N, tile["BN"])
-        _matmul_tma_persistent_kernel[(min(programs, tiles),)](
-            *args, **common, **tile, EPILOGUE_SPLIT=False, num_warps=1, num_stages=1
+    common = {"NUM_PROGRAMS": programs, "GROUP_M": GROUP_M, "B_KMAJOR": b_kmajor}
+    fixed = _fixed_launch(config)
+    if fixed is not None:
+        meta = {"EPILOGUE_SPLIT": False, "WARP_SPECIALIZE": bool(warp_specialize), **fixed}
+        _set_descriptor_blocks(
+            {"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta, **common}
         )
+        tiles = triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])
+        _matmul_tma_persistent_kernel[(min(programs, tiles),)](*args, **common, **meta)
         return
 
     def grid(meta):
         return (min(programs, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
 
-    _tma_tuned[a.element_size()][grid](*args, **common)
+    itemsize = a.element_size()
+    if warp_specialize is None and itemsize in _WS_FAILED:
+        warp_specialize = False
+    try:
+        _tma_autotuner(itemsize, warp_specialize)[grid](*args, **common)
+    except Exception as exc:  # Triton raises compiler errors of many types
+        if warp_specialize is not None:
+            raise
+        _WS_FAILED.add(itemsize)
+        first_line = (str(exc).splitlines() or [""])[0][:200]
+        warnings.warn(
+            f"triton matmul: the tuned set with warp-specialized tiles failed "
+            f"({type(exc).__name__}: {first_line}); using the set without them",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        _tma_autotuner(itemsize, False)[grid](*args, **common)
 
 
-def _launch_plain(a, b, c, *, tile: dict | None = None) -> None:
+def _launch_plain(a, b, c, *, config: dict | None) -> None:
     M, K = a.shape
     N = b.shape[1]
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
     args += (c.stride(0), c.stride(1))
-    if tile is not None:
-        grid = (triton.cdiv(M, tile["BM"]) * triton.cdiv(N, tile["BN"]),)
-        _matmul_kernel[grid](*args, **tile, GROUP_M=GROUP_M, num_warps=1)
+    fixed = _fixed_launch(config)
+    if fixed is not None:
+        grid = (triton.cdiv(M, fixed["BM"]) * triton.cdiv(N, fixed["BN"]),)
+        _matmul_kernel[grid](*args, **fixed, GROUP_M=GROUP_M)
         return
 
     def grid(meta):
@@ -267,11 +399,22 @@ def _launch_plain(a, b, c, *, tile: dict | None = None) -> None:
     _plain_tuned[grid](*args, GROUP_M=GROUP_M)
 
 
-def matmul(a, b, *, path: str = "auto", warp_specialize: bool = False):
+def matmul(
+    a,
+    b,
+    *,
+    path: str = "auto",
+    warp_specialize: bool | None = None,
+    config: dict | None = None,
+):
     """a[M, K] @ b[K, N] in fp32 accumulation; output in a's dtype (bf16 for fp8 inputs).
 
     path: "auto" (TMA persistent where usable, else plain), "tma" or "plain".
-    warp_specialize: ask Triton to warp-specialize the TMA kernel's tile loop (Hopper/Blackwell).
+    warp_specialize: None lets the autotuner choose (bf16/fp16 large tiles are tried both
+    ways); True or False forces it in the TMA kernel's tile loop (Hopper/Blackwell).
+    config: one launch configuration instead of autotuning, e.g. an entry of
+    `tma_candidates(...)` (keys BM, BN, BK, num_warps, num_stages; TMA also EPILOGUE_SPLIT,
+    WARP_SPECIALIZE). Under the CPU interpreter only its tile shape is used.
     """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(
@@ -290,12 +433,17 @@ def matmul(a, b, *, path: str = "auto", warp_specialize: bool = False):
         return c
     if K == 0:
         return c.zero_()
-    tile = INTERPRETER_TILE if interpreting() else None
     use_tma = path == "tma" or (path == "auto" and not interpreting() and _tma_usable(a, b, c))
     if use_tma:
         if not _tma_usable(a, b, c):
             raise ValueError("the TMA path needs cc >= 9.0 and 16-byte aligned, unit-stride rows")
-        _launch_tma(a, b, c, warp_specialize=warp_specialize, tile=tile)
+        _launch_tma(a, b, c, warp_specialize=warp_specialize, config=config)
     else:
-        _launch_plain(a, b, c, tile=tile)
+        plain = None if config is None else _plain_part(config)
+        _launch_plain(a, b, c, config=plain)
     return c
+
+
+def _plain_part(config: dict) -> dict:
+    """The keys of a launch configuration that the plain kernel understands."""
+    return {k: v for k, v in config.items() if k in ("BM", "BN", "BK", "num_warps", "num_stages")}
