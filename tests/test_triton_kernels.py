@@ -203,21 +203,16 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
         assert report.ok, f"{config}: {report.message}"
 
 
-@pytest.mark.parametrize("tagged", [True, False], ids=["tagged", "counter"])
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "session-1-exp"])
 @pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "no-prefetch"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_softmax_cooperative_with_one_chunk_per_row(softmax, tagged, prefetch, dtype):
-    if prefetch and not tagged:
-        x = torch.randn(9, 200, device=DEVICE)
-        config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": True, "TAGGED": False}
-        with pytest.raises(ValueError, match="not allowed"):
-            softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
-        return
+def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dtype):
     # One chunk per row: every group is a single program, so the kernel runs under the
     # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
     # exercises the prefetch of the next row, both parities of the partials buffer and the
     # turn tags (a stale tag would hang until the spin budget and poison the row with NaN).
-    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch, "TAGGED": tagged}
+    # lean: the output is exp(x - chunk max), kept from the statistics, times one rescale.
+    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch, "LEAN": lean}
     fn = functools.partial(
         softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
     )
@@ -225,20 +220,38 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, tagged, prefetch, d
         assert_correct(fn, "softmax", shape, dtype)
     x = torch.randn(6, 45, device=DEVICE)
     x[2] = float("-inf")
+    x[4, :40] = float("-inf")  # a row with some -inf: those entries are exactly 0
     y = fn(x)
     assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+    assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
-@pytest.mark.parametrize("tagged", [True, False], ids=["tagged", "counter"])
-def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, tagged):
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "no-prefetch"])
+def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
     # program waits for peers that have not started: its bounded wait must end, and the
     # rows it gave up on must come out NaN rather than silently wrong.
     x = torch.randn(5, 127, device=DEVICE)
-    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": tagged, "TAGGED": tagged}
+    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
+
+
+@pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"LEAN": False}], ids=str)
+@pytest.mark.parametrize("path", ["l2-rows", "l2-split"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_softmax_l2_kernels_with_prefetch_or_session_1_exp(softmax, knobs, path, dtype):
+    # Rows of 1 to 9 loop steps of 32 values (one slice per row for l2-split, so it runs
+    # under the interpreter): the prefetched block past the end of a row must be masked off.
+    config = {**SMALL_L2_CONFIGS[path], "SLICE": 512, **knobs}
+    fn = functools.partial(softmax.softmax, config=config)
+    for shape in (
+        {"rows": 5, "cols": 31},
+        {"rows": 9, "cols": 288},
+        {"rows": 3, "cols": 127, "stride": 131},
+    ):
+        assert_correct(fn, "softmax", shape, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -272,12 +285,6 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         fp32 = softmax.long_row_candidates(cols, torch.float32)
         bf16 = softmax.long_row_candidates(cols, torch.bfloat16)
         for candidates in (fp32, bf16):
-            assert candidates[0] == {
-                "path": "cooperative",
-                **softmax.cooperative_candidates(
-                    torch.float32 if candidates is fp32 else torch.bfloat16
-                )[0],
-            }
             assert {c["path"] for c in candidates} <= {
                 "cooperative",
                 "single-pass",
@@ -287,6 +294,10 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
             assert len({str(sorted(c.items())) for c in candidates}) == len(candidates)
             # a split row has at least two slices
             assert all(cols > c["SLICE"] for c in candidates if c["path"] == "l2-split")
+            # nothing the H200 showed broken or slow everywhere: no counter exchange, every
+            # cooperative candidate prefetches, every candidate runs the lean exp
+            assert all(c.get("LEAN", True) for c in candidates)
+            assert all(c["PREFETCH"] for c in candidates if c["path"] == "cooperative")
         single = [c for c in fp32 if c["path"] == "single-pass"]
         assert bool(single) == (cols <= softmax.SINGLE_PASS_LONG_MAX_COLS)
         assert any(c["path"] == "l2-rows" for c in fp32) == (cols * 4 <= 256 << 10)
@@ -297,8 +308,38 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
             strict=True,
         ):
             assert b["SLICE"] == 2 * a["SLICE"] and b["BLOCK"] == 2 * a["BLOCK"]
-    bf16_chunks = {c["CHUNK"] * 2 for c in softmax.cooperative_candidates(torch.bfloat16)}
-    assert {16 << 10, 32 << 10} <= bf16_chunks  # the fp32 chunks' 16 and 32 KiB
+
+
+@pytest.mark.parametrize(
+    "cols, dtype, path, chunk",
+    [
+        (32_768, torch.float32, "single-pass", None),
+        (20_000, torch.float32, "single-pass", None),  # pads to 32K
+        (65_536, torch.float32, "cooperative", 8192),
+        (131_072, torch.float32, "cooperative", 4096),
+        (262_144, torch.float32, "l2-split", None),
+        (1_000_000, torch.float32, "l2-split", None),  # longer than measured: the 262K winner
+        (32_768, torch.bfloat16, "l2-rows", None),
+        (65_536, torch.bfloat16, "l2-rows", None),
+        (131_072, torch.bfloat16, "cooperative", 4096),
+        (262_144, torch.bfloat16, "l2-split", None),
+    ],
+)
+def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, dtype, path, chunk):
+    first = softmax.long_row_candidates(cols, dtype)[0]
+    assert (first["path"], first.get("CHUNK")) == (path, chunk)
+
+
+def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):
+    for cols, dtype in [(32_768, torch.bfloat16), (262_144, torch.float32)]:
+        candidates = softmax.long_row_candidates(cols, dtype)
+        variants = softmax.long_row_variants(cols, dtype)
+        assert all(c in variants for c in candidates)
+        for c in candidates:
+            assert {**c, "LEAN": False} in variants
+            if c["path"].startswith("l2"):
+                assert {**c, "BLOCK": c["BLOCK"] // 2, "PREFETCH": True} in variants
+        assert len({str(sorted(v.items())) for v in variants}) == len(variants)
 
 
 def test_softmax_unknown_long_row_path_is_refused(softmax):
@@ -569,8 +610,46 @@ def test_matmul_warp_specialization_is_tuned_only_where_it_ran(matmul):
     assert forced_on and all(c["WARP_SPECIALIZE"] for c in forced_on)
     assert {(c["BM"], c["BN"]) for c in forced_on} == large
     assert not any(c["WARP_SPECIALIZE"] for c in matmul.tma_candidates(2, warp_specialize=False))
+    measured = matmul.tma_candidates(2, warp_specialize=False, small_tiles=False)
+    assert [(c["BM"], c["BN"]) for c in measured] == [(bm, bn) for bm, bn, *_ in matmul.LARGE_TILES]
+    assert not any(c["WARP_SPECIALIZE"] for c in measured)
     for itemsize in (1, 2):  # 128 bytes of K per row: one swizzled TMA box
         assert {c["BK"] * itemsize for c in matmul.tma_candidates(itemsize)} == {128}
+
+
+def test_matmul_default_set_that_fails_falls_back_to_the_measured_set(matmul, monkeypatch):
+    """A Triton that cannot build a new candidate costs a warning, not the call."""
+    calls = []
+
+    class Tuner:
+        def __init__(self, name, fails):
+            self.name, self.fails = name, fails
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                calls.append(self.name)
+                if self.fails:
+                    raise RuntimeError("PassManager::run failed")
+
+            return launch
+
+    def fake_autotuner(itemsize, warp_specialize, small_tiles=True):
+        if warp_specialize is False and not small_tiles:
+            return Tuner("measured", fails=False)
+        return Tuner(f"ws={warp_specialize}", fails=True)
+
+    monkeypatch.setattr(matmul, "_fixed_launch", lambda config: None)
+    monkeypatch.setattr(matmul, "_tma_autotuner", fake_autotuner)
+    monkeypatch.setattr(matmul, "_DEFAULT_SET_FAILED", set())
+    a = torch.randn(16, 16, dtype=torch.float16)
+    b = torch.randn(16, 16, dtype=torch.float16)
+    c = torch.empty(16, 16, dtype=torch.float16)
+    with pytest.warns(RuntimeWarning, match="default candidate set failed"):
+        matmul._launch_tma(a, b, c, warp_specialize=None, config=None)
+    matmul._launch_tma(a, b, c, warp_specialize=None, config=None)  # straight to the fallback
+    assert calls == ["ws=None", "measured", "measured"]
+    with pytest.raises(RuntimeError):  # a forced choice is never silently replaced
+        matmul._launch_tma(a, b, c, warp_specialize=True, config=None)
 
 
 # --- full sizes on the GPU --------------------------------------------------------------
@@ -629,7 +708,7 @@ def test_gpu_softmax_every_row_tile_candidate(softmax, cols, dtype):
 def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     x = torch.randn(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
-    for config in softmax.long_row_candidates(shape["cols"], torch_dtype):
+    for config in softmax.long_row_variants(shape["cols"], torch_dtype):
         # the candidate's own kernel, not the two-pass fallback, must run
         assert softmax._run_long_rows(x, torch.empty_like(x), config), config
         fn = functools.partial(softmax.softmax, config=config)

@@ -19,9 +19,9 @@ long_row_candidates, each naming its kernel in "path":
    program; the programs of a row each keep their chunk in registers, publish the chunk's
    (max, sum of exp), wait until all their peers have, combine the partials and write. One
    read and one write, with all of a row's chunks in flight on different SMs. PREFETCH
-   issues the loads of the next row's chunk before waiting; TAGGED replaces the arrival
-   counter (a release, i.e. a MEMBAR that drains the program's earlier stores) by partials
-   that carry their turn number in the same 64-bit word, exchanged without any fence.
+   issues the loads of the next row's chunk before waiting. The partials carry their turn
+   number in the same 64-bit word and are exchanged without any fence (an arrival counter
+   with release/acquire was slower everywhere on the H200 and raced in bf16: removed).
 3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
    the row from HBM keeping it in L2 (evict_last) and computes an online (max, sum), the
    second re-reads it from L2 and writes with streaming stores. One HBM read, one HBM
@@ -35,6 +35,12 @@ long_row_candidates, each naming its kernel in "path":
    write. What the CPU interpreter runs by default (it runs programs one after another, so
    peers never meet), and the fallback when a split kernel's programs cannot all be
    resident.
+
+Every kernel takes LEAN (the default; False runs the session-1 arithmetic, kept so that a
+benchmark can measure the difference): exp as one FFMA and one ex2.approx.ftz per value
+instead of an FADD, an FMUL by log2(e) and an ex2 with denormal fix-ups; the cooperative
+kernel keeps exp(x - chunk max) in registers instead of exponentiating every value twice.
+The L2 kernels take PREFETCH: load the next block before reducing the current one.
 
 The split kernels (cooperative, l2-split) need every program of a row resident at once: their
 grid never exceeds what the occupancy of the compiled kernel allows (the smaller of our
@@ -69,8 +75,6 @@ SINGLE_PASS_MAX_COLS = 16384
 # The partials of a row are read as one block of this many slots (masked past n_chunks), so
 # one binary serves every row length up to MAX_CHUNKS_BLOCK * CHUNK columns.
 MAX_CHUNKS_BLOCK = 256
-# The cooperative kernel before PREFETCH: 16 KiB chunks at 4 warps (measured on the H200).
-LEGACY_CHUNK_BYTES = 16384
 # A poll of the arrival counter is one L2 round trip (~1 us), so ~2^22 polls is seconds:
 # long enough for any real wait, short enough that a broken residency assumption ends.
 MAX_SPINS = 1 << 22
@@ -78,6 +82,31 @@ MAX_SPINS = 1 << 22
 # will: give up at once (the row's chunks before the last come out NaN).
 INTERPRETER_MAX_SPINS = 4
 INTERPRETER_CHUNK = 32
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _exp2(x, FTZ: tl.constexpr):
+    """2^x. FTZ: one MUFU.EX2 (ex2.approx.ftz); without it Triton's ex2.approx.f32 costs an
+    FSETP and two predicated FMULs more per value to keep denormal results, which a softmax
+    (results <= 1, summed to >= 1) never needs. The interpreter runs the plain exp2."""
+    if FTZ:
+        return tl.inline_asm_elementwise(
+            "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+        )
+    else:
+        return tl.exp2(x)
+
+
+@triton.jit
+def _exp_shifted(x, shift, LEAN: tl.constexpr, FTZ: tl.constexpr):
+    """exp(x - shift). LEAN: 2^(x * log2(e) - shift * log2(e)), one FFMA and one MUFU.EX2 per
+    value (the row's rounding of shift * log2(e) is one common factor, which the normalization
+    divides out); otherwise tl.exp(x - shift): FADD, FMUL by log2(e), then the ex2."""
+    if LEAN:
+        return _exp2(x * LOG2E - shift * LOG2E, FTZ)
+    else:
+        return tl.exp(x - shift)
 
 
 @triton.jit
@@ -91,6 +120,8 @@ def _softmax_tile(
     out_row_stride,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    LEAN: tl.constexpr,
+    FTZ: tl.constexpr,
 ):
     cols = tl.arange(0, BLOCK_N)
     rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
@@ -104,10 +135,11 @@ def _softmax_tile(
         eviction_policy="evict_first",
     ).to(tl.float32)
     row_max = tl.max(x, axis=1)
-    numerator = tl.exp(x - row_max[:, None])
+    numerator = _exp_shifted(x, row_max[:, None], LEAN, FTZ)
     denominator = tl.sum(numerator, axis=1)
     y = numerator * (1.0 / denominator)[:, None]
-    # write ROWS * cols * itemsize; ~4 FLOPs and one exp per element
+    # write ROWS * cols * itemsize; one exp, ~4 FLOPs per element (~6 SASS instructions lean
+    # in bf16 with the conversions, ~12 with tl.exp: section 2 of docs/notes/triton.md)
     tl.store(
         out_ptr + rows[:, None] * out_row_stride + cols[None, :],
         y.to(out_ptr.dtype.element_ty),
@@ -126,6 +158,8 @@ def _softmax_rows_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     PERSISTENT: tl.constexpr,
+    LEAN: tl.constexpr = True,
+    FTZ: tl.constexpr = False,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
@@ -134,7 +168,17 @@ def _softmax_rows_kernel(
         first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
     for tile in tl.range(first, last, step):
         _softmax_tile(
-            x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride, BLOCK_N, ROWS
+            x_ptr,
+            out_ptr,
+            tile,
+            n_rows,
+            n_cols,
+            x_row_stride,
+            out_row_stride,
+            BLOCK_N,
+            ROWS,
+            LEAN,
+            FTZ,
         )
 
 
@@ -144,6 +188,17 @@ def _chunk_stats(x):
     chunk_max = tl.max(x, axis=0)
     shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
     return chunk_max, tl.sum(tl.exp(x - shift), axis=0)
+
+
+@triton.jit
+def _chunk_exp_stats(x, FTZ: tl.constexpr):
+    """(exp(x - max), max, sum) of one fp32 chunk: the exps stay in registers, so once the
+    row's (max M, sum S) are known the output is e * (exp(max - M) / S), one FMUL per value,
+    instead of a second exp of every value. (0, -inf, 0) for a chunk of only -inf."""
+    chunk_max = tl.max(x, axis=0)
+    shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
+    e = _exp_shifted(x, shift, True, FTZ)
+    return e, chunk_max, tl.sum(e, axis=0)
 
 
 @triton.jit
@@ -212,43 +267,6 @@ def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols):
 
 
 @triton.jit
-def _exchange_counted(
-    buffer, arrivals, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS
-):
-    """Publish this chunk's partials, wait until all n_chunks peers have, combine them.
-
-    Counter protocol: plain stores, a release add on the group's arrival counter, volatile
-    polls until it reaches turn * n_chunks, one acquire, then the partials. Returns
-    (row max, row sum of exp, whether every peer arrived before the spin budget ran out).
-    The release is a MEMBAR: it waits until this program's earlier stores (the previous
-    row's output) are visible, and maybe its outstanding loads.
-    """
-    tl.store(buffer + chunk * 2, chunk_max)
-    tl.store(buffer + chunk * 2 + 1, chunk_sum)
-    tl.debug_barrier()  # every thread's stores happen before the release below
-    tl.atomic_add(arrivals, 1, sem="release", scope="gpu")
-    target = turn * n_chunks
-    # Poll with plain volatile loads (an L2 read each, no read-modify-write queued behind
-    # the peers' arrivals, no L1 invalidation per poll), then acquire once.
-    arrived = tl.load(arrivals, volatile=True)
-    spins = 0
-    while (arrived < target) & (spins < MAX_SPINS):
-        arrived = tl.load(arrivals, volatile=True)
-        spins += 1
-    # This acquire reads the counter after every arrival the poll saw, so it synchronizes
-    # with each peer's release: their partials are visible from here on.
-    tl.atomic_add(arrivals, 0, sem="acquire", scope="gpu")
-    peers = tl.arange(0, BLOCK_CHUNKS)
-    # .cg: read the peers' partials from L2, never from a stale L1 line of 2 rows ago
-    maxes = tl.load(
-        buffer + peers * 2, mask=peers < n_chunks, other=-float("inf"), cache_modifier=".cg"
-    )
-    sums = tl.load(buffer + peers * 2 + 1, mask=peers < n_chunks, other=0.0, cache_modifier=".cg")
-    row_max, row_sum = _combine_stats(maxes, sums)
-    return row_max, row_sum, arrived >= target
-
-
-@triton.jit
 def _tagged(turn, value):
     """One 64-bit word: the turn in the high half, the fp32 bits of value in the low half."""
     bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
@@ -305,7 +323,8 @@ def _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS):
 @triton.jit
 def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS):
     """Publish this chunk's partials, wait until all n_chunks peers have, combine them (the
-    tagged protocol: _publish_tagged then _gather_tagged). Same return as _exchange_counted."""
+    tagged protocol: _publish_tagged then _gather_tagged): (row max, row sum of exp, whether
+    every peer arrived before the spin budget ran out)."""
     _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum)
     return _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
 
@@ -315,7 +334,6 @@ def _softmax_coop_kernel(
     x_ptr,
     out_ptr,
     stats_ptr,
-    arrivals_ptr,
     n_rows,
     n_cols,
     x_row_stride,
@@ -325,7 +343,8 @@ def _softmax_coop_kernel(
     CHUNK: tl.constexpr,
     BLOCK_CHUNKS: tl.constexpr,
     PREFETCH: tl.constexpr,
-    TAGGED: tl.constexpr,
+    LEAN: tl.constexpr,
+    FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
     # Programs g*n_chunks .. g*n_chunks + n_chunks-1 form group g; together they own one row
@@ -346,35 +365,23 @@ def _softmax_coop_kernel(
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
         else:
             x = _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols).to(tl.float32)
-        chunk_max, chunk_sum = _chunk_stats(x)
+        if LEAN:
+            e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
+        else:
+            chunk_max, chunk_sum = _chunk_stats(x)
         # Partials are double-buffered by iteration parity: a program can only be one row
         # ahead of its slowest peer, because it passed the barrier that peer also arrives at.
-        # 8 or 16 bytes per chunk per row: nothing next to the row's CHUNK * itemsize.
+        # 16 bytes per chunk per row: nothing next to the row's CHUNK * itemsize.
         buffer = stats_ptr + ((group * 2 + iteration % 2) * n_chunks) * 2
-        if TAGGED:
-            row_max, row_sum, met = _exchange_tagged(
-                buffer,
-                chunk,
-                n_chunks,
-                iteration + 1,
-                chunk_max,
-                chunk_sum,
-                BLOCK_CHUNKS,
-                MAX_SPINS,
-            )
+        row_max, row_sum, met = _exchange_tagged(
+            buffer, chunk, n_chunks, iteration + 1, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS
+        )
+        if LEAN:
+            # one scalar exp per program, then one FMUL per value (all -inf row: S is NaN)
+            shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
+            y = e * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
         else:
-            row_max, row_sum, met = _exchange_counted(
-                buffer,
-                arrivals_ptr + group,
-                chunk,
-                n_chunks,
-                iteration + 1,
-                chunk_max,
-                chunk_sum,
-                BLOCK_CHUNKS,
-                MAX_SPINS,
-            )
-        y = tl.exp(x - row_max) * (1.0 / row_sum)
+            y = tl.exp(x - row_max) * (1.0 / row_sum)  # a second exp of every value
         y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
         # the only write: CHUNK * itemsize per program
         tl.store(
@@ -386,41 +393,87 @@ def _softmax_coop_kernel(
 
 
 @triton.jit
-def _stream_stats(x_row, start, stop, BLOCK: tl.constexpr):
+def _stream_stats(
+    x_row,
+    start,
+    stop,
+    BLOCK: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    LEAN: tl.constexpr,
+    FTZ: tl.constexpr,
+):
     """(max, sum of exp(x - max)) of x_row[start:stop], read BLOCK values at a time.
 
     The first of the two passes: the only HBM read of these values. evict_last keeps the
     lines in L2 for _stream_normalize; the running (max, sum) is rescaled at each block (one
     block reduction per BLOCK values, two scalar exps), so only one block sits in registers.
+    PREFETCH loads the next block (in the input dtype) before reducing this one, so two
+    blocks per program are in flight instead of one, for more registers.
     """
     run_max = tl.full((), -float("inf"), tl.float32)
     run_sum = tl.full((), 0.0, tl.float32)
-    for first in tl.range(start, stop, BLOCK):
-        cols = first + tl.arange(0, BLOCK)
+    if PREFETCH:
+        cols = start + tl.arange(0, BLOCK)
         # read BLOCK * itemsize from HBM, kept in L2 for the second pass
-        x = tl.load(
+        upcoming = tl.load(
             x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
-        ).to(tl.float32)
+        )
+    for first in tl.range(start, stop, BLOCK):
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+            cols = first + BLOCK + tl.arange(0, BLOCK)  # past stop: masked, nothing read
+            upcoming = tl.load(
+                x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
+            )
+        else:
+            cols = first + tl.arange(0, BLOCK)
+            x = tl.load(
+                x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
+            ).to(tl.float32)
         new_max = tl.maximum(run_max, tl.max(x, axis=0))
         # (-inf, 0) until a finite value shows up: exp(-inf - 0) = 0, never -inf - -inf
         shift = tl.where(new_max == -float("inf"), 0.0, new_max)
-        run_sum = run_sum * tl.exp(run_max - shift) + tl.sum(tl.exp(x - shift), axis=0)
+        block_sum = tl.sum(_exp_shifted(x, shift, LEAN, FTZ), axis=0)
+        run_sum = run_sum * _exp_shifted(run_max, shift, LEAN, FTZ) + block_sum
         run_max = new_max
     return run_max, run_sum
 
 
 @triton.jit
-def _stream_normalize(x_row, out_row, start, stop, row_max, row_sum, met, BLOCK: tl.constexpr):
+def _stream_normalize(
+    x_row,
+    out_row,
+    start,
+    stop,
+    row_max,
+    row_sum,
+    met,
+    BLOCK: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    LEAN: tl.constexpr,
+    FTZ: tl.constexpr,
+):
     """out_row[start:stop] = exp(x - row_max) / row_sum: the second pass, whose reads hit the
-    L2 lines _stream_stats kept (NaN everywhere if the wait for the row's partials gave up)."""
+    L2 lines _stream_stats kept (NaN everywhere if the wait for the row's partials gave up).
+    PREFETCH loads the next block from L2 before exponentiating this one."""
     scale = 1.0 / row_sum
+    if PREFETCH:
+        cols = start + tl.arange(0, BLOCK)
+        # read BLOCK * itemsize, from L2 if the row is still there; its last use
+        upcoming = tl.load(x_row + cols, mask=cols < stop, other=0.0, eviction_policy="evict_first")
     for first in tl.range(start, stop, BLOCK):
         cols = first + tl.arange(0, BLOCK)
         mask = cols < stop
-        # read BLOCK * itemsize, from L2 if the row is still there; its last use
-        x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+        if PREFETCH:
+            x = upcoming
+            ahead = cols + BLOCK
+            upcoming = tl.load(
+                x_row + ahead, mask=ahead < stop, other=0.0, eviction_policy="evict_first"
+            )
+        else:
+            x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first")
         # all -inf row: exp(-inf - -inf) = NaN, the documented output
-        y = tl.exp(x.to(tl.float32) - row_max) * scale
+        y = _exp_shifted(x.to(tl.float32), row_max, LEAN, FTZ) * scale
         y = tl.where(met, y, float("nan"))
         # write BLOCK * itemsize, streaming (.cs): never read again by this kernel
         tl.store(out_row + cols, y.to(out_row.dtype.element_ty), mask=mask, cache_modifier=".cs")
@@ -441,6 +494,9 @@ def _softmax_l2_kernel(
     BLOCK: tl.constexpr,
     BLOCK_SLICES: tl.constexpr,
     SPLIT: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    LEAN: tl.constexpr,
+    FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
     """Two passes over each row, the second from L2: one HBM read, one HBM write.
@@ -463,7 +519,7 @@ def _softmax_l2_kernel(
             # pass 1 of this row (an empty column range on the extra turn)
             stop = tl.minimum(start + slice_cols, tl.where(row < n_rows, n_cols, 0))
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK)
+            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK, PREFETCH, LEAN, FTZ)
             turn += 1
             # Partials of turn t live in slot t % 4, 16 bytes per slice per row. Four slots,
             # because a program publishing turn t has seen every peer's turn t - 2, so peers
@@ -486,42 +542,34 @@ def _softmax_l2_kernel(
                 row_sum,
                 met,
                 BLOCK,
+                PREFETCH,
+                LEAN,
+                FTZ,
             )
     else:
         for row in tl.range(group, n_rows, n_groups):
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK)
+            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, LEAN, FTZ)
             out_row = out_ptr + tl.cast(row, tl.int64) * out_row_stride
-            _stream_normalize(x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK)
+            _stream_normalize(
+                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, LEAN, FTZ
+            )
 
 
 def cooperative_candidates(dtype) -> list[dict]:
-    """Configurations of the cooperative kernel to try, the untuned default first.
+    """Configurations of the cooperative kernel to try, the untuned default first: 4096
+    values per program at 4 warps and 8192 at 8 (32 values per thread), each prefetching the
+    next row's chunk, with the tagged exchange and the lean exp (LEAN, see _exp_shifted).
 
-    A program holds CHUNK values: 16 or 32 per thread at 4 or 8 warps (8-32 KiB of fp32,
-    4-16 KiB of bf16), twice that with PREFETCH (the next row's chunk, in the input dtype).
-    Smaller chunks mean more programs per SM to switch between while one waits, and more
-    programs per exchange. TAGGED picks the fence-free exchange; the counter protocol stays
-    as a candidate, and the last entry is the design the H200 measured first (counter, 16 KiB
-    of input per program, 4 warps, no prefetch: 2.5-2.6 TB/s), so tuning can only improve.
-    For 2-byte dtypes two more hold as many bytes per exchange as the fp32 chunks (16 and 32
-    KiB): a chunk counted in values moves half the bytes per wait in bf16.
+    Pruned after the H200 run of 2026-11-29 (softmax_long_rows_v1): these two won or came
+    within 1 % of the winner at 65K-131K columns; 2048-value chunks, the no-prefetch chunk,
+    the bf16 chunks held at fp32's bytes (8192 at 4 warps, 16384 at 8) never won, and the
+    counter exchange was the slowest everywhere (1.5-2.5 TB/s) and raced in bf16 (removed).
     """
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    legacy_chunk = LEGACY_CHUNK_BYTES // itemsize
-    candidates = [
-        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
-        {"CHUNK": 2048, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
-        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "TAGGED": True},
-        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": False, "TAGGED": True},
-        {"CHUNK": legacy_chunk, "num_warps": 4, "PREFETCH": False, "TAGGED": False},
+    return [
+        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "LEAN": True},
+        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "LEAN": True},
     ]
-    if itemsize == 2:
-        candidates[3:3] = [
-            {"CHUNK": 8192, "num_warps": 4, "PREFETCH": True, "TAGGED": True},
-            {"CHUNK": 16384, "num_warps": 8, "PREFETCH": True, "TAGGED": True},
-        ]
-    return candidates
 
 
 # Rows of up to this many (padded) values can also run the single-pass row tile, one row per
@@ -539,26 +587,22 @@ L2_LIVE_SLICES = {"l2-rows": 1, "l2-split": 2}
 
 
 def l2_row_candidates(dtype) -> list[dict]:
-    """Configurations of the one-row-per-program L2 kernel: BLOCK values per loop step (16 or
-    32 KiB of input, 16 values per thread at 8 or 16 warps) and at most PER_SM programs per
-    SM (more rows in flight, more L2 held)."""
+    """The one-row-per-program L2 kernel: 32 KiB of input per loop step, 16 values per thread
+    at 16 warps, at most 2 programs per SM. (The 16 KiB, 8-warp, 4-per-SM one never won.)"""
     itemsize = torch.empty((), dtype=dtype).element_size()
     return [
         {"path": "l2-rows", "BLOCK": (32 << 10) // itemsize, "num_warps": 16, "PER_SM": 2},
-        {"path": "l2-rows", "BLOCK": (16 << 10) // itemsize, "num_warps": 8, "PER_SM": 4},
     ]
 
 
 def l2_split_candidates(dtype) -> list[dict]:
-    """Configurations of the split-row L2 kernel: SLICE values per program (32 or 64 KiB of
-    input), read BLOCK values per loop step (8 or 16 KiB, 16 values per thread), at most
-    PER_SM programs per SM. Live L2: 2 slices x programs (64-128 KiB per program)."""
+    """The split-row L2 kernel: 32 KiB of input per program's slice, read 16 KiB per loop step
+    (16 values per thread at 8 warps), at most 4 programs per SM; live L2: 2 slices x programs
+    (64 KiB per program). The 64 KiB slices and the 4-warp steps never won on the H200."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     kib = 1024 // itemsize  # values per KiB
     return [
         {"path": "l2-split", "SLICE": 32 * kib, "BLOCK": 16 * kib, "num_warps": 8, "PER_SM": 4},
-        {"path": "l2-split", "SLICE": 64 * kib, "BLOCK": 16 * kib, "num_warps": 8, "PER_SM": 2},
-        {"path": "l2-split", "SLICE": 32 * kib, "BLOCK": 8 * kib, "num_warps": 4, "PER_SM": 4},
     ]
 
 
@@ -567,11 +611,35 @@ def single_pass_long_candidate() -> dict:
     return {"path": "single-pass", "ROWS": 1, "num_warps": 32, "num_stages": 1, "PERSISTENT": False}
 
 
+# Which long-row candidate was fastest per (itemsize, padded columns) on the H200
+# (softmax_long_rows_v1, 2026-11-29, cold, >= 1 GiB): (path, CHUNK or None). It goes first,
+# so the untuned default is the measured winner; longer rows take the 262K winner.
+MEASURED_WINNERS = {
+    (4, 32768): ("single-pass", None),  # 3.98 TB/s
+    (4, 65536): ("cooperative", 8192),  # 3.54
+    (4, 131072): ("cooperative", 4096),  # 3.39
+    (4, 262144): ("l2-split", None),  # 3.33
+    (2, 32768): ("l2-rows", None),  # 3.39
+    (2, 65536): ("l2-rows", None),  # 3.21
+    (2, 131072): ("cooperative", 4096),  # 2.74
+    (2, 262144): ("l2-split", None),  # 2.68
+}
+
+
+def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None] | None:
+    if (itemsize, block_n) in MEASURED_WINNERS:
+        return MEASURED_WINNERS[(itemsize, block_n)]
+    if block_n > max(cols for size, cols in MEASURED_WINNERS if size == itemsize):
+        return MEASURED_WINNERS.get((itemsize, 262144))
+    return None
+
+
 def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     """Every configuration the long-row tuner ranks for rows of n_cols values, each with its
-    "path": the cooperative ones first (the session-1 design, so the untuned default is the
-    one measured), then the register single pass (rows up to 32K values), the one-row L2
-    kernel (rows up to 256 KiB) and the split-row L2 kernel (rows of two slices or more)."""
+    "path": the measured winner for this row length and dtype first (MEASURED_WINNERS: the
+    untuned default), then the cooperative ones, the register single pass (rows up to 32K
+    values), the one-row L2 kernel (rows up to 256 KiB) and the split-row L2 kernel (rows of
+    two slices or more)."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     block_n = triton.next_power_of_2(n_cols)
     candidates = [{"path": "cooperative", **c} for c in cooperative_candidates(dtype)]
@@ -580,7 +648,28 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     if block_n * itemsize <= L2_ROWS_MAX_BYTES:
         candidates += l2_row_candidates(dtype)
     candidates += [c for c in l2_split_candidates(dtype) if n_cols > c["SLICE"]]
-    return candidates
+    winner = _measured_winner(itemsize, block_n)
+    first = [
+        c for c in candidates if winner and c["path"] == winner[0] and c.get("CHUNK") == winner[1]
+    ][:1]
+    return first + [c for c in candidates if c not in first]
+
+
+def long_row_variants(n_cols: int, dtype) -> list[dict]:
+    """long_row_candidates and, next to each, the variants that test why it is fast or slow,
+    for benchmarks and GPU tests (the tuner never sees them): LEAN=False (the session-1
+    arithmetic: two exps per value in the cooperative kernel, tl.exp everywhere), and for the
+    L2 kernels PREFETCH=True at half the loop step (two half blocks in flight, about the
+    registers of one whole block). For 2-byte dtypes the register single pass also runs at 16
+    warps, 64 values (128 bytes) per thread as fp32 has at 32 warps."""
+    variants = []
+    for config in long_row_candidates(n_cols, dtype):
+        variants += [config, {**config, "LEAN": False}]
+        if config["path"] in L2_LIVE_SLICES:
+            variants.append({**config, "BLOCK": config["BLOCK"] // 2, "PREFETCH": True})
+        if config["path"] == "single-pass" and torch.empty((), dtype=dtype).element_size() == 2:
+            variants.append({**config, "num_warps": 16})
+    return variants
 
 
 def _path_default(path: str, dtype) -> dict:
@@ -614,7 +703,9 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
     kwargs = {"BLOCK_N": block_n}
 
     def run(c: dict) -> None:
-        launch_row_tiles(_softmax_rows_kernel, args, kwargs, n_rows, c)
+        lean = c.get("LEAN", True)
+        extra = {"LEAN": lean, "FTZ": lean and not interpreting()}
+        launch_row_tiles(_softmax_rows_kernel, args, {**kwargs, **extra}, n_rows, c)
 
     if config is not None:
         config = {k: v for k, v in config.items() if k != "path"}
@@ -662,26 +753,22 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     chunk = config["CHUNK"]
     n_chunks = triton.cdiv(n_cols, chunk)
     # num_stages=1: no software pipelining, so no load is ever hoisted above the barrier
+    lean = config.get("LEAN", True)
     kwargs = {
         "CHUNK": chunk,
         "BLOCK_CHUNKS": max(MAX_CHUNKS_BLOCK, triton.next_power_of_2(n_chunks)),
         "PREFETCH": config["PREFETCH"],
-        "TAGGED": config["TAGGED"],
+        "LEAN": lean,
+        "FTZ": lean and not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
     }
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
-    # workspace: 2 partials x 2 parities x chunks per group (fp32 values, or int64 tagged words
-    # that start at tag 0, which no turn matches), and one arrival counter per group
-    shape = (max_groups, 2, n_chunks, 2)
-    if config["TAGGED"]:
-        stats = torch.zeros(shape, device=x2d.device, dtype=torch.int64)
-        arrivals = stats  # not used by the tagged exchange
-    else:
-        stats = torch.empty(shape, device=x2d.device, dtype=torch.float32)
-        arrivals = torch.zeros(max_groups, device=x2d.device, dtype=torch.int32)
-    args = (x2d, out, stats, arrivals, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
+    # workspace: 2 tagged words (max, sum) x 2 parities x chunks per group, int64 words that
+    # start at tag 0, which no turn matches
+    stats = torch.zeros((max_groups, 2, n_chunks, 2), device=x2d.device, dtype=torch.int64)
+    args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
 
@@ -698,11 +785,6 @@ def cooperative_occupancy(x, config: dict) -> dict:
 
 def _run_cooperative(x2d, out, config: dict) -> bool:
     """Run the one-pass split-row kernel; False when its programs cannot all be resident."""
-    if config.get("PREFETCH") and not config.get("TAGGED"):
-        # On the H200 (2026-11-29) this pairing gave NaN rows for bf16 at 64x262144 and
-        # 301x40000 with CHUNK 4096 (several programs per row), while every other pairing
-        # passed: a prefetched next row racing the counter exchange. Refused until found.
-        raise ValueError("PREFETCH with the counter exchange (TAGGED=False) is not allowed")
     kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
     resident = resident_programs(_softmax_coop_kernel, (*args, 2), kwargs)
     n_groups = min(x2d.shape[0], resident // n_chunks)
@@ -722,6 +804,9 @@ def _l2_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "BLOCK": config["BLOCK"],
         "BLOCK_SLICES": max(16, triton.next_power_of_2(n_slices)),
         "SPLIT": split,
+        "PREFETCH": config.get("PREFETCH", False),
+        "LEAN": config.get("LEAN", True),
+        "FTZ": config.get("LEAN", True) and not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         # no software pipelining: no load is ever hoisted above the wait for the partials
