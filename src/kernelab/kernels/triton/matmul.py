@@ -84,11 +84,14 @@ SMALL_TILES = [  # 128-256 tiles at 1024^3: every SM gets one or two
 MIN_WAVE_EFFICIENCY = 0.8
 
 
-def tma_candidates(itemsize: int, *, warp_specialize: bool | None = None) -> list[dict]:
+def tma_candidates(
+    itemsize: int, *, warp_specialize: bool | None = None, small_tiles: bool = True
+) -> list[dict]:
     """Launch configurations the TMA kernel's autotuner chooses from, as plain dicts.
 
     warp_specialize None: tuned (the large bf16/fp16 tiles both ways, the rest without);
     True or False: forced (True keeps only the large tiles, the ones the sweep ran that way).
+    small_tiles=False, warp_specialize=False: the set measured in session 1, the fallback.
     """
     bk = 128 // itemsize  # 128 bytes of K per row: one 128-byte-swizzled TMA box
     if warp_specialize is None:  # fp8 was never run warp-specialized: not a candidate yet
@@ -96,7 +99,7 @@ def tma_candidates(itemsize: int, *, warp_specialize: bool | None = None) -> lis
     else:
         large_ws = (warp_specialize,)
     large = [(tile, ws) for tile in LARGE_TILES for ws in large_ws]
-    small = [] if warp_specialize else [(tile, False) for tile in SMALL_TILES]
+    small = [(tile, False) for tile in SMALL_TILES] if small_tiles and not warp_specialize else []
     return [
         {
             "BM": bm,
@@ -264,16 +267,18 @@ def _matmul_tma_persistent_kernel(
 _plain_tuned = triton.autotune(configs=_plain_configs(), key=["M", "N", "K"])(_matmul_kernel)
 
 
-# One autotuner per (itemsize, warp_specialize): each keeps its own cache of choices.
-_TMA_TUNERS: dict[tuple[int, bool | None], object] = {}
+# One autotuner per candidate set: each keeps its own cache of choices.
+_TMA_TUNERS: dict[tuple[int, bool | None, bool], object] = {}
 
 
-def _tma_autotuner(itemsize: int, warp_specialize: bool | None):
-    key = (itemsize, warp_specialize)
+def _tma_autotuner(itemsize: int, warp_specialize: bool | None, small_tiles: bool = True):
+    key = (itemsize, warp_specialize, small_tiles)
     if key not in _TMA_TUNERS:
         configs = [
             _triton_config(c, pre_hook=_set_descriptor_blocks)
-            for c in tma_candidates(itemsize, warp_specialize=warp_specialize)
+            for c in tma_candidates(
+                itemsize, warp_specialize=warp_specialize, small_tiles=small_tiles
+            )
         ]
         _TMA_TUNERS[key] = triton.autotune(
             configs=configs,
@@ -283,9 +288,9 @@ def _tma_autotuner(itemsize: int, warp_specialize: bool | None):
     return _TMA_TUNERS[key]
 
 
-# Itemsizes whose tuned set (with the warp-specialized candidates) failed to compile here:
-# they fall back to the set without them, with a warning.
-_WS_FAILED: set[int] = set()
+# Itemsizes whose default set (new in session 2: small tiles, warp specialization) failed to
+# compile or run here: they fall back to the large tiles without ws, with a warning.
+_DEFAULT_SET_FAILED: set[int] = set()
 
 # Under the CPU interpreter: small tiles, one warp, and DOT_FP32 because Triton 3.9's
 # interpreter multiplies bf16 tiles as raw 16-bit integers; the exact fp32 product of the same
@@ -297,7 +302,7 @@ _INTERPRETER_LAUNCH = {"DOT_FP32": True, "num_warps": 1, "num_stages": 1}
 def tuned_choices() -> list[dict]:
     """What the autotuners chose so far in this process: kernel, (M, N, K), config."""
     tuners = [("plain", None, None, _plain_tuned)]
-    tuners += [("tma", size, ws, tuner) for (size, ws), tuner in _TMA_TUNERS.items()]
+    tuners += [("tma", size, ws, tuner) for (size, ws, _), tuner in _TMA_TUNERS.items()]
     return [
         {
             "kernel": kernel,
@@ -364,22 +369,24 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
         return (min(programs, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
 
     itemsize = a.element_size()
-    if warp_specialize is None and itemsize in _WS_FAILED:
-        warp_specialize = False
+    fallback = _tma_autotuner(itemsize, False, small_tiles=False)
+    if warp_specialize is None and itemsize in _DEFAULT_SET_FAILED:
+        fallback[grid](*args, **common)
+        return
     try:
         _tma_autotuner(itemsize, warp_specialize)[grid](*args, **common)
     except Exception as exc:  # Triton raises compiler errors of many types
         if warp_specialize is not None:
             raise
-        _WS_FAILED.add(itemsize)
+        _DEFAULT_SET_FAILED.add(itemsize)
         first_line = (str(exc).splitlines() or [""])[0][:200]
         warnings.warn(
-            f"triton matmul: the tuned set with warp-specialized tiles failed "
-            f"({type(exc).__name__}: {first_line}); using the set without them",
+            f"triton matmul: the default candidate set failed ({type(exc).__name__}: "
+            f"{first_line}); using the large tiles without warp specialization",
             RuntimeWarning,
             stacklevel=3,
         )
-        _tma_autotuner(itemsize, False)[grid](*args, **common)
+        fallback[grid](*args, **common)
 
 
 def _launch_plain(a, b, c, *, config: dict | None) -> None:
