@@ -3,8 +3,10 @@
 Issue 5, item 2: the Triton softmax must reach >= 4.0 TB/s (one read + one write) for rows
 of 32,768 to 262,144 columns, fp32 and bf16. This runs each configuration the long-row tuner
 chooses among (softmax.long_row_candidates: cooperative, register single pass, L2 one row per
-program, L2 split rows), not just the tuner's winner, on >= 1 GiB inputs, next to torch eager
-and a device-to-device copy of the same bytes, all in one run:
+program, L2 split rows), not just the tuner's winner, each next to the variants that test a
+hypothesis about it (softmax.long_row_variants: "exp1" is the session-1 arithmetic, "pf" the
+L2 kernels' prefetch), on >= 1 GiB inputs, next to torch eager and a device-to-device copy of
+the same bytes, all in one run; --short-cols adds single-pass row lengths, lean vs exp1:
 
     PYTHONPATH=src KERNELAB_TRITON_AUTOTUNE=0 python3 benchmarks/experiments/softmax_long_rows.py \
         --out $OUT
@@ -33,17 +35,39 @@ TARGET_TBPS = 4.0
 
 
 def label(config: dict) -> str:
-    """A short name for one configuration: "coop c4096 w4 pf tag", "l2-split s8192 b4096 w8"."""
+    """A short name for one configuration: "coop c4096 w4 pf", "l2-split s8192 b4096 w8 ps4",
+    with " exp1" when it runs the session-1 arithmetic (LEAN=False)."""
     path = config["path"]
     warps = f"w{config['num_warps']}"
+    prefetch = " pf" if config.get("PREFETCH") else ""
+    session_1 = " exp1" if config.get("LEAN") is False else ""
     if path == "cooperative":
-        flags = ("pf " if config["PREFETCH"] else "") + ("tag" if config["TAGGED"] else "counter")
-        return f"coop c{config['CHUNK']} {warps} {flags}"
-    if path == "l2-split":
-        return f"l2-split s{config['SLICE']} b{config['BLOCK']} {warps} ps{config['PER_SM']}"
-    if path == "l2-rows":
-        return f"l2-rows b{config['BLOCK']} {warps} ps{config['PER_SM']}"
-    return f"{path} {warps}"
+        name = f"coop c{config['CHUNK']} {warps}{prefetch}"
+    elif path == "l2-split":
+        name = (
+            f"l2-split s{config['SLICE']} b{config['BLOCK']} {warps} ps{config['PER_SM']}{prefetch}"
+        )
+    elif path == "l2-rows":
+        name = f"l2-rows b{config['BLOCK']} {warps} ps{config['PER_SM']}{prefetch}"
+    elif config.get("ROWS", 1) != 1:
+        name = f"{path} r{config['ROWS']} {warps}"
+    else:
+        name = f"{path} {warps}"
+    return name + session_1
+
+
+def candidates_at(module, cols: int, torch_dtype) -> list[dict]:
+    """What runs at one column count: every long-row candidate with its hypothesis variants
+    (long_row_variants), or for rows that take the single pass its untuned default with and
+    without the lean exp (the row-tile kernel is shared with the long-row single pass)."""
+    import triton
+
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    if cols > module.SINGLE_PASS_MAX_COLS:
+        return module.long_row_variants(cols, torch_dtype)
+    default = {"path": "single-pass", **row_tile_candidates(triton.next_power_of_2(cols))[0]}
+    return [default, {**default, "LEAN": False}]
 
 
 def copy_tbps(torch, benchmark, nbytes: int, max_time_s: float) -> float:
@@ -72,7 +96,7 @@ def run_shape(session, module, torch, cols: int, dtype: str, copy: float) -> tup
     shape = {"rows": GIB // (cols * itemsize), "cols": cols}
     x = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")[0]
     rows, records = [], []
-    candidates = [(label(c), c) for c in module.long_row_candidates(cols, torch_dtype)]
+    candidates = [(label(c), c) for c in candidates_at(module, cols, torch_dtype)]
     for name, config in [*candidates, ("torch eager", None)]:
         row = {"cols": cols, "dtype": dtype, "shape": shape, "candidate": name, "config": config}
         if config is None:
@@ -114,7 +138,7 @@ def print_table(rows: list[dict], copy: float) -> None:
         ranked = sorted(here, key=lambda r: -(r.get("tbps") or 0))
         rows_n = here[0]["shape"]["rows"]
         print(f"\n{dtype} {rows_n} x {cols}")
-        print(f"  {'#':>2} {'candidate':34} {'TB/s':>6} {'copy%':>6} {'regs':>4} {'/SM':>3} "
+        print(f"  {'#':>2} {'candidate':40} {'TB/s':>6} {'copy%':>6} {'regs':>4} {'/SM':>3} "
               f"{'L2 MB':>6}  status")  # fmt: skip
         for rank, r in enumerate(ranked, 1):
             plan = r.get("plan") or {}
@@ -122,7 +146,7 @@ def print_table(rows: list[dict], copy: float) -> None:
             tbps = f"{r['tbps']:6.3f}" if r.get("tbps") else "     -"
             pct = f"{r['pct_of_copy']:6.1f}" if r.get("pct_of_copy") else "     -"
             mark = " <- target" if r.get("tbps") and r["tbps"] >= TARGET_TBPS else ""
-            print(f"  {rank:>2} {r['candidate']:34} {tbps} {pct} {plan.get('regs') or '':>4} "
+            print(f"  {rank:>2} {r['candidate']:40} {tbps} {pct} {plan.get('regs') or '':>4} "
                   f"{plan.get('per_sm') or '':>3} {f'{live / 1e6:6.1f}' if live else '':>6}  "
                   f"{r['status']}{mark}")  # fmt: skip
 
@@ -141,6 +165,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--cols", default=",".join(map(str, COLS)))
+    parser.add_argument(
+        "--short-cols", default="", help="also these single-pass row lengths, lean vs session 1"
+    )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--max-time-s", type=float, default=0.25, help="per timing")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape after this")
@@ -161,7 +188,8 @@ def main(argv=None) -> int:
     }
     for dtype in args.dtypes.split(","):
         session = BenchSession(identity, OPS["softmax"], dtype, "cold", 10, args.max_time_s)
-        for cols in map(int, args.cols.split(",")):
+        all_cols = [int(c) for c in f"{args.cols},{args.short_cols}".split(",") if c]
+        for cols in all_cols:
             if time.time() - started > args.budget_s:
                 note(f"budget of {args.budget_s:.0f} s spent: {dtype} x {cols} skipped")
                 document["skipped"].append({"dtype": dtype, "cols": cols})
