@@ -653,6 +653,18 @@ def test_matmul_default_set_that_fails_falls_back_to_the_measured_set(matmul, mo
         matmul._launch_tma(a, b, c, warp_specialize=True, config=None)
 
 
+def test_matmul_tuned_choices_reads_the_autotuner_caches(matmul, monkeypatch):
+    monkeypatch.setattr(matmul, "_TMA_TUNERS", {})
+    tuner = matmul._tma_autotuner(2, None)
+    chosen = tuner.configs[-1]
+    monkeypatch.setitem(tuner.cache, (1024, 1024, 1024, True, "torch.bfloat16"), chosen)
+    [entry] = [c for c in matmul.tuned_choices() if c["kernel"] == "tma"]
+    assert entry["mnk"] == [1024, 1024, 1024]
+    assert entry["rest_of_key"] == ["True", "torch.bfloat16"]
+    assert entry["warp_specialize"] is None and entry["small_tiles"] is True
+    assert entry["config"] == matmul.tma_candidates(2)[-1]
+
+
 # --- full sizes on the GPU --------------------------------------------------------------
 
 

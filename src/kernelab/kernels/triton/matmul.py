@@ -300,22 +300,27 @@ _INTERPRETER_LAUNCH = {"DOT_FP32": True, "num_warps": 1, "num_stages": 1}
 
 
 def tuned_choices() -> list[dict]:
-    """What the autotuners chose so far in this process: kernel, (M, N, K), config."""
-    tuners = [("plain", None, None, _plain_tuned)]
-    tuners += [("tma", size, ws, tuner) for (size, ws, _), tuner in _TMA_TUNERS.items()]
+    """What the autotuners chose so far in this process: kernel, candidate set, key, config.
+
+    The key is (M, N, K) and then the rest of the tuner's key (B_KMAJOR, argument dtypes).
+    """
+    tuners = [("plain", None, None, None, _plain_tuned)]
+    tuners += [("tma", *set_key, tuner) for set_key, tuner in _TMA_TUNERS.items()]
     return [
         {
             "kernel": kernel,
             "itemsize": itemsize,
             "warp_specialize": ws,
+            "small_tiles": small_tiles,
             "mnk": list(key[:3]),
+            "rest_of_key": [str(k) for k in key[3:]],
             "config": {
                 **config.kwargs,
                 "num_warps": config.num_warps,
                 "num_stages": config.num_stages,
             },
         }
-        for kernel, itemsize, ws, tuner in tuners
+        for kernel, itemsize, ws, small_tiles, tuner in tuners
         for key, config in tuner.cache.items()
     ]
 
