@@ -1,4 +1,5 @@
-"""`kernelab ladder sgemm`: the fp32 SGEMM ladder against cuBLAS.
+"""`kernelab ladder sgemm|hgemm`: the fp32 SGEMM ladder and the Hopper bf16 GEMM ladder
+against cuBLAS.
 
 Without a GPU (nvcc present, or a warm cubin cache) it prints the compile report: registers,
 shared memory, spills and the SASS facts of every step, and says that timing needs a GPU.
@@ -10,6 +11,13 @@ With --profile it profiles every step once under Nsight Compute at one size (def
 and checks that the metric each step claims to improve moved the right way against the step
 before: per step, the metric, the previous and the new value, the expected direction and
 PASS/FAIL. --import REPORT does the same from a saved report, without a GPU.
+
+`kernelab ladder hgemm` (the engine is kernels/cuda/hgemm/ladder.py): without a GPU the
+compile report and each step's pipeline lens (Little's law at its tiles, on the H200 or the
+detected GPU); with one, every step checked at the awkward shapes and the timed sizes, then
+timed beside cuBLAS bf16 in each --mode (default cold and graph), one table per mode with the
+lens beside each step. --profile: each step once under ncu at one size (tensor pipe, top
+stall, bottleneck) beside the evidence the step claims.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ import typer
 from kernelab.errors import KernelabError, NoGPUError, unknown
 from kernelab.output import JsonOption, emit, note
 
-LADDERS = ("sgemm",)
+LADDERS = ("sgemm", "hgemm")
 DEFAULT_SIZES = "1024,2048,4096,8192"
 DEFAULT_PROFILE_SIZE = "4096"
+HGEMM_DEFAULT_SIZES = "2048,4096,8192"
 
 
 def parse_sizes(spec: str) -> list[int]:
@@ -176,13 +185,14 @@ def _render_timing(result: dict, console) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ladder(
-        name: Annotated[str, typer.Argument(help="Which ladder: sgemm.")],
+        name: Annotated[str, typer.Argument(help="Which ladder: sgemm or hgemm.")],
         sizes: Annotated[
             str | None,
             typer.Option(
                 "--sizes",
-                help=f"Square sizes to time, comma-separated (default {DEFAULT_SIZES}); "
-                f"with --profile one size (default {DEFAULT_PROFILE_SIZE}).",
+                help=f"Square sizes to time, comma-separated (default {DEFAULT_SIZES}; "
+                f"hgemm {HGEMM_DEFAULT_SIZES}); with --profile one size "
+                f"(default {DEFAULT_PROFILE_SIZE}).",
             ),
         ] = None,
         steps: Annotated[
@@ -190,14 +200,20 @@ def register(app: typer.Typer) -> None:
             typer.Option("--steps", help='Steps to run: "1,5,10" or "6-11" (default all).'),
         ] = None,
         plot: Annotated[
-            Path | None, typer.Option("--plot", help="Draw the bar chart to this PNG/SVG file.")
+            Path | None,
+            typer.Option("--plot", help="sgemm: draw the bar chart to this PNG/SVG file."),
         ] = None,
         out: Annotated[
             Path | None, typer.Option("--out", help="Write the timing records to this JSON file.")
         ] = None,
         mode: Annotated[
-            str, typer.Option("--mode", help="Timing mode: cold, hot or graph.")
-        ] = "cold",
+            list[str] | None,
+            typer.Option(
+                "--mode",
+                help="Timing mode: cold, hot or graph (sgemm: one, default cold; hgemm: "
+                "repeat it or give a comma list, default cold,graph).",
+            ),
+        ] = None,
         max_time: Annotated[
             float, typer.Option("--max-time", help="Seconds of timing per step and size, at most.")
         ] = 2.0,
@@ -218,12 +234,21 @@ def register(app: typer.Typer) -> None:
         ] = None,
         as_json: JsonOption = False,
     ) -> None:
-        """The fp32 SGEMM ladder against cuBLAS: compile report, correctness, timing;
-        with --profile, each step's claimed metric verified under Nsight Compute."""
+        """A GEMM ladder against cuBLAS: compile report, correctness, timing (sgemm: fp32;
+        hgemm: Hopper bf16 with the pipeline lens per step); with --profile, each step under
+        Nsight Compute."""
         from kernelab.kernels.cuda.sgemm import ladder as sgemm_ladder
 
-        if name != "sgemm":
+        if name not in LADDERS:
             raise unknown("ladder", name, LADDERS)
+        if name == "hgemm":
+            if plot is not None or import_path is not None:
+                raise KernelabError("--plot and --import are for the sgemm ladder only")
+            _hgemm(sizes, steps, mode, max_time, out, profile, as_json)
+            return
+        if mode and len(mode) > 1:
+            raise KernelabError("the sgemm ladder times one mode per run; give one --mode")
+        mode = mode[0] if mode else "cold"
         if import_path is not None and not profile:
             raise KernelabError("--import goes with --profile: it verifies a saved ncu report")
         size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else DEFAULT_SIZES))
@@ -296,3 +321,227 @@ def _verify(sgemm_ladder, chosen, size_list: list[int], import_path, out, as_jso
 
         result["records"] = str(save_records(records, out))
     emit(result, as_json, lambda console: _render_verification(result, console))
+
+
+# --- the Hopper bf16 ladder (`kernelab ladder hgemm`) ----------------------------------------
+
+
+def _lens_spec():
+    """The GPU the pipeline lens describes: this one when it is in the catalog, else the H200
+    the ladder was built for."""
+    from kernelab.hardware import get_gpu, resolve_gpu
+
+    if _has_gpu():
+        try:
+            return resolve_gpu("auto")
+        except KernelabError as exc:
+            note(f"{exc}; the pipeline lens describes the H200")
+    return get_gpu("h200")
+
+
+def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool) -> None:
+    from kernelab.kernels.cuda.hgemm import ladder as hgemm_ladder
+
+    size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES))
+    chosen = hgemm_ladder.parse_steps(steps)
+    mode_list = hgemm_ladder.parse_modes(modes)
+    if max_time <= 0:
+        raise KernelabError(f"--max-time must be positive, got {max_time}")
+    if profile and len(size_list) != 1:
+        raise KernelabError("--profile runs the ladder at one size; give one, e.g. --sizes 4096")
+    if profile and not _has_gpu():
+        raise NoGPUError("ladder hgemm --profile needs a CUDA GPU and ncu; none found")
+
+    compiled = hgemm_ladder.compile_report(chosen, progress=note)
+    spec = _lens_spec()
+    lenses = hgemm_ladder.ladder_lenses(chosen, spec, compiled)
+    result = {
+        "ladder": "hgemm",
+        "gpu": None,
+        "lens_gpu": spec.id,
+        "steps": [s.name for s in chosen],
+    }
+    if profile:
+        rows = hgemm_ladder.profile_steps(chosen, size_list[0], progress=note)
+        result.update(
+            gpu=next((r["device"] for r in rows if r.get("device")), None),
+            size=size_list[0],
+            profile=rows,
+            lens=lenses,
+        )
+        emit(result, as_json, lambda console: _render_hgemm_profile(result, console))
+        return
+    if not _has_gpu():
+        note("timing and checking need a CUDA GPU; showing the compile report and the lens only")
+        result.update(compile=compiled, lens=lenses, timed=False)
+        emit(result, as_json, lambda console: _render_hgemm_compile(result, console))
+        return
+
+    import torch
+
+    checks = hgemm_ladder.check_steps(
+        chosen, progress=note, shapes=hgemm_ladder.check_shapes(size_list)
+    )
+    good = hgemm_ladder.correct_steps(chosen, checks)
+    wrong = [s.name for s in chosen if s not in good]
+    if wrong:
+        note(f"not timing steps that gave wrong answers: {', '.join(wrong)}")
+    grids = hgemm_ladder.persistent_grids(good, size_list, progress=note)
+    rows, records = hgemm_ladder.time_ladder(
+        good, size_list, mode_list, max_time_s=max_time, progress=note
+    )
+    result.update(
+        gpu=records[0].gpu if records else torch.cuda.get_device_name(),
+        sizes=size_list,
+        modes=mode_list,
+        compile=compiled,
+        lens=lenses,
+        checks=checks,
+        all_correct=not wrong,
+        wrong=wrong,
+        grids=grids,
+        timing=rows,
+        timed=True,
+    )
+    if out is not None and records:
+        from kernelab.harness.records import save_records
+
+        result["records"] = str(save_records(records, out))
+    emit(result, as_json, lambda console: _render_hgemm_timing(result, console))
+
+
+_LENS_COLUMNS = ("stages", "KiB/SM in flight", "x Little", "stages for HBM/L2", "load TB/s (L2)")
+
+
+def _lens_cells(lens: dict) -> list[str]:
+    cover = "" if lens["covers_hbm_latency"] else " [red]short[/red]"
+    return [
+        f"{lens['stages']} x {lens['blocks_per_sm']} blk",
+        f"{lens['bytes_in_flight_per_sm'] / 1024:.0f}",
+        f"{lens['in_flight_over_needed']:.1f}",
+        f"{lens['stages_needed_hbm']}/{lens['stages_needed_l2']}{cover}",
+        f"{lens['load_tbps_demanded']:.1f} ({lens['l2_load_tbps_demanded']:.1f})",
+    ]
+
+
+def _lens_footnote(result: dict, console) -> None:
+    some = next(iter(result["lens"].values()), None)
+    if some is None:
+        return
+    console.print(
+        f"pipeline lens on {result['lens_gpu']}: HBM latency {some['hbm_latency_ns']:.0f} ns, "
+        f"L2 {some['l2_latency_ns']:.0f} ns ({some['latency_source']}); Little's law needs "
+        f"{some['hbm_in_flight_needed_per_sm'] / 1024:.1f} KiB in flight per SM; 'load TB/s' is "
+        "what the tiles read at the full MMA rate, all SMs together"
+    )
+
+
+def _render_hgemm_compile(result: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(title="Hopper bf16 GEMM ladder: what ptxas and the SASS say (sm_90a)")
+    for column in ("step", "technique", "regs", "threads", "smem (static/dyn)", "spills", "SASS"):
+        table.add_column(
+            column, justify="left" if column in ("step", "technique", "SASS") else "right"
+        )
+    for r in result["compile"]:
+        claims = r["sass_claims"]
+        sass = (
+            ", ".join(c if ok else f"[red]no {c}[/red]" for c, ok in claims.items())
+            if claims
+            else "- (no cuobjdump)"
+        )
+        spills = r["spill_store_bytes"] + r["spill_load_bytes"]
+        table.add_row(
+            r["step"], r["technique"], str(r["registers"]), str(r["threads"]),
+            f"{r['static_smem_bytes']}/{r['dynamic_smem_bytes']}",
+            f"[red]{spills}[/red]" if spills else "0", sass,
+        )  # fmt: skip
+    console.print(table)
+
+    lens = Table(title=f"pipeline lens at each step's block tile ({result['lens_gpu']})")
+    for column in ("step", "block tile", *_LENS_COLUMNS, "HBM bandwidth kept"):
+        lens.add_column(column, justify="left" if column == "step" else "right")
+    for name, entry in result["lens"].items():
+        tile = "x".join(str(x) for x in entry["block_tile"])
+        lens.add_row(name, tile, *_lens_cells(entry), f"{entry['hbm_bandwidth_kept_pct']:.0f} %")
+    console.print(lens)
+    _lens_footnote(result, console)
+
+
+def _render_hgemm_timing(result: dict, console) -> None:
+    from rich.table import Table
+
+    from kernelab.kernels.cuda.hgemm.ladder import same_mode
+
+    names = list(dict.fromkeys(r["impl"] for r in result["timing"]))
+    for mode in result["modes"]:
+        table = Table(
+            title=f"bf16 GEMM on {result['gpu']}, {mode} mode: TFLOP/s (% of cuBLAS, same mode)"
+        )
+        table.add_column("step", justify="left")
+        for size in result["sizes"]:
+            table.add_column(f"{size}^3", justify="right")
+        for column in _LENS_COLUMNS:
+            table.add_column(column, justify="right")
+        for name in names:
+            cells = []
+            for size in result["sizes"]:
+                row = next(
+                    (r for r in result["timing"]
+                     if (r["impl"], r["size"]) == (name, size) and same_mode(r, mode)),
+                    None,
+                )  # fmt: skip
+                if row is None:
+                    cells.append("-")
+                elif row["tflops"] is None:  # the B transpose alone: a time and a rate
+                    cells.append(f"{row['median_ms'] * 1e3:.0f} us, {row['gbps']:.0f} GB/s")
+                else:
+                    cells.append(f"{row['tflops']:.0f} ({row['pct_of_cublas']:.1f} %)")
+            lens = result["lens"].get(name)
+            table.add_row(name, *cells, *(_lens_cells(lens) if lens else [""] * 5))
+        console.print(table)
+    _lens_footnote(result, console)
+    if result["grids"]:
+        console.print(
+            "persistent grids (blocks): "
+            + "; ".join(f"{step} {grid}" for step, grid in result["grids"].items())
+        )
+    for step, checks in result["checks"].items():
+        for c in (c for c in checks if not c["ok"]):
+            console.print(f"[red]{step} wrong at {c['shape']}: {c['message']}[/red]")
+    if result.get("records"):
+        console.print(f"records: {result['records']}")
+
+
+def _render_hgemm_profile(result: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"Hopper bf16 GEMM ladder under Nsight Compute at {result['size']}^3 on "
+        f"{result['gpu'] or 'an unnamed GPU'} (one launch each, caches flushed)"
+    )
+    columns = ("step", "ms", "TFLOP/s", "speedup", "expected", "tensor %", "wgmma %",
+               "top stall", "bottleneck", "DRAM GB/s", "L2 hit %")  # fmt: skip
+    for column in columns:
+        table.add_column(
+            column, justify="left" if column in ("step", "top stall", "bottleneck") else "right"
+        )
+    for r in result["profile"]:
+        if not r["found"]:
+            table.add_row(r["step"], *["-"] * 4, "[red]no kernel in the report[/red]", *[""] * 5)
+            continue
+        where = "/".join(x for x in (r["bottleneck"], r["unit"]) if x) or "-"
+        table.add_row(
+            r["step"], _fmt(r["duration_ms"], ".3f"), _fmt(r["tflops"], ".0f"),
+            _fmt(r["speedup_vs_prev"], ".2f"), _fmt(r["expected_speedup"], ".2f"),
+            _fmt(r["tensor_pct"], ".1f"), _fmt(r["wgmma_pct"], ".1f"), r["top_stall"] or "-",
+            where, _fmt(r["dram_gbps"], ".0f"), _fmt(r["l2_hit_pct"], ".1f"),
+        )  # fmt: skip
+    console.print(table)
+    for r in result["profile"]:
+        console.print(f"{r['step']} claims: {r['claimed_evidence']}")
+    _lens_footnote(result, console)
+    report = next((r.get("report") for r in result["profile"] if r.get("report")), None)
+    if report:
+        console.print(f"ncu report: {report}")
