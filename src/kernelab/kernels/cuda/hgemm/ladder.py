@@ -483,7 +483,7 @@ def profile_rows(steps: Sequence[Step], kernels: Sequence, size: int) -> list[di
     cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, DTYPE)
     rows, previous_ms = [], None
     for step in steps:
-        kernel = next((k for k in kernels if k.name == step.kernel), None)
+        kernel = next((k for k in kernels if _kernel_name(k) == step.kernel), None)
         row = {
             "step": step.name,
             "technique": step.technique,
@@ -521,6 +521,11 @@ def profile_rows(steps: Sequence[Step], kernels: Sequence, size: int) -> list[di
         previous_ms = ms or previous_ms
         rows.append(row)
     return rows
+
+
+def _kernel_name(kernel) -> str:
+    """An extern "C" kernel's plain name, whether or not ncu showed a parameter list."""
+    return (kernel.name or kernel.demangled_name or "").split("(")[0].strip()
 
 
 def launcher_command(steps: Sequence[Step], size: int) -> list[str]:
