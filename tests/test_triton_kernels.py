@@ -315,14 +315,14 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
     [
         (32_768, torch.float32, "single-pass", None),
         (20_000, torch.float32, "single-pass", None),  # pads to 32K
-        (65_536, torch.float32, "cooperative", 8192),
-        (131_072, torch.float32, "cooperative", 4096),
+        (65_536, torch.float32, "cooperative", 4096),
+        (131_072, torch.float32, "cooperative", 8192),
         (262_144, torch.float32, "l2-split", None),
         (1_000_000, torch.float32, "l2-split", None),  # longer than measured: the 262K winner
         (32_768, torch.bfloat16, "l2-rows", None),
-        (65_536, torch.bfloat16, "l2-rows", None),
+        (65_536, torch.bfloat16, "cooperative", 4096),
         (131_072, torch.bfloat16, "cooperative", 4096),
-        (262_144, torch.bfloat16, "l2-split", None),
+        (262_144, torch.bfloat16, "cooperative", 8192),
     ],
 )
 def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, dtype, path, chunk):

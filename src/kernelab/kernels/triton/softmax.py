@@ -615,14 +615,17 @@ def single_pass_long_candidate() -> dict:
 # (softmax_long_rows_v1, 2026-11-29, cold, >= 1 GiB): (path, CHUNK or None). It goes first,
 # so the untuned default is the measured winner; longer rows take the 262K winner.
 MEASURED_WINNERS = {
-    (4, 32768): ("single-pass", None),  # 3.98 TB/s
-    (4, 65536): ("cooperative", 8192),  # 3.54
-    (4, 131072): ("cooperative", 4096),  # 3.39
-    (4, 262144): ("l2-split", None),  # 3.33
-    (2, 32768): ("l2-rows", None),  # 3.39
-    (2, 65536): ("l2-rows", None),  # 3.21
-    (2, 131072): ("cooperative", 4096),  # 2.74
-    (2, 262144): ("l2-split", None),  # 2.68
+    # (bytes per value, padded columns): the long-row path (and cooperative CHUNK) that won
+    # on the H200 in the fourth design's run (session 2, 18:05 UTC,
+    # benchmarks/results/h200/experiments/softmax_long_rows_v2.json), TB/s beside.
+    (4, 32768): ("single-pass", None),  # 4.00
+    (4, 65536): ("cooperative", 4096),  # 3.59
+    (4, 131072): ("cooperative", 8192),  # 3.59
+    (4, 262144): ("l2-split", None),  # 3.39
+    (2, 32768): ("l2-rows", None),  # 3.72
+    (2, 65536): ("cooperative", 4096),  # 3.51
+    (2, 131072): ("cooperative", 4096),  # 3.39
+    (2, 262144): ("cooperative", 8192),  # 3.25
 }
 
 
