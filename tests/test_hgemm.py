@@ -1,4 +1,4 @@
-"""The Hopper bf16 GEMM ladder (hgemm:01..08).
+"""The Hopper bf16 GEMM ladder (hgemm:01..11).
 
 On any machine with nvcc: every step compiles for sm_90a with no spills or local memory, its
 SASS holds the instructions the step claims (HMMA + LDSM for mma.sync, HGMMA from the wgmma
@@ -27,6 +27,7 @@ from kernelab.kernels.cuda.hgemm import (
     STEPS,
     aligned_rows,
     build_step,
+    exact_store_columns,
     get_step,
     hgemm,
     output_map_param,
@@ -127,7 +128,7 @@ def test_wgmma_shape_and_b_majorness_in_sass(step):
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize("number", [5, 6, 7, 8])
+@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11])
 def test_warp_specialized_step_moves_registers_between_roles(number):
     step = get_step(number)
     sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
@@ -162,10 +163,15 @@ def test_cluster_step_multicasts_b_and_keeps_fences_out_of_the_main_loop(step):
     first, last = min(hgmma_at), max(hgmma_at)
     assert not any("MEMBAR" in line for line in lines[first:last])
     if step.tma_store_box is not None:
-        # The epilogue: 16 stmatrix.x4 per thread into the staging buffer, TMA stores out,
-        # no per-thread global stores.
+        # The epilogue: 16 stmatrix.x4 per thread into the staging buffer (in one round or
+        # two), TMA stores out; per-thread global stores only in the fallback for tiles TMA
+        # cannot store exactly (N not a multiple of 8), after the last HGMMA.
         assert sass.count("STSM.16.M88.4") == 16 and "UTMASTG.2D" in sass
-        assert not any(re.search(r"\bSTG\.", line) for line in lines)
+        stores = [i for i, line in enumerate(lines) if re.search(r"\bSTG\.", line)]
+        assert stores and min(stores) > first
+    if step.tiles.get("schedule", "").startswith("pingpong"):
+        # The turn: each consumer arrives on the other's named barrier.
+        assert any(re.search(r"\bBAR\.ARV\b", line) for line in lines)
 
 
 @needs_nvcc
@@ -179,7 +185,8 @@ def test_tma_step_parameters_match_what_the_launcher_packs(step):
         assert sizes == [ctypes.sizeof(p) for p in params] == [128, 128, 4, 4, 4, 8, 4]
     else:
         params = tma_step_params(blank, blank, 10, 20, 30, 0x1000, 20, map_c=blank)
-        assert sizes == [ctypes.sizeof(p) for p in params] == [128, 128, 128, 4, 4, 4]
+        packed = [ctypes.sizeof(p) for p in params]
+        assert sizes == packed == [128, 128, 128, 4, 4, 4, 8, 4, 4]
 
 
 def test_steps_are_numbered_and_described():
@@ -313,14 +320,39 @@ def test_cluster_step_grid_is_whole_clusters_that_fit_at_once():
     assert four.launch(4096, 4096, 4096, sms=4 * 30).grid == (120, 1, 1)
     assert four.launch(2048, 2048, 2048).grid == (128, 1, 1)  # 4 cluster rows x 8 columns
     assert four.launch(129, 256, 64).grid == (4, 1, 1)  # 2 tile rows: 2 CTAs own none
+    # Ping-pong: 64-row tiles, a cluster tile is 2 x 64 rows; 4096^2 has 32 x 16 of them.
+    pingpong = get_step(11)
+    assert pingpong.launch(4096, 4096, 4096).grid == (132, 1, 1)
+    assert pingpong.launch(2048, 2048, 2048).grid == (132, 1, 1)  # 128 cluster tiles > 66
+    assert pingpong.launch(65, 256, 64).grid == (2, 1, 1)  # 2 tile rows, one cluster tile
+    assert pingpong.launch(64, 300, 64).grid == (2 * 2, 1, 1)  # the second CTAs own no rows
 
 
-def test_tma_store_step_maps_c_with_its_store_box(monkeypatch):
+TMA_STORE_STEPS = [s for s in STEPS if s.tma_store_box is not None]
+
+
+def test_exact_store_columns_stop_at_the_last_16_bytes_inside_n():
+    # TMA clips stores at 16 bytes: 131 bf16 columns (262 bytes) would be written to 136.
+    assert exact_store_columns(131) == 128
+    assert [exact_store_columns(n) for n in (1, 7, 8, 9, 256, 4096)] == [0, 0, 8, 8, 256, 4096]
+
+
+def test_tma_store_params_carry_the_output_for_the_edge_fallback():
+    blank = tma.TensorMapParam.from_encoded(bytes(tma.TENSOR_MAP_BYTES))
+    params = tma_step_params(blank, blank, 300, 131, 77, 0xDEADBEEF00, 136, map_c=blank)
+    array = tma.param_array(params)
+    assert len(array) == 9
+    assert ctypes.cast(array[6], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0xDEADBEEF00
+    ints = [ctypes.cast(array[i], ctypes.POINTER(ctypes.c_int32)).contents.value for i in (3, 7, 8)]
+    assert ints == [300, 136, 128]  # M, ldc, exact_cols: the last tile is stored from registers
+
+
+@pytest.mark.parametrize("step", TMA_STORE_STEPS, ids=lambda s: s.name)
+def test_tma_store_step_maps_c_with_its_store_box(monkeypatch, step):
     import torch
 
     seen = []
     monkeypatch.setattr(tma, "encode", lambda tiled: seen.append(tiled) or bytes(128))
-    step = get_step(8)
     out = torch.zeros(300, 136, dtype=torch.bfloat16)[:, :131]
     output_map_param(step, out, 136)
     assert [(t.global_dim, t.global_strides, t.box_dim) for t in seen] == [
@@ -341,11 +373,12 @@ def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
     a = torch.zeros(300, 80, dtype=torch.bfloat16)[:, :77]
     b = torch.zeros(77, 136, dtype=torch.bfloat16)[:, :131]
     bt = torch.zeros(131, 80, dtype=torch.bfloat16)[:, :77]
-    for number in (4, 5, 6, 7, 8):
+    for number in (4, 5, 6, 7, 8, 9, 10, 11):
         seen.clear()
         tensor_map_params(get_step(number), a, 80, b, 136)
+        a_rows = 64 if number == 11 else 128  # ping-pong tiles are 64 rows high
         assert [(t.global_dim, t.global_strides, t.box_dim) for t in seen] == [
-            ((77, 300), (160,), (64, 128)),
+            ((77, 300), (160,), (64, a_rows)),
             ((131, 77), (272,), (64, 64)),
         ]
         assert seen[1].box_bytes == 8192  # one n atom: the LBO the kernels' descriptors use
@@ -422,10 +455,14 @@ def test_step_handles_views_and_a_given_output(step):
     a = torch.randn(m, k + 3, device="cuda").to(torch.bfloat16)[:, :k]
     b = torch.randn(k, n + 1, device="cuda").to(torch.bfloat16)[:, 1:]
     ref = a.double() @ b.double()
-    c_full = torch.full((m, n + 5), 7.0, device="cuda", dtype=torch.bfloat16)
-    hgemm(step, a, b, out=c_full[:, :n])
-    assert compare(c_full[:, :n], ref, dtype="bf16").ok
-    assert (c_full[:, n:] == 7.0).all(), "wrote past the output's columns"
+    # Guard rows below and columns right of the view (row stride 136: TMA-describable), so a
+    # store past either edge shows; then a view whose N is a multiple of 8 (all TMA).
+    for cols, stride in ((n, n + 5), (128, 136)):
+        c_full = torch.full((m + 3, stride), 7.0, device="cuda", dtype=torch.bfloat16)
+        hgemm(step, a, b[:, :cols], out=c_full[:m, :cols])
+        assert compare(c_full[:m, :cols], ref[:, :cols], dtype="bf16").ok
+        assert (c_full[:, cols:] == 7.0).all(), "wrote past the output's columns"
+        assert (c_full[m:] == 7.0).all(), "wrote past the output's rows"
     shifted = torch.zeros(m * n + 1, device="cuda", dtype=torch.bfloat16)[1:].view(m, n)
     hgemm(step, a, b, out=shifted)
     assert compare(shifted, ref, dtype="bf16").ok

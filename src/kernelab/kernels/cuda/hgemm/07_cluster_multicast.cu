@@ -17,7 +17,7 @@
 #include "cluster_pipeline.cuh"
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CLUSTER_M = 2;
-static_assert(BM == cluster_gemm::TILE_M && BN == cluster_gemm::TILE_N);
+static_assert(BM == cluster_gemm::Schedule<false>::TILE_M && BN == cluster_gemm::TILE_N);
 static_assert(BK == cluster_gemm::TILE_K);
 
 extern "C" __global__ void __cluster_dims__(CLUSTER_M, 1, 1)

@@ -13,8 +13,10 @@ What the launcher does before the kernel, and what it costs (all inside the time
   describe), so the launcher transposes B: 2 * K * N * 2 bytes of extra traffic per call
   (measured on the H200: 124 us of step 03's 336 us at 4096^3). From step 04 on, the kernels
   read B [K, N] as stored (wgmma's transpose bit, MN-major descriptors): no copy.
-- steps that store C by TMA (08) need C's rows 16-byte aligned too: an output whose row
-  stride is not a multiple of 8 elements is computed into padded rows, then copied.
+- steps that store C by TMA (08, 10, 11) need C's rows 16-byte aligned too: an output whose
+  row stride is not a multiple of 8 elements is computed into padded rows, then copied. TMA
+  clips its stores at 16 bytes, so when N is not a multiple of 8 the tiles at the right edge
+  are stored from registers (`exact_store_columns`): nothing past column N is written.
 - persistent cluster steps (07+) size their grid to the clusters that fit at once
   (cuOccupancyMaxActiveClusters, asked once per process).
 """
@@ -22,13 +24,21 @@ What the launcher does before the kernel, and what it costs (all inside the time
 from __future__ import annotations
 
 from kernelab.errors import KernelabError
-from kernelab.kernels.cuda.hgemm.steps import CHECK_SHAPES, STEPS, Step, get_step
+from kernelab.kernels.cuda.hgemm.steps import (
+    CHECK_SHAPES,
+    DEFAULT_BENCHMARK_STEPS,
+    STEPS,
+    Step,
+    get_step,
+)
 
 __all__ = [
     "CHECK_SHAPES",
+    "DEFAULT_BENCHMARK_STEPS",
     "STEPS",
     "Step",
     "build_step",
+    "exact_store_columns",
     "get_step",
     "hgemm",
     "implementations",
@@ -113,18 +123,31 @@ def tensor_map_params(step: Step, a, lda: int, b, ldb: int):
     return maps
 
 
+def exact_store_columns(n: int) -> int:
+    """How many leading columns of C a TMA store may cover without writing past column n.
+
+    TMA stores clip a row at 16-byte granularity, not per element (measured on the H200:
+    step 08 wrote the padding of a 131-column view whose row stride was 136; reported for
+    Triton's descriptor stores on H100, triton-lang/triton#11583). C's rows start 16-byte
+    aligned, so that is n when n is a multiple of 8 bf16, else n rounded down to one; the
+    kernels store a tile that reaches past it from registers."""
+    return n - n % ROW_ALIGN
+
+
 def tma_step_params(
     map_a, map_b, m: int, n: int, k: int, c_ptr: int, ldc: int, *, map_c=None
 ) -> list:
     """A TMA step's kernel arguments as ctypes values, in the kernels' order and C types:
     (CUtensorMap, CUtensorMap, int M, int N, int K, bf16 *C, int ldc), or, for a step that
-    stores C by TMA (`map_c` given), (CUtensorMap A, B, C, int M, int N, int K)."""
+    stores C by TMA (`map_c` given), (CUtensorMap A, B, C, int M, int N, int K, bf16 *C,
+    int ldc, int exact_cols): C and ldc for the tiles TMA cannot store exactly."""
     import ctypes
 
     sizes = [ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k)]
+    output = [ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc)]
     if map_c is not None:
-        return [map_a, map_b, map_c, *sizes]
-    return [map_a, map_b, *sizes, ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc)]
+        return [map_a, map_b, map_c, *sizes, *output, ctypes.c_int32(exact_store_columns(n))]
+    return [map_a, map_b, *sizes, *output]
 
 
 def output_map_param(step: Step, out, ldc: int):

@@ -1,22 +1,30 @@
 // The persistent, warp-specialised, ClusterM x 1-cluster main loop that steps 07+ share;
-// each step picks the cluster size and stage count and adds its own epilogue.
+// each step picks the cluster size, the stage count and the schedule of its two consumer
+// warpgroups, and adds its own epilogue.
+//
+// Schedules. Cooperative (07-10): a 128 x 256 CTA tile, consumer c owns its rows 64c..64c+63,
+// both consumers read every stage and reach the epilogue together. PingPong (11): 64 x 256
+// CTA tiles, consumer c owns the CTA's tiles c, c + 2, ... whole; only the owner reads a
+// stage, and the consumers take turns at the main loop, so one's epilogue runs while the
+// other's wgmma keep the tensor cores busy (CUTLASS's "pingpong" kernel schedule).
 //
 // ClusterM CTAs on ClusterM SMs of one GPC form a cluster and take vertically adjacent
 // output tiles: CTA rank r owns tile row ClusterM * q + r of cluster row q; all own the same
 // 256 columns, so they need the same B tile. Each CTA's producer loads its own A (16 KiB per
-// K-tile) and 1/ClusterM of the shared B (4 / ClusterM of the four 64 k x 64 n boxes),
-// multicast into every CTA of the cluster: per K-tile an SM pulls 16 + 32 / ClusterM KiB
-// from L2 instead of step 06's 48 KiB (32 KiB with 2 CTAs, 24 KiB with 4).
+// cooperative K-tile, 8 KiB ping-pong) and 1/ClusterM of the shared B (4 / ClusterM of the
+// four 64 k x 64 n boxes), multicast into every CTA of the cluster: per cooperative K-tile an
+// SM pulls 16 + 32 / ClusterM KiB from L2 instead of step 06's 48 KiB (32 KiB with 2 CTAs,
+// 24 KiB with 4); ping-pong pulls 8 + 16 = 24 KiB per half as many FLOPs.
 //
 // The price is coupling. A stage may be refilled only when EVERY CTA's consumers are done
 // with it (the peers' producers write into this CTA's slot too), so each consumer warpgroup
-// releases a stage on the "empty" barrier of every CTA (2 x ClusterM arrivals per phase);
+// releases a stage on the "empty" barrier of every CTA (readers x ClusterM arrivals per phase);
 // each CTA's "full" barrier expects every byte that lands in its own slot (its A, all of
 // B), whichever producer issued it. All CTAs walk the same tiles and K-tiles, so their rings
 // stay in step.
 //
-// Tile order: cluster tiles (128 x ClusterM rows, 256 columns) in groups of 8 tile rows,
-// column-major inside a group (step 06's order with a cluster row for a tile row).
+// Tile order: cluster tiles (TILE_M x ClusterM rows, 256 columns) in groups spanning 1024 rows
+// of C, column-major inside a group (step 06's order with a cluster row for a tile row).
 #pragma once
 
 #include <cuda.h>
@@ -25,27 +33,38 @@
 
 namespace cluster_gemm {
 
-constexpr int TILE_M = 128, TILE_N = 256, TILE_K = 64, GROUP_TILE_ROWS = 8;
+constexpr int TILE_N = 256, TILE_K = 64, GROUP_C_ROWS = 1024;
 constexpr int CONSUMERS = 2, THREADS = 128 * (CONSUMERS + 1);
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;
 static_assert(128 * PRODUCER_REGISTERS + 128 * CONSUMERS * CONSUMER_REGISTERS <= 65536);
 constexpr int B_BOX_N = 64;                       // 128 bytes of n: the swizzle span
 constexpr int B_BOX_BYTES = TILE_K * B_BOX_N * 2;  // 8 KiB: one n atom of the descriptor
 constexpr int B_BOXES = TILE_N / B_BOX_N;         // 4, split between the CTAs
-constexpr int A_TILE_BYTES = TILE_M * TILE_K * 2;  // 16 KiB
 constexpr int B_TILE_BYTES = B_BOXES * B_BOX_BYTES;  // 32 KiB
-constexpr int STAGE_BYTES = A_TILE_BYTES + B_TILE_BYTES;
-static_assert(TILE_M == 64 * CONSUMERS, "one m64 slice per consumer warpgroup");
+// Hardware barriers 1-2 belong to the epilogues (one per consumer); 3-4 to ping-pong turns.
+constexpr int TURN_BARRIER = 3;
 
-template <int ClusterM>
+// What the schedule fixes: the CTA tile's rows, the bytes of a stage, how many consumer
+// warpgroups of a CTA read (and release) each stage.
+template <bool PingPong>
+struct Schedule {
+    static constexpr int TILE_M = PingPong ? 64 : 64 * CONSUMERS;
+    static constexpr int A_TILE_BYTES = TILE_M * TILE_K * 2;  // 8 or 16 KiB
+    static constexpr int STAGE_BYTES = A_TILE_BYTES + B_TILE_BYTES;  // 40 or 48 KiB
+    static constexpr int READERS = PingPong ? 1 : CONSUMERS;
+    static constexpr int GROUP_TILE_ROWS = GROUP_C_ROWS / TILE_M;
+};
+
+template <int ClusterM, bool PingPong>
 struct Problem {
-    static_assert(B_BOXES % ClusterM == 0 && GROUP_TILE_ROWS % ClusterM == 0);
-    static constexpr int GROUP_ROWS = GROUP_TILE_ROWS / ClusterM;  // cluster rows per group
+    using S = Schedule<PingPong>;
+    static_assert(B_BOXES % ClusterM == 0 && S::GROUP_TILE_ROWS % ClusterM == 0);
+    static constexpr int GROUP_ROWS = S::GROUP_TILE_ROWS / ClusterM;  // cluster rows per group
     int M, N, K;
     int tiles_n, cluster_rows, cluster_tiles, k_tiles;
 
     __device__ __forceinline__ Problem(int m, int n, int k) : M(m), N(n), K(k) {
-        const int tiles_m = (m + TILE_M - 1) / TILE_M;
+        const int tiles_m = (m + S::TILE_M - 1) / S::TILE_M;
         tiles_n = (n + TILE_N - 1) / TILE_N;
         cluster_rows = (tiles_m + ClusterM - 1) / ClusterM;
         cluster_tiles = cluster_rows * tiles_n;
@@ -59,37 +78,41 @@ struct Problem {
         const int rows_in_group = min(GROUP_ROWS, cluster_rows - first_row);
         const int local = q % per_group;
         const int cluster_row = first_row + local % rows_in_group;
-        return make_int2((ClusterM * cluster_row + rank) * TILE_M, local / rows_in_group * TILE_N);
+        return make_int2((ClusterM * cluster_row + rank) * S::TILE_M,
+                         local / rows_in_group * TILE_N);
     }
 };
 
 // The ring of `Stages` slots in this CTA's shared memory: A tiles, then B tiles, 1024-byte
 // aligned (the 128-byte swizzle's period), with a full/empty mbarrier pair per slot.
-template <int ClusterM, int Stages>
+template <int ClusterM, int Stages, bool PingPong>
 struct Ring {
+    using S = Schedule<PingPong>;
     unsigned char *a, *b;
     uint64_t *full, *empty;
 
     __device__ __forceinline__ Ring(unsigned char *smem, uint64_t *full_bars, uint64_t *empty_bars)
-        : a(smem), b(smem + Stages * A_TILE_BYTES), full(full_bars), empty(empty_bars) {}
+        : a(smem), b(smem + Stages * S::A_TILE_BYTES), full(full_bars), empty(empty_bars) {}
 
     // One thread, before the first cluster_sync.
     __device__ __forceinline__ void init() {
 #pragma unroll
         for (int s = 0; s < Stages; ++s) {
             mbarrier_init(&full[s], 1);  // this CTA's producer's arrive.expect_tx (+ bytes)
-            mbarrier_init(&empty[s], CONSUMERS * ClusterM);  // every CTA's consumers
+            mbarrier_init(&empty[s], S::READERS * ClusterM);  // every CTA's readers
         }
         fence_barrier_init();
     }
 };
 
 // The producer: one thread of warpgroup 0 walks this CTA's tiles and K-tiles, `it` counting
-// K-tiles over the kernel's life (slot it % Stages, fill number it / Stages).
-template <int ClusterM, int Stages>
+// K-tiles over the kernel's life (slot it % Stages, fill number it / Stages). Ping-pong or
+// not, the ring holds the tiles' K-tiles in tile order.
+template <int ClusterM, int Stages, bool PingPong>
 __device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensorMap &map_b,
-                                        const Problem<ClusterM> &pb,
-                                        Ring<ClusterM, Stages> &ring, int rank) {
+                                        const Problem<ClusterM, PingPong> &pb,
+                                        Ring<ClusterM, Stages, PingPong> &ring, int rank) {
+    using S = Schedule<PingPong>;
     constexpr uint16_t every_cta = (1 << ClusterM) - 1;
     int it = 0;
     for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count()) {
@@ -100,16 +123,16 @@ __device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensor
         const bool has_rows = origin.x < pb.M;
         // B boxes wholly right of N are loaded by neither CTA (see step 05).
         const int b_boxes = min(B_BOXES, (pb.N - origin.y + B_BOX_N - 1) / B_BOX_N);
-        const uint32_t stage_bytes = (has_rows ? A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
+        const uint32_t stage_bytes = (has_rows ? S::A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
         for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
             const int slot = it % Stages;
-            // Fill n of a slot needs release n - 1 from every consumer of the cluster.
+            // Fill n of a slot needs release n - 1 from every reader of the cluster.
             if (it >= Stages) mbarrier_wait(&ring.empty[slot], (it / Stages - 1) & 1);
             // A peer's multicast may land before this arrival: the barrier's transaction
             // count may go negative meanwhile, and the phase cannot complete without it.
             mbarrier_arrive_expect_tx(&ring.full[slot], stage_bytes);
             if (has_rows) {
-                tma_load_2d(ring.a + slot * A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
+                tma_load_2d(ring.a + slot * S::A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
                             &ring.full[slot]);
             }
             for (int j = rank; j < b_boxes; j += ClusterM) {
@@ -129,29 +152,55 @@ __device__ __forceinline__ void release_stage(uint64_t *empty, int slot) {
     if (thread < ClusterM) mbarrier_arrive_cluster(&empty[slot], thread);
 }
 
-// A consumer warpgroup: for each of this CTA's tiles, its 64 x 256 accumulators over all of
-// K (one wgmma group kept in flight, as in step 05), every stage released before
-// `epilogue(acc, first row, first column)` runs.
-template <int ClusterM, int Stages, class Epilogue>
-__device__ __forceinline__ void consume(const Problem<ClusterM> &pb, Ring<ClusterM, Stages> &ring,
-                                        int rank, int consumer, Epilogue &&epilogue) {
+// Ping-pong turns. A consumer may wait on its tile's "full" barriers only once the other
+// consumer has waited on every stage of the tile before it: a full barrier's parity names
+// only the fill's parity, so a consumer that ran two fills ahead of the slot would see an
+// older phase as complete. The turn also keeps the two main loops from interleaving on the
+// tensor cores. bar.sync(3 + c) by consumer c meets bar.arrive(3 + c) by the other one.
+__device__ __forceinline__ void wait_turn(int consumer) {
+    named_barrier_sync(TURN_BARRIER + consumer, 2 * 128);
+}
+
+__device__ __forceinline__ void pass_turn(int consumer) {
+    named_barrier_arrive(TURN_BARRIER + (1 - consumer), 2 * 128);
+}
+
+// A consumer warpgroup: for each of its tiles, its 64 x 256 accumulators over all of K (one
+// wgmma group kept in flight, as in step 05), every stage released before
+// `epilogue(acc, first row, first column, consumer)` runs. Cooperative: every tile of the
+// CTA, rows 64 * consumer on. Ping-pong: the CTA's tiles consumer, consumer + 2, ...; `it`
+// skips the other consumer's K-tiles.
+template <int ClusterM, int Stages, bool PingPong, class Epilogue>
+__device__ __forceinline__ void consume(const Problem<ClusterM, PingPong> &pb,
+                                        Ring<ClusterM, Stages, PingPong> &ring, int rank,
+                                        int consumer, Epilogue &&epilogue) {
+    using S = Schedule<PingPong>;
+    const int a_row0 = PingPong ? 0 : 64 * consumer;  // this consumer's rows in the A tile
     float acc[128];
-    int it = 0;
-    for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count()) {
+    int it = 0, local = 0;  // local: the tile's place in this CTA's sequence
+    for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count(), ++local) {
+        if (PingPong && local % CONSUMERS != consumer) {
+            it += pb.k_tiles;  // the other consumer's tile
+            continue;
+        }
         const int2 origin = pb.tile_origin(q, rank);
+        if (PingPong && local > 0) wait_turn(consumer);
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
             const int slot = it % Stages;
             mbarrier_wait(&ring.full[slot], (it / Stages) & 1);
-            wgmma_k_tile_m64n256(acc, ring.a + slot * A_TILE_BYTES + consumer * 64 * 128,
+            wgmma_k_tile_m64n256(acc, ring.a + slot * S::A_TILE_BYTES + a_row0 * 128,
                                  ring.b + slot * B_TILE_BYTES, B_BOX_BYTES);
             wgmma_wait<1>();
             if (kt > 0) release_stage<ClusterM>(ring.empty, (it - 1) % Stages);
         }
+        // Every full barrier of this tile has been waited on: the other consumer may start
+        // on the next tile while this one drains its last group and stores.
+        if (PingPong && q + cluster_count() < pb.cluster_tiles) pass_turn(consumer);
         wgmma_wait<0>();
         release_stage<ClusterM>(ring.empty, (it - 1) % Stages);
-        epilogue(acc, origin.x + consumer * 64, origin.y, consumer);
+        epilogue(acc, origin.x + a_row0, origin.y, consumer);
     }
 }
 
@@ -159,14 +208,14 @@ __device__ __forceinline__ void consume(const Problem<ClusterM> &pb, Ring<Cluste
 // CTA alive until its peers can no longer arrive on its barriers. `smem` is the 1024-aligned
 // dynamic shared memory (the ring first); `epilogue(acc, row0, col0, consumer)` writes one
 // consumer warpgroup's 64 x 256 slice.
-template <int ClusterM, int Stages, class Epilogue>
+template <int ClusterM, int Stages, bool PingPong = false, class Epilogue>
 __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a,
                                                         const CUtensorMap &map_b, int M, int N,
                                                         int K, unsigned char *smem,
                                                         uint64_t *full, uint64_t *empty,
                                                         Epilogue &&epilogue) {
-    Ring<ClusterM, Stages> ring(smem, full, empty);
-    const Problem<ClusterM> pb(M, N, K);
+    Ring<ClusterM, Stages, PingPong> ring(smem, full, empty);
+    const Problem<ClusterM, PingPong> pb(M, N, K);
     const int rank = cluster_cta_rank(), warpgroup = threadIdx.x / 128;
 
     if (threadIdx.x == 0) ring.init();

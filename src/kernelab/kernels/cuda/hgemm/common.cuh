@@ -431,3 +431,9 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+
+// Arrive on hardware barrier `id` without waiting: the other side of a named_barrier_sync
+// whose `threads` count includes these arrivals (one warpgroup signals another).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}

@@ -112,9 +112,14 @@ WS_STAGE = (128 * 64 + 64 * 256) * 2  # A 128 x 64 + B 64 x 256: 48 KiB
 WS_SMEM = 4 * WS_STAGE + SWIZZLE_ALIGN_SLACK
 C_STAGING = 128 * 256 * 2  # step 08: the block's output tile in bf16, staged for TMA stores
 TMA_STORE_SMEM = 3 * WS_STAGE + C_STAGING + SWIZZLE_ALIGN_SLACK
+C_STAGING_HALF = C_STAGING // 2  # step 10: two 64 x 64 boxes per consumer, two rounds
+FOUR_STAGE_STORE_SMEM = 4 * WS_STAGE + C_STAGING_HALF + SWIZZLE_ALIGN_SLACK
+PINGPONG_STAGE = (64 * 64 + 64 * 256) * 2  # step 11: A 64 x 64 + B 64 x 256: 40 KiB
+PINGPONG_SMEM = 4 * PINGPONG_STAGE + C_STAGING + SWIZZLE_ALIGN_SLACK
 
 # TMA boxes as (rows, cols) of the operand in memory; 64 bf16 = 128 bytes = the swizzle span.
 A_BOX = (128, 64)  # 128 rows of A x 64 k
+A_BOX_PINGPONG = (64, 64)  # step 11: a 64-row tile
 BT_BOX = (128, 64)  # 128 rows of B^T (n) x 64 k
 B_KN_BOX = (64, 64)  # 64 rows of B (k) x 64 n: one n atom of the MN-major descriptor
 C_BOX = (64, 64)  # 64 rows of C x 64 columns: one consumer's quarter of its 64 x 256 slice
@@ -405,7 +410,85 @@ STEPS: tuple[Step, ...] = (
         persistent=True,
         cluster=4,
     ),
+    Step(
+        10,
+        "four_stage_store",
+        "10_four_stage_store.cu",
+        "hgemm_four_stage_store",
+        "step 08 with the 4th stage back: each consumer stages its 64 x 256 slice in two "
+        "rounds of two 64 x 64 boxes (16 KiB) instead of one round of four, which frees "
+        "48 KiB of shared memory for a 4-stage ring",
+        "kn",
+        True,
+        {**WS_TILES, "cluster": [2, 1], "tma_store_box": list(C_BOX)},
+        {
+            "stages": 4,
+            "shared_bytes": FOUR_STAGE_STORE_SMEM,
+            "bytes_in_flight_per_block": 4 * WS_STAGE,
+            "c_staging_bytes": C_STAGING_HALF,
+            "blocks_per_sm": 1,
+            "overlap": "as step 08 with 192 KiB in flight instead of 144; a consumer's second "
+            "round of stores waits for the first round to read the buffer",
+        },
+        # 08 measured 728.8 TFLOP/s at 4096^3 cold (93.3 % of cuBLAS) on 3 stages; 07 (4
+        # stages, register epilogue) 701.0. If the shallower ring cost 08 about as much as
+        # the 4th stage is worth to a cooperative kernel after each epilogue, ~2 %: x1.02.
+        1.02,
+        "shared_bytes 230,400 in the launch; smsp stall 'long scoreboard' / the full-barrier "
+        "wait of the consumers down against step 08; sm__pipe_tensor_cycles_active up",
+        ("HGMMA", "UTMALDG.2D.MULTICAST", "UTMASTG.2D", "STSM", "USETMAXREG"),
+        _persistent_cluster_tiles(384, 128, 256, 2, FOUR_STAGE_STORE_SMEM),
+        (A_BOX, B_KN_BOX),
+        persistent=True,
+        cluster=2,
+        tma_store_box=C_BOX,
+    ),
+    Step(
+        11,
+        "pingpong",
+        "11_pingpong.cu",
+        "hgemm_pingpong",
+        "ping-pong consumers: each consumer warpgroup owns whole 64 x 256 tiles in turn and "
+        "the two take turns at the main loop (named barriers), so one's TMA-store epilogue "
+        "runs under the other's wgmma; 2x1 clusters with B multicast, 4 stages of 40 KiB",
+        "kn",
+        True,
+        {
+            **WS_TILES,
+            "block": [64, 256, 64],
+            "warpgroup_tile": [64, 256],
+            "cluster": [2, 1],
+            "schedule": "pingpong: consumer c owns the CTA's tiles c, c + 2, ...",
+            "tma_store_box": list(C_BOX),
+        },
+        {
+            "stages": 4,
+            "shared_bytes": PINGPONG_SMEM,
+            "bytes_in_flight_per_block": 4 * PINGPONG_STAGE,
+            "l2_bytes_per_k_tile_per_sm": PINGPONG_STAGE - 2 * 64 * 64 * 2,  # A + half of B
+            "c_staging_bytes": C_STAGING,
+            "blocks_per_sm": 1,
+            "overlap": "one consumer's epilogue (and its last wgmma group) with the other "
+            "consumer's main loop; TMA of up to 4 K-tiles ahead",
+        },
+        # Against 10: the epilogue of every tile (stmatrix, barriers, the drain of the last
+        # wgmma group; ~1-2 us of a ~45 us tile pair at 4096^3) no longer idles the tensor
+        # cores: ~3 %; the 1.5x L2->SM bytes per FLOP may give some back. Predict x1.03.
+        1.03,
+        "BAR.ARV (the turn) in SASS; sm__pipe_tensor_cycles_active up against step 10; in a "
+        "timeline, HGMMA issue never stops for an epilogue",
+        ("HGMMA", "UTMALDG.2D.MULTICAST", "UTMASTG.2D", "STSM", "USETMAXREG", "BAR.ARV"),
+        _persistent_cluster_tiles(384, 64, 256, 2, PINGPONG_SMEM),
+        (A_BOX_PINGPONG, B_KN_BOX),
+        persistent=True,
+        cluster=2,
+        tma_store_box=C_BOX,
+    ),
 )
+
+# What the benchmark times when no --steps are given: the measured story's landmarks and the
+# candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
+DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11)
 
 BY_NUMBER = {step.number: step for step in STEPS}
 
