@@ -141,6 +141,23 @@ def test_l2_feed_of_cluster_steps():
     assert hl.l2_bytes_per_stage(get_step(6)) == 49152  # no cluster: the whole stage
 
 
+def test_a_step_without_pipeline_metadata_gets_a_one_line_reason():
+    bare = dataclasses.replace(get_step(6), pipeline={"stages": 4})
+    with pytest.raises(KernelabError, match="bytes_in_flight_per_block"):
+        hl.pipeline_lens(bare, H200)
+    lenses = hl.ladder_lenses([bare, get_step(5)], H200)
+    assert lenses["hgemm:06"] == {
+        "step": "hgemm:06",
+        "error": "hgemm:06: no pipeline lens without bytes_in_flight_per_block",
+    }
+    assert lenses["hgemm:05"]["stages"] == 4
+
+
+def test_every_step_has_a_lens():
+    lenses = hl.ladder_lenses(STEPS, H200)
+    assert [name for name, lens in lenses.items() if "error" in lens] == []
+
+
 # --- the profile rows, from a real H200 report ----------------------------------------------
 
 
@@ -268,6 +285,76 @@ def test_unknown_ladder_lists_both(capsys):
     assert main(["ladder", "dgemm"]) == 2
     err = capsys.readouterr().err
     assert "unknown ladder 'dgemm'" in err and "sgemm" in err and "hgemm" in err
+
+
+def _pretend_gpu(monkeypatch):
+    """The command's GPU branch with the GPU work replaced: checks, grids and timings come
+    from the stubs below, so the flow, the JSON and the tables are exercised on the CPU."""
+    from types import SimpleNamespace
+
+    from kernelab.commands import ladder as command
+
+    monkeypatch.setattr(command, "_has_gpu", lambda: True)
+    monkeypatch.setattr(command, "_lens_spec", lambda: H200)
+
+    def check_steps(steps, progress, shapes):
+        ok = {"ok": True, "message": "fine"}
+        bad = {"ok": False, "message": "off by a lot"}
+        return {s.name: [{"shape": sh, **(bad if s.number == 5 else ok)} for sh in shapes]
+                for s in steps}  # fmt: skip
+
+    def time_ladder(steps, sizes, modes, max_time_s, progress):
+        timed = [hl.CUBLAS, *(s.name for s in steps)]
+        rows = [{"impl": name, "size": size, "mode": "batch" if mode == "graph" else mode,
+                 "median_ms": 1.0 + i, "tflops": 100.0 / (1 + i), "pct_of_cublas": 100 / (1 + i)}
+                for size in sizes for mode in modes for i, name in enumerate(timed)]  # fmt: skip
+        return rows, [SimpleNamespace(gpu="NVIDIA H200")]
+
+    monkeypatch.setattr(hl, "check_steps", check_steps)
+    monkeypatch.setattr(hl, "persistent_grids", lambda steps, sizes, progress: {"hgemm:06": {}})
+    monkeypatch.setattr(hl, "time_ladder", time_ladder)
+
+
+@needs_nvcc
+def test_cli_gpu_branch_with_the_gpu_work_stubbed(monkeypatch, capsys):
+    from kernelab.cli import main
+
+    _pretend_gpu(monkeypatch)
+    args = ["ladder", "hgemm", "--steps", "5,6", "--sizes", "256", "--mode", "cold,graph"]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["timed"] and result["wrong"] == ["hgemm:05"] and not result["all_correct"]
+    assert len(result["checks"]["hgemm:06"]) == len(CHECK_SHAPES) + 1  # and 256^3
+    assert set(result["lens"]) == {"hgemm:05", "hgemm:06"} and result["modes"] == ["cold", "graph"]
+    assert {r["impl"] for r in result["timing"]} == {"torch.mm", "hgemm:06"}  # 05 not timed
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "cold mode" in text and "graph mode" in text and "hgemm:05 wrong at" in text
+
+
+def test_cli_profile_branch_with_ncu_stubbed(monkeypatch, capsys):
+    from kernelab.cli import main
+    from kernelab.profiling.report import load
+
+    _pretend_gpu(monkeypatch)
+    fixture = load(NCU_FIXTURE)[1]
+    kernel = dataclasses.replace(fixture, name=get_step(6).kernel)
+    seen = {}
+
+    def profile_steps(steps, size, progress):
+        seen["size"] = size
+        return hl.profile_rows(steps, [kernel], size)
+
+    monkeypatch.setattr(hl, "compile_report", lambda steps, progress: [])
+    monkeypatch.setattr(hl, "profile_steps", profile_steps)
+    args = ["ladder", "hgemm", "--profile", "--steps", "6"]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert seen["size"] == 4096 and result["gpu"] == "NVIDIA H200"
+    assert result["profile"][0]["tensor_pct"] == pytest.approx(90.13654, rel=1e-6)
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Nsight Compute" in text and "hgemm:06 claims" in text
 
 
 # --- on the GPU --------------------------------------------------------------------------------

@@ -413,7 +413,9 @@ def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bo
 _LENS_COLUMNS = ("stages", "KiB/SM in flight", "x Little", "stages for HBM/L2", "load TB/s (L2)")
 
 
-def _lens_cells(lens: dict) -> list[str]:
+def _lens_cells(lens: dict | None) -> list[str]:
+    if not lens or "error" in lens:
+        return ["-" if lens else ""] * len(_LENS_COLUMNS)
     cover = "" if lens["covers_hbm_latency"] else " [red]short[/red]"
     return [
         f"{lens['stages']} x {lens['blocks_per_sm']} blk",
@@ -425,7 +427,7 @@ def _lens_cells(lens: dict) -> list[str]:
 
 
 def _lens_footnote(result: dict, console) -> None:
-    some = next(iter(result["lens"].values()), None)
+    some = next((v for v in result["lens"].values() if "error" not in v), None)
     if some is None:
         return
     console.print(
@@ -463,9 +465,14 @@ def _render_hgemm_compile(result: dict, console) -> None:
     for column in ("step", "block tile", *_LENS_COLUMNS, "HBM bandwidth kept"):
         lens.add_column(column, justify="left" if column == "step" else "right")
     for name, entry in result["lens"].items():
+        if "error" in entry:
+            lens.add_row(name, "-", *_lens_cells(entry), "-")
+            continue
         tile = "x".join(str(x) for x in entry["block_tile"])
         lens.add_row(name, tile, *_lens_cells(entry), f"{entry['hbm_bandwidth_kept_pct']:.0f} %")
     console.print(lens)
+    for entry in (e for e in result["lens"].values() if "error" in e):
+        console.print(f"[yellow]{entry['error']}[/yellow]")
     _lens_footnote(result, console)
 
 
@@ -476,8 +483,11 @@ def _render_hgemm_timing(result: dict, console) -> None:
 
     names = list(dict.fromkeys(r["impl"] for r in result["timing"]))
     for mode in result["modes"]:
+        fallback = any(r["mode"] == "batch" for r in result["timing"] if same_mode(r, mode))
         table = Table(
-            title=f"bf16 GEMM on {result['gpu']}, {mode} mode: TFLOP/s (% of cuBLAS, same mode)"
+            title=f"bf16 GEMM on {result['gpu']}, {mode} mode"
+            + (" (graph capture failed: a plain back-to-back loop)" if fallback else "")
+            + ": TFLOP/s (% of cuBLAS, same mode)"
         )
         table.add_column("step", justify="left")
         for size in result["sizes"]:
@@ -498,8 +508,7 @@ def _render_hgemm_timing(result: dict, console) -> None:
                     cells.append(f"{row['median_ms'] * 1e3:.0f} us, {row['gbps']:.0f} GB/s")
                 else:
                     cells.append(f"{row['tflops']:.0f} ({row['pct_of_cublas']:.1f} %)")
-            lens = result["lens"].get(name)
-            table.add_row(name, *cells, *(_lens_cells(lens) if lens else [""] * 5))
+            table.add_row(name, *cells, *_lens_cells(result["lens"].get(name)))
         console.print(table)
     _lens_footnote(result, console)
     if result["grids"]:

@@ -160,6 +160,10 @@ def pipeline_lens(
     )
 
     pipe = step.pipeline
+    missing = [k for k in ("stages", "bytes_in_flight_per_block") if k not in pipe]
+    missing += [] if len(step.tiles.get("block", ())) == 3 else ["tiles.block [BM, BN, BK]"]
+    if missing:
+        raise KernelabError(f"{step.name}: no pipeline lens without {', '.join(missing)}")
     bm, bn, bk = step.tiles["block"]
     if "blocks_per_sm" in pipe:
         blocks, source = int(pipe["blocks_per_sm"]), "step metadata"
@@ -234,13 +238,16 @@ def _lens_sentence(lens: dict) -> str:
 
 def ladder_lenses(steps: Sequence[Step], spec, compiled: Sequence[dict] = ()) -> dict:
     """{step name: pipeline_lens} with resident blocks taken from the compile report where the
-    step's metadata does not state them."""
+    step's metadata does not state them; {"step", "error"} for a step the lens cannot read."""
     by_step = {row["step"]: row for row in compiled}
     lenses = {}
     for step in steps:
         row = by_step.get(step.name)
         blocks = resident_blocks(row, spec) if row else None
-        lenses[step.name] = pipeline_lens(step, spec, blocks_per_sm=blocks)
+        try:
+            lenses[step.name] = pipeline_lens(step, spec, blocks_per_sm=blocks)
+        except KernelabError as exc:
+            lenses[step.name] = {"step": step.name, "error": str(exc)}
     return lenses
 
 
