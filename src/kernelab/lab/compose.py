@@ -313,6 +313,12 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
             Heading(f"Hopper bf16 GEMM ladder, {mode} ({what}): TFLOP/s (% of cuBLAS)", 3),
             Table(["step", *(f"{size}^3" for size in sizes), "technique"], rows),
         )
+        if mode == "cold":
+            report.add(Paragraph(
+                f"The latest ladder run ({', '.join(summary.get('steps') or [])}); every "
+                "earlier run, with the steps it timed, is kept in the results folder's "
+                "hgemm/history/."
+            ))  # fmt: skip
 
 
 def timeline_section(report: Report, results: ResultSet) -> None:
