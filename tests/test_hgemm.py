@@ -128,7 +128,7 @@ def test_wgmma_shape_and_b_majorness_in_sass(step):
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11])
+@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11, 12, 13, 14])
 def test_warp_specialized_step_moves_registers_between_roles(number):
     step = get_step(number)
     sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
@@ -329,6 +329,38 @@ def test_cluster_step_grid_is_whole_clusters_that_fit_at_once():
 
 
 TMA_STORE_STEPS = [s for s in STEPS if s.tma_store_box is not None]
+STEP_10_VARIANTS = [s for s in STEPS if s.file.startswith(("10_", "12_", "13_", "14_"))]
+
+
+@pytest.mark.parametrize("step", STEP_10_VARIANTS, ids=lambda s: s.name)
+def test_step_10_variants_differ_only_in_what_they_claim(step):
+    """10 and 12-14 are one kernel body (cooperative_store_gemm.cuh) with compile-time choices:
+    the raster group the metadata names and, for 13-14, the borrowed slot."""
+    source = (HGEMM_DIR / step.file).read_text()
+    call = re.search(
+        r"cooperative_store::gemm<STAGES, CLUSTER_M, STAGING_BOXES, (\S+), (\w+)>", source
+    )
+    assert call, "not built on the shared body"
+    group = re.search(r"GROUP_C_ROWS = (\d+);", source)
+    rows = int(group.group(1)) if group else 1024  # 10: cluster_gemm's default
+    if "tile_order" in step.tiles:
+        assert f"groups of {rows} rows of C" in step.tiles["tile_order"]
+    assert call.group(2) == ("true" if step.number in (13, 14) else "false")
+    assert step.launch(4096, 4096, 4096) == get_step(10).launch(4096, 4096, 4096)
+    assert step.pipeline["shared_bytes"] == get_step(10).pipeline["shared_bytes"] == 230_400
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("step", STEP_10_VARIANTS, ids=lambda s: s.name)
+def test_borrowed_slot_epilogue_stores_in_one_round(step):
+    """Step 10 commits its TMA stores in two bulk groups per tile (UTMACMDFLUSH twice, a
+    warpgroup barrier per round); 13-14 in one, and meet both consumers on barrier 5 first."""
+    sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
+    borrows = step.number in (13, 14)
+    assert sass.count("UTMACMDFLUSH") == (1 if borrows else 2)
+    assert sass.count("UTMASTG.2D") == 4 and sass.count("STSM.16.M88.4") == 16
+    assert bool(re.search(r"BAR\.SYNC\S* 0x5, 0x100\b", sass)) == borrows  # 256 threads
 
 
 def test_exact_store_columns_stop_at_the_last_16_bytes_inside_n():
@@ -373,7 +405,7 @@ def test_tensor_maps_follow_each_steps_boxes(monkeypatch):
     a = torch.zeros(300, 80, dtype=torch.bfloat16)[:, :77]
     b = torch.zeros(77, 136, dtype=torch.bfloat16)[:, :131]
     bt = torch.zeros(131, 80, dtype=torch.bfloat16)[:, :77]
-    for number in (4, 5, 6, 7, 8, 9, 10, 11):
+    for number in range(4, len(STEPS) + 1):
         seen.clear()
         tensor_map_params(get_step(number), a, 80, b, 136)
         a_rows = 64 if number == 11 else 128  # ping-pong tiles are 64 rows high

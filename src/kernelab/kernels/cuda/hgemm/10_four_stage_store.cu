@@ -12,29 +12,18 @@
 //
 // Launch: block 384, grid as step 07 (clusters of 2), dynamic shared memory
 // 4 x 49,152 + 2 x 16,384 + 1,024 = 230,400 bytes (the opt-in limit is 232,448).
-#include "cluster_pipeline.cuh"
-#include "tma_store_epilogue.cuh"
+#include "cooperative_store_gemm.cuh"
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CLUSTER_M = 2, STAGING_BOXES = 2;
-using Tile = cluster_gemm::Schedule<false>;
+using Tile = cooperative_store::Tile;
 static_assert(BM == Tile::TILE_M && BN == cluster_gemm::TILE_N && BK == cluster_gemm::TILE_K);
-constexpr int C_STAGING_BYTES = STAGING_BOXES * tma_store::BOX_BYTES;  // 16 KiB per consumer
 
 extern "C" __global__ void __cluster_dims__(CLUSTER_M, 1, 1)
     __launch_bounds__(cluster_gemm::THREADS, 1)
         hgemm_four_stage_store(const __grid_constant__ CUtensorMap map_a,
-                               const __grid_constant__ CUtensorMap map_b,
-                               const __grid_constant__ CUtensorMap map_c, int M, int N, int K,
-                               bf16 *__restrict__ C, int ldc, int exact_cols) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
-    unsigned char *smem = aligned_dynamic_smem<1024>(smem_raw);
-    unsigned char *staging = smem + STAGES * Tile::STAGE_BYTES;  // 1024-aligned
-    const tma_store::Output out{&map_c, C, ldc, M, N, exact_cols};
-    cluster_gemm::persistent_cluster_gemm<CLUSTER_M, STAGES>(
-        map_a, map_b, M, N, K, smem, full, empty,
-        [&](const float (&acc)[128], int row0, int col0, int consumer) {
-            tma_store::store_slice<STAGING_BOXES>(out, staging + consumer * C_STAGING_BYTES,
-                                                  consumer, row0, col0, acc);
-        });
+            const __grid_constant__ CUtensorMap map_b,
+            const __grid_constant__ CUtensorMap map_c, int M, int N, int K,
+            bf16 *__restrict__ C, int ldc, int exact_cols) {
+    cooperative_store::gemm<STAGES, CLUSTER_M, STAGING_BOXES, cluster_gemm::GROUP_C_ROWS, false>(
+        map_a, map_b, map_c, M, N, K, C, ldc, exact_cols);
 }

@@ -36,8 +36,9 @@ extern "C" __global__ void __cluster_dims__(CLUSTER_M, 1, 1)
     const tma_store::Output out{&map_c, C, ldc, M, N, exact_cols};
     cluster_gemm::persistent_cluster_gemm<CLUSTER_M, STAGES, true>(
         map_a, map_b, M, N, K, smem, full, empty,
-        [&](const float (&acc)[128], int row0, int col0, int consumer) {
-            tma_store::store_slice<STAGING_BOXES>(out, staging + consumer * C_STAGING_BYTES,
+        [&](const float (&acc)[128], int row0, int col0, int consumer, unsigned char *) {
+            tma_store::store_slice<STAGING_BOXES>(
+                out, tma_store::contiguous(staging + consumer * C_STAGING_BYTES),
                                                   consumer, row0, col0, acc);
         });
 }

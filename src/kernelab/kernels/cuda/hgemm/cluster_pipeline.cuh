@@ -23,8 +23,17 @@
 // B), whichever producer issued it. All CTAs walk the same tiles and K-tiles, so their rings
 // stay in step.
 //
-// Tile order: cluster tiles (TILE_M x ClusterM rows, 256 columns) in groups spanning 1024 rows
-// of C, column-major inside a group (step 06's order with a cluster row for a tile row).
+// Tile order: cluster tiles (TILE_M x ClusterM rows, 256 columns) in groups spanning GroupCRows
+// rows of C (1024 unless a step says otherwise), column-major inside a group (step 06's order
+// with a cluster row for a tile row).
+//
+// The epilogue. `epilogue(acc, row0, col0, consumer, last_b_tile)` writes one consumer's
+// 64 x 256 slice; last_b_tile is the B tile of the slot the tile's last K-tile used. Normally
+// that slot is released before the epilogue. With BorrowLastSlot (cooperative only) it is not:
+// both consumers first meet (each has waited for its own wgmma; the other's may still read
+// the slot's B), the epilogue may use the slot's B tile as staging space, and the consumer's
+// first thread releases the slot once its TMA stores have read it (the thread that issued
+// them: bulk groups are per thread).
 #pragma once
 
 #include <cuda.h>
@@ -33,7 +42,7 @@
 
 namespace cluster_gemm {
 
-constexpr int TILE_N = 256, TILE_K = 64, GROUP_C_ROWS = 1024;
+constexpr int TILE_N = 256, TILE_K = 64, GROUP_C_ROWS = 1024;  // the default raster group
 constexpr int CONSUMERS = 2, THREADS = 128 * (CONSUMERS + 1);
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;
 static_assert(128 * PRODUCER_REGISTERS + 128 * CONSUMERS * CONSUMER_REGISTERS <= 65536);
@@ -41,8 +50,9 @@ constexpr int B_BOX_N = 64;                       // 128 bytes of n: the swizzle
 constexpr int B_BOX_BYTES = TILE_K * B_BOX_N * 2;  // 8 KiB: one n atom of the descriptor
 constexpr int B_BOXES = TILE_N / B_BOX_N;         // 4, split between the CTAs
 constexpr int B_TILE_BYTES = B_BOXES * B_BOX_BYTES;  // 32 KiB
-// Hardware barriers 1-2 belong to the epilogues (one per consumer); 3-4 to ping-pong turns.
-constexpr int TURN_BARRIER = 3;
+// Hardware barriers 1-2 belong to the epilogues (one per consumer); 3-4 to ping-pong turns;
+// 5 to both consumers meeting before an epilogue that borrows the last slot.
+constexpr int TURN_BARRIER = 3, CONSUMERS_BARRIER = 5;
 
 // What the schedule fixes: the CTA tile's rows, the bytes of a stage, how many consumer
 // warpgroups of a CTA read (and release) each stage.
@@ -52,14 +62,14 @@ struct Schedule {
     static constexpr int A_TILE_BYTES = TILE_M * TILE_K * 2;  // 8 or 16 KiB
     static constexpr int STAGE_BYTES = A_TILE_BYTES + B_TILE_BYTES;  // 40 or 48 KiB
     static constexpr int READERS = PingPong ? 1 : CONSUMERS;
-    static constexpr int GROUP_TILE_ROWS = GROUP_C_ROWS / TILE_M;
 };
 
-template <int ClusterM, bool PingPong>
+template <int ClusterM, bool PingPong, int GroupCRows = GROUP_C_ROWS>
 struct Problem {
     using S = Schedule<PingPong>;
-    static_assert(B_BOXES % ClusterM == 0 && S::GROUP_TILE_ROWS % ClusterM == 0);
-    static constexpr int GROUP_ROWS = S::GROUP_TILE_ROWS / ClusterM;  // cluster rows per group
+    static constexpr int GROUP_TILE_ROWS = GroupCRows / S::TILE_M;
+    static_assert(B_BOXES % ClusterM == 0 && GROUP_TILE_ROWS % ClusterM == 0);
+    static constexpr int GROUP_ROWS = GROUP_TILE_ROWS / ClusterM;  // cluster rows per group
     int M, N, K;
     int tiles_n, cluster_rows, cluster_tiles, k_tiles;
 
@@ -108,9 +118,9 @@ struct Ring {
 // The producer: one thread of warpgroup 0 walks this CTA's tiles and K-tiles, `it` counting
 // K-tiles over the kernel's life (slot it % Stages, fill number it / Stages). Ping-pong or
 // not, the ring holds the tiles' K-tiles in tile order.
-template <int ClusterM, int Stages, bool PingPong>
+template <int ClusterM, int Stages, bool PingPong, int GroupCRows>
 __device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensorMap &map_b,
-                                        const Problem<ClusterM, PingPong> &pb,
+                                        const Problem<ClusterM, PingPong, GroupCRows> &pb,
                                         Ring<ClusterM, Stages, PingPong> &ring, int rank) {
     using S = Schedule<PingPong>;
     constexpr uint16_t every_cta = (1 << ClusterM) - 1;
@@ -152,6 +162,17 @@ __device__ __forceinline__ void release_stage(uint64_t *empty, int slot) {
     if (thread < ClusterM) mbarrier_arrive_cluster(&empty[slot], thread);
 }
 
+// The same release of a slot the epilogue borrowed as staging: the warpgroup's first thread
+// (which issued the TMA stores) waits until they have read shared memory, then arrives on
+// every CTA's "empty" barrier itself.
+template <int ClusterM>
+__device__ __forceinline__ void release_borrowed_stage(uint64_t *empty, int slot) {
+    if (threadIdx.x % 128 != 0) return;
+    bulk_wait_read<0>();
+#pragma unroll
+    for (int cta = 0; cta < ClusterM; ++cta) mbarrier_arrive_cluster(&empty[slot], cta);
+}
+
 // Ping-pong turns. A consumer may wait on its tile's "full" barriers only once the other
 // consumer has waited on every stage of the tile before it: a full barrier's parity names
 // only the fill's parity, so a consumer that ran two fills ahead of the slot would see an
@@ -167,14 +188,17 @@ __device__ __forceinline__ void pass_turn(int consumer) {
 
 // A consumer warpgroup: for each of its tiles, its 64 x 256 accumulators over all of K (one
 // wgmma group kept in flight, as in step 05), every stage released before
-// `epilogue(acc, first row, first column, consumer)` runs. Cooperative: every tile of the
+// `epilogue(acc, first row, first column, consumer, last B tile)` runs (BorrowLastSlot: all
+// but the last, released after the epilogue). Cooperative: every tile of the
 // CTA, rows 64 * consumer on. Ping-pong: the CTA's tiles consumer, consumer + 2, ...; `it`
 // skips the other consumer's K-tiles.
-template <int ClusterM, int Stages, bool PingPong, class Epilogue>
-__device__ __forceinline__ void consume(const Problem<ClusterM, PingPong> &pb,
+template <int ClusterM, int Stages, bool PingPong, int GroupCRows, bool BorrowLastSlot,
+          class Epilogue>
+__device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupCRows> &pb,
                                         Ring<ClusterM, Stages, PingPong> &ring, int rank,
                                         int consumer, Epilogue &&epilogue) {
     using S = Schedule<PingPong>;
+    static_assert(!(PingPong && BorrowLastSlot), "a ping-pong slot has one reader");
     const int a_row0 = PingPong ? 0 : 64 * consumer;  // this consumer's rows in the A tile
     float acc[128];
     int it = 0, local = 0;  // local: the tile's place in this CTA's sequence
@@ -199,23 +223,31 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong> &pb,
         // on the next tile while this one drains its last group and stores.
         if (PingPong && q + cluster_count() < pb.cluster_tiles) pass_turn(consumer);
         wgmma_wait<0>();
-        release_stage<ClusterM>(ring.empty, (it - 1) % Stages);
-        epilogue(acc, origin.x + a_row0, origin.y, consumer);
+        const int last = (it - 1) % Stages;
+        if constexpr (BorrowLastSlot) {
+            named_barrier_sync(CONSUMERS_BARRIER, CONSUMERS * 128);  // both done with the slot
+            fence_proxy_async();  // wgmma's (async-proxy) reads before stmatrix's writes
+        } else {
+            release_stage<ClusterM>(ring.empty, last);
+        }
+        epilogue(acc, origin.x + a_row0, origin.y, consumer, ring.b + last * B_TILE_BYTES);
+        if constexpr (BorrowLastSlot) release_borrowed_stage<ClusterM>(ring.empty, last);
     }
 }
 
 // The whole kernel body: barrier init, the roles, and the cluster barrier that keeps every
 // CTA alive until its peers can no longer arrive on its barriers. `smem` is the 1024-aligned
-// dynamic shared memory (the ring first); `epilogue(acc, row0, col0, consumer)` writes one
-// consumer warpgroup's 64 x 256 slice.
-template <int ClusterM, int Stages, bool PingPong = false, class Epilogue>
+// dynamic shared memory (the ring first); `epilogue(acc, row0, col0, consumer, last_b_tile)`
+// writes one consumer warpgroup's 64 x 256 slice (see "The epilogue" above).
+template <int ClusterM, int Stages, bool PingPong = false, int GroupCRows = GROUP_C_ROWS,
+          bool BorrowLastSlot = false, class Epilogue>
 __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a,
                                                         const CUtensorMap &map_b, int M, int N,
                                                         int K, unsigned char *smem,
                                                         uint64_t *full, uint64_t *empty,
                                                         Epilogue &&epilogue) {
     Ring<ClusterM, Stages, PingPong> ring(smem, full, empty);
-    const Problem<ClusterM, PingPong> pb(M, N, K);
+    const Problem<ClusterM, PingPong, GroupCRows> pb(M, N, K);
     const int rank = cluster_cta_rank(), warpgroup = threadIdx.x / 128;
 
     if (threadIdx.x == 0) ring.init();
@@ -226,7 +258,8 @@ __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a
         if (threadIdx.x == 0) produce(map_a, map_b, pb, ring, rank);
     } else {
         claim_registers<CONSUMER_REGISTERS>();
-        consume(pb, ring, rank, warpgroup - 1, epilogue);
+        consume<ClusterM, Stages, PingPong, GroupCRows, BorrowLastSlot>(pb, ring, rank,
+                                                                         warpgroup - 1, epilogue);
         // An epilogue's TMA stores (if any) are complete before the CTA ends.
         if (threadIdx.x % 128 == 0) bulk_wait<0>();
     }
@@ -242,7 +275,7 @@ __device__ __forceinline__ void register_epilogue_gemm(const CUtensorMap &map_a,
     __shared__ __align__(8) uint64_t full[Stages], empty[Stages];
     persistent_cluster_gemm<ClusterM, Stages>(
         map_a, map_b, M, N, K, aligned_dynamic_smem<1024>(smem_raw), full, empty,
-        [&](const float (&acc)[128], int row0, int col0, int) {
+        [&](const float (&acc)[128], int row0, int col0, int, unsigned char *) {
             store_accumulators<TILE_N>(C, ldc, row0, col0, M, N, acc);
         });
 }

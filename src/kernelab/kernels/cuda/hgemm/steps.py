@@ -143,6 +143,53 @@ WS_TILES = {
     "roles": "warpgroup 0 producer (1 thread issues TMA), 1-2 consumers",
 }
 
+
+def _step_10_variant(
+    number: int,
+    slug: str,
+    kernel: str,
+    technique: str,
+    group_c_rows: int,
+    overlap: str,
+    expected_speedup: float,
+    proof: str,
+) -> Step:
+    """A compile-time variant of step 10 (cooperative_store_gemm.cuh: 4 stages, 2x1 clusters,
+    TMA-store epilogue, 230,400 bytes of shared memory); its expected speedup is over 10."""
+    return Step(
+        number,
+        slug,
+        f"{number:02d}_{slug}.cu",
+        kernel,
+        technique,
+        "kn",
+        True,
+        {
+            **WS_TILES,
+            "cluster": [2, 1],
+            "tma_store_box": list(C_BOX),
+            "tile_order": f"pair tiles of 256 x 256 in groups of {group_c_rows} rows of C, "
+            "column-major inside a group",
+        },
+        {
+            "stages": 4,
+            "shared_bytes": FOUR_STAGE_STORE_SMEM,
+            "bytes_in_flight_per_block": 4 * WS_STAGE,
+            "c_staging_bytes": C_STAGING_HALF,
+            "blocks_per_sm": 1,
+            "overlap": overlap,
+        },
+        expected_speedup,
+        proof,
+        ("HGMMA", "UTMALDG.2D.MULTICAST", "UTMASTG.2D", "STSM", "USETMAXREG"),
+        _persistent_cluster_tiles(384, 128, 256, 2, FOUR_STAGE_STORE_SMEM),
+        (A_BOX, B_KN_BOX),
+        persistent=True,
+        cluster=2,
+        tma_store_box=C_BOX,
+    )
+
+
 STEPS: tuple[Step, ...] = (
     Step(
         1,
@@ -484,11 +531,64 @@ STEPS: tuple[Step, ...] = (
         cluster=2,
         tma_store_box=C_BOX,
     ),
+    *(
+        _step_10_variant(*variant)
+        for variant in (
+            (
+                12,
+                "raster_2048",
+                "hgemm_raster_2048",
+                "step 10 with raster groups of 2048 rows of C instead of 1024: the clusters that "
+                "run at once cover about 8 x 8 cluster tiles instead of 4 x 16, so the A rows and "
+                "B columns each wave reads from HBM shrink (82 -> 65 MiB at 8192^3)",
+                2048,
+                "as step 10",
+                # No change at 2048^3 (one wave: the same tiles run at once); at 4096^3 the
+                # wave's footprint (40 -> 33 MiB) already sits in the 50 MiB L2 either way:
+                # x1.00. At 8192^3, where the card runs at its power cap, ~1 % from fewer HBM
+                # bytes.
+                1.00,
+                "lts__t_sector_hit_rate up and dram__bytes_read down against step 10 at 8192^3, "
+                "the same FLOPs; the time at 8192^3, not at 2048^3, moves",
+            ),
+            (
+                13,
+                "borrowed_staging",
+                "hgemm_borrowed_staging",
+                "step 10 with a one-round epilogue: each consumer stages its whole 64 x 256 "
+                "slice, two boxes in its own buffer and two in the B tile of the ring slot the "
+                "tile's last K-tile used; that slot is released once the TMA stores have read it",
+                1024,
+                "as step 10, but a consumer's four TMA stores leave in one round (no wait for "
+                "a first round to be read); the last slot is refilled one epilogue later",
+                # Step 10's second round (wait until 16 KiB are read, a barrier, 8 stmatrix) is
+                # a serial piece of every tile in which no wgmma issues: a few hundred ns of a
+                # ~48 us tile at 4096^3, more of the single tile per SM at 2048^3. x1.01.
+                1.01,
+                "one UTMASTG round per tile (4 stores after 16 STSM, no bulk wait between); "
+                "fewer cycles between a tile's last HGMMA and the next tile's first than step 10",
+            ),
+            (
+                14,
+                "borrowed_raster",
+                "hgemm_borrowed_raster",
+                "steps 12 and 13 together: the one-round epilogue in the borrowed slot and "
+                "raster groups of 2048 rows of C",
+                2048,
+                "as step 13, in step 12's tile order",
+                # The two touch different phases, so their gains should add: x1.01 at 4096^3
+                # (13's), ~x1.02 at 8192^3.
+                1.01,
+                "step 13's epilogue and step 12's L2 counters together; faster than both where "
+                "each of them helps",
+            ),
+        )
+    ),
 )
 
 # What the benchmark times when no --steps are given: the measured story's landmarks and the
 # candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
-DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11)
+DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14)
 
 BY_NUMBER = {step.number: step for step in STEPS}
 

@@ -36,13 +36,28 @@ struct Output {
     int ldc, M, N, exact_cols;
 };
 
+// Where a consumer's `Boxes` staged boxes live (each 1024-aligned): boxes 0 .. split - 1 at
+// `first`, the others at `second`. One buffer (08, 10, 11) is `contiguous`; step 13 puts two
+// boxes in its own buffer and two in the B tile of the slot its last K-tile used.
+struct Staging {
+    unsigned char *first, *second;
+    int split;
+
+    __device__ __forceinline__ unsigned char *box(int b) const {
+        return b < split ? first + b * BOX_BYTES : second + (b - split) * BOX_BYTES;
+    }
+};
+
+__device__ __forceinline__ Staging contiguous(unsigned char *buffer) {
+    return Staging{buffer, buffer, SLICE_BOXES};
+}
+
 // One consumer warpgroup's 64 x 256 slice (rows row0.., columns col0..) to C. `staging` holds
 // `Boxes` boxes (4: the whole slice, one round of stores; 2: two rounds, each waiting until
 // the previous round's stores have read the buffer). Hardware barrier 1 + consumer.
 template <int Boxes>
-__device__ __forceinline__ void store_slice(const Output &out, unsigned char *staging,
-                                            int consumer, int row0, int col0,
-                                            const float (&acc)[128]) {
+__device__ __forceinline__ void store_slice(const Output &out, Staging staging, int consumer,
+                                            int row0, int col0, const float (&acc)[128]) {
     static_assert(SLICE_BOXES % Boxes == 0);
     constexpr int ROUNDS = SLICE_BOXES / Boxes, BLOCKS_PER_ROUND = Boxes * BOX_N / 8;
     if (col0 + SLICE_N > out.exact_cols && out.exact_cols < out.N) {
@@ -65,8 +80,7 @@ __device__ __forceinline__ void store_slice(const Output &out, unsigned char *st
         for (int j = 0; j < BLOCKS_PER_ROUND; j += 2) {
             const int n8 = round * BLOCKS_PER_ROUND + j;  // the slice's n8 block of acc
             const int block = j + (matrix >> 1);  // the n8 block within the staged boxes
-            unsigned char *dst =
-                staging + block / 8 * BOX_BYTES + row * 128 + (((block % 8) ^ r) << 4);
+            unsigned char *dst = staging.box(block / 8) + row * 128 + (((block % 8) ^ r) << 4);
             stmatrix_x4(dst, pack_bf16x2(acc[4 * n8 + 0], acc[4 * n8 + 1]),
                         pack_bf16x2(acc[4 * n8 + 2], acc[4 * n8 + 3]),
                         pack_bf16x2(acc[4 * n8 + 4], acc[4 * n8 + 5]),
@@ -78,7 +92,7 @@ __device__ __forceinline__ void store_slice(const Output &out, unsigned char *st
 #pragma unroll
             for (int b = 0; b < Boxes; ++b) {
                 const int col = col0 + (round * Boxes + b) * BOX_N;
-                if (col < out.N) tma_store_2d(out.map, staging + b * BOX_BYTES, col, row0);
+                if (col < out.N) tma_store_2d(out.map, staging.box(b), col, row0);
             }
             bulk_commit();
         }
