@@ -14,7 +14,9 @@
    transpose the launcher performs for steps 02-03 (so it can be told apart; timed only when
    one of them is selected), at each size, in
    the cold (L2 flushed) and graph (back-to-back, CUDA-graph replay) modes of
-   kernelab.harness.timing. "% of cuBLAS" compares times in the same mode.
+   kernelab.harness.timing. "% of cuBLAS" compares times in the same mode. cuBLAS is timed
+   again after the steps ("torch.mm (again)", --no-bracket to skip): the card heats and
+   its power cap lowers the clocks as the run goes on, and that row shows by how much.
 records.json (one Record per timing) and summary.json (compile report, checks, rows) go to
 --out (default: $OUT, else benchmarks/results/h200/hgemm). Exit status 1 if any step is wrong.
 """
@@ -62,6 +64,9 @@ def main() -> int:
     parser.add_argument("--modes", default="cold,graph", help="timing modes: cold, hot, graph")
     parser.add_argument("--max-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--no-time", action="store_true", help="check only")
+    parser.add_argument(
+        "--no-bracket", action="store_true", help="do not time cuBLAS again after the steps"
+    )
     parser.add_argument("--prebuild", action="store_true", help="compile every step, then stop")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -90,7 +95,9 @@ def main() -> int:
     summary["grids"] = ladder.persistent_grids(good, sizes, progress=log)
     records = []
     if not args.no_time:
-        rows, records = ladder.time_ladder(good, sizes, modes, args.max_time, progress=log)
+        rows, records = ladder.time_ladder(
+            good, sizes, modes, args.max_time, progress=log, bracket=not args.no_bracket
+        )
         summary["timing"] = rows
         print(ladder.format_table(rows, sizes, modes))
         print("\npersistent grids (blocks): " + json.dumps(summary["grids"]))

@@ -406,6 +406,15 @@ def test_cli_checks_and_times_a_step_beside_cublas_on_gpu(capsys, tmp_path):
 
 
 @pytest.mark.gpu
+def test_bracketed_timing_times_cublas_again_after_the_steps():
+    rows, records = hl.time_ladder([get_step(13)], [1024], ["cold"], 0.2, bracket=True)
+    assert [r["impl"] for r in rows] == [hl.CUBLAS, "hgemm:13", hl.CUBLAS_AGAIN]
+    first, again = rows[0], rows[2]
+    assert again["pct_of_cublas"] == pytest.approx(100 * first["median_ms"] / again["median_ms"])
+    assert [r.implementation for r in records] == [hl.CUBLAS, "hgemm:13", hl.CUBLAS_AGAIN]
+
+
+@pytest.mark.gpu
 def test_cli_profiles_a_step_under_ncu_on_gpu(capsys):
     from kernelab.cli import main
     from kernelab.commands.ladder import _render_hgemm_profile

@@ -27,6 +27,7 @@ from kernelab.errors import KernelabError
 from kernelab.kernels.cuda.hgemm import CHECK_SHAPES, STEPS, Step, build_step, get_step
 
 CUBLAS = "torch.mm"
+CUBLAS_AGAIN = "torch.mm (again)"  # cuBLAS timed once more after the steps: the run's drift
 TRANSPOSE = "hgemm:transpose_b"  # the B -> B^T copy the launcher makes for steps 02-03, alone
 DTYPE = "bf16"
 DEFAULT_MODES = ("cold", "graph")
@@ -332,9 +333,14 @@ def time_ladder(
     modes: Sequence[str] = DEFAULT_MODES,
     max_time_s: float = 1.0,
     progress: Progress = _quiet,
+    *,
+    bracket: bool = False,
 ) -> tuple[list[dict], list]:
     """Time cuBLAS bf16 (torch.mm), every step and, when a step transposes B (02-03), that
-    transpose alone, at every square size in every mode, in this one process.
+    transpose alone, at every square size in every mode, in this one process. With
+    `bracket`, cuBLAS is timed again after the steps (row CUBLAS_AGAIN, its % against the
+    first): the card heats and its power cap lowers the clocks as a run goes on, so a step
+    should beat both cuBLAS timings around it, not only the first.
 
     A row: impl, size, mode (the harness's: "batch" when graph capture failed), median_ms,
     tflops (None for the transpose, which has gbps), pct_of_cublas (same size and mode),
@@ -352,6 +358,8 @@ def time_ladder(
     candidates = [(CUBLAS, get(CUBLAS).build())] + [(s.name, get(s.name).build()) for s in steps]
     if any(s.b_layout == "nk" for s in steps):
         candidates.append((TRANSPOSE, lambda a, b: transposed_rows(b)))
+    if bracket:
+        candidates.append((CUBLAS_AGAIN, candidates[0][1]))
     rows, records = [], []
     for size in sizes:
         a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
