@@ -537,7 +537,7 @@ def _distinct_on_this_machine(candidates):
         return candidates
     seen, kept = set(), []
     for c in candidates:
-        key = (c["BM"], c["BN"], c["BK"], c["EPILOGUE_SPLIT"], c["WARP_SPECIALIZE"])
+        key = (c["BM"], c["BN"], c["BK"], c["EPILOGUE_SPLIT"], c["WARP_SPECIALIZE"], c["SPLIT_K"])
         if key not in seen:
             seen.add(key)
             kept.append(c)
@@ -547,7 +547,9 @@ def _distinct_on_this_machine(candidates):
 def _candidate_id(c):
     ws = " ws" if c["WARP_SPECIALIZE"] else ""
     split = " split" if c["EPILOGUE_SPLIT"] else ""
-    return f"{c['BM']}x{c['BN']}x{c['BK']} w{c['num_warps']} s{c['num_stages']}{split}{ws}"
+    split_k = f" splitK{c['SPLIT_K']}" if c["SPLIT_K"] > 1 else ""
+    tile = f"{c['BM']}x{c['BN']}x{c['BK']}"
+    return f"{tile} w{c['num_warps']} s{c['num_stages']}{split}{ws}{split_k}"
 
 
 @pytest.mark.skipif(
@@ -576,12 +578,17 @@ def test_matmul_small_tiles_join_only_where_large_tiles_leave_sms_idle(matmul):
     sms = 132  # the H200
     candidates = matmul.tma_candidates(2)
     small = {(bm, bn) for bm, bn, *_ in matmul.SMALL_TILES}
-    large = [c for c in candidates if (c["BM"], c["BN"]) not in small]
+    large = [c for c in candidates if (c["BM"], c["BN"]) not in small and c["SPLIT_K"] == 1]
+    # the large set is the one 2048^3 and up were measured with: LARGE_TILES, BK 128 bytes
+    assert {(c["BM"], c["BN"]) for c in large} == {(bm, bn) for bm, bn, *_ in matmul.LARGE_TILES}
+    assert {c["BK"] for c in large} == {64}
+    split_k = [c for c in candidates if c["SPLIT_K"] > 1]
+    assert split_k and all(matmul.for_small_problems(c) for c in split_k)
     # 1024^2 in 128x128 tiles: 64 of 132 SMs busy; 1000x3000: 192 tiles in two waves, 73 %
     for m, n in [(1024, 1024), (1000, 1000), (1000, 3000)]:
         chosen = matmul.candidates_for(m, n, sms, candidates)
         assert {(c["BM"], c["BN"]) for c in chosen} >= small
-        assert all(c in chosen for c in large)
+        assert all(c in chosen for c in large + split_k)
     for m, n in [(2048, 2048), (4096, 4096), (8192, 8192), (3000, 3000)]:
         assert matmul.candidates_for(m, n, sms, candidates) == large, (m, n)
     # wave efficiency: the busy share of the last wave's program slots
@@ -614,8 +621,21 @@ def test_matmul_warp_specialization_is_tuned_only_where_it_ran(matmul):
     measured = matmul.tma_candidates(2, warp_specialize=False, small_tiles=False)
     assert [(c["BM"], c["BN"]) for c in measured] == [(bm, bn) for bm, bn, *_ in matmul.LARGE_TILES]
     assert not any(c["WARP_SPECIALIZE"] for c in measured)
-    for itemsize in (1, 2):  # 128 bytes of K per row: one swizzled TMA box
-        assert {c["BK"] * itemsize for c in matmul.tma_candidates(itemsize)} == {128}
+    # 128 bytes of K per row (one swizzled TMA box) everywhere but the bf16/fp16 small-problem
+    # tiles, which also try 256 (two boxes per load)
+    assert {c["BK"] for c in matmul.tma_candidates(1)} == {128}
+    assert {c["BK"] * 2 for c in matmul.tma_candidates(2) if not matmul.for_small_problems(c)} == {
+        128
+    }
+    assert {c["BK"] * 2 for c in matmul.tma_candidates(2)} == {128, 256}
+
+
+def test_matmul_fp8_candidates_are_the_measured_ones(matmul):
+    """fp8 keeps the set that reached 100-113 % of _scaled_mm: no split-K, no 256-byte K."""
+    fp8 = matmul.tma_candidates(1)
+    assert all(c["SPLIT_K"] == 1 for c in fp8)
+    shapes = [(bm, bn) for bm, bn, *_ in matmul.LARGE_TILES + matmul.SMALL_TILES]
+    assert [(c["BM"], c["BN"]) for c in fp8] == shapes
 
 
 def test_matmul_default_set_that_fails_falls_back_to_the_measured_set(matmul, monkeypatch):
@@ -651,6 +671,52 @@ def test_matmul_default_set_that_fails_falls_back_to_the_measured_set(matmul, mo
     assert calls == ["ws=None", "measured", "measured"]
     with pytest.raises(RuntimeError):  # a forced choice is never silently replaced
         matmul._launch_tma(a, b, c, warp_specialize=True, config=None)
+
+
+def _split_k_configs(matmul):
+    return [c for c in matmul.tma_candidates(2) if c["SPLIT_K"] > 1]
+
+
+def _arrival_counters(matmul, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    return matmul._ARRIVALS[(str(device), stream)]
+
+
+@pytest.mark.skipif(
+    HAS_CUDA and torch.cuda.get_device_capability()[0] < 9, reason="TMA needs cc >= 9.0"
+)
+def test_matmul_split_k_adds_every_split_and_leaves_the_counters_at_zero(matmul):
+    """K = 400 cuts unevenly (7 or 4 K steps among 2 or 4 splits), K = 80 leaves splits with
+    no K at all; both split counts run twice each, interleaved, on one counter buffer."""
+    configs = _split_k_configs(matmul)
+    assert {c["SPLIT_K"] for c in configs} == {2, 4}
+    for shape in ({"m": 70, "n": 136, "k": 400}, {"m": 1, "n": 24, "k": 80}):
+        for config in _distinct_on_this_machine(configs) * 2:
+            fn = _with_column_major_b(functools.partial(matmul.matmul, path="tma", config=config))
+            report = check_implementation(fn, "gemm", shape, "bf16", trials=1, device=DEVICE)
+            assert report.ok, f"{_candidate_id(config)} {shape}: {report.message}"
+            assert not _arrival_counters(matmul, torch.device(DEVICE)).any()
+
+
+@pytest.mark.skipif(
+    HAS_CUDA and torch.cuda.get_device_capability()[0] < 9, reason="TMA needs cc >= 9.0"
+)
+def test_matmul_split_k_with_a_stale_counter_is_caught_by_the_check(matmul):
+    """The known-wrong case: a counter left at 1 makes the first split of tile 0 believe it is
+    the last, so that tile misses the other split's K range; the check must see it."""
+    config = next(c for c in _split_k_configs(matmul) if c["SPLIT_K"] == 2)
+    fn = functools.partial(matmul.matmul, path="tma", config=config)
+    shape = {"m": 70, "n": 136, "k": 400}
+    assert check_implementation(fn, "gemm", shape, "bf16", trials=1, device=DEVICE).ok
+    counters = _arrival_counters(matmul, torch.device(DEVICE))
+    try:
+        counters[0] = 1
+        report = check_implementation(fn, "gemm", shape, "bf16", trials=1, device=DEVICE)
+        assert not report.ok
+    finally:
+        counters.zero_()
 
 
 def test_matmul_tuned_choices_reads_the_autotuner_caches(matmul, monkeypatch):
@@ -794,6 +860,23 @@ def test_gpu_matmul_full_size(matmul, size, dtype):
     assert_correct(matmul.matmul, "gemm", shape, dtype, trials=2)
     assert_correct(_with_column_major_b(matmul.matmul), "gemm", shape, dtype, trials=1)
     assert_correct(functools.partial(matmul.matmul, path="plain"), "gemm", shape, dtype, trials=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size", [1024, (1000, 1000, 3000)], ids=str)
+def test_gpu_matmul_small_problem_candidates_full_size(matmul, size):
+    """Each bf16 small-problem candidate (split-K, 256-byte K rows), forced, at the size it
+    is for; twice, so the second call finds the counters the first one left (all zero)."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs cc >= 9.0")
+    m, n, k = (size, size, size) if isinstance(size, int) else size
+    shape = {"m": m, "n": n, "k": k}
+    small = [c for c in matmul.tma_candidates(2) if matmul.for_small_problems(c)]
+    for config in small:
+        fn = _with_column_major_b(functools.partial(matmul.matmul, path="tma", config=config))
+        report = check_implementation(fn, "gemm", shape, "bf16", trials=2)
+        assert report.ok, f"{_candidate_id(config)}: {report.message}"
+        assert not _arrival_counters(matmul, torch.device("cuda")).any()
 
 
 @pytest.mark.gpu

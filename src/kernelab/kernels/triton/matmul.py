@@ -80,8 +80,36 @@ SMALL_TILES = [  # 128-256 tiles at 1024^3: every SM gets one or two
     (128, 64, 4, 4, False),
     (64, 64, 4, 4, False),
 ]
+# bf16/fp16 only, for outputs that no large tile fills (session 2, after SMALL_TILES missed at
+# 1024^3): BM, BN, bytes of K per row of a stage, warps, stages, SPLIT_K. Split-K keeps a large
+# tile (fewer bytes from L2 per FLOP) and still gives every SM work by cutting K among
+# SPLIT_K programs; 256-byte K rows halve the barrier round trips per byte (fp8's winner at
+# 1024^3 was 128x64 with BK 128). Shared memory per stage: (BM + BN) * K bytes.
+SMALL_PROBLEM_TILES = [
+    (128, 128, 128, 8, 4, 2),
+    (128, 128, 128, 4, 4, 2),
+    (128, 128, 256, 8, 3, 2),
+    (128, 256, 128, 8, 3, 2),
+    (128, 256, 128, 8, 3, 4),
+    (64, 128, 128, 8, 3, 2),
+    (64, 128, 256, 4, 3, 1),
+    (128, 64, 256, 4, 4, 1),
+]
 # A tiling "fills the machine" when its last wave keeps at least this share of the SMs busy.
 MIN_WAVE_EFFICIENCY = 0.8
+
+
+def _candidate(bm, bn, bk, warps, stages, *, split=False, ws=False, split_k=1) -> dict:
+    return {
+        "BM": bm,
+        "BN": bn,
+        "BK": bk,
+        "EPILOGUE_SPLIT": split,
+        "WARP_SPECIALIZE": ws,
+        "SPLIT_K": split_k,
+        "num_warps": warps,
+        "num_stages": stages,
+    }
 
 
 def tma_candidates(
@@ -98,20 +126,22 @@ def tma_candidates(
         large_ws = (False, True) if itemsize == 2 else (False,)
     else:
         large_ws = (warp_specialize,)
-    large = [(tile, ws) for tile in LARGE_TILES for ws in large_ws]
-    small = [(tile, False) for tile in SMALL_TILES] if small_tiles and not warp_specialize else []
-    return [
-        {
-            "BM": bm,
-            "BN": bn,
-            "BK": bk,
-            "EPILOGUE_SPLIT": split,
-            "WARP_SPECIALIZE": ws,
-            "num_warps": warps,
-            "num_stages": stages,
-        }
-        for (bm, bn, warps, stages, split), ws in large + small
+    found = [
+        _candidate(bm, bn, bk, warps, stages, split=split, ws=ws)
+        for bm, bn, warps, stages, split in LARGE_TILES
+        for ws in large_ws
     ]
+    if small_tiles and not warp_specialize:
+        found += [
+            _candidate(bm, bn, bk, warps, stages, split=split)
+            for bm, bn, warps, stages, split in SMALL_TILES
+        ]
+        if itemsize == 2:
+            found += [
+                _candidate(bm, bn, k_bytes // itemsize, warps, stages, split_k=split_k)
+                for bm, bn, k_bytes, warps, stages, split_k in SMALL_PROBLEM_TILES
+            ]
+    return found
 
 
 def _wave_efficiency(tiles: int, programs: int) -> float:
@@ -125,16 +155,22 @@ def fills_machine(m: int, n: int, bm: int, bn: int, programs: int) -> bool:
     return _wave_efficiency(tiles, programs) >= MIN_WAVE_EFFICIENCY
 
 
+def for_small_problems(candidate: dict) -> bool:
+    """Whether a candidate is only worth timing where no large tile fills the machine."""
+    small_shapes = {(bm, bn) for bm, bn, *_ in SMALL_TILES}
+    return (candidate["BM"], candidate["BN"]) in small_shapes or candidate.get("SPLIT_K", 1) > 1
+
+
 def candidates_for(m: int, n: int, programs: int, candidates: list[dict]) -> list[dict]:
     """The candidates worth timing for an m x n output on `programs` SMs.
 
-    Large tiles always; the small ones only when no large tile fills the machine, so 2048^3
-    and up are tuned over the large tiles alone and pay no extra compile or tuning time.
+    Large tiles always; the small-problem ones (small tiles, split-K) only when no large tile
+    fills the machine, so 2048^3 and up are tuned over the large tiles alone and pay no extra
+    compile or tuning time.
     """
-    small_shapes = {(bm, bn) for bm, bn, *_ in SMALL_TILES}
     large_shapes = {(bm, bn) for bm, bn, *_ in LARGE_TILES}
     if any(fills_machine(m, n, bm, bn, programs) for bm, bn in large_shapes):
-        kept = [c for c in candidates if (c["BM"], c["BN"]) not in small_shapes]
+        kept = [c for c in candidates if not for_small_problems(c)]
         return kept or candidates
     return candidates
 
@@ -215,6 +251,8 @@ def _matmul_tma_persistent_kernel(
     a_desc,
     b_desc,
     c_desc,
+    partials_ptr,
+    arrivals_ptr,
     M,
     N,
     K,
@@ -226,24 +264,36 @@ def _matmul_tma_persistent_kernel(
     B_KMAJOR: tl.constexpr,
     EPILOGUE_SPLIT: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    SPLIT_K: tl.constexpr = 1,
     DOT_FP32: tl.constexpr = False,
 ):
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     out_dtype = c_desc.dtype
-    for tile_id in tl.range(
+    # Work units: SPLIT_K consecutive units share an output tile, each with its share of K.
+    for work in tl.range(
         tl.program_id(0),
-        num_pid_m * num_pid_n,
+        num_pid_m * num_pid_n * SPLIT_K,
         NUM_PROGRAMS,
         flatten=True,
         warp_specialize=WARP_SPECIALIZE,
     ):
+        if SPLIT_K == 1:
+            tile_id = work
+            k_first = 0
+            k_stop = k_tiles
+        else:
+            tile_id = work // SPLIT_K
+            split = work % SPLIT_K
+            k_per_split = tl.cdiv(k_tiles, SPLIT_K)
+            k_first = split * k_per_split
+            k_stop = tl.minimum(k_first + k_per_split, k_tiles)
         pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(k_tiles):
+        for k in range(k_first, k_stop):
             # two TMA copies: BM*BK + BN*BK elements into shared memory; past K reads zero
             a = a_desc.load([off_m, k * BK])
             if B_KMAJOR:
@@ -253,8 +303,28 @@ def _matmul_tma_persistent_kernel(
             if DOT_FP32:
                 a, b = a.to(tl.float32), b.to(tl.float32)
             acc = tl.dot(a, b, acc)  # wgmma: 2*BM*BN*BK FLOPs
+        if SPLIT_K > 1:
+            # Every split leaves its fp32 partial in the workspace (BM*BN*4 bytes written) and
+            # counts itself in; the one that arrives last reads the others' partials
+            # ((SPLIT_K - 1)*BM*BN*4 bytes, from L2), adds them to its own and stores the tile.
+            # Nobody waits for anybody, so no launch can deadlock, whatever runs where.
+            tile_slots = partials_ptr + tile_id.to(tl.int64) * (SPLIT_K * BM * BN)
+            in_tile = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+            tl.store(tile_slots + split * (BM * BN) + in_tile, acc)
+            tl.debug_barrier()  # all threads' partials are written before the count says so
+            # acq_rel: releases this partial to the last split, acquires the others' for it
+            arrived = tl.atomic_add(arrivals_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                for other in tl.static_range(SPLIT_K):
+                    if other != split:
+                        acc += tl.load(
+                            tile_slots + other * (BM * BN) + in_tile, cache_modifier=".cg"
+                        )
+                # back to zero for the next launch (every split of this tile has counted)
+                tl.atomic_xchg(arrivals_ptr + tile_id, 0, sem="relaxed", scope="gpu")
+                c_desc.store([off_m, off_n], acc.to(out_dtype))
         # write BM*BN elements; the TMA store clips rows >= M and columns >= N
-        if EPILOGUE_SPLIT:
+        elif EPILOGUE_SPLIT:
             # two half-width stores: half the shared-memory staging, one more pipeline stage
             halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
             left, right = tl.split(halves)
@@ -347,6 +417,34 @@ def _fixed_launch(config: dict | None) -> dict | None:
     return None if config is None else dict(config)
 
 
+# Split-K arrival counters, one buffer per (device, stream). Every launch leaves them at zero
+# (the last split of a tile resets its counter), so one buffer serves every call on a stream,
+# and launches on different streams, which may overlap, never share one.
+_ARRIVALS: dict[tuple, object] = {}
+MIN_ARRIVAL_COUNTERS = 1024
+
+
+def _split_k_workspace(device, candidates: list[dict], m: int, n: int):
+    """(partials, arrivals) for the split-K candidates among `candidates`: fp32 room for the
+    largest one's partials (one BM x BN slot per split of every tile) and a zeroed counter
+    per tile. Without split-K candidates the partials are a one-element placeholder."""
+    split = [c for c in candidates if c.get("SPLIT_K", 1) > 1]
+    slots = [
+        triton.cdiv(m, c["BM"]) * triton.cdiv(n, c["BN"]) * c["BM"] * c["BN"] * c["SPLIT_K"]
+        for c in split
+    ]
+    tiles = [triton.cdiv(m, c["BM"]) * triton.cdiv(n, c["BN"]) for c in split]
+    partials = torch.empty(max(slots, default=1), dtype=torch.float32, device=device)
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    key = (str(device), stream)
+    arrivals = _ARRIVALS.get(key)
+    if arrivals is None or arrivals.numel() < max(tiles, default=0):
+        size = max(MIN_ARRIVAL_COUNTERS, *tiles) if tiles else MIN_ARRIVAL_COUNTERS
+        arrivals = torch.zeros(size, dtype=torch.int32, device=device)
+        _ARRIVALS[key] = arrivals
+    return partials, arrivals
+
+
 def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -> None:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -358,22 +456,31 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
     b_desc = TensorDescriptor.from_tensor(b.T if b_kmajor else b, [16, 16])
     c_desc = TensorDescriptor.from_tensor(c, [16, 16])
     programs = sm_count(a.device)
-    args = (a_desc, b_desc, c_desc, M, N, K)
     common = {"NUM_PROGRAMS": programs, "GROUP_M": GROUP_M, "B_KMAJOR": b_kmajor}
     fixed = _fixed_launch(config)
     if fixed is not None:
         meta = {"EPILOGUE_SPLIT": False, "WARP_SPECIALIZE": bool(warp_specialize), **fixed}
+        if meta.get("SPLIT_K", 1) & (meta.get("SPLIT_K", 1) - 1):
+            raise ValueError(f"SPLIT_K must be a power of two, not {meta['SPLIT_K']}")
         _set_descriptor_blocks(
             {"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta, **common}
         )
-        tiles = triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])
-        _matmul_tma_persistent_kernel[(min(programs, tiles),)](*args, **common, **meta)
+        partials, arrivals = _split_k_workspace(a.device, [meta], M, N)
+        work = triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]) * meta.get("SPLIT_K", 1)
+        args = (a_desc, b_desc, c_desc, partials, arrivals, M, N, K)
+        _matmul_tma_persistent_kernel[(min(programs, work),)](*args, **common, **meta)
         return
 
     def grid(meta):
-        return (min(programs, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
+        tiles = triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])
+        return (min(programs, tiles * meta.get("SPLIT_K", 1)),)
 
     itemsize = a.element_size()
+    tuned = candidates_for(
+        M, N, programs, tma_candidates(itemsize, warp_specialize=warp_specialize)
+    )
+    partials, arrivals = _split_k_workspace(a.device, tuned, M, N)
+    args = (a_desc, b_desc, c_desc, partials, arrivals, M, N, K)
     fallback = _tma_autotuner(itemsize, False, small_tiles=False)
     if warp_specialize is None and itemsize in _DEFAULT_SET_FAILED:
         fallback[grid](*args, **common)
