@@ -21,7 +21,11 @@ Two kernels:
 Small problems: at 1024^3 a 128x128 tile makes 64 tiles for the H200's 132 SMs, so half of
 them sit idle (74 % of cuBLAS in the sweep). When no large tile fills the SMs (fewer than
 80 % of the program slots of the last wave busy), smaller tiles (64x128, 128x64, 64x64) join
-the candidates; 2048^3 and up keep the large tiles that won there.
+the candidates; 2048^3 and up keep the large tiles that won there. Small tiles did not help
+(1024^3 stayed at 71 % of cuBLAS): they fill the SMs but double the bytes each FLOP pulls
+from L2. So bf16/fp16 small problems also try split-K (SPLIT_K programs share a large tile,
+each takes a share of K; the last to finish adds the others' fp32 partials) and 256-byte K
+rows (docs/notes/triton.md, section 4).
 
 fp8 inputs produce a bf16 output (kernelab.kernels.reference says so). Hopper's fp8 wgmma
 wants both operands K-major, so pass b as the transpose of an [N, K] tensor (column-major
