@@ -23,9 +23,10 @@ them sit idle (74 % of cuBLAS in the sweep). When no large tile fills the SMs (f
 80 % of the program slots of the last wave busy), smaller tiles (64x128, 128x64, 64x64) join
 the candidates; 2048^3 and up keep the large tiles that won there. Small tiles did not help
 (1024^3 stayed at 71 % of cuBLAS): they fill the SMs but double the bytes each FLOP pulls
-from L2. So bf16/fp16 small problems also try split-K (SPLIT_K programs share a large tile,
-each takes a share of K; the last to finish adds the others' fp32 partials) and 256-byte K
-rows (docs/notes/triton.md, section 4).
+from L2. What did help bf16/fp16 small problems is 256-byte K rows (BK 128: half the barrier
+round trips per byte): 92 % of cuBLAS at 1024^3. Split-K (SPLIT_K programs share a large tile,
+each takes a share of K; the last to finish adds the others' fp32 partials) measured slower
+everywhere and is a forced option only (docs/notes/triton.md, section 4).
 
 fp8 inputs produce a bf16 output (kernelab.kernels.reference says so). Hopper's fp8 wgmma
 wants both operands K-major, so pass b as the transpose of an [N, K] tensor (column-major
@@ -85,19 +86,26 @@ SMALL_TILES = [  # 128-256 tiles at 1024^3: every SM gets one or two
     (64, 64, 4, 4, False),
 ]
 # bf16/fp16 only, for outputs that no large tile fills (session 2, after SMALL_TILES missed at
-# 1024^3): BM, BN, bytes of K per row of a stage, warps, stages, SPLIT_K. Split-K keeps a large
-# tile (fewer bytes from L2 per FLOP) and still gives every SM work by cutting K among
-# SPLIT_K programs; 256-byte K rows halve the barrier round trips per byte (fp8's winner at
-# 1024^3 was 128x64 with BK 128). Shared memory per stage: (BM + BN) * K bytes.
+# 1024^3): BM, BN, bytes of K per row of a stage, warps, stages. 256-byte K rows halve the
+# barrier round trips per byte (fp8's winner at 1024^3 was 128x64 with BK 128); on the H200
+# (benchmarks/results/h200/experiments/triton_matmul_small.json, 18:50 UTC) 64x128 with 256-byte
+# rows at 4 warps took 1024^3 bf16 from 70 % to 92 % of cuBLAS, 128x64 to 88 %. Shared memory
+# per stage: (BM + BN) * K bytes.
 SMALL_PROBLEM_TILES = [
+    (64, 128, 256, 4, 3),
+    (128, 64, 256, 4, 4),
+]
+# Split-K (SPLIT_K programs share a large tile, each with its share of K; the last to arrive
+# adds the fp32 partials): measured slower than no split in every case of that run (1024^3:
+# 47-62 % of cuBLAS; K = 64 to 4096 at M = N = 1024), so it is not a tuning candidate; it
+# stays as a forced configuration (`split_k_candidates`), kept correct by the tests.
+SPLIT_K_TILES = [  # BM, BN, bytes of K per row, warps, stages, SPLIT_K
     (128, 128, 128, 8, 4, 2),
     (128, 128, 128, 4, 4, 2),
     (128, 128, 256, 8, 3, 2),
     (128, 256, 128, 8, 3, 2),
     (128, 256, 128, 8, 3, 4),
     (64, 128, 128, 8, 3, 2),
-    (64, 128, 256, 4, 3, 1),
-    (128, 64, 256, 4, 4, 1),
 ]
 # A tiling "fills the machine" when its last wave keeps at least this share of the SMs busy.
 MIN_WAVE_EFFICIENCY = 0.8
@@ -142,10 +150,20 @@ def tma_candidates(
         ]
         if itemsize == 2:
             found += [
-                _candidate(bm, bn, k_bytes // itemsize, warps, stages, split_k=split_k)
-                for bm, bn, k_bytes, warps, stages, split_k in SMALL_PROBLEM_TILES
+                _candidate(bm, bn, k_bytes // itemsize, warps, stages)
+                for bm, bn, k_bytes, warps, stages in SMALL_PROBLEM_TILES
             ]
     return found
+
+
+def split_k_candidates(itemsize: int) -> list[dict]:
+    """The split-K configurations (bf16/fp16): forced with matmul(config=...), never tuned."""
+    if itemsize != 2:
+        return []
+    return [
+        _candidate(bm, bn, k_bytes // itemsize, warps, stages, split_k=split_k)
+        for bm, bn, k_bytes, warps, stages, split_k in SPLIT_K_TILES
+    ]
 
 
 def _wave_efficiency(tiles: int, programs: int) -> float:
@@ -168,7 +186,7 @@ def for_small_problems(candidate: dict) -> bool:
 def candidates_for(m: int, n: int, programs: int, candidates: list[dict]) -> list[dict]:
     """The candidates worth timing for an m x n output on `programs` SMs.
 
-    Large tiles always; the small-problem ones (small tiles, split-K) only when no large tile
+    Large tiles always; the small-problem ones (small tiles, 256-byte K rows) only when no large tile
     fills the machine, so 2048^3 and up are tuned over the large tiles alone and pay no extra
     compile or tuning time.
     """
