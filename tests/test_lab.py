@@ -85,8 +85,9 @@ def test_gate_passes_and_fails_on_what_was_measured(tmp_path):
                      profiles=[{"implementation": "torch.mm", "bottleneck": "compute", "unit": "Tensor",
                                 "dram_gbps": 900.0, "sm_pct": 80.0, "tensor_pct": 90.0}])  # fmt: skip
     good.hgemm_summary = {"timing": [
-        {"impl": "hgemm:06", "size": size, "mode": "cold", "tflops": 800.0, "pct_of_cublas": 101.0}
+        {"impl": impl, "size": size, "mode": "cold", "tflops": 800.0, "median_ms": ms}
         for size in (2048, 4096, 8192)
+        for impl, ms in (("torch.mm", 1.0), ("hgemm:06", 0.99))
     ]}  # fmt: skip
     results = _by_name(gate.evaluate_gate(good, docs))
     assert all(c.passed for c in results.values()), [c for c in results.values() if not c.passed]
@@ -193,19 +194,24 @@ def test_kernel_table_compares_inside_one_run_and_shows_the_latest(tmp_path):
     assert row[5] == "eager.softmax: 2.50"
 
 
-def test_hgemm_gate_takes_the_best_step_per_size_in_cold_mode():
-    def row(impl, size, pct, mode="cold"):
-        return {"impl": impl, "size": size, "mode": mode, "tflops": 7 * pct, "pct_of_cublas": pct}
+def test_hgemm_gate_needs_one_step_at_target_against_the_faster_cublas():
+    def row(impl, size, ms, mode="cold"):
+        return {"impl": impl, "size": size, "mode": mode, "median_ms": ms, "tflops": 1.0}
 
-    results = ResultSet(folder=None)
-    results.hgemm_summary = {"timing": [
-        row("torch.mm", 4096, 100.0), row("hgemm:05", 4096, 99.0), row("hgemm:06", 4096, 101.0),
-        row("hgemm:06", 8192, 100.5), row("hgemm:06", 2048, 91.0),
-        row("hgemm:06", 2048, 120.0, mode="graph"),  # another mode: not judged here
-    ]}  # fmt: skip
-    criterion = gate.hgemm_criterion(results)
-    assert criterion.passed
-    assert "4096^3: hgemm:06 101.0 %" in criterion.evidence
-    results.hgemm_summary["timing"][-2] = row("hgemm:06", 2048, 89.0)
-    assert not gate.hgemm_criterion(results).passed
+    def gate_on(rows):
+        results = ResultSet(folder=None)
+        results.hgemm_summary = {"timing": rows}
+        return gate.hgemm_criterion(results)
+
+    cublas = [row("torch.mm", s, 1.0) for s in (2048, 4096, 8192)]
+    good = [row("hgemm:10", 2048, 1.05), row("hgemm:10", 4096, 0.99), row("hgemm:10", 8192, 0.98)]
+    criterion = gate_on(cublas + good)
+    assert criterion.passed and "hgemm:10" in criterion.evidence
+    # cuBLAS timed again, faster, after the steps: the step no longer beats it at 4096.
+    assert not gate_on(cublas + good + [row("torch.mm (again)", 4096, 0.95)]).passed
+    # Two steps that each miss one size do not add up to one that meets all three.
+    split = [row("hgemm:12", 2048, 1.05), row("hgemm:12", 4096, 0.99), row("hgemm:12", 8192, 1.1),
+             row("hgemm:14", 2048, 1.05), row("hgemm:14", 4096, 1.02), row("hgemm:14", 8192, 0.9)]  # fmt: skip
+    assert not gate_on(cublas + split).passed
+    assert not gate_on(cublas + [row("hgemm:10", 4096, 0.5, mode="graph")]).passed
     assert not gate.hgemm_criterion(ResultSet(folder=None)).passed

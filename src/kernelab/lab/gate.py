@@ -179,24 +179,36 @@ def opinion_criterion(docs: Path | None) -> Criterion:
 
 
 def hgemm_criterion(results: ResultSet) -> Criterion:
-    """Our tensor-core ladder against cuBLAS bf16: the best step at each size, cold L2, each
-    percentage against cuBLAS timed in the same run."""
+    """Our tensor-core ladder against cuBLAS bf16, cold L2: one step must meet the target at
+    every size, each rate against the faster of the run's cuBLAS timings (the ladder times
+    cuBLAS before and, bracketing, after the steps: the card drifts under its power cap)."""
     name = "Hopper bf16 GEMM at >= 100 % of cuBLAS (4096^3, 8192^3), >= 90 % (2048^3)"
-    timing = (results.hgemm_summary or {}).get("timing") or []
-    best: dict[int, tuple[str, float]] = {}
+    timing = [r for r in (results.hgemm_summary or {}).get("timing") or [] if r["mode"] == "cold"]
+    cublas: dict[int, float] = {}
     for row in timing:
-        if row["mode"] != "cold" or not row["impl"].startswith("hgemm:"):
-            continue
-        pct = row.get("pct_of_cublas")
-        if pct is not None and row.get("tflops") and pct > best.get(row["size"], ("", -1.0))[1]:
-            best[row["size"]] = (row["impl"], pct)
-    if not best:
+        if row["impl"].startswith("torch.mm") and row.get("median_ms"):
+            cublas[row["size"]] = min(cublas.get(row["size"], row["median_ms"]), row["median_ms"])
+    pct: dict[str, dict[int, float]] = {}
+    for row in timing:
+        if row["impl"].startswith("hgemm:") and row.get("tflops") and row["size"] in cublas:
+            pct.setdefault(row["impl"], {})[row["size"]] = (
+                100.0 * cublas[row["size"]] / row["median_ms"]
+            )
+    if not pct:
         return Criterion(name, False, "no hgemm ladder records", "kernelab")
-    passed = all(size in best and best[size][1] >= pct for size, pct in HGEMM_TARGET_PCT.items())
-    evidence = "; ".join(
-        f"{size}^3: {impl} {pct:.1f} %" for size, (impl, pct) in sorted(best.items())
-    )
-    return Criterion(name, passed, f"best step, cold L2: {evidence}", "kernelab")
+
+    def shortfall(step: str) -> float:  # how far the step is from the target at its worst size
+        got = pct[step]
+        return max(want - got.get(size, 0.0) for size, want in HGEMM_TARGET_PCT.items())
+
+    best = min(pct, key=shortfall)
+    passed = shortfall(best) <= 0
+    sizes = "; ".join(f"{size}^3 {value:.1f} %" for size, value in sorted(pct[best].items()))
+    return Criterion(
+        name, passed,
+        f"closest step {best}, cold L2, against the faster cuBLAS timing of its run: {sizes}",
+        "kernelab",
+    )  # fmt: skip
 
 
 def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:
