@@ -310,7 +310,7 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
                 for name, by_size in cells.items()]  # fmt: skip
         what = "L2 flushed before each call" if mode == "cold" else "back to back in a CUDA graph"
         report.add(
-            Heading(f"Hopper bf16 GEMM ladder, {mode} ({what}): TFLOP/s (% of cuBLAS)", 3),
+            Heading(f"Hopper bf16 GEMM ladder, {mode} ({what}): TFLOP/s (% of cuBLAS)"),
             Table(["step", *(f"{size}^3" for size in sizes), "technique"], rows),
         )
         if mode == "cold":
@@ -326,7 +326,7 @@ def timeline_section(report: Report, results: ResultSet) -> None:
     example = results.timeline_example
     if not example or not example.get("findings"):
         return
-    report.add(Heading("From a model to its hot kernel: the inference example", 3),
+    report.add(Heading("From a model to its hot kernel: the inference example"),
                Paragraph("\n".join(example["findings"])))  # fmt: skip
     if example.get("misses"):
         report.add(Paragraph("Expectations missed: " + "; ".join(example["misses"])))
@@ -379,7 +379,9 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     compiled = _read(state.records_dir / "compile.json").get("compile", [])
     ladder_section(report, results, figures, {r["step"]: r["registers"] for r in compiled})
     kernels_section(report, results, figures)
+    hgemm_section(report, results)
     measured_roofline(report, results, figures)
     profiles_section(report, results)
+    timeline_section(report, results)
     cpu_sections(report, state.records_dir)
     return report
