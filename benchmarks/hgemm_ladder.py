@@ -68,6 +68,10 @@ def main() -> int:
         "--no-bracket", action="store_true", help="do not time cuBLAS again after the steps"
     )
     parser.add_argument("--prebuild", action="store_true", help="compile every step, then stop")
+    parser.add_argument(
+        "--rounds", type=int, default=0,
+        help="then N interleaved rounds (cuBLAS, every step, cuBLAS) per size, cold",
+    )  # fmt: skip
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     try:
@@ -101,6 +105,14 @@ def main() -> int:
         summary["timing"] = rows
         print(ladder.format_table(rows, sizes, modes))
         print("\npersistent grids (blocks): " + json.dumps(summary["grids"]))
+    if args.rounds:
+        summary["rounds"] = [
+            row
+            for size in sizes
+            for row in ladder.time_rounds(good, size, args.rounds, max_time_s=0.3, progress=log)
+        ]
+        print("\ninterleaved rounds, cold: % of the faster cuBLAS timing around each round")
+        print(ladder.format_rounds(summary["rounds"]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     if records:

@@ -217,3 +217,21 @@ def test_hgemm_gate_needs_one_step_at_target_against_the_faster_cublas():
     assert not gate_on(cublas + split).passed
     assert not gate_on(cublas + [row("hgemm:10", 4096, 0.5, mode="graph")]).passed
     assert not gate.hgemm_criterion(ResultSet(folder=None)).passed
+
+
+def test_hgemm_gate_prefers_interleaved_rounds_when_the_run_made_them():
+    def rounds(impl, size, median):
+        return {"impl": impl, "size": size, "mode": "cold", "pct_median": median}
+
+    results = ResultSet(folder=None)
+    results.hgemm_summary = {
+        "timing": [{"impl": "hgemm:10", "size": 4096, "mode": "cold", "median_ms": 0.5,
+                    "tflops": 1.0}, {"impl": "torch.mm", "size": 4096, "mode": "cold",
+                    "median_ms": 1.0, "tflops": 1.0}],  # 200 % in one timing: not the verdict
+        "rounds": [rounds("hgemm:10", 2048, 95.0), rounds("hgemm:10", 4096, 99.0),
+                   rounds("hgemm:10", 8192, 101.0)],
+    }  # fmt: skip
+    criterion = gate.hgemm_criterion(results)
+    assert not criterion.passed and "interleaved rounds" in criterion.evidence
+    results.hgemm_summary["rounds"][1] = rounds("hgemm:10", 4096, 100.5)
+    assert gate.hgemm_criterion(results).passed

@@ -432,3 +432,16 @@ def test_cli_profiles_a_step_under_ncu_on_gpu(capsys):
     assert row["duration_ms"] > 0 and row["tflops"] > 0
     assert row["top_stall"] and row["bottleneck"]
     assert row["claimed_evidence"] == get_step(6).proof
+
+
+def test_interleaved_rounds_rate_each_step_against_the_faster_cublas_around_it():
+    cublas = iter([10.0, 9.0, 9.5, 9.5, 11.0, 10.0])  # round 3: the card slows, then recovers
+    step = iter([9.0, 9.5, 10.0])
+    pct = hl.interleave(lambda: next(cublas), {"hgemm:10": lambda: next(step)}, 3)
+    assert pct["hgemm:10"] == pytest.approx([100.0, 100.0, 100.0])
+    row = hl._rounds_row("hgemm:10", 4096, "cold", [98.0, 101.0, 103.0])
+    assert (row["pct_median"], row["pct_min"], row["pct_max"]) == (101.0, 98.0, 103.0)
+    assert row["rounds_ahead"] == 2 and row["rounds"] == 3
+    assert "2/3" in hl.format_rounds([row])
+    with pytest.raises(KernelabError, match="at least 1"):
+        hl.time_rounds([], 1024, 0)

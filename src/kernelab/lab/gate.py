@@ -183,7 +183,14 @@ def hgemm_criterion(results: ResultSet) -> Criterion:
     every size, each rate against the faster of the run's cuBLAS timings (the ladder times
     cuBLAS before and, bracketing, after the steps: the card drifts under its power cap)."""
     name = "Hopper bf16 GEMM at >= 100 % of cuBLAS (4096^3, 8192^3), >= 90 % (2048^3)"
-    timing = [r for r in (results.hgemm_summary or {}).get("timing") or [] if r["mode"] == "cold"]
+    summary = results.hgemm_summary or {}
+    if summary.get("rounds"):  # interleaved rounds, when the run made them: the finer measure
+        by_step: dict[str, dict[int, float]] = {}
+        for row in summary["rounds"]:
+            by_step.setdefault(row["impl"], {})[row["size"]] = row["pct_median"]
+        return _hgemm_verdict(name, by_step, "median over interleaved rounds, cold L2, of the % "
+                              "of the faster cuBLAS timing around each round")  # fmt: skip
+    timing = [r for r in summary.get("timing") or [] if r["mode"] == "cold"]
     cublas: dict[int, float] = {}
     for row in timing:
         if row["impl"].startswith("torch.mm") and row.get("median_ms"):
@@ -194,6 +201,11 @@ def hgemm_criterion(results: ResultSet) -> Criterion:
             pct.setdefault(row["impl"], {})[row["size"]] = (
                 100.0 * cublas[row["size"]] / row["median_ms"]
             )
+    return _hgemm_verdict(name, pct, "cold L2, against the faster cuBLAS timing of its run")
+
+
+def _hgemm_verdict(name: str, pct: dict[str, dict[int, float]], how: str) -> Criterion:
+    """PASS when one step meets every size's target; the evidence names the closest step."""
     if not pct:
         return Criterion(name, False, "no hgemm ladder records", "kernelab")
 
@@ -202,13 +214,8 @@ def hgemm_criterion(results: ResultSet) -> Criterion:
         return max(want - got.get(size, 0.0) for size, want in HGEMM_TARGET_PCT.items())
 
     best = min(pct, key=shortfall)
-    passed = shortfall(best) <= 0
     sizes = "; ".join(f"{size}^3 {value:.1f} %" for size, value in sorted(pct[best].items()))
-    return Criterion(
-        name, passed,
-        f"closest step {best}, cold L2, against the faster cuBLAS timing of its run: {sizes}",
-        "kernelab",
-    )  # fmt: skip
+    return Criterion(name, shortfall(best) <= 0, f"closest step {best}, {how}: {sizes}", "kernelab")
 
 
 def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:

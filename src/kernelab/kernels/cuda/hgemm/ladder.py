@@ -380,6 +380,82 @@ def time_ladder(
     return rows, records
 
 
+def time_rounds(
+    steps: Sequence[Step],
+    size: int,
+    rounds: int,
+    mode: str = "cold",
+    max_time_s: float = 0.3,
+    progress: Progress = _quiet,
+) -> list[dict]:
+    """Steps against cuBLAS in interleaved rounds, for differences smaller than the card's
+    drift: each round times cuBLAS, every step, then cuBLAS again, and rates each step
+    against the faster of the two cuBLAS timings around it. A row per step: the median,
+    lowest and highest of its per-round % of cuBLAS, and how many rounds it was ahead."""
+    if rounds < 1:
+        raise KernelabError(f"rounds must be at least 1, got {rounds}")
+    import torch
+
+    from kernelab.harness.timing import benchmark
+    from kernelab.kernels.registry import get
+
+    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    cublas = get(CUBLAS).build()
+    built = [(s.name, get(s.name).build()) for s in steps]
+
+    def median_ms(fn) -> Callable[[], float]:
+        return lambda: (
+            benchmark(lambda: fn(a, b), mode=mode, min_samples=10, max_time_s=max_time_s).median_ms
+        )
+
+    steps_ms = {name: median_ms(fn) for name, fn in built}
+    return [
+        _rounds_row(name, size, mode, values)
+        for name, values in interleave(median_ms(cublas), steps_ms, rounds, progress).items()
+    ]
+
+
+def interleave(
+    cublas_ms: Callable[[], float],
+    steps_ms: dict[str, Callable[[], float]],
+    rounds: int,
+    progress: Progress = _quiet,
+) -> dict[str, list[float]]:
+    """Per step, its % of cuBLAS in each round: cuBLAS, every step, cuBLAS again, each step
+    against the faster of the two cuBLAS timings around it (the callables return medians)."""
+    pct: dict[str, list[float]] = {name: [] for name in steps_ms}
+    for round_index in range(rounds):
+        progress(f"round {round_index + 1}/{rounds}")
+        before = cublas_ms()
+        times = {name: time_it() for name, time_it in steps_ms.items()}
+        faster = min(before, cublas_ms())
+        for name, ms in times.items():
+            pct[name].append(100.0 * faster / ms)
+    return pct
+
+
+def _rounds_row(name: str, size: int, mode: str, pct: list[float]) -> dict:
+    import statistics
+
+    return {
+        "impl": name, "size": size, "mode": mode, "rounds": len(pct),
+        "pct_median": statistics.median(pct), "pct_min": min(pct), "pct_max": max(pct),
+        "rounds_ahead": sum(p >= 100.0 for p in pct), "pct_per_round": pct,
+    }  # fmt: skip
+
+
+def format_rounds(rows: Sequence[dict]) -> str:
+    """The interleaved rounds as a plain table: % of the faster neighbouring cuBLAS timing."""
+    lines = [f"{'step':<10}{'size':>7}{'median %':>10}{'min %':>8}{'max %':>8}{'ahead':>8}"]
+    for r in rows:
+        lines.append(
+            f"{r['impl']:<10}{r['size']:>7}{r['pct_median']:>10.1f}{r['pct_min']:>8.1f}"
+            f"{r['pct_max']:>8.1f}{r['rounds_ahead']:>5}/{r['rounds']}"
+        )
+    return "\n".join(lines)
+
+
 def _row(name: str, size: int, timing, flops: float, cublas_ms: float) -> dict:
     row = {
         "impl": name,
