@@ -1,8 +1,32 @@
-"""Registry entries for a ladder of CUDA GEMM steps (the SGEMM and the Hopper ladders)."""
+"""What the SGEMM and the Hopper ladders share: their registry entries and how a step list
+is read from the command line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from kernelab.errors import KernelabError
+
+
+def select_steps(spec: str | None, steps: Sequence, lookup: Callable) -> list:
+    """None, "" or "all" -> every step; else "6", "3,4,sgemm:05" or "5-9" -> those steps in
+    ladder order. `lookup` turns one name or number into its step (an unknown one raises)."""
+    if spec is None or spec.strip().lower() in ("", "all"):
+        return list(steps)
+    chosen: set[int] = set()
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = (lookup(x.strip()).number for x in part.split("-", 1))
+            if lo > hi:
+                raise KernelabError(f"step range '{part}' runs backwards; write it low-high")
+            chosen.update(range(lo, hi + 1))
+        else:
+            chosen.add(lookup(part).number)
+    if not chosen:
+        raise KernelabError(f"no steps in '{spec}'; e.g. --steps 6 or --steps 5-9")
+    return [s for s in steps if s.number in chosen]
 
 
 def ladder_implementations(

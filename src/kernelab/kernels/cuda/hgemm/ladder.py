@@ -45,22 +45,9 @@ def _quiet(_: str) -> None:
 
 def parse_steps(spec: str | None) -> list[Step]:
     """None, "" or "all" -> every step; else "06", "3,4,hgemm:05" or "5-9", in ladder order."""
-    if spec is None or spec.strip().lower() in ("", "all"):
-        return list(STEPS)
-    chosen: set[int] = set()
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = (get_step(x.strip()).number for x in part.split("-", 1))
-            if lo > hi:
-                raise KernelabError(f"step range '{part}' runs backwards; write it low-high")
-            chosen.update(range(lo, hi + 1))
-        else:
-            chosen.add(get_step(part).number)
-    if not chosen:
-        raise KernelabError(f"no steps in '{spec}'; e.g. --steps 06 or --steps 5-9")
-    return [s for s in STEPS if s.number in chosen]
+    from kernelab.kernels.cuda.ladder_provider import select_steps
+
+    return select_steps(spec, STEPS, get_step)
 
 
 def parse_modes(given: Iterable[str] | str | None) -> list[str]:

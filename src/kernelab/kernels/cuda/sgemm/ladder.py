@@ -24,18 +24,9 @@ SLOW_STEPS = {1, 2, 3}
 
 def parse_steps(spec: str | None) -> list[Step]:
     """ "1,5,10" or "1-4,11" or None (all) -> steps in ladder order."""
-    if not spec:
-        return list(STEPS)
-    chosen: set[int] = set()
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = (get_step(x).number for x in part.split("-", 1))
-            chosen.update(range(lo, hi + 1))
-        else:
-            chosen.add(get_step(part).number)
-    return [s for s in STEPS if s.number in chosen]
+    from kernelab.kernels.cuda.ladder_provider import select_steps
+
+    return select_steps(spec, STEPS, get_step)
 
 
 def compile_report(
