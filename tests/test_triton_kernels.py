@@ -204,12 +204,14 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "session-1-exp"])
-@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "no-prefetch"])
+@pytest.mark.parametrize(
+    "prefetch", [2, True, False], ids=["prefetch-2", "prefetch", "no-prefetch"]
+)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dtype):
     # One chunk per row: every group is a single program, so the kernel runs under the
     # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
-    # exercises the prefetch of the next row, both parities of the partials buffer and the
+    # exercises the prefetch of the next row (or two, reaching past the last row), both parities of the partials buffer and the
     # turn tags (a stale tag would hang until the spin budget and poison the row with NaN).
     # lean: the output is exp(x - chunk max), kept from the statistics, times one rescale.
     config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch, "LEAN": lean}
@@ -227,7 +229,9 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
-@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "no-prefetch"])
+@pytest.mark.parametrize(
+    "prefetch", [2, True, False], ids=["prefetch-2", "prefetch", "no-prefetch"]
+)
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
     # program waits for peers that have not started: its bounded wait must end, and the
@@ -339,6 +343,9 @@ def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests
             assert {**c, "LEAN": False} in variants
             if c["path"].startswith("l2"):
                 assert {**c, "BLOCK": c["BLOCK"] // 2, "PREFETCH": True} in variants
+            if c["path"] == "cooperative":
+                assert {**c, "PREFETCH": 2} in variants
+                assert {**c, "CHUNK": c["CHUNK"] // 2, "PREFETCH": 2} in variants
         assert len({str(sorted(v.items())) for v in variants}) == len(variants)
 
 

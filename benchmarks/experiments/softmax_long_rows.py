@@ -39,7 +39,8 @@ def label(config: dict) -> str:
     with " exp1" when it runs the session-1 arithmetic (LEAN=False)."""
     path = config["path"]
     warps = f"w{config['num_warps']}"
-    prefetch = " pf" if config.get("PREFETCH") else ""
+    depth = config.get("PREFETCH")
+    prefetch = "" if not depth else " pf" if depth is True or depth == 1 else f" pf{depth}"
     session_1 = " exp1" if config.get("LEAN") is False else ""
     if path == "cooperative":
         name = f"coop c{config['CHUNK']} {warps}{prefetch}"
@@ -86,7 +87,9 @@ def plan_of(module, x, config) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def run_shape(session, module, torch, cols: int, dtype: str, copy: float) -> tuple[list, list]:
+def run_shape(
+    session, module, torch, cols: int, dtype: str, copy: float, paths: set[str] | None = None
+) -> tuple[list, list]:
     """Check and time every long-row candidate and torch eager at one shape; table rows."""
     from kernelab.kernels.reference import OPS
     from kernelab.output import note
@@ -96,7 +99,11 @@ def run_shape(session, module, torch, cols: int, dtype: str, copy: float) -> tup
     shape = {"rows": GIB // (cols * itemsize), "cols": cols}
     x = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")[0]
     rows, records = [], []
-    candidates = [(label(c), c) for c in candidates_at(module, cols, torch_dtype)]
+    candidates = [
+        (label(c), c)
+        for c in candidates_at(module, cols, torch_dtype)
+        if paths is None or label(c) in paths or c["path"] in paths
+    ]
     for name, config in [*candidates, ("torch eager", None)]:
         row = {"cols": cols, "dtype": dtype, "shape": shape, "candidate": name, "config": config}
         if config is None:
@@ -169,6 +176,9 @@ def main(argv=None) -> int:
         "--short-cols", default="", help="also these single-pass row lengths, lean vs session 1"
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument(
+        "--only", default="", help="comma list of paths (cooperative) or labels (coop c4096 w4 pf)"
+    )
     parser.add_argument("--max-time-s", type=float, default=0.25, help="per timing")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape after this")
     args = parser.parse_args(argv)
@@ -194,7 +204,8 @@ def main(argv=None) -> int:
                 note(f"budget of {args.budget_s:.0f} s spent: {dtype} x {cols} skipped")
                 document["skipped"].append({"dtype": dtype, "cols": cols})
                 continue
-            rows, records = run_shape(session, module, torch, cols, dtype, copy)
+            only = {name.strip() for name in args.only.split(",") if name.strip()} or None
+            rows, records = run_shape(session, module, torch, cols, dtype, copy, only)
             document["rows"] += rows
             document["records"] += records
             document["wall_s"] = round(time.time() - started, 1)

@@ -19,7 +19,7 @@ long_row_candidates, each naming its kernel in "path":
    program; the programs of a row each keep their chunk in registers, publish the chunk's
    (max, sum of exp), wait until all their peers have, combine the partials and write. One
    read and one write, with all of a row's chunks in flight on different SMs. PREFETCH
-   issues the loads of the next row's chunk before waiting. The partials carry their turn
+   (1 or 2) issues the loads of the next row's chunk (or the next two) before waiting. The partials carry their turn
    number in the same 64-bit word and are exchanged without any fence (an arrival counter
    with release/acquire was slower everywhere on the H200 and raced in bf16: removed).
 3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
@@ -353,15 +353,22 @@ def _softmax_coop_kernel(
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
-    if PREFETCH:
+    # PREFETCH (0, 1 or 2): how many later rows' chunks are in flight, in the input dtype
+    # (half the registers for bf16), while this program waits for its peers below. Two give a
+    # slow peer a whole row of slack before this program's loads stop.
+    if PREFETCH >= 1:
         upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
+    if PREFETCH >= 2:
+        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols)
     iteration = 0
     for row in tl.range(group, n_rows, n_groups):
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        if PREFETCH:
+        if PREFETCH >= 2:
             x = upcoming.to(tl.float32)
-            # the next row's chunk (kept in the input dtype: half the registers for bf16)
-            # is in flight while this program waits for its peers below
+            upcoming = after_next
+            after_next = _load_chunk(x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols)
+        elif PREFETCH >= 1:
+            x = upcoming.to(tl.float32)
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
         else:
             x = _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols).to(tl.float32)
@@ -664,10 +671,15 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
     arithmetic: two exps per value in the cooperative kernel, tl.exp everywhere), and for the
     L2 kernels PREFETCH=True at half the loop step (two half blocks in flight, about the
     registers of one whole block). For 2-byte dtypes the register single pass also runs at 16
-    warps, 64 values (128 bytes) per thread as fp32 has at 32 warps."""
+    warps, 64 values (128 bytes) per thread as fp32 has at 32 warps. The cooperative kernel
+    also runs PREFETCH=2 (two later rows in flight while it waits), and at half the chunk with
+    it (16 values per thread: about twice the programs per SM)."""
     variants = []
     for config in long_row_candidates(n_cols, dtype):
         variants += [config, {**config, "LEAN": False}]
+        if config["path"] == "cooperative":
+            variants.append({**config, "PREFETCH": 2})
+            variants.append({**config, "CHUNK": config["CHUNK"] // 2, "PREFETCH": 2})
         if config["path"] in L2_LIVE_SLICES:
             variants.append({**config, "BLOCK": config["BLOCK"] // 2, "PREFETCH": True})
         if config["path"] == "single-pass" and torch.empty((), dtype=dtype).element_size() == 2:
