@@ -228,9 +228,34 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
     assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("prefetch", [1, 2])
+def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, prefetch):
+    # DEFER: each row is finished one step after its partials were published, from exps held
+    # in registers since then. 1 to 23 rows over at most 4 groups: groups of one row (finished
+    # only after the loop), groups whose turns wrap the four slots, and a strided input.
+    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True, "PREFETCH": prefetch}
+    fn = functools.partial(
+        softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
+    )
+    for shape in (
+        {"rows": 1, "cols": 200},
+        {"rows": 9, "cols": 200},
+        {"rows": 23, "cols": 64},
+        {"rows": 7, "cols": 129, "stride": 131},
+    ):
+        assert_correct(fn, "softmax", shape, dtype)
+    x = torch.randn(6, 45, device=DEVICE)
+    x[2] = float("-inf")
+    x[4, :40] = float("-inf")
+    y = fn(x)
+    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+    assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
-    "prefetch", [2, True, False], ids=["prefetch-2", "prefetch", "no-prefetch"]
+    "prefetch", ["defer", 2, True, False], ids=["deferred", "prefetch-2", "prefetch", "no-prefetch"]
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
@@ -238,6 +263,8 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     # rows it gave up on must come out NaN rather than silently wrong.
     x = torch.randn(5, 127, device=DEVICE)
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
+    if prefetch == "defer":
+        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
@@ -346,6 +373,7 @@ def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests
             if c["path"] == "cooperative":
                 assert {**c, "PREFETCH": 2} in variants
                 assert {**c, "CHUNK": c["CHUNK"] // 2, "PREFETCH": 2} in variants
+                assert any(v.get("DEFER") and v["CHUNK"] == c["CHUNK"] for v in variants)
         assert len({str(sorted(v.items())) for v in variants}) == len(variants)
 
 

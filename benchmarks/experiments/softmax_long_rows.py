@@ -40,10 +40,12 @@ def label(config: dict) -> str:
     path = config["path"]
     warps = f"w{config['num_warps']}"
     depth = config.get("PREFETCH")
-    prefetch = "" if not depth else " pf" if depth is True or depth == 1 else f" pf{depth}"
+    prefetch = "" if not depth or config.get("DEFER") and depth == 1 else f" pf{depth}"
+    prefetch = " pf" if prefetch == " pfTrue" or prefetch == " pf1" else prefetch
     session_1 = " exp1" if config.get("LEAN") is False else ""
     if path == "cooperative":
-        name = f"coop c{config['CHUNK']} {warps}{prefetch}"
+        deferred = " defer" if config.get("DEFER") else ""
+        name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (
             f"l2-split s{config['SLICE']} b{config['BLOCK']} {warps} ps{config['PER_SM']}{prefetch}"

@@ -19,7 +19,9 @@ long_row_candidates, each naming its kernel in "path":
    program; the programs of a row each keep their chunk in registers, publish the chunk's
    (max, sum of exp), wait until all their peers have, combine the partials and write. One
    read and one write, with all of a row's chunks in flight on different SMs. PREFETCH
-   (1 or 2) issues the loads of the next row's chunk (or the next two) before waiting. The partials carry their turn
+   (1 or 2) issues the loads of the next row's chunk (or the next two) before waiting. DEFER
+   takes the wait off the critical path: a program publishes row r's partials, then finishes
+   its previous row, whose peers published a step ago (the exps of two rows in registers). The partials carry their turn
    number in the same 64-bit word and are exchanged without any fence (an arrival counter
    with release/acquire was slower everywhere on the H200 and raced in bf16: removed).
 3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
@@ -400,6 +402,104 @@ def _softmax_coop_kernel(
 
 
 @triton.jit
+def _finish_deferred(
+    buffer,
+    chunk,
+    n_chunks,
+    turn,
+    e,
+    chunk_max,
+    out_ptr,
+    row,
+    out_row_stride,
+    cols,
+    mask,
+    BLOCK_CHUNKS,
+    MAX_SPINS,
+    FTZ: tl.constexpr,
+):
+    """Gather the partials of `turn` (published by the peers during the previous row's step,
+    so normally already there: one poll), then write e * (exp(chunk max - M) / S)."""
+    row_max, row_sum, met = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
+    shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
+    y = e * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
+    y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
+    # the only write: CHUNK * itemsize per program
+    tl.store(
+        out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols,
+        y.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
+
+
+@triton.jit(do_not_specialize=["n_groups"])
+def _softmax_coop_deferred_kernel(
+    x_ptr,
+    out_ptr,
+    stats_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    out_row_stride,
+    n_chunks,
+    n_groups,
+    CHUNK: tl.constexpr,
+    BLOCK_CHUNKS: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    FTZ: tl.constexpr,
+    MAX_SPINS: tl.constexpr,
+):
+    # The cooperative kernel with its wait taken off the critical path: in the step of row r a
+    # program publishes r's partials and then finishes row r - n_groups, whose partials its
+    # peers published a whole step ago, instead of waiting for r's. Its exps stay in
+    # registers one step longer (e of two rows, plus the next row's chunk in flight).
+    # Same groups and chunks as _softmax_coop_kernel; the lean exp always; PREFETCH (1 or 2)
+    # later rows' chunks in flight, in the input dtype.
+    group = tl.program_id(0) // n_chunks
+    chunk = tl.program_id(0) % n_chunks
+    cols = chunk * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < n_cols
+    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
+    if PREFETCH >= 2:
+        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols)
+    held_e = tl.zeros([CHUNK], dtype=tl.float32)
+    held_max = tl.max(held_e, axis=0)
+    iteration = 0
+    for row in tl.range(group, n_rows, n_groups):
+        # the only read of the row: CHUNK * itemsize per program, kept in registers
+        x = upcoming.to(tl.float32)
+        if PREFETCH >= 2:
+            upcoming = after_next
+            after_next = _load_chunk(x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols)
+        else:
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
+        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
+        # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
+        # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
+        # be read at once, and four slots keep them apart. 16 bytes per chunk per row.
+        _publish_tagged(
+            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * 2,
+            chunk, iteration + 1, chunk_max, chunk_sum,
+        )  # fmt: skip
+        if iteration > 0:
+            _finish_deferred(
+                stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
+                chunk, n_chunks, iteration, held_e, held_max, out_ptr, row - n_groups,
+                out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
+            )  # fmt: skip
+        held_e = e
+        held_max = chunk_max
+        iteration += 1
+    # the group's last row (every group has at least one: n_groups <= n_rows)
+    last_row = group + (iteration - 1) * n_groups
+    _finish_deferred(
+        stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
+        chunk, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
+        out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
+    )  # fmt: skip
+
+
+@triton.jit
 def _stream_stats(
     x_row,
     start,
@@ -673,13 +773,20 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
     registers of one whole block). For 2-byte dtypes the register single pass also runs at 16
     warps, 64 values (128 bytes) per thread as fp32 has at 32 warps. The cooperative kernel
     also runs PREFETCH=2 (two later rows in flight while it waits), and at half the chunk with
-    it (16 values per thread: about twice the programs per SM)."""
+    it (16 values per thread: about twice the programs per SM), and DEFER (it never waits for
+    the row it has just published) at its chunk and at half of it."""
     variants = []
     for config in long_row_candidates(n_cols, dtype):
         variants += [config, {**config, "LEAN": False}]
         if config["path"] == "cooperative":
             variants.append({**config, "PREFETCH": 2})
             variants.append({**config, "CHUNK": config["CHUNK"] // 2, "PREFETCH": 2})
+            deferred = {k: v for k, v in config.items() if k not in ("PREFETCH", "LEAN")}
+            variants.append({**deferred, "DEFER": True})
+            variants.append({**deferred, "CHUNK": config["CHUNK"] // 2, "DEFER": True})
+            variants.append(
+                {**deferred, "CHUNK": config["CHUNK"] // 2, "DEFER": True, "PREFETCH": 2}
+            )
         if config["path"] in L2_LIVE_SLICES:
             variants.append({**config, "BLOCK": config["BLOCK"] // 2, "PREFETCH": True})
         if config["path"] == "single-pass" and torch.empty((), dtype=dtype).element_size() == 2:
@@ -767,22 +874,26 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     n_rows, n_cols = x2d.shape
     chunk = config["CHUNK"]
     n_chunks = triton.cdiv(n_cols, chunk)
+    deferred = config.get("DEFER", False)
     # num_stages=1: no software pipelining, so no load is ever hoisted above the barrier
-    lean = config.get("LEAN", True)
+    lean = config.get("LEAN", True) or deferred
     kwargs = {
         "CHUNK": chunk,
         "BLOCK_CHUNKS": max(MAX_CHUNKS_BLOCK, triton.next_power_of_2(n_chunks)),
-        "PREFETCH": config["PREFETCH"],
-        "LEAN": lean,
         "FTZ": lean and not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
     }
+    if deferred:
+        kwargs.update(PREFETCH=config.get("PREFETCH", 1))
+    else:
+        kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
-    # workspace: 2 tagged words (max, sum) x 2 parities x chunks per group, int64 words that
-    # start at tag 0, which no turn matches
-    stats = torch.zeros((max_groups, 2, n_chunks, 2), device=x2d.device, dtype=torch.int64)
+    # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
+    # per group, int64 words that start at tag 0, which no turn matches
+    slots = 4 if deferred else 2
+    stats = torch.zeros((max_groups, slots, n_chunks, 2), device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
@@ -794,19 +905,25 @@ def cooperative_occupancy(x, config: dict) -> dict:
     out = torch.empty_like(x2d)
     kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
     probe = (*args, 2)
-    per_sm, info = compiled_occupancy(_softmax_coop_kernel, x2d.device, probe, kwargs)
+    per_sm, info = compiled_occupancy(_cooperative_kernel(config), x2d.device, probe, kwargs)
     return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks}
 
 
 def _run_cooperative(x2d, out, config: dict) -> bool:
     """Run the one-pass split-row kernel; False when its programs cannot all be resident."""
     kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
-    resident = resident_programs(_softmax_coop_kernel, (*args, 2), kwargs)
+    kernel = _cooperative_kernel(config)
+    resident = resident_programs(kernel, (*args, 2), kwargs)
     n_groups = min(x2d.shape[0], resident // n_chunks)
     if n_groups < 1:
         return False
-    _softmax_coop_kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
+    kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
     return True
+
+
+def _cooperative_kernel(config: dict):
+    """DEFER: finish each row one step later (_softmax_coop_deferred_kernel), else wait."""
+    return _softmax_coop_deferred_kernel if config.get("DEFER") else _softmax_coop_kernel
 
 
 def _l2_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
