@@ -229,12 +229,12 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("prefetch", [1, 2])
-def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, prefetch):
+@pytest.mark.parametrize("knobs", [{"PREFETCH": 1}, {"PREFETCH": 2}, {"HOLD_INPUT": True}], ids=str)
+def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, knobs):
     # DEFER: each row is finished one step after its partials were published, from exps held
     # in registers since then. 1 to 23 rows over at most 4 groups: groups of one row (finished
     # only after the loop), groups whose turns wrap the four slots, and a strided input.
-    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True, "PREFETCH": prefetch}
+    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True, **knobs}
     fn = functools.partial(
         softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
     )

@@ -45,6 +45,7 @@ def label(config: dict) -> str:
     session_1 = " exp1" if config.get("LEAN") is False else ""
     if path == "cooperative":
         deferred = " defer" if config.get("DEFER") else ""
+        deferred += " hold-in" if config.get("HOLD_INPUT") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

@@ -422,7 +422,7 @@ def _finish_deferred(
     so normally already there: one poll), then write e * (exp(chunk max - M) / S)."""
     row_max, row_sum, met = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
     shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
-    y = e * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
+    y = e.to(tl.float32) * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
     y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
     # the only write: CHUNK * itemsize per program
     tl.store(
@@ -446,6 +446,7 @@ def _softmax_coop_deferred_kernel(
     CHUNK: tl.constexpr,
     BLOCK_CHUNKS: tl.constexpr,
     PREFETCH: tl.constexpr,
+    HOLD_INPUT: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
@@ -454,7 +455,9 @@ def _softmax_coop_deferred_kernel(
     # peers published a whole step ago, instead of waiting for r's. Its exps stay in
     # registers one step longer (e of two rows, plus the next row's chunk in flight).
     # Same groups and chunks as _softmax_coop_kernel; the lean exp always; PREFETCH (1 or 2)
-    # later rows' chunks in flight, in the input dtype.
+    # later rows' chunks in flight, in the input dtype. HOLD_INPUT keeps the held exps (values
+    # in [0, 1]) in the input dtype: for bf16 half the registers, at the price of a second
+    # rounding (the output is rounded to that dtype anyway: at most 1 ulp more).
     group = tl.program_id(0) // n_chunks
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -462,8 +465,11 @@ def _softmax_coop_deferred_kernel(
     upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
     if PREFETCH >= 2:
         after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols)
-    held_e = tl.zeros([CHUNK], dtype=tl.float32)
-    held_max = tl.max(held_e, axis=0)
+    if HOLD_INPUT:
+        held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
+    else:
+        held_e = tl.zeros([CHUNK], dtype=tl.float32)
+    held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
     for row in tl.range(group, n_rows, n_groups):
         # the only read of the row: CHUNK * itemsize per program, kept in registers
@@ -487,7 +493,10 @@ def _softmax_coop_deferred_kernel(
                 chunk, n_chunks, iteration, held_e, held_max, out_ptr, row - n_groups,
                 out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
             )  # fmt: skip
-        held_e = e
+        if HOLD_INPUT:
+            held_e = e.to(x_ptr.dtype.element_ty)
+        else:
+            held_e = e
         held_max = chunk_max
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
@@ -774,7 +783,8 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
     warps, 64 values (128 bytes) per thread as fp32 has at 32 warps. The cooperative kernel
     also runs PREFETCH=2 (two later rows in flight while it waits), and at half the chunk with
     it (16 values per thread: about twice the programs per SM), and DEFER (it never waits for
-    the row it has just published) at its chunk and at half of it."""
+    the row it has just published) at its chunk and at half of it; for 2-byte dtypes DEFER
+    with the held exps in the input dtype (HOLD_INPUT); and DEFER at one warp per program."""
     variants = []
     for config in long_row_candidates(n_cols, dtype):
         variants += [config, {**config, "LEAN": False}]
@@ -787,10 +797,20 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
             variants.append(
                 {**deferred, "CHUNK": config["CHUNK"] // 2, "DEFER": True, "PREFETCH": 2}
             )
+            if torch.empty((), dtype=dtype).element_size() == 2:
+                held = {**deferred, "DEFER": True, "HOLD_INPUT": True}
+                variants += [held, {**held, "CHUNK": config["CHUNK"] // 2}]
         if config["path"] in L2_LIVE_SLICES:
             variants.append({**config, "BLOCK": config["BLOCK"] // 2, "PREFETCH": True})
         if config["path"] == "single-pass" and torch.empty((), dtype=dtype).element_size() == 2:
             variants.append({**config, "num_warps": 16})
+    # one warp per program: every reduction and every poll is a warp shuffle, no barrier
+    # (block barriers were the first stall reason of the 4-warp kernels under ncu)
+    one_warp = {"path": "cooperative", "num_warps": 1, "DEFER": True}
+    if n_cols > 2048:
+        variants += [{**one_warp, "CHUNK": 1024}, {**one_warp, "CHUNK": 2048}]
+        if torch.empty((), dtype=dtype).element_size() == 2:
+            variants.append({**one_warp, "CHUNK": 2048, "HOLD_INPUT": True})
     return variants
 
 
@@ -886,7 +906,12 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "num_stages": 1,
     }
     if deferred:
-        kwargs.update(PREFETCH=config.get("PREFETCH", 1))
+        kwargs.update(
+            PREFETCH=config.get("PREFETCH", 1), HOLD_INPUT=config.get("HOLD_INPUT", False)
+        )
+        # the partials of exactly this row length: a poll reads and reduces n_chunks words,
+        # not MAX_CHUNKS_BLOCK (one binary per power of two of chunks per row)
+        kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
     else:
         kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
