@@ -808,7 +808,9 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
     # (block barriers were the first stall reason of the 4-warp kernels under ncu)
     one_warp = {"path": "cooperative", "num_warps": 1, "DEFER": True}
     if n_cols > 2048:
-        variants += [{**one_warp, "CHUNK": 1024}, {**one_warp, "CHUNK": 2048}]
+        variants += [{**one_warp, "CHUNK": c} for c in (512, 1024, 2048)]
+        variants += [{**one_warp, "CHUNK": c, "PREFETCH": 2} for c in (1024, 2048)]
+        variants += [{**one_warp, "CHUNK": c, "num_warps": 2} for c in (2048, 4096)]
         if torch.empty((), dtype=dtype).element_size() == 2:
             variants.append({**one_warp, "CHUNK": 2048, "HOLD_INPUT": True})
     return variants
@@ -909,9 +911,12 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         kwargs.update(
             PREFETCH=config.get("PREFETCH", 1), HOLD_INPUT=config.get("HOLD_INPUT", False)
         )
-        # the partials of exactly this row length: a poll reads and reduces n_chunks words,
-        # not MAX_CHUNKS_BLOCK (one binary per power of two of chunks per row)
-        kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
+        if kwargs["num_warps"] == 1:
+            # One warp polls exactly this row length's partials (n_chunks words, one binary
+            # per power of two of chunks), not MAX_CHUNKS_BLOCK: 256 slots would be 16 loads
+            # per lane per poll. At 4 warps the exact size measured slower on the H200 (it
+            # cost registers: session 3, 20:00 UTC), so they keep the fixed block.
+            kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
     else:
         kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
