@@ -46,6 +46,8 @@ def label(config: dict) -> str:
     if path == "cooperative":
         deferred = " defer" if config.get("DEFER") else ""
         deferred += " hold-in" if config.get("HOLD_INPUT") else ""
+        deferred += " late" if config.get("LATE_LOAD") else ""
+        deferred += f" r{config['maxnreg']}" if config.get("maxnreg") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (
@@ -91,7 +93,14 @@ def plan_of(module, x, config) -> dict:
 
 
 def run_shape(
-    session, module, torch, cols: int, dtype: str, copy: float, paths: set[str] | None = None
+    session,
+    module,
+    torch,
+    cols: int,
+    dtype: str,
+    copy: float,
+    paths: set[str] | None = None,
+    extra: list[dict] = (),
 ) -> tuple[list, list]:
     """Check and time every long-row candidate and torch eager at one shape; table rows."""
     from kernelab.kernels.reference import OPS
@@ -107,6 +116,8 @@ def run_shape(
         for c in candidates_at(module, cols, torch_dtype)
         if paths is None or label(c) in paths or c["path"] in paths
     ]
+    named = {name for name, _ in candidates}
+    candidates += [(label(c), c) for c in extra if label(c) not in named]
     for name, config in [*candidates, ("torch eager", None)]:
         row = {"cols": cols, "dtype": dtype, "shape": shape, "candidate": name, "config": config}
         if config is None:
@@ -182,6 +193,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only", default="", help="comma list of paths (cooperative) or labels (coop c4096 w4 pf)"
     )
+    parser.add_argument(
+        "--configs", type=json.loads, default=[], help="JSON list of extra long-row configs"
+    )
     parser.add_argument("--max-time-s", type=float, default=0.25, help="per timing")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape after this")
     args = parser.parse_args(argv)
@@ -208,7 +222,9 @@ def main(argv=None) -> int:
                 document["skipped"].append({"dtype": dtype, "cols": cols})
                 continue
             only = {name.strip() for name in args.only.split(",") if name.strip()} or None
-            rows, records = run_shape(session, module, torch, cols, dtype, copy, only)
+            extra = [c for c in args.configs if c.get("dtype", dtype) == dtype]
+            extra = [{k: v for k, v in c.items() if k != "dtype"} for c in extra]
+            rows, records = run_shape(session, module, torch, cols, dtype, copy, only, extra)
             document["rows"] += rows
             document["records"] += records
             document["wall_s"] = round(time.time() - started, 1)

@@ -447,6 +447,7 @@ def _softmax_coop_deferred_kernel(
     BLOCK_CHUNKS: tl.constexpr,
     PREFETCH: tl.constexpr,
     HOLD_INPUT: tl.constexpr,
+    LATE_LOAD: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
@@ -477,9 +478,12 @@ def _softmax_coop_deferred_kernel(
         if PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_chunk(x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols)
-        else:
+        elif not LATE_LOAD:
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
         e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
+        if LATE_LOAD and PREFETCH < 2:
+            # issued once x is spent (exps taken): a chunk of registers fewer at the peak
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
         # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row.
@@ -673,19 +677,30 @@ def _softmax_l2_kernel(
 
 
 def cooperative_candidates(dtype) -> list[dict]:
-    """Configurations of the cooperative kernel to try, the untuned default first: 4096
-    values per program at 4 warps and 8192 at 8 (32 values per thread), each prefetching the
-    next row's chunk, with the tagged exchange and the lean exp (LEAN, see _exp_shifted).
+    """Configurations of the cooperative kernel to try: 4096 values per program at 4 warps
+    and 8192 at 8 (32 values per thread), each prefetching the next row's chunk, with the
+    tagged exchange and the lean exp (LEAN, see _exp_shifted); then the deferred kernel's.
 
     Pruned after the H200 run of 2026-11-29 (softmax_long_rows_v1): these two won or came
     within 1 % of the winner at 65K-131K columns; 2048-value chunks, the no-prefetch chunk,
     the bf16 chunks held at fp32's bytes (8192 at 4 warps, 16384 at 8) never won, and the
     counter exchange was the slowest everywhere (1.5-2.5 TB/s) and raced in bf16 (removed).
     """
-    return [
+    waiting = [
         {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "LEAN": True},
         {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "LEAN": True},
     ]
+    # DEFER (session 3, softmax_long_rows_v3-v5): the winners of the deferred kernel per row
+    # length: one warp per program (no block barriers), 1024-2048 values, and 4096 at 4 warps
+    # for 262K fp32 columns (fewer chunks per row to poll); LATE_LOAD with a 128-register cap
+    # fits 16 one-warp programs per SM instead of 12 (64 KiB of fp32 loads in flight).
+    deferred = [
+        {"CHUNK": 1024, "num_warps": 1, "DEFER": True},
+        {"CHUNK": 1024, "num_warps": 1, "DEFER": True, "LATE_LOAD": True, "maxnreg": 128},
+        {"CHUNK": 2048, "num_warps": 1, "DEFER": True},
+        {"CHUNK": 4096, "num_warps": 4, "DEFER": True},
+    ]
+    return waiting + deferred
 
 
 # Rows of up to this many (padded) values can also run the single-pass row tile, one row per
@@ -787,7 +802,10 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
     with the held exps in the input dtype (HOLD_INPUT); and DEFER at one warp per program."""
     variants = []
     for config in long_row_candidates(n_cols, dtype):
-        variants += [config, {**config, "LEAN": False}]
+        variants.append(config)
+        if config.get("DEFER"):
+            continue  # the deferred kernel is always lean, and its variants are below
+        variants.append({**config, "LEAN": False})
         if config["path"] == "cooperative":
             variants.append({**config, "PREFETCH": 2})
             variants.append({**config, "CHUNK": config["CHUNK"] // 2, "PREFETCH": 2})
@@ -813,7 +831,8 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
         variants += [{**one_warp, "CHUNK": c, "num_warps": 2} for c in (2048, 4096)]
         if torch.empty((), dtype=dtype).element_size() == 2:
             variants.append({**one_warp, "CHUNK": 2048, "HOLD_INPUT": True})
-    return variants
+    unique = {str(sorted(v.items())): v for v in reversed(variants)}  # the first one stays
+    return [v for v in variants if unique[str(sorted(v.items()))] is v]
 
 
 def _path_default(path: str, dtype) -> dict:
@@ -909,8 +928,13 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     }
     if deferred:
         kwargs.update(
-            PREFETCH=config.get("PREFETCH", 1), HOLD_INPUT=config.get("HOLD_INPUT", False)
+            PREFETCH=config.get("PREFETCH", 1),
+            HOLD_INPUT=config.get("HOLD_INPUT", False),
+            LATE_LOAD=config.get("LATE_LOAD", False),
         )
+        if config.get("maxnreg") and not interpreting():
+            # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
+            kwargs["maxnreg"] = config["maxnreg"]
         if kwargs["num_warps"] == 1:
             # One warp polls exactly this row length's partials (n_chunks words, one binary
             # per power of two of chunks), not MAX_CHUNKS_BLOCK: 256 slots would be 16 loads
