@@ -235,3 +235,42 @@ def test_hgemm_gate_prefers_interleaved_rounds_when_the_run_made_them():
     assert not criterion.passed and "interleaved rounds" in criterion.evidence
     results.hgemm_summary["rounds"][1] = rounds("hgemm:10", 4096, 100.5)
     assert gate.hgemm_criterion(results).passed
+
+
+def test_softmax_gate_judges_each_row_length_by_its_latest_run():
+    from dataclasses import replace
+
+    case = {"rows": 2048, "cols": 262144}
+    old = _record("triton.softmax", "softmax", case, "bf16", achieved_gbps=2590.0)
+    new = replace(old, timestamp="2026-11-29T19:56:53+00:00", achieved_gbps=4100.0)
+    results = ResultSet(folder=None)
+    results.records = [old, new]
+    fast = _by_name(gate.softmax_criteria(results))["softmax >= 4.0 TB/s at every row length"]
+    # the 2.59 TB/s of the older run no longer counts once the row length is re-measured
+    assert fast.passed and "1 measured shapes" in fast.evidence
+    results.records = [replace(new, achieved_gbps=3110.0), old]
+    slow = _by_name(gate.softmax_criteria(results))["softmax >= 4.0 TB/s at every row length"]
+    assert not slow.passed and "3.11 TB/s" in slow.evidence
+
+
+def test_hgemm_tables_mark_noisy_timings_and_show_the_interleaved_rounds():
+    from kernelab.lab.compose import hgemm_section
+    from kernelab.lab.report import Paragraph, Report, Table
+
+    def row(impl, ms, noise):
+        return {"impl": impl, "size": 2048, "mode": "cold", "median_ms": ms, "tflops": 600 / ms,
+                "pct_of_cublas": 100 / ms, "rel_noise": noise}  # fmt: skip
+
+    results = ResultSet(folder=None)
+    results.hgemm_summary = {
+        "steps": ["hgemm:10"],
+        "timing": [row("torch.mm", 1.0, 0.02), row("hgemm:10", 10.0, 0.27)],
+        "rounds": [{"impl": "hgemm:10", "size": 2048, "mode": "cold", "rounds": 7,
+                    "pct_median": 93.6, "pct_min": 93.4, "pct_max": 95.9, "rounds_ahead": 0}],
+    }  # fmt: skip
+    report = Report("t")
+    hgemm_section(report, results)
+    timing, rounds = [b for b in report.blocks if isinstance(b, Table)]
+    assert timing.rows[0][1] == "600 (100 %)" and timing.rows[1][1] == "60 (10 %) †"
+    assert any(isinstance(b, Paragraph) and b.text.startswith("†") for b in report.blocks)
+    assert rounds.rows == [["hgemm:10", "2048^3", "93.6", "93.4 - 95.9", "0 / 7"]]

@@ -8,7 +8,7 @@ from pathlib import Path
 from kernelab.lab import charts
 from kernelab.lab.gate import Criterion
 from kernelab.lab.report import Heading, Image, Paragraph, Report, Table
-from kernelab.lab.results import ResultSet
+from kernelab.lab.results import ResultSet, latest_per_case
 
 RATE_OPS = {"gemm"}  # ops reported in TFLOP/s; the rest are memory-bound and read in TB/s
 
@@ -277,9 +277,13 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
         rows.append([op, shape, dtype, f"{_fmt(rate(ours))} {unit}", pct, base])
     report.add(Heading("Triton kernels against torch eager and torch.compile"),
                Table(["op", "shape", "dtype", "triton", "of the ceiling", "baselines"], rows))  # fmt: skip
-    path = charts.softmax_chart(others, figures / "softmax.png", copy)
+    path = charts.softmax_chart(latest_per_case(others), figures / "softmax.png", copy)
     if path:
         report.add(Image(path, "softmax TB/s against row length"))
+
+
+# A timing whose samples spread more than this (IQR / median) is marked as not comparable.
+NOISY_TIMING = 0.10
 
 
 def hgemm_section(report: Report, results: ResultSet) -> None:
@@ -295,13 +299,16 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
     except ImportError:
         pass
     sizes = sorted({row["size"] for row in summary["timing"]})
+    noisy_cells = 0
     for mode in ("cold", "graph", "hot"):
         cells: dict[str, dict[int, str]] = {}
         for row in summary["timing"]:
             if row["mode"] != mode or row.get("tflops") is None:
                 continue  # the B transpose alone is a time, not a GEMM rate
+            noisy = (row.get("rel_noise") or 0) > NOISY_TIMING
+            noisy_cells += noisy
             cells.setdefault(row["impl"], {})[row["size"]] = (
-                f"{row['tflops']:,.0f} ({row['pct_of_cublas']:.0f} %)"
+                f"{row['tflops']:,.0f} ({row['pct_of_cublas']:.0f} %){' †' if noisy else ''}"
             )
         if not cells:
             continue
@@ -319,6 +326,25 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
                 "earlier run, with the steps it timed, is kept in the results folder's "
                 "hgemm/history/."
             ))  # fmt: skip
+    if noisy_cells:
+        report.add(Paragraph(
+            f"† a timing whose relative noise (IQR / median) is above {NOISY_TIMING:.0%}: its "
+            "samples disagree, so its figure is not comparable (the records say why)."
+        ))  # fmt: skip
+    rounds = summary.get("rounds") or []
+    if rounds:
+        rows = [[r["impl"], f"{r['size']}^3", f"{r['pct_median']:.1f}",
+                 f"{r['pct_min']:.1f} - {r['pct_max']:.1f}", f"{r['rounds_ahead']} / {r['rounds']}"]
+                for r in rounds]  # fmt: skip
+        report.add(
+            Heading("Hopper bf16 GEMM ladder in interleaved rounds (cold): % of cuBLAS"),
+            Paragraph(
+                "Each round times cuBLAS, every step, then cuBLAS again; a step is rated "
+                "against the faster of the two cuBLAS timings around it, so the card's drift "
+                "over a run cancels. The gate judges these medians."
+            ),
+            Table(["step", "size", "median %", "range %", "rounds ahead"], rows),
+        )
 
 
 def timeline_section(report: Report, results: ResultSet) -> None:

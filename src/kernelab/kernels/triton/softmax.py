@@ -690,13 +690,13 @@ def cooperative_candidates(dtype) -> list[dict]:
         {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "LEAN": True},
         {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "LEAN": True},
     ]
-    # DEFER (session 3, softmax_long_rows_v3-v5): the winners of the deferred kernel per row
+    # DEFER (session 3, softmax_long_rows_v4-v7): the winners of the deferred kernel per row
     # length: one warp per program (no block barriers), 1024-2048 values, and 4096 at 4 warps
-    # for 262K fp32 columns (fewer chunks per row to poll); LATE_LOAD with a 128-register cap
-    # fits 16 one-warp programs per SM instead of 12 (64 KiB of fp32 loads in flight).
+    # for 262K fp32 columns (fewer chunks per row to poll). Not here: LATE_LOAD with a
+    # 128-register cap (16 one-warp programs per SM instead of 12) measured no faster and
+    # spills at 262K columns.
     deferred = [
         {"CHUNK": 1024, "num_warps": 1, "DEFER": True},
-        {"CHUNK": 1024, "num_warps": 1, "DEFER": True, "LATE_LOAD": True, "maxnreg": 128},
         {"CHUNK": 2048, "num_warps": 1, "DEFER": True},
         {"CHUNK": 4096, "num_warps": 4, "DEFER": True},
     ]
@@ -742,25 +742,26 @@ def single_pass_long_candidate() -> dict:
     return {"path": "single-pass", "ROWS": 1, "num_warps": 32, "num_stages": 1, "PERSISTENT": False}
 
 
-# Which long-row candidate was fastest per (itemsize, padded columns) on the H200
-# (softmax_long_rows_v1, 2026-11-29, cold, >= 1 GiB): (path, CHUNK or None). It goes first,
-# so the untuned default is the measured winner; longer rows take the 262K winner.
+# Which long-row candidate was fastest per (itemsize, padded columns) on the H200 (cold,
+# >= 1 GiB): (path, cooperative CHUNK or None, deferred?). It goes first, so the untuned
+# default is the measured winner; longer rows take the 262K winner.
 MEASURED_WINNERS = {
-    # (bytes per value, padded columns): the long-row path (and cooperative CHUNK) that won
-    # on the H200 in the fourth design's run (session 2, 18:05 UTC,
-    # benchmarks/results/h200/experiments/softmax_long_rows_v2.json), TB/s beside.
-    (4, 32768): ("single-pass", None),  # 4.00
-    (4, 65536): ("cooperative", 4096),  # 3.59
-    (4, 131072): ("cooperative", 8192),  # 3.59
-    (4, 262144): ("l2-split", None),  # 3.39
-    (2, 32768): ("l2-rows", None),  # 3.72
-    (2, 65536): ("cooperative", 4096),  # 3.51
-    (2, 131072): ("cooperative", 4096),  # 3.39
-    (2, 262144): ("cooperative", 8192),  # 3.25
+    # TB/s beside: session 3 (2026-11-29, 19:50-20:40 UTC, the deferred kernel; three runs in
+    # benchmarks/results/h200/experiments/softmax_long_rows_v4..v7.json, within 0.04 TB/s
+    # of each other), except where marked s2 (session 2, softmax_long_rows_v2.json: no
+    # session-3 candidate beat it there).
+    (4, 32768): ("single-pass", None, False),  # 4.00 s2 (deferred c1024 w1: 3.78)
+    (4, 65536): ("cooperative", 1024, True),  # 3.87 (one warp per program)
+    (4, 131072): ("cooperative", 1024, True),  # 3.82
+    (4, 262144): ("cooperative", 4096, True),  # 3.78-3.81 (4 warps: 64 chunks per row)
+    (2, 32768): ("l2-rows", None, False),  # 3.72 s2 (deferred c1024 w1: 3.65)
+    (2, 65536): ("cooperative", 2048, True),  # 3.60-3.63
+    (2, 131072): ("cooperative", 4096, False),  # 3.38 (deferred c2048 w1: 3.34)
+    (2, 262144): ("cooperative", 8192, False),  # 3.21-3.23
 }
 
 
-def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None] | None:
+def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None, bool] | None:
     if (itemsize, block_n) in MEASURED_WINNERS:
         return MEASURED_WINNERS[(itemsize, block_n)]
     if block_n > max(cols for size, cols in MEASURED_WINNERS if size == itemsize):
@@ -784,7 +785,9 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     candidates += [c for c in l2_split_candidates(dtype) if n_cols > c["SLICE"]]
     winner = _measured_winner(itemsize, block_n)
     first = [
-        c for c in candidates if winner and c["path"] == winner[0] and c.get("CHUNK") == winner[1]
+        c
+        for c in candidates
+        if winner and (c["path"], c.get("CHUNK"), c.get("DEFER", False)) == winner
     ][:1]
     return first + [c for c in candidates if c not in first]
 
