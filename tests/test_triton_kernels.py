@@ -366,6 +366,21 @@ def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, 
     assert (first["path"], first.get("CHUNK"), first.get("DEFER", False)) == winner
 
 
+def test_softmax_one_warp_cooperative_candidates_stop_at_128_chunks_per_row(softmax):
+    def one_warp_chunks(cols, dtype):
+        return sorted(
+            c["CHUNK"]
+            for c in softmax.long_row_candidates(cols, dtype)
+            if c["path"] == "cooperative" and c["num_warps"] == 1
+        )
+
+    assert one_warp_chunks(65_536, torch.float32) == [1024]
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 2048]
+    # 262K columns: 256 chunks of 1024 are past the limit; 128 of 2048 (bf16 only) are not
+    assert one_warp_chunks(262_144, torch.float32) == []
+    assert one_warp_chunks(262_144, torch.bfloat16) == [2048]
+
+
 def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):
     for cols, dtype in [(32_768, torch.bfloat16), (262_144, torch.float32)]:
         candidates = softmax.long_row_candidates(cols, dtype)
@@ -848,7 +863,8 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_gpu_cooperative_grid_never_exceeds_what_the_driver_says_is_resident(softmax, dtype):
     x = torch.randn(64, 262_144, device="cuda", dtype=dtype)
-    for config in softmax.cooperative_candidates(dtype):
+    offered = softmax.long_row_candidates(x.shape[1], dtype)
+    for config in [c for c in offered if c["path"] == "cooperative"]:
         info = softmax.cooperative_occupancy(x, config)
         assert info["spills"] == 0, (config, info)
         assert info["per_sm"] >= 1, (config, info)

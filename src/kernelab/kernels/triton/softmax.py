@@ -697,9 +697,12 @@ def cooperative_candidates(dtype) -> list[dict]:
     # spills at 262K columns.
     deferred = [
         {"CHUNK": 1024, "num_warps": 1, "DEFER": True},
-        {"CHUNK": 2048, "num_warps": 1, "DEFER": True},
         {"CHUNK": 4096, "num_warps": 4, "DEFER": True},
     ]
+    if torch.empty((), dtype=dtype).element_size() == 2:
+        # 2048 values at one warp: the bf16 winner at 65K columns; in fp32 it needs 255
+        # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans)
+        deferred.insert(1, {"CHUNK": 2048, "num_warps": 1, "DEFER": True})
     return waiting + deferred
 
 
@@ -761,6 +764,12 @@ MEASURED_WINNERS = {
 }
 
 
+# A one-warp cooperative program polls every peer's partials itself: at 256 chunks per row
+# (262K columns in 1024-value chunks) the polls dominate, 2.5 TB/s fp32 against 3.8 at 64
+# chunks, and bf16 spills (softmax_long_rows_v6/v7), so the tuner never offers more.
+ONE_WARP_MAX_CHUNKS = 128
+
+
 def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None, bool] | None:
     if (itemsize, block_n) in MEASURED_WINNERS:
         return MEASURED_WINNERS[(itemsize, block_n)]
@@ -777,7 +786,11 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     two slices or more)."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     block_n = triton.next_power_of_2(n_cols)
-    candidates = [{"path": "cooperative", **c} for c in cooperative_candidates(dtype)]
+    candidates = [
+        {"path": "cooperative", **c}
+        for c in cooperative_candidates(dtype)
+        if c["num_warps"] > 1 or triton.cdiv(n_cols, c["CHUNK"]) <= ONE_WARP_MAX_CHUNKS
+    ]
     if block_n <= SINGLE_PASS_LONG_MAX_COLS:
         candidates.append(single_pass_long_candidate())
     if block_n * itemsize <= L2_ROWS_MAX_BYTES:
