@@ -128,7 +128,7 @@ def test_wgmma_shape_and_b_majorness_in_sass(step):
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11, 12, 13, 14, 15])
 def test_warp_specialized_step_moves_registers_between_roles(number):
     step = get_step(number)
     sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
@@ -329,16 +329,17 @@ def test_cluster_step_grid_is_whole_clusters_that_fit_at_once():
 
 
 TMA_STORE_STEPS = [s for s in STEPS if s.tma_store_box is not None]
-STEP_10_VARIANTS = [s for s in STEPS if s.file.startswith(("10_", "12_", "13_", "14_"))]
+STEP_10_VARIANTS = [s for s in STEPS if s.file.startswith(("10_", "12_", "13_", "14_", "15_"))]
 
 
 @pytest.mark.parametrize("step", STEP_10_VARIANTS, ids=lambda s: s.name)
 def test_step_10_variants_differ_only_in_what_they_claim(step):
-    """10 and 12-14 are one kernel body (cooperative_store_gemm.cuh) with compile-time choices:
-    the raster group the metadata names and, for 13-14, the borrowed slot."""
+    """10 and 12-15 are one kernel body (cooperative_store_gemm.cuh) with compile-time choices:
+    the raster group the metadata names, for 13-14 the borrowed slot, for 15 the lean loop."""
     source = (HGEMM_DIR / step.file).read_text()
     call = re.search(
-        r"cooperative_store::gemm<STAGES, CLUSTER_M, STAGING_BOXES, (\S+), (\w+)>", source
+        r"cooperative_store::gemm<STAGES, CLUSTER_M, STAGING_BOXES, (\S+), (\w+)(?:, (\w+))?>",
+        source,
     )
     assert call, "not built on the shared body"
     group = re.search(r"GROUP_C_ROWS = (\d+);", source)
@@ -346,6 +347,7 @@ def test_step_10_variants_differ_only_in_what_they_claim(step):
     if "tile_order" in step.tiles:
         assert f"groups of {rows} rows of C" in step.tiles["tile_order"]
     assert call.group(2) == ("true" if step.number in (13, 14) else "false")
+    assert (call.group(3) or "false") == ("true" if step.number == 15 else "false")
     assert step.launch(4096, 4096, 4096) == get_step(10).launch(4096, 4096, 4096)
     assert step.pipeline["shared_bytes"] == get_step(10).pipeline["shared_bytes"] == 230_400
 
@@ -361,6 +363,36 @@ def test_borrowed_slot_epilogue_stores_in_one_round(step):
     assert sass.count("UTMACMDFLUSH") == (1 if borrows else 2)
     assert sass.count("UTMASTG.2D") == 4 and sass.count("STSM.16.M88.4") == 16
     assert bool(re.search(r"BAR\.SYNC\S* 0x5, 0x100\b", sass)) == borrows  # 256 threads
+
+
+def _k_tile_loop(sass_lines: list[str]) -> list[str]:
+    """The consumer's K-tile loop: from the target of the first backward branch after the first
+    HGMMA to that branch."""
+    addressed = [
+        (int(m.group(1), 16), m.group(2))
+        for m in (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line) for line in sass_lines)
+        if m
+    ]
+    first = next(i for i, (_, text) in enumerate(addressed) if "HGMMA" in text)
+    for address, text in addressed[first:]:
+        branch = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < addressed[first][0]:
+            start = int(branch.group(1), 16)
+            return [t for a, t in addressed if start <= a <= address]
+    raise AssertionError("no K-tile loop around the first HGMMA")
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_lean_loop_issues_fewer_instructions_per_k_tile_than_step_12():
+    """Step 15's claim in the SASS: the same 4 HGMMAs per K-tile, at least 20 fewer other
+    instructions per warp than step 12 (111 and 84 with nvcc 13.0)."""
+    loops = {}
+    for number in (12, 15):
+        step = get_step(number)
+        loops[number] = _k_tile_loop(_sass_lines(build_step(step).cubin, step.kernel))
+    assert [sum("HGMMA" in t for t in loops[n]) for n in (12, 15)] == [4, 4]
+    assert len(loops[15]) <= len(loops[12]) - 20, (len(loops[12]), len(loops[15]))
 
 
 def test_exact_store_columns_stop_at_the_last_16_bytes_inside_n():

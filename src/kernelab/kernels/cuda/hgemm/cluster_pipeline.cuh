@@ -193,13 +193,19 @@ __device__ __forceinline__ void pass_turn(int consumer) {
 // CTA, rows 64 * consumer on. Ping-pong: the CTA's tiles consumer, consumer + 2, ...; `it`
 // skips the other consumer's K-tiles.
 template <int ClusterM, int Stages, bool PingPong, int GroupCRows, bool BorrowLastSlot,
-          class Epilogue>
+          bool LeanLoop, class Epilogue>
 __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupCRows> &pb,
                                         Ring<ClusterM, Stages, PingPong> &ring, int rank,
                                         int consumer, Epilogue &&epilogue) {
     using S = Schedule<PingPong>;
     static_assert(!(PingPong && BorrowLastSlot), "a ping-pong slot has one reader");
     const int a_row0 = PingPong ? 0 : 64 * consumer;  // this consumer's rows in the A tile
+    // LeanLoop: slot 0's descriptors once, each slot's by one add (A tiles are
+    // S::A_TILE_BYTES / 16 units apart, B tiles B_TILE_BYTES / 16), not rebuilt per k16; and
+    // the slot and phase of K-tile `it` by unsigned arithmetic (a mask and a shift for a
+    // power-of-two ring, where a signed % and / cost a sign fix-up each)
+    const uint64_t a_desc0 = LeanLoop ? smem_desc_128b(ring.a + a_row0 * 128) : uint64_t(0);
+    const uint64_t b_desc0 = LeanLoop ? smem_desc_128b_mn(ring.b, B_BOX_BYTES) : uint64_t(0);
     float acc[128];
     int it = 0, local = 0;  // local: the tile's place in this CTA's sequence
     for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count(), ++local) {
@@ -212,12 +218,21 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupC
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
-            const int slot = it % Stages;
-            mbarrier_wait(&ring.full[slot], (it / Stages) & 1);
-            wgmma_k_tile_m64n256(acc, ring.a + slot * S::A_TILE_BYTES + a_row0 * 128,
-                                 ring.b + slot * B_TILE_BYTES, B_BOX_BYTES);
+            const int slot = LeanLoop ? int(unsigned(it) % Stages) : it % Stages;
+            const int fill = LeanLoop ? int(unsigned(it) / Stages) : it / Stages;
+            mbarrier_wait(&ring.full[slot], fill & 1);
+            if constexpr (LeanLoop) {
+                wgmma_k_tile_m64n256_stepped(acc, a_desc0 + uint64_t(slot) * (S::A_TILE_BYTES >> 4),
+                                             b_desc0 + uint64_t(slot) * (B_TILE_BYTES >> 4));
+            } else {
+                wgmma_k_tile_m64n256(acc, ring.a + slot * S::A_TILE_BYTES + a_row0 * 128,
+                                     ring.b + slot * B_TILE_BYTES, B_BOX_BYTES);
+            }
             wgmma_wait<1>();
-            if (kt > 0) release_stage<ClusterM>(ring.empty, (it - 1) % Stages);
+            if (kt > 0) {
+                release_stage<ClusterM>(
+                    ring.empty, LeanLoop ? int(unsigned(it - 1) % Stages) : (it - 1) % Stages);
+            }
         }
         // Every full barrier of this tile has been waited on: the other consumer may start
         // on the next tile while this one drains its last group and stores.
@@ -240,7 +255,7 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupC
 // dynamic shared memory (the ring first); `epilogue(acc, row0, col0, consumer, last_b_tile)`
 // writes one consumer warpgroup's 64 x 256 slice (see "The epilogue" above).
 template <int ClusterM, int Stages, bool PingPong = false, int GroupCRows = GROUP_C_ROWS,
-          bool BorrowLastSlot = false, class Epilogue>
+          bool BorrowLastSlot = false, bool LeanLoop = false, class Epilogue>
 __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a,
                                                         const CUtensorMap &map_b, int M, int N,
                                                         int K, unsigned char *smem,
@@ -258,8 +273,8 @@ __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a
         if (threadIdx.x == 0) produce(map_a, map_b, pb, ring, rank);
     } else {
         claim_registers<CONSUMER_REGISTERS>();
-        consume<ClusterM, Stages, PingPong, GroupCRows, BorrowLastSlot>(pb, ring, rank,
-                                                                         warpgroup - 1, epilogue);
+        consume<ClusterM, Stages, PingPong, GroupCRows, BorrowLastSlot, LeanLoop>(
+            pb, ring, rank, warpgroup - 1, epilogue);
         // An epilogue's TMA stores (if any) are complete before the CTA ends.
         if (threadIdx.x % 128 == 0) bulk_wait<0>();
     }

@@ -222,6 +222,20 @@ __device__ __forceinline__ void wgmma_k_tile_m64n256(float (&acc)[128], const un
     wgmma_commit();
 }
 
+// The same K-tile from the descriptors of its first k16 slice, stepped instead of rebuilt: in
+// the descriptors' address field (16-byte units) a k16 step is +2 along A's 128-byte rows
+// (32 bytes) and +128 down B's N-major boxes (16 rows of 128 bytes). The field stays inside
+// its 14 bits: every shared address of these kernels is below 232,448 bytes (14,528 units).
+__device__ __forceinline__ void wgmma_k_tile_m64n256_stepped(float (&acc)[128], uint64_t a_desc,
+                                                             uint64_t b_desc) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        wgmma_m64n256k16<1>(acc, a_desc + 2 * kk, b_desc + 128 * kk);
+    }
+    wgmma_commit();
+}
+
 // Write a warpgroup's m64 x Width accumulators (rows row0.., columns col0..) to C as bf16
 // pairs, bounds-checked: the fragment layout of wgmma_m64n128k16 with Width / 8 column blocks.
 template <int Width>

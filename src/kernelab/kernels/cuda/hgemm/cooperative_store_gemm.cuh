@@ -9,6 +9,9 @@
 //   BorrowLastSlot the two missing boxes of a one-round epilogue come from the B tile of the
 //                  slot the tile's last K-tile used, released once the stores have read it
 //                  (then StagingBoxes must be 2)
+//   LeanLoop       the consumers step their wgmma descriptors by adds instead of rebuilding
+//                  them from addresses every k16, and find slots by unsigned arithmetic
+//                  (step 15)
 // Shared memory: Stages x 49,152 + 2 x StagingBoxes x 8,192 bytes after 1024-byte alignment.
 #pragma once
 
@@ -19,7 +22,8 @@ namespace cooperative_store {
 
 using Tile = cluster_gemm::Schedule<false>;
 
-template <int Stages, int ClusterM, int StagingBoxes, int GroupCRows, bool BorrowLastSlot>
+template <int Stages, int ClusterM, int StagingBoxes, int GroupCRows, bool BorrowLastSlot,
+          bool LeanLoop = false>
 __device__ __forceinline__ void gemm(const CUtensorMap &map_a, const CUtensorMap &map_b,
                                      const CUtensorMap &map_c, int M, int N, int K,
                                      bf16 *__restrict__ C, int ldc, int exact_cols) {
@@ -32,7 +36,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap &map_a, const CUtensorMap
     unsigned char *smem = aligned_dynamic_smem<1024>(smem_raw);
     unsigned char *staging = smem + Stages * Tile::STAGE_BYTES;  // 1024-aligned
     const tma_store::Output out{&map_c, C, ldc, M, N, exact_cols};
-    cluster_gemm::persistent_cluster_gemm<ClusterM, Stages, false, GroupCRows, BorrowLastSlot>(
+    cluster_gemm::persistent_cluster_gemm<ClusterM, Stages, false, GroupCRows, BorrowLastSlot,
+                                          LeanLoop>(
         map_a, map_b, M, N, K, smem, full, empty,
         [&](const float (&acc)[128], int row0, int col0, int consumer,
             unsigned char *last_b_tile) {
