@@ -441,7 +441,9 @@ def test_row_tile_candidates_start_with_inductors_choice_and_end_persistent(bloc
         assert first["num_warps"] == 1 and first["ROWS"] == MIN_TILE_ELEMENTS // block_n
     else:  # long rows: one row per program
         assert first["ROWS"] == 1 and first["num_warps"] > 1
-    assert not any(c["PERSISTENT"] for c in candidates[:-1]) and last["PERSISTENT"]
+    # one program per tile first, the persistent grids last
+    persistent = [c["PERSISTENT"] for c in candidates]
+    assert persistent == sorted(persistent) and last["PERSISTENT"]
     assert len({tuple(sorted(c.items())) for c in candidates}) == len(candidates)
     for c in candidates:
         assert 1 <= c["num_warps"] <= 32 and c["num_warps"] & (c["num_warps"] - 1) == 0
@@ -958,3 +960,60 @@ def test_gpu_matmul_warp_specialized(matmul):
     if "raised" in report.message:
         pytest.xfail(f"Triton could not warp-specialize the TMA loop: {report.message}")
     assert report.ok, report.message
+
+
+# Compiles the row-tile softmax for sm_90 with Triton's own toolchain (no GPU) in a process
+# without TRITON_INTERPRET, and prints whether each configuration's SASS has cp.async.
+_PIPELINE_PROBE = """
+import json, sys, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernelab.kernels.cuda.sass import disassemble
+from kernelab.kernels.triton.softmax import _softmax_rows_kernel as kernel
+
+out = []
+for config in json.loads(sys.argv[1]):
+    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
+                 "x_row_stride": "i32", "out_row_stride": "i32"}
+    aligned = {(kernel.arg_names.index(n),): [["tt.divisibility", 16]] for n in signature}
+    constexprs = {"BLOCK_N": 4096, "ROWS": config["ROWS"], "PERSISTENT": True, "LEAN": True,
+                  "FTZ": True, "PIPELINE": config.get("PIPELINE", 1)}
+    signature.update({name: "constexpr" for name in constexprs})
+    source = ASTSource(fn=kernel, signature=signature, attrs=aligned,
+                       constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": config["num_warps"],
+                                       "num_stages": config["num_stages"]})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(compiled.asm["cubin"])
+        cubin.flush()
+        out.append("LDGSTS" in disassemble(cubin.name))
+print(json.dumps(out))
+"""
+
+
+def test_pipelined_row_tiles_copy_the_next_rows_through_shared_memory():
+    # PIPELINE puts num_stages on the persistent loop itself: the next rows' loads become
+    # cp.async into shared memory (LDGSTS). The older persistent candidate's kernel-wide
+    # num_stages=2 alone never did.
+    import json
+
+    from kernelab.kernels.cuda.sass import find_tool
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    if find_tool("cuobjdump") is None:
+        pytest.skip("needs cuobjdump")
+    candidates = row_tile_candidates(4096)
+    pipelined = [c for c in candidates if c.get("PIPELINE", 1) > 1]
+    assert [c["PIPELINE"] for c in pipelined] == [2, 3]
+    older = next(c for c in candidates if c["PERSISTENT"] and "PIPELINE" not in c)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    probe = subprocess.run(
+        [sys.executable, "-c", _PIPELINE_PROBE, json.dumps([pipelined[0], older])],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == [True, False]
+    # rows shorter than 2,048 values keep their old candidates
+    assert not any(c.get("PIPELINE") for c in row_tile_candidates(1024))

@@ -202,8 +202,18 @@ def persistent_grid(kernel, args: tuple, kwargs: dict, n_tiles: int) -> tuple[in
 # --- kernels that keep whole rows in registers (softmax, layernorm, rmsnorm) ---------------
 
 
-def _row_tile(rows: int, warps: int, *, persistent: bool = False, stages: int = 1) -> dict:
-    return {"ROWS": rows, "num_warps": warps, "num_stages": stages, "PERSISTENT": persistent}
+def _row_tile(
+    rows: int, warps: int, *, persistent: bool = False, stages: int = 1, pipeline: int = 1
+) -> dict:
+    config = {"ROWS": rows, "num_warps": warps, "num_stages": stages, "PERSISTENT": persistent}
+    if pipeline > 1:
+        config.update(PIPELINE=pipeline, num_stages=pipeline)
+    return config
+
+
+# Rows at least this long also get the pipelined persistent candidates (the short rows'
+# misses of the 4.0 TB/s target were at 2,048-16,384 columns).
+PIPELINED_MIN_COLS = 2048
 
 
 def row_tile_candidates(block_n: int) -> list[dict]:
@@ -227,10 +237,18 @@ def row_tile_candidates(block_n: int) -> list[dict]:
             warps = rows * block_n // (32 * per_thread)
             if 1 <= warps <= 32 and _row_tile(rows, warps) not in candidates:
                 candidates.append(_row_tile(rows, warps))
-    # the earlier design, kept as a candidate: 8K values per tile, 32 per thread, loop
+    # the earlier design, kept as a candidate: 8K values per tile, 32 per thread, loop (its
+    # num_stages=2 never pipelined the loop: no cp.async in its SASS)
     rows = max(1, 8192 // block_n)
     warps = max(1, min(16, rows * block_n // (32 * 32)))
     candidates.append(_row_tile(rows, warps, persistent=True, stages=2))
+    if block_n >= PIPELINED_MIN_COLS:
+        # The Triton tutorial's fused softmax (the anchor's 4.12-4.15 TB/s fp32 at 4K-16K
+        # columns): one row per iteration of a persistent loop whose next rows' loads are
+        # pipelined through shared memory, 2 or 3 stages. Added in session 3, not yet timed.
+        warps = 8 if block_n <= 4096 else 16
+        for pipeline in (2, 3):
+            candidates.append(_row_tile(1, warps, persistent=True, pipeline=pipeline))
     return candidates
 
 

@@ -102,29 +102,27 @@ def _norm_rows_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     PERSISTENT: tl.constexpr,
+    PIPELINE: tl.constexpr = 1,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
         first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
     else:
         first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
-    for tile in tl.range(first, last, step):
-        _norm_tile(
-            x_ptr,
-            w_ptr,
-            b_ptr,
-            out_ptr,
-            tile,
-            n_rows,
-            n_cols,
-            x_row_stride,
-            out_row_stride,
-            eps,
-            IS_RMS,
-            HAS_BIAS,
-            BLOCK_N,
-            ROWS,
-        )
+    if PIPELINE > 1:
+        # as in softmax._softmax_rows_kernel: the next tiles' loads in flight through shared
+        # memory, turned on by the loop's own num_stages
+        for tile in tl.range(first, last, step, num_stages=PIPELINE):
+            _norm_tile(
+                x_ptr, w_ptr, b_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride,
+                out_row_stride, eps, IS_RMS, HAS_BIAS, BLOCK_N, ROWS,
+            )  # fmt: skip
+    else:
+        for tile in tl.range(first, last, step):
+            _norm_tile(
+                x_ptr, w_ptr, b_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride,
+                out_row_stride, eps, IS_RMS, HAS_BIAS, BLOCK_N, ROWS,
+            )  # fmt: skip
 
 
 @triton.jit

@@ -162,26 +162,29 @@ def _softmax_rows_kernel(
     PERSISTENT: tl.constexpr,
     LEAN: tl.constexpr = True,
     FTZ: tl.constexpr = False,
+    PIPELINE: tl.constexpr = 1,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
         first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
     else:
         first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
-    for tile in tl.range(first, last, step):
-        _softmax_tile(
-            x_ptr,
-            out_ptr,
-            tile,
-            n_rows,
-            n_cols,
-            x_row_stride,
-            out_row_stride,
-            BLOCK_N,
-            ROWS,
-            LEAN,
-            FTZ,
-        )
+    if PIPELINE > 1:
+        # the software pipeliner copies the next PIPELINE - 1 tiles into shared memory
+        # (cp.async) while this one is reduced: ROWS x BLOCK_N x itemsize bytes per stage in
+        # flight without registers. Only an explicit num_stages on the loop turns it on
+        # (Triton 3.6: the kernel-wide num_stages alone left this loop unpipelined).
+        for tile in tl.range(first, last, step, num_stages=PIPELINE):
+            _softmax_tile(
+                x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride,
+                BLOCK_N, ROWS, LEAN, FTZ,
+            )  # fmt: skip
+    else:
+        for tile in tl.range(first, last, step):
+            _softmax_tile(
+                x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride,
+                BLOCK_N, ROWS, LEAN, FTZ,
+            )  # fmt: skip
 
 
 @triton.jit
