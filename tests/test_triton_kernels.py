@@ -211,8 +211,9 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
 def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dtype):
     # One chunk per row: every group is a single program, so the kernel runs under the
     # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
-    # exercises the prefetch of the next row (or two, reaching past the last row), both parities of the partials buffer and the
-    # turn tags (a stale tag would hang until the spin budget and poison the row with NaN).
+    # exercises the prefetch of the next row (or two, reaching past the last row), both
+    # parities of the partials buffer and the turn tags (a stale tag would hang until the
+    # spin budget and poison the row with NaN).
     # lean: the output is exp(x - chunk max), kept from the statistics, times one rescale.
     config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch, "LEAN": lean}
     fn = functools.partial(

@@ -109,20 +109,25 @@ def _norm_rows_kernel(
         first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
     else:
         first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
-    if PIPELINE > 1:
-        # as in softmax._softmax_rows_kernel: the next tiles' loads in flight through shared
-        # memory, turned on by the loop's own num_stages
-        for tile in tl.range(first, last, step, num_stages=PIPELINE):
-            _norm_tile(
-                x_ptr, w_ptr, b_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride,
-                out_row_stride, eps, IS_RMS, HAS_BIAS, BLOCK_N, ROWS,
-            )  # fmt: skip
-    else:
-        for tile in tl.range(first, last, step):
-            _norm_tile(
-                x_ptr, w_ptr, b_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride,
-                out_row_stride, eps, IS_RMS, HAS_BIAS, BLOCK_N, ROWS,
-            )  # fmt: skip
+    # PIPELINE > 1: the next tiles' loads in flight through shared memory (cp.async), turned
+    # on by the loop's own num_stages, as in softmax._softmax_rows_kernel
+    for tile in tl.range(first, last, step, num_stages=PIPELINE):
+        _norm_tile(
+            x_ptr,
+            w_ptr,
+            b_ptr,
+            out_ptr,
+            tile,
+            n_rows,
+            n_cols,
+            x_row_stride,
+            out_row_stride,
+            eps,
+            IS_RMS,
+            HAS_BIAS,
+            BLOCK_N,
+            ROWS,
+        )
 
 
 @triton.jit

@@ -21,8 +21,8 @@ long_row_candidates, each naming its kernel in "path":
    read and one write, with all of a row's chunks in flight on different SMs. PREFETCH
    (1 or 2) issues the loads of the next row's chunk (or the next two) before waiting. DEFER
    takes the wait off the critical path: a program publishes row r's partials, then finishes
-   its previous row, whose peers published a step ago (the exps of two rows in registers). The partials carry their turn
-   number in the same 64-bit word and are exchanged without any fence (an arrival counter
+   its previous row, whose peers published a step ago (the exps of two rows in registers).
+   The partials carry their turn number in the same 64-bit word and are exchanged without any fence (an arrival counter
    with release/acquire was slower everywhere on the H200 and raced in bf16: removed).
 3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
    the row from HBM keeping it in L2 (evict_last) and computes an online (max, sum), the
@@ -169,22 +169,25 @@ def _softmax_rows_kernel(
         first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
     else:
         first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
-    if PIPELINE > 1:
-        # the software pipeliner copies the next PIPELINE - 1 tiles into shared memory
-        # (cp.async) while this one is reduced: ROWS x BLOCK_N x itemsize bytes per stage in
-        # flight without registers. Only an explicit num_stages on the loop turns it on
-        # (Triton 3.6: the kernel-wide num_stages alone left this loop unpipelined).
-        for tile in tl.range(first, last, step, num_stages=PIPELINE):
-            _softmax_tile(
-                x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride,
-                BLOCK_N, ROWS, LEAN, FTZ,
-            )  # fmt: skip
-    else:
-        for tile in tl.range(first, last, step):
-            _softmax_tile(
-                x_ptr, out_ptr, tile, n_rows, n_cols, x_row_stride, out_row_stride,
-                BLOCK_N, ROWS, LEAN, FTZ,
-            )  # fmt: skip
+    # PIPELINE > 1: the software pipeliner copies the next PIPELINE - 1 tiles into shared
+    # memory (cp.async) while this one is reduced, ROWS x BLOCK_N x itemsize bytes per stage in
+    # flight without registers. Only num_stages on the loop itself turns it on (Triton 3.6 and
+    # 3.9: the kernel-wide num_stages alone left this loop unpipelined); PIPELINE = 1 compiles
+    # to the same SASS as a loop without it.
+    for tile in tl.range(first, last, step, num_stages=PIPELINE):
+        _softmax_tile(
+            x_ptr,
+            out_ptr,
+            tile,
+            n_rows,
+            n_cols,
+            x_row_stride,
+            out_row_stride,
+            BLOCK_N,
+            ROWS,
+            LEAN,
+            FTZ,
+        )
 
 
 @triton.jit
@@ -752,7 +755,7 @@ def single_pass_long_candidate() -> dict:
 # >= 1 GiB): (path, cooperative CHUNK or None, deferred?). It goes first, so the untuned
 # default is the measured winner; longer rows take the 262K winner.
 MEASURED_WINNERS = {
-    # TB/s beside: session 3 (2026-11-29, 19:50-20:40 UTC, the deferred kernel; three runs in
+    # TB/s beside: session 3 (2026-11-29, 19:35-19:55 UTC, the deferred kernel; three runs in
     # benchmarks/results/h200/experiments/softmax_long_rows_v4..v7.json, within 0.04 TB/s
     # of each other), except where marked s2 (session 2, softmax_long_rows_v2.json: no
     # session-3 candidate beat it there).
