@@ -39,9 +39,13 @@ def label(config: dict) -> str:
     with " exp1" when it runs the session-1 arithmetic (LEAN=False)."""
     path = config["path"]
     warps = f"w{config['num_warps']}"
-    depth = config.get("PREFETCH")
-    prefetch = "" if not depth or config.get("DEFER") and depth == 1 else f" pf{depth}"
-    prefetch = " pf" if prefetch == " pfTrue" or prefetch == " pf1" else prefetch
+    # rows in flight ahead (True is 1): " pf" for one, " pf2" for two; the deferred kernel
+    # always keeps one, so only its second is named
+    depth = int(config.get("PREFETCH") or 0)
+    if depth == 0 or (depth == 1 and config.get("DEFER")):
+        prefetch = ""
+    else:
+        prefetch = " pf" if depth == 1 else f" pf{depth}"
     session_1 = " exp1" if config.get("LEAN") is False else ""
     if path == "cooperative":
         deferred = " defer" if config.get("DEFER") else ""

@@ -23,9 +23,8 @@ from kernelab.harness.records import Record
 
 
 def latest_per_case(records: list[Record]) -> list[Record]:
-    """Per (op, shape, dtype, implementation), the record of the latest run that measured it:
-    a case re-measured by a later run (its file, extra["source_file"]) replaces the older
-    figure instead of standing beside it."""
+    """Per (op, shape, dtype, implementation), the record with the latest timestamp: a case
+    re-measured by a later run replaces the older figure instead of standing beside it."""
     latest: dict[tuple, Record] = {}
     for r in records:
         case = (r.op, json.dumps(r.shape, sort_keys=True), r.dtype, r.implementation)
