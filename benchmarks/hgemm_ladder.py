@@ -72,6 +72,10 @@ def main() -> int:
         "--rounds", type=int, default=0,
         help="then N interleaved rounds (cuBLAS, every step, cuBLAS) per size, cold",
     )  # fmt: skip
+    parser.add_argument(
+        "--paired", type=int, default=0,
+        help="then N pairs of (cuBLAS call, step call) per step and size, cold (harness.paired)",
+    )  # fmt: skip
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     try:
@@ -113,6 +117,14 @@ def main() -> int:
         ]
         print("\ninterleaved rounds, cold: % of the faster cuBLAS timing around each round")
         print(ladder.format_rounds(summary["rounds"]))
+    if args.paired:
+        summary["paired"] = [
+            row
+            for size in sizes
+            for row in ladder.time_paired(good, size, args.paired, progress=log)
+        ]
+        print("\npaired, cold: median over pairs of cuBLAS time / step time")
+        print(ladder.format_paired(summary["paired"]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     if records:

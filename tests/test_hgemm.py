@@ -128,7 +128,7 @@ def test_wgmma_shape_and_b_majorness_in_sass(step):
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11, 12, 13, 14, 15])
+@pytest.mark.parametrize("number", [5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18])
 def test_warp_specialized_step_moves_registers_between_roles(number):
     step = get_step(number)
     sass = "\n".join(_sass_lines(build_step(step).cubin, step.kernel))
@@ -143,6 +143,69 @@ def test_warp_specialized_step_moves_registers_between_roles(number):
 
 
 CLUSTER_STEPS = [s for s in STEPS if s.cluster > 1]
+
+
+def _stsm_while_wgmma_in_flight(lines: list[str]) -> bool:
+    """Whether some STSM comes after an HGMMA and before the next wait for every wgmma group
+    (WARPGROUP.DEPBAR.LE gsb0, 0x0): staging while the tensor cores still work."""
+    in_flight = False
+    for line in lines:
+        if "HGMMA" in line:
+            in_flight = True
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line:
+            in_flight = False
+        elif in_flight and "STSM" in line:
+            return True
+    return False
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("number", [16, 17, 18])
+def test_deferred_rounds_stage_while_the_next_tiles_wgmma_run(number):
+    deferred, lean = get_step(number), get_step(15)
+    deferred_lines = _sass_lines(build_step(deferred).cubin, deferred.kernel)
+    lean_lines = _sass_lines(build_step(lean).cubin, lean.kernel)
+    assert _stsm_while_wgmma_in_flight(deferred_lines)
+    # step 15 stages only after its last wait: the check can tell the two apart
+    assert not _stsm_while_wgmma_in_flight(lean_lines)
+    # the same main loop otherwise: four HGMMA per K-tile, one group kept in flight
+    assert sum("HGMMA" in line for line in deferred_lines) == 4
+    assert any("WARPGROUP.DEPBAR.LE gsb0, 0x1" in line for line in deferred_lines)
+    # and no local memory for the packed rounds (a register array indexed at run time)
+    assert not any(re.search(r"\b(STL|LDL)\b", line) for line in deferred_lines)
+
+
+def _hgmma_with_scale_predicate(lines: list[str]) -> list[str]:
+    """HGMMAs whose scale-d is a predicate (`..., R24, UP0`): they may overwrite instead of
+    accumulate. A constant scale-d of 1 prints no operand there."""
+    return [line for line in lines if re.search(r"HGMMA\S* [^;]*, R\d+, !?U?P\d", line)]
+
+
+def _zeroed_accumulators(lines: list[str]) -> int:
+    """Writes of zero (MOV Rn, RZ or CS2R Rn, SRZ, the latter two registers at once) into
+    the 128 accumulator registers, which start at the HGMMA's destination register."""
+    base = int(re.search(r"HGMMA\S* R(\d+),", next(x for x in lines if "HGMMA" in x)).group(1))
+    count = 0
+    for line in lines:
+        zero = re.search(r"\b(MOV|CS2R)\s+R(\d+), S?RZ\b", line)
+        if zero and base <= int(zero.group(2)) < base + 128:
+            count += 2 if zero.group(1) == "CS2R" else 1
+    return count
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_overwrite_first_starts_a_tile_with_scale_d_instead_of_zeroing():
+    first, zeroing = get_step(18), get_step(17)
+    first_lines = _sass_lines(build_step(first).cubin, first.kernel)
+    zeroing_lines = _sass_lines(build_step(zeroing).cubin, zeroing.kernel)
+    assert len(_hgmma_with_scale_predicate(first_lines)) == 1  # the K-tile's first k16 only
+    assert not _hgmma_with_scale_predicate(zeroing_lines)
+    # 17 zeroes its 128 accumulators (the HGMMA's destination registers) every tile with
+    # moves of zero; 18 has none of those left
+    zero_moves = [_zeroed_accumulators(lines) for lines in (zeroing_lines, first_lines)]
+    assert zero_moves[0] >= 64 and zero_moves[1] == 0, zero_moves
 
 
 @needs_nvcc
@@ -166,7 +229,11 @@ def test_cluster_step_multicasts_b_and_keeps_fences_out_of_the_main_loop(step):
         # The epilogue: 16 stmatrix.x4 per thread into the staging buffer (in one round or
         # two), TMA stores out; per-thread global stores only in the fallback for tiles TMA
         # cannot store exactly (N not a multiple of 8), after the last HGMMA.
-        assert sass.count("STSM.16.M88.4") == 16 and "UTMASTG.2D" in sass
+        # Steps 16 and 17 stage deferred rounds in more places (inside the next tile's loop,
+        # before the next epilogue, after the last tile): 8 more per place.
+        stsm = sass.count("STSM.16.M88.4")
+        deferred = step.number in (16, 17, 18)
+        assert (stsm % 8 == 0 and stsm > 16 if deferred else stsm == 16) and "UTMASTG.2D" in sass
         stores = [i for i, line in enumerate(lines) if re.search(r"\bSTG\.", line)]
         assert stores and min(stores) > first
     if step.tiles.get("schedule", "").startswith("pingpong"):

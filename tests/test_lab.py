@@ -237,6 +237,45 @@ def test_hgemm_gate_prefers_interleaved_rounds_when_the_run_made_them():
     assert gate.hgemm_criterion(results).passed
 
 
+def _paired(impl, size, median, ci=(0.0, 0.0)):
+    return {"impl": impl, "size": size, "mode": "cold", "pairs": 400, "pct_median": median,
+            "pct_ci95": list(ci), "pct_p20": median - 1, "pct_p80": median + 1,
+            "pairs_ahead": 200}  # fmt: skip
+
+
+def test_hgemm_gate_prefers_paired_calls_over_rounds():
+    def rounds(impl, size, median):
+        return {"impl": impl, "size": size, "mode": "cold", "pct_median": median}
+
+    results = ResultSet(folder=None)
+    results.hgemm_summary = {
+        # the rounds would pass; the pairs, the finer measure, say 4096^3 is short
+        "rounds": [rounds("hgemm:17", 2048, 95.0), rounds("hgemm:17", 4096, 101.4),
+                   rounds("hgemm:17", 8192, 104.7)],
+        "paired": [_paired("hgemm:17", 2048, 94.6), _paired("hgemm:17", 4096, 99.9),
+                   _paired("hgemm:17", 8192, 103.1)],
+    }  # fmt: skip
+    criterion = gate.hgemm_criterion(results)
+    assert not criterion.passed and "alternating pairs" in criterion.evidence
+    assert "4096^3 99.9 %" in criterion.evidence
+    results.hgemm_summary["paired"][1] = _paired("hgemm:17", 4096, 100.2)
+    assert gate.hgemm_criterion(results).passed
+
+
+def test_hgemm_section_shows_the_paired_table():
+    from kernelab.lab.compose import hgemm_section
+    from kernelab.lab.report import Report, Table
+
+    results = ResultSet(folder=None)
+    results.hgemm_summary = {"steps": ["hgemm:17"],
+                             "paired": [_paired("hgemm:17", 4096, 100.04, (99.96, 100.11))]}  # fmt: skip
+    report = Report("t")
+    hgemm_section(report, results)
+    (paired,) = [b for b in report.blocks if isinstance(b, Table)]
+    assert paired.rows == [["hgemm:17", "4096^3", "100.0", "100.0 - 100.1", "99.0 - 101.0",
+                            "200 / 400"]]  # fmt: skip
+
+
 def test_softmax_gate_judges_each_row_length_by_its_latest_run():
     from dataclasses import replace
 

@@ -192,6 +192,13 @@ def _block(cols: int) -> int:
     return 1 << (cols - 1).bit_length()
 
 
+def _norm_operands(cols: int, dtype: str, device: str = "cuda"):
+    """One row of x, a weight and a bias, as LayerNorm's checker builds them (same dtype)."""
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    x = torch.zeros(1, cols, dtype=torch_dtype, device=device)
+    return x, torch.ones(cols, dtype=torch_dtype, device=device), torch.zeros_like(x[0])
+
+
 @pytest.mark.parametrize("shape", [{"rows": 5, "cols": 127}, {"rows": 3, "cols": 1031}], ids=str)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
@@ -834,7 +841,8 @@ def test_gpu_softmax_every_row_tile_candidate(softmax, cols, dtype):
     from kernelab.kernels.triton._runtime import row_tile_candidates
 
     shape = {"rows": (16 << 20) // (4 * cols), "cols": cols}  # 16 MiB of fp32
-    for config in row_tile_candidates(_block(cols)):
+    itemsize = {"fp32": 4, "bf16": 2}[dtype]
+    for config in row_tile_candidates(_block(cols), loaded_bytes_per_column=itemsize):
         fn = functools.partial(softmax.softmax, config=config)
         report = check_implementation(fn, "softmax", shape, dtype, trials=1)
         assert report.ok, f"{config}: {report.message}"
@@ -902,7 +910,11 @@ def test_gpu_layernorm_every_row_tile_candidate(norms, cols, dtype):
     from kernelab.kernels.triton._runtime import row_tile_candidates
 
     shape = {"rows": (16 << 20) // (4 * cols), "cols": cols}
-    for config in row_tile_candidates(_block(cols)):
+    itemsize = {"fp32": 4, "bf16": 2}[dtype]
+    # x, weight and bias of the input dtype, as the checker builds them
+    candidates = row_tile_candidates(_block(cols), loaded_bytes_per_column=3 * itemsize)
+    assert candidates == norms.candidates_for(*_norm_operands(cols, dtype))
+    for config in candidates:
         fn = functools.partial(norms.layernorm, config=config)
         report = check_implementation(fn, "layernorm", shape, dtype, trials=1)
         assert report.ok, f"{config}: {report.message}"
@@ -1018,3 +1030,26 @@ def test_pipelined_row_tiles_copy_the_next_rows_through_shared_memory():
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == [True, False]
     # rows shorter than 2,048 values keep their old candidates
     assert not any(c.get("PIPELINE") for c in row_tile_candidates(1024))
+
+
+def _pipeline_depths(candidates: list[dict]) -> list[int]:
+    return [c["PIPELINE"] for c in candidates if c.get("PIPELINE", 1) > 1]
+
+
+def test_pipelined_candidates_fit_in_shared_memory(norms):
+    from kernelab.kernels.triton._runtime import SM90_SHARED_BYTES_PER_PROGRAM as limit
+    from kernelab.kernels.triton._runtime import row_tile_candidates
+
+    # LayerNorm at 16K fp32 stages x, weight and bias: 2 x 3 x 64 KiB at PIPELINE=3 is over
+    # the 227 KiB a program may have (the H200 refused it, 2026-11-29 session 4); 2 stages fit
+    assert _pipeline_depths(norms.candidates_for(*_norm_operands(16384, "fp32", "cpu"))) == [2]
+    assert _pipeline_depths(norms.candidates_for(*_norm_operands(16384, "bf16", "cpu"))) == [2, 3]
+    # at 32K fp32 even one staged tile of x and weight (256 KiB) does not fit
+    x, w, _ = _norm_operands(32768, "fp32", "cpu")
+    assert _pipeline_depths(norms.candidates_for(x, w)) == []
+    # the softmax stages only the row: 2 x 64 KiB at 16K fp32 fits
+    assert _pipeline_depths(row_tile_candidates(16384, loaded_bytes_per_column=4)) == [2, 3]
+    for block_n in (2048, 4096, 8192, 16384, 32768):
+        for loaded in (2, 4, 6, 8, 12):
+            for c in row_tile_candidates(block_n, loaded_bytes_per_column=loaded):
+                assert (c.get("PIPELINE", 1) - 1) * block_n * loaded < limit, (block_n, c)

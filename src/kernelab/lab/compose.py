@@ -289,8 +289,9 @@ NOISY_TIMING = 0.10
 def hgemm_section(report: Report, results: ResultSet) -> None:
     """The Hopper bf16 ladder: each step's TFLOP/s and % of cuBLAS in the same run, per mode."""
     summary = results.hgemm_summary
-    if not summary or not summary.get("timing"):
+    if not summary or not any(summary.get(k) for k in ("timing", "rounds", "paired")):
         return
+    timing = summary.get("timing") or []  # a run may have made only rounds or pairs
     techniques = {}
     try:
         from kernelab.kernels.cuda.hgemm.steps import STEPS
@@ -298,11 +299,11 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
         techniques = {step.name: step.technique for step in STEPS}
     except ImportError:
         pass
-    sizes = sorted({row["size"] for row in summary["timing"]})
+    sizes = sorted({row["size"] for row in timing})
     noisy_cells = 0
     for mode in ("cold", "graph", "hot"):
         cells: dict[str, dict[int, str]] = {}
-        for row in summary["timing"]:
+        for row in timing:
             if row["mode"] != mode or row.get("tflops") is None:
                 continue  # the B transpose alone is a time, not a GEMM rate
             noisy = (row.get("rel_noise") or 0) > NOISY_TIMING
@@ -341,9 +342,27 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
             Paragraph(
                 "Each round times cuBLAS, every step, then cuBLAS again; a step is rated "
                 "against the faster of the two cuBLAS timings around it, so the card's drift "
-                "over a run cancels. The gate judges these medians."
+                "over a run cancels. The gate judges these medians unless the run also has pairs."
             ),
             Table(["step", "size", "median %", "range %", "rounds ahead"], rows),
+        )
+    paired = summary.get("paired") or []
+    if paired:
+        rows = [[r["impl"], f"{r['size']}^3", f"{r['pct_median']:.1f}",
+                 f"{r['pct_ci95'][0]:.1f} - {r['pct_ci95'][1]:.1f}",
+                 f"{r['pct_p20']:.1f} - {r['pct_p80']:.1f}", f"{r['pairs_ahead']} / {r['pairs']}"]
+                for r in paired]  # fmt: skip
+        report.add(
+            Heading("Hopper bf16 GEMM ladder in alternating pairs (cold): % of cuBLAS"),
+            Paragraph(
+                "Each sample is a pair of calls, one of cuBLAS and one of the step, back to back "
+                "with the L2 flushed before each, alternating which goes first "
+                "(kernelab.harness.paired); the figure is the median over pairs of cuBLAS time "
+                "/ step time, beside its 95 % interval and the band of single pairs. Both calls "
+                "of a pair run at the same clocks, so the card's drift under its power cap "
+                "cancels. The gate judges these medians when a run has them."
+            ),
+            Table(["step", "size", "median %", "95 % interval", "p20 - p80", "pairs ahead"], rows),
         )
 
 

@@ -14,6 +14,9 @@ import os
 # Under the CPU interpreter a grid runs program after program, so a handful of programs is
 # plenty and autotuning (timing each config) would only burn minutes.
 INTERPRETER_SMS = 4
+# sm_90's opt-in shared memory per block, 227 KiB: the limit Triton's OutOfResources names
+# on the H200 ("Hardware limit: 232448")
+SM90_SHARED_BYTES_PER_PROGRAM = 232_448
 
 # Volta and later split an SM into 4 sub-partitions, each with its own quarter of the
 # register file; a warp takes all its registers from one of them.
@@ -57,7 +60,17 @@ def _sm_limits(device_index: int) -> dict:
         "registers": props.regs_per_multiprocessor,
         "shared_bytes": props.shared_memory_per_multiprocessor,
         "blocks": getattr(props, "max_blocks_per_multi_processor", 32) or 32,
+        "shared_bytes_per_program": getattr(props, "shared_memory_per_block_optin", 0)
+        or SM90_SHARED_BYTES_PER_PROGRAM,
     }
+
+
+def shared_bytes_per_program(device) -> int:
+    """The most shared memory one program may ask for on the tensor's device (opt-in limit);
+    the H100/H200 figure on the CPU, where nothing launches."""
+    if device.type != "cuda":
+        return SM90_SHARED_BYTES_PER_PROGRAM
+    return _sm_limits(device.index if device.index is not None else 0)["shared_bytes_per_program"]
 
 
 def occupancy(limits: dict, *, num_warps: int, regs_per_thread: int, shared_bytes: int) -> int:
@@ -214,9 +227,17 @@ def _row_tile(
 # Rows at least this long also get the pipelined persistent candidates (the short rows'
 # misses of the 4.0 TB/s target were at 2,048-16,384 columns).
 PIPELINED_MIN_COLS = 2048
+# Room kept beside the staged tiles for the reductions' scratch and barriers (the 16K fp32
+# LayerNorm asked for 64 bytes more than its staged tiles).
+PIPELINE_SHARED_SLACK_BYTES = 4096
 
 
-def row_tile_candidates(block_n: int) -> list[dict]:
+def row_tile_candidates(
+    block_n: int,
+    *,
+    loaded_bytes_per_column: int = 4,
+    shared_bytes: int = SM90_SHARED_BYTES_PER_PROGRAM,
+) -> list[dict]:
     """Launch configurations for a kernel holding ROWS rows of BLOCK_N values in registers.
 
     Each is a dict of the kernel's ROWS and PERSISTENT constexprs and its num_warps and
@@ -228,6 +249,11 @@ def row_tile_candidates(block_n: int) -> list[dict]:
     per row), and last the persistent grid (SMs x occupancy programs looping over tiles).
     Every non-persistent config launches one program per tile and lets the hardware overlap
     a finishing program's stores with the next program's loads.
+
+    The pipelined candidates keep PIPELINE - 1 tiles of every array the loop loads in shared
+    memory: (PIPELINE - 1) x BLOCK_N x loaded_bytes_per_column bytes (the row's itemsize for
+    the softmax; x, weight and bias for the norms), and a depth that does not fit in
+    `shared_bytes` is not offered (LayerNorm at 16K fp32 with 3 stages asked for 384 KiB).
     """
     base_rows = max(1, MIN_TILE_ELEMENTS // block_n)
     per_thread = 32 if block_n <= MIN_TILE_ELEMENTS or block_n >= 16384 else 16
@@ -248,7 +274,9 @@ def row_tile_candidates(block_n: int) -> list[dict]:
         # pipelined through shared memory, 2 or 3 stages. Added in session 3, not yet timed.
         warps = 8 if block_n <= 4096 else 16
         for pipeline in (2, 3):
-            candidates.append(_row_tile(1, warps, persistent=True, pipeline=pipeline))
+            staged = (pipeline - 1) * block_n * loaded_bytes_per_column
+            if staged + PIPELINE_SHARED_SLACK_BYTES <= shared_bytes:
+                candidates.append(_row_tile(1, warps, persistent=True, pipeline=pipeline))
     return candidates
 
 

@@ -27,6 +27,7 @@ from kernelab.kernels.triton._runtime import (
     interpreting,
     launch_row_tiles,
     row_tile_candidates,
+    shared_bytes_per_program,
     tuned,
 )
 
@@ -182,6 +183,20 @@ def _norm_looped_kernel(
 _tuned: dict[tuple, dict] = {}
 
 
+def candidates_for(x2d, weight, bias=None) -> list[dict]:
+    """The single pass's tuning candidates for these operands: a pipelined loop stages x, the
+    weight and the bias (each loaded once per tile) in shared memory, so its depth is bounded
+    by their itemsizes together and by the device's shared memory per program."""
+    loaded = x2d.element_size() + weight.element_size()
+    if bias is not None:
+        loaded += bias.element_size()
+    return row_tile_candidates(
+        triton.next_power_of_2(x2d.shape[1]),
+        loaded_bytes_per_column=loaded,
+        shared_bytes=shared_bytes_per_program(x2d.device),
+    )
+
+
 def _normalize(
     x,
     weight,
@@ -243,7 +258,7 @@ def _normalize(
                 x.device.index,
             )
             nbytes = x2d.numel() * x2d.element_size()
-            config = tuned(_tuned, key, run, row_tile_candidates(block_n), nbytes=nbytes)
+            config = tuned(_tuned, key, run, candidates_for(x2d, weight, bias), nbytes=nbytes)
     run(config)
     return out
 

@@ -69,6 +69,7 @@ from kernelab.kernels.triton._runtime import (
     launch_row_tiles,
     resident_programs,
     row_tile_candidates,
+    shared_bytes_per_program,
     sm_count,
     tuned,
 )
@@ -899,9 +900,18 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
             config = interpreter_row_tile(block_n)
         else:
             key = ("softmax.rows", block_n, x2d.dtype, x2d.device.index)
-            candidates = row_tile_candidates(block_n)
-            config = tuned(_tuned_rows, key, run, candidates, nbytes=_nbytes(x2d))
+            config = tuned(_tuned_rows, key, run, row_candidates_for(x2d), nbytes=_nbytes(x2d))
     run(config)
+
+
+def row_candidates_for(x2d) -> list[dict]:
+    """The single pass's tuning candidates for this input: the pipelined ones stage tiles of
+    the row itself (its itemsize per column) within the device's shared memory."""
+    return row_tile_candidates(
+        triton.next_power_of_2(x2d.shape[1]),
+        loaded_bytes_per_column=x2d.element_size(),
+        shared_bytes=shared_bytes_per_program(x2d.device),
+    )
 
 
 def _launch_two_pass(x2d, out, chunk: int) -> None:

@@ -34,6 +34,11 @@
 // the slot's B), the epilogue may use the slot's B tile as staging space, and the consumer's
 // first thread releases the slot once its TMA stores have read it (the thread that issued
 // them: bulk groups are per thread).
+//
+// DeferredRound (steps 16, 17): the epilogue is an object whose call stores part of the slice
+// (or none) and keeps the rest packed; consume calls `during_k_tile(consumer, kt)` in the
+// next tile's loop with a wgmma group in flight (the object stores what it deferred there),
+// and `finish(consumer)` before the next epilogue and at the end, for whatever is left.
 #pragma once
 
 #include <cuda.h>
@@ -193,7 +198,7 @@ __device__ __forceinline__ void pass_turn(int consumer) {
 // CTA, rows 64 * consumer on. Ping-pong: the CTA's tiles consumer, consumer + 2, ...; `it`
 // skips the other consumer's K-tiles.
 template <int ClusterM, int Stages, bool PingPong, int GroupCRows, bool BorrowLastSlot,
-          bool LeanLoop, class Epilogue>
+          bool LeanLoop, bool DeferredRound, bool OverwriteFirst, class Epilogue>
 __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupCRows> &pb,
                                         Ring<ClusterM, Stages, PingPong> &ring, int rank,
                                         int consumer, Epilogue &&epilogue) {
@@ -215,15 +220,21 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupC
         }
         const int2 origin = pb.tile_origin(q, rank);
         if (PingPong && local > 0) wait_turn(consumer);
+        // OverwriteFirst (LeanLoop only): the tile's first wgmma ignores the accumulators
+        // (scale-d 0) instead of 128 moves zeroing them while the tensor cores wait
+        static_assert(!OverwriteFirst || LeanLoop);
+        if constexpr (!OverwriteFirst) {
 #pragma unroll
-        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+            for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        }
         for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
             const int slot = LeanLoop ? int(unsigned(it) % Stages) : it % Stages;
             const int fill = LeanLoop ? int(unsigned(it) / Stages) : it / Stages;
             mbarrier_wait(&ring.full[slot], fill & 1);
             if constexpr (LeanLoop) {
                 wgmma_k_tile_m64n256_stepped(acc, a_desc0 + uint64_t(slot) * (S::A_TILE_BYTES >> 4),
-                                             b_desc0 + uint64_t(slot) * (B_TILE_BYTES >> 4));
+                                             b_desc0 + uint64_t(slot) * (B_TILE_BYTES >> 4),
+                                             !OverwriteFirst || kt > 0);
             } else {
                 wgmma_k_tile_m64n256(acc, ring.a + slot * S::A_TILE_BYTES + a_row0 * 128,
                                      ring.b + slot * B_TILE_BYTES, B_BOX_BYTES);
@@ -233,7 +244,11 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupC
                 release_stage<ClusterM>(
                     ring.empty, LeanLoop ? int(unsigned(it - 1) % Stages) : (it - 1) % Stages);
             }
+            // DeferredRound: the previous tile's deferred store rounds, while this K-tile's
+            // wgmma group runs (they touch neither the accumulators nor the ring)
+            if constexpr (DeferredRound) epilogue.during_k_tile(consumer, kt);
         }
+        if constexpr (DeferredRound) epilogue.finish(consumer);  // a problem of few K-tiles
         // Every full barrier of this tile has been waited on: the other consumer may start
         // on the next tile while this one drains its last group and stores.
         if (PingPong && q + cluster_count() < pb.cluster_tiles) pass_turn(consumer);
@@ -248,6 +263,7 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupC
         epilogue(acc, origin.x + a_row0, origin.y, consumer, ring.b + last * B_TILE_BYTES);
         if constexpr (BorrowLastSlot) release_borrowed_stage<ClusterM>(ring.empty, last);
     }
+    if constexpr (DeferredRound) epilogue.finish(consumer);  // the last tile's deferred rounds
 }
 
 // The whole kernel body: barrier init, the roles, and the cluster barrier that keeps every
@@ -255,7 +271,8 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, PingPong, GroupC
 // dynamic shared memory (the ring first); `epilogue(acc, row0, col0, consumer, last_b_tile)`
 // writes one consumer warpgroup's 64 x 256 slice (see "The epilogue" above).
 template <int ClusterM, int Stages, bool PingPong = false, int GroupCRows = GROUP_C_ROWS,
-          bool BorrowLastSlot = false, bool LeanLoop = false, class Epilogue>
+          bool BorrowLastSlot = false, bool LeanLoop = false, bool DeferredRound = false,
+          bool OverwriteFirst = false, class Epilogue>
 __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a,
                                                         const CUtensorMap &map_b, int M, int N,
                                                         int K, unsigned char *smem,
@@ -273,8 +290,8 @@ __device__ __forceinline__ void persistent_cluster_gemm(const CUtensorMap &map_a
         if (threadIdx.x == 0) produce(map_a, map_b, pb, ring, rank);
     } else {
         claim_registers<CONSUMER_REGISTERS>();
-        consume<ClusterM, Stages, PingPong, GroupCRows, BorrowLastSlot, LeanLoop>(
-            pb, ring, rank, warpgroup - 1, epilogue);
+        consume<ClusterM, Stages, PingPong, GroupCRows, BorrowLastSlot, LeanLoop, DeferredRound,
+                OverwriteFirst>(pb, ring, rank, warpgroup - 1, epilogue);
         // An epilogue's TMA stores (if any) are complete before the CTA ends.
         if (threadIdx.x % 128 == 0) bulk_wait<0>();
     }

@@ -179,9 +179,11 @@ __device__ __forceinline__ uint64_t smem_desc_128b_mn(const void *smem, uint32_t
 // d[64 x 256] += A[64 x 16] @ B[16 x 256]: the widest wgmma, 524,288 FLOP per instruction,
 // and the least shared-memory traffic per FLOP (the 64 x 16 A slice is read once for 256
 // columns). Accumulator fragment as wgmma_m64n128k16 with j = 0..31: 128 fp32 per lane.
+// scale_d 0: d = A @ B, the accumulators' old values ignored (a tile's first k16 need not
+// zero them first).
 template <int TransB>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a,
-                                                 uint64_t desc_b) {
+                                                 uint64_t desc_b, int scale_d = 1) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -200,7 +202,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
         "}\n"
         : HGEMM_ACC16(0), HGEMM_ACC16(16), HGEMM_ACC16(32), HGEMM_ACC16(48), HGEMM_ACC16(64),
           HGEMM_ACC16(80), HGEMM_ACC16(96), HGEMM_ACC16(112)
-        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransB));
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB));
 }
 
 #undef HGEMM_ACC16
@@ -226,12 +228,14 @@ __device__ __forceinline__ void wgmma_k_tile_m64n256(float (&acc)[128], const un
 // the descriptors' address field (16-byte units) a k16 step is +2 along A's 128-byte rows
 // (32 bytes) and +128 down B's N-major boxes (16 rows of 128 bytes). The field stays inside
 // its 14 bits: every shared address of these kernels is below 232,448 bytes (14,528 units).
+// `accumulate` false: the first k16 overwrites the accumulators (a tile's first K-tile).
 __device__ __forceinline__ void wgmma_k_tile_m64n256_stepped(float (&acc)[128], uint64_t a_desc,
-                                                             uint64_t b_desc) {
+                                                             uint64_t b_desc,
+                                                             bool accumulate = true) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-        wgmma_m64n256k16<1>(acc, a_desc + 2 * kk, b_desc + 128 * kk);
+        wgmma_m64n256k16<1>(acc, a_desc + 2 * kk, b_desc + 128 * kk, kk > 0 || accumulate);
     }
     wgmma_commit();
 }

@@ -422,6 +422,61 @@ def interleave(
     return pct
 
 
+def time_paired(
+    steps: Sequence[Step],
+    size: int,
+    pairs: int,
+    mode: str = "cold",
+    max_time_s: float = 5.0,
+    progress: Progress = _quiet,
+) -> list[dict]:
+    """Each step against cuBLAS call by call (kernelab.harness.paired): pairs of one cuBLAS
+    call and one step call, alternating which goes first, each rated by reference time /
+    step time. A row per step: the median pair as % of cuBLAS, its 95 % interval, the
+    20-80 % band of single pairs, how many pairs the step won, and both medians in ms."""
+    import torch
+
+    from kernelab.harness.paired import compare
+    from kernelab.kernels.registry import get
+
+    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    cublas = get(CUBLAS).build()
+    rows = []
+    for step in steps:
+        progress(f"pairing {step.name} with cuBLAS at {size}^3, {mode}")
+        fn = get(step.name).build()
+        result = compare(lambda: cublas(a, b), lambda fn=fn: fn(a, b), mode=mode, pairs=pairs,
+                         max_time_s=max_time_s)  # fmt: skip
+        rows.append(_paired_row(step.name, size, result.to_dict()))
+    return rows
+
+
+def _paired_row(name: str, size: int, paired: dict) -> dict:
+    return {
+        "impl": name, "size": size, "mode": paired["mode"], "pairs": paired["pairs"],
+        "pct_median": paired["pct_of_reference"], "pct_ci95": paired["pct_ci95"],
+        "pct_p20": paired["pct_p20"], "pct_p80": paired["pct_p80"],
+        "pairs_ahead": paired["pairs_ahead"],
+        "cublas_median_ms": paired["reference"]["median"],
+        "step_median_ms": paired["candidate"]["median"],
+        "throttled": paired["throttled"], "clocks": paired["clocks"],
+        "reference_ms": paired["reference_ms"], "candidate_ms": paired["candidate_ms"],
+    }  # fmt: skip
+
+
+def format_paired(rows: Sequence[dict]) -> str:
+    """The paired timings as a plain table: the median pair's % of cuBLAS and its interval."""
+    lines = [f"{'step':<10}{'size':>7}{'median %':>10}{'95% CI':>16}{'p20-p80':>16}{'ahead':>12}"]
+    for r in rows:
+        low, high = r["pct_ci95"]
+        lines.append(
+            f"{r['impl']:<10}{r['size']:>7}{r['pct_median']:>10.1f}{low:>8.1f}-{high:<7.1f}"
+            f"{r['pct_p20']:>8.1f}-{r['pct_p80']:<7.1f}{r['pairs_ahead']:>6}/{r['pairs']}"
+        )
+    return "\n".join(lines)
+
+
 def _rounds_row(name: str, size: int, mode: str, pct: list[float]) -> dict:
     import statistics
 

@@ -599,13 +599,66 @@ STEPS: tuple[Step, ...] = (
                 "fewer instructions in the consumer's K-tile loop (SASS) and a lower ALU pipe "
                 "share under ncu; sm__pipe_tensor_cycles_active up against step 12 if it matters",
             ),
+            (
+                16,
+                "deferred_round",
+                "hgemm_deferred_round",
+                "step 15 with half of each tile's epilogue deferred: the slice's second store "
+                "round waits, packed to bf16 in 32 registers, until the next tile's second "
+                "K-tile is in flight, instead of waiting at the tile's end for the TMA unit to "
+                "read the first round",
+                2048,
+                "as step 15, and a tile's second store round overlaps the next tile's wgmma",
+                # Paired timings put step 15 at 95.6 / 98.9 / 102.3 % of cuBLAS at 2048^3 /
+                # 4096^3 / 8192^3: a per-tile cost cuBLAS does not pay. If the second round is
+                # ~1,000 of a 4096^3 tile's ~66,000 cycles, x1.015 at 4096^3, x1.007 at 8192^3;
+                # nothing at 2048^3 (one tile per CTA: the last round has no next tile).
+                1.015,
+                "STSM between the HGMMAs of the consumer's K-tile loop in SASS; paired timings "
+                "against step 15 at 4096^3, and a K sweep at 4096 x 4096 whose per-tile "
+                "intercept falls",
+            ),
+            (
+                17,
+                "deferred_slice",
+                "hgemm_deferred_slice",
+                "step 16 with the whole epilogue deferred: a tile's end only packs its slice to "
+                "bf16 (64 registers); the next tile stages and stores round 0 while its second "
+                "K-tile's wgmma run and round 1 while its third's do",
+                2048,
+                "as step 15, and both store rounds of a tile overlap the next tile's wgmma",
+                # Step 16 took 4096^3 from 98.9 to 99.8 % of cuBLAS (paired, H200, session 4);
+                # the first round is about half of what remains serial at a tile's end
+                # (barrier, 8 stmatrix, fence, barrier, the stores' issue; the drain of the
+                # last wgmma group stays). x1.003 over 16 at 4096^3.
+                1.003,
+                "STSM only while a wgmma group is in flight or after the last tile (SASS); "
+                "paired timings against step 16 at 4096^3",
+            ),
+            (
+                18,
+                "overwrite_first",
+                "hgemm_overwrite_first",
+                "step 17 whose tiles start with a wgmma that overwrites the accumulators "
+                "(scale-d 0) instead of 128 moves per thread that zero them while the tensor "
+                "cores wait",
+                2048,
+                "as step 17, with a shorter gap between a tile's last HGMMA and the next one's "
+                "first",
+                # ~256 issue cycles per tile (two consumer warps per sub-partition, 128 moves
+                # each) of a 4096^3 tile's ~66,000: x1.003 over 17 at 4096^3, if the moves sit
+                # on the path between the tiles' HGMMAs.
+                1.003,
+                "one HGMMA per K-tile loop with a predicate scale-d and no zeroing moves (SASS); "
+                "paired timings against step 17 at 4096^3",
+            ),
         )
     ),
 )
 
 # What the benchmark times when no --steps are given: the measured story's landmarks and the
 # candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
-DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15)
+DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18)
 
 BY_NUMBER = {step.number: step for step in STEPS}
 

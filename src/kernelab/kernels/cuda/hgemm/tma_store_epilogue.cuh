@@ -99,4 +99,60 @@ __device__ __forceinline__ void store_slice(const Output &out, Staging staging, 
     }
 }
 
+// Step 16's epilogue in two halves. A two-box staging buffer takes a slice in two rounds, and
+// step 10 runs both at the tile's end: the second waits until the TMA unit has read the
+// first round's 16 KiB, with the warpgroup stopped at a barrier and no wgmma in flight. Here
+// the tile's end packs both halves to bf16 (ROUND_REGS registers each), stages and stores
+// the first, and keeps the second packed; the consumer stages and stores it a K-tile into
+// its next tile, while that tile's wgmma run (DeferredRound in cooperative_store_gemm.cuh).
+constexpr int ROUND_BOXES = 2;
+constexpr int ROUND_BLOCKS = ROUND_BOXES * BOX_N / 8;  // 16 n8 blocks of the slice
+constexpr int ROUND_REGS = ROUND_BLOCKS * 2;            // 4 floats a block, two per register
+
+// Round `round`'s accumulators as bf16 pairs, in the order stage_round's stmatrix take them.
+__device__ __forceinline__ void pack_round(const float (&acc)[128], int round,
+                                           uint32_t (&packed)[ROUND_REGS]) {
+#pragma unroll
+    for (int i = 0; i < ROUND_REGS; ++i) {
+        const int first = 4 * ROUND_BLOCKS * round + 2 * i;  // acc of block 16 round + i / 2
+        packed[i] = pack_bf16x2(acc[first], acc[first + 1]);
+    }
+}
+
+// One round of a two-box staging: wait until the buffer's previous stores have read it,
+// stmatrix the round's packed values (columns col0 + 128 round ..), then its TMA stores, as
+// one round of store_slice<2>. Hardware barrier 1 + consumer.
+__device__ __forceinline__ void stage_round(const Output &out, unsigned char *buffer,
+                                            int consumer, int row0, int col0, int round,
+                                            const uint32_t (&packed)[ROUND_REGS]) {
+    const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+    const bool leader = thread == 0;
+    const int barrier = 1 + consumer;
+    const int matrix = lane / 8, r = lane % 8;
+    const int row = 16 * warp + 8 * (matrix & 1) + r;
+    if (leader) bulk_wait_read<0>();
+    named_barrier_sync(barrier, 128);
+#pragma unroll
+    for (int j = 0; j < ROUND_BLOCKS; j += 2) {
+        const int block = j + (matrix >> 1);
+        unsigned char *dst = buffer + (block / 8) * BOX_BYTES + row * 128 + (((block % 8) ^ r) << 4);
+        stmatrix_x4(dst, packed[2 * j], packed[2 * j + 1], packed[2 * j + 2], packed[2 * j + 3]);
+    }
+    fence_proxy_async();
+    named_barrier_sync(barrier, 128);
+    if (leader && row0 < out.M) {
+#pragma unroll
+        for (int b = 0; b < ROUND_BOXES; ++b) {
+            const int col = col0 + (round * ROUND_BOXES + b) * BOX_N;
+            if (col < out.N) tma_store_2d(out.map, buffer + b * BOX_BYTES, col, row0);
+        }
+        bulk_commit();
+    }
+}
+
+// Whether a slice must be stored from the registers (it reaches past exact_cols, see above).
+__device__ __forceinline__ bool needs_register_store(const Output &out, int col0) {
+    return col0 + SLICE_N > out.exact_cols && out.exact_cols < out.N;
+}
+
 }  // namespace tma_store
