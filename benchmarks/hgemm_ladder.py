@@ -74,7 +74,10 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument(
         "--paired", type=int, default=0,
-        help="then N pairs of (cuBLAS call, step call) per step and size, cold (harness.paired)",
+        help="then N pairs of (cuBLAS call, step call) per step and size (harness.paired)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--paired-modes", default="cold", help="modes of the pairs: cold and/or hot",
     )  # fmt: skip
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -120,10 +123,11 @@ def main() -> int:
     if args.paired:
         summary["paired"] = [
             row
+            for mode in args.paired_modes.split(",")
             for size in sizes
-            for row in ladder.time_paired(good, size, args.paired, progress=log)
+            for row in ladder.time_paired(good, size, args.paired, mode=mode, progress=log)
         ]
-        print("\npaired, cold: median over pairs of cuBLAS time / step time")
+        print("\npaired: median over pairs of cuBLAS time / step time")
         print(ladder.format_paired(summary["paired"]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

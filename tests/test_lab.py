@@ -258,6 +258,9 @@ def test_hgemm_gate_prefers_paired_calls_over_rounds():
     criterion = gate.hgemm_criterion(results)
     assert not criterion.passed and "alternating pairs" in criterion.evidence
     assert "4096^3 99.9 %" in criterion.evidence
+    # hot pairs are reported, not judged
+    results.hgemm_summary["paired"].append({**_paired("hgemm:17", 4096, 101.0), "mode": "hot"})
+    assert not gate.hgemm_criterion(results).passed
     results.hgemm_summary["paired"][1] = _paired("hgemm:17", 4096, 100.2)
     assert gate.hgemm_criterion(results).passed
 
@@ -272,8 +275,8 @@ def test_hgemm_section_shows_the_paired_table():
     report = Report("t")
     hgemm_section(report, results)
     (paired,) = [b for b in report.blocks if isinstance(b, Table)]
-    assert paired.rows == [["hgemm:17", "4096^3", "100.0", "100.0 - 100.1", "99.0 - 101.0",
-                            "200 / 400"]]  # fmt: skip
+    assert paired.rows == [["hgemm:17", "cold", "4096^3", "100.0", "100.0 - 100.1",
+                            "99.0 - 101.0", "200 / 400"]]  # fmt: skip
 
 
 def test_softmax_gate_judges_each_row_length_by_its_latest_run():

@@ -348,21 +348,24 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
         )
     paired = summary.get("paired") or []
     if paired:
-        rows = [[r["impl"], f"{r['size']}^3", f"{r['pct_median']:.1f}",
+        rows = [[r["impl"], r.get("mode", "cold"), f"{r['size']}^3", f"{r['pct_median']:.1f}",
                  f"{r['pct_ci95'][0]:.1f} - {r['pct_ci95'][1]:.1f}",
                  f"{r['pct_p20']:.1f} - {r['pct_p80']:.1f}", f"{r['pairs_ahead']} / {r['pairs']}"]
                 for r in paired]  # fmt: skip
         report.add(
-            Heading("Hopper bf16 GEMM ladder in alternating pairs (cold): % of cuBLAS"),
+            Heading("Hopper bf16 GEMM ladder in alternating pairs: % of cuBLAS"),
             Paragraph(
                 "Each sample is a pair of calls, one of cuBLAS and one of the step, back to back "
-                "with the L2 flushed before each, alternating which goes first "
+                "(cold: the L2 flushed before each; hot: not), alternating which goes first "
                 "(kernelab.harness.paired); the figure is the median over pairs of cuBLAS time "
                 "/ step time, beside its 95 % interval and the band of single pairs. Both calls "
                 "of a pair run at the same clocks, so the card's drift under its power cap "
-                "cancels. The gate judges these medians when a run has them."
+                "cancels. The gate judges the cold medians when a run has them."
             ),
-            Table(["step", "size", "median %", "95 % interval", "p20 - p80", "pairs ahead"], rows),
+            Table(
+                ["step", "mode", "size", "median %", "95 % interval", "p20 - p80", "pairs ahead"],
+                rows,
+            ),
         )
 
 

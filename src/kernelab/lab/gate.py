@@ -186,9 +186,10 @@ def hgemm_criterion(results: ResultSet) -> Criterion:
     cuBLAS before and, bracketing, after the steps: the card drifts under its power cap)."""
     name = "Hopper bf16 GEMM at >= 100 % of cuBLAS (4096^3, 8192^3), >= 90 % (2048^3)"
     summary = results.hgemm_summary or {}
-    if summary.get("paired"):  # call-by-call pairs, when the run made them: the finest measure
+    paired_cold = [r for r in summary.get("paired") or [] if r.get("mode", "cold") == "cold"]
+    if paired_cold:  # call-by-call pairs, when the run made them: the finest measure
         by_step: dict[str, dict[int, float]] = {}
-        for row in summary["paired"]:
+        for row in paired_cold:
             by_step.setdefault(row["impl"], {})[row["size"]] = row["pct_median"]
         return _hgemm_verdict(name, by_step, "median over alternating pairs of calls, cold "
                               "L2, of cuBLAS time / step time")  # fmt: skip

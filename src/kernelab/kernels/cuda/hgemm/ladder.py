@@ -467,11 +467,15 @@ def _paired_row(name: str, size: int, paired: dict) -> dict:
 
 def format_paired(rows: Sequence[dict]) -> str:
     """The paired timings as a plain table: the median pair's % of cuBLAS and its interval."""
-    lines = [f"{'step':<10}{'size':>7}{'median %':>10}{'95% CI':>16}{'p20-p80':>16}{'ahead':>12}"]
+    lines = [
+        f"{'step':<10}{'mode':>6}{'size':>7}{'median %':>10}{'95% CI':>16}{'p20-p80':>16}"
+        f"{'ahead':>12}"
+    ]
     for r in rows:
         low, high = r["pct_ci95"]
         lines.append(
-            f"{r['impl']:<10}{r['size']:>7}{r['pct_median']:>10.1f}{low:>8.1f}-{high:<7.1f}"
+            f"{r['impl']:<10}{r['mode']:>6}{r['size']:>7}{r['pct_median']:>10.1f}"
+            f"{low:>8.1f}-{high:<7.1f}"
             f"{r['pct_p20']:>8.1f}-{r['pct_p80']:<7.1f}{r['pairs_ahead']:>6}/{r['pairs']}"
         )
     return "\n".join(lines)
