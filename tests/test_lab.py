@@ -316,3 +316,45 @@ def test_hgemm_tables_mark_noisy_timings_and_show_the_interleaved_rounds():
     assert timing.rows[0][1] == "600 (100 %)" and timing.rows[1][1] == "60 (10 %) †"
     assert any(isinstance(b, Paragraph) and b.text.startswith("†") for b in report.blocks)
     assert rounds.rows == [["hgemm:10", "2048^3", "93.6", "93.4 - 95.9", "0 / 7"]]
+
+
+def test_hgemm_plan_runs_only_on_hopper_with_nvcc():
+    from kernelab.lab.run import hgemm_plan
+
+    assert "sm_100" in hgemm_plan((10, 0), "/usr/bin/nvcc", quick=True)["skip"]
+    assert "sm_80" in hgemm_plan((8, 0), "/usr/bin/nvcc", quick=False)["skip"]
+    assert "nvcc" in hgemm_plan((9, 0), None, quick=True)["skip"]
+    quick, full = hgemm_plan((9, 0), "nvcc", True), hgemm_plan((9, 0), "nvcc", False)
+    assert quick["steps"] == "18" and quick["sizes"] == [2048, 4096, 8192]
+    assert full["steps"].split(",")[-1] == "18" and full["pairs"] > quick["pairs"]
+
+
+def test_hgemm_stage_writes_what_the_gate_reads(tmp_path, monkeypatch):
+    """The stage's wiring with stand-ins for the GPU: it checks, pairs every correct step at
+    every size, writes hgemm/summary.json, and the gate judges that file's cold pairs."""
+    import torch
+
+    from kernelab.kernels.cuda import build
+    from kernelab.kernels.cuda.hgemm import ladder
+    from kernelab.lab import run as lab_run
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stand-in H200")
+    monkeypatch.setattr(build, "find_nvcc", lambda: "/stand-in/nvcc")
+    monkeypatch.setattr(ladder, "check_steps", lambda steps, progress: {
+        s.name: [{"shape": {"m": 1, "n": 1, "k": 1}, "ok": True}] for s in steps})  # fmt: skip
+    measured = {2048: 95.3, 4096: 100.3, 8192: 103.4}
+    monkeypatch.setattr(ladder, "time_paired", lambda steps, size, pairs, progress: [
+        _paired(s.name, size, measured[size]) for s in steps])  # fmt: skip
+    state = lab_run.LabState(out=tmp_path, quick=True, gpu_id="h200", on_gpu=True)
+    line = lab_run.stage_hgemm(state, lambda _: None)
+    assert line == "hgemm:18 at 95.3 / 100.3 / 103.4 % of cuBLAS (2048/4096/8192^3)"
+    summary = json.loads((tmp_path / "records" / "hgemm" / "summary.json").read_text())
+    assert summary["steps"] == ["hgemm:18"] and len(summary["paired"]) == 3
+    criterion = gate.hgemm_criterion(load_results(tmp_path / "records"))
+    assert criterion.passed and "hgemm:18" in criterion.evidence
+    # off Hopper the stage says why and writes nothing
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    other = lab_run.LabState(out=tmp_path / "a100", quick=True, gpu_id="a100", on_gpu=True)
+    assert lab_run.stage_hgemm(other, lambda _: None).startswith("skipped: the Hopper ladder")
+    assert not (tmp_path / "a100" / "records" / "hgemm").exists()

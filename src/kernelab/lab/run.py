@@ -5,8 +5,9 @@ done in DIR/records/stages.json, so an interrupted lab keeps what it measured an
 `kernelab lab --out DIR` starts where the first stopped (`--fresh` starts over).
 
 On a GPU: the ceilings, the SGEMM ladder (checked, then timed against cuBLAS), the Triton
-kernels (checked, then timed against torch eager and torch.compile), and Nsight Compute's
-diagnosis of the key kernels. Without a GPU: the roofline of every built-in kernel on a
+kernels (checked, then timed against torch eager and torch.compile), on a Hopper GPU the
+bf16 tensor-core ladder (checked, then timed against cuBLAS in alternating pairs of calls),
+and Nsight Compute's diagnosis of the key kernels. Without a GPU: the roofline of every built-in kernel on a
 catalog GPU, the compile report of the CUDA ladder (nvcc), the Triton kernels checked
 under the interpreter, and the committed GPU records with the machine and day they were
 measured on. Either way: the charts, report.md, report.html and the exit-criteria gate.
@@ -159,6 +160,56 @@ def stage_sgemm(state: LabState, progress: Progress) -> str:
     )
 
 
+# The Hopper ladder in the lab: the best step (and, in a full run, the ones it grew from)
+# checked at the awkward shapes, then timed against cuBLAS in alternating pairs of calls, the
+# measure the gate judges (kernels/cuda/hgemm/ladder.time_paired).
+HGEMM_LAB_SIZES = (2048, 4096, 8192)
+
+
+def hgemm_plan(capability: tuple[int, int], nvcc: str | None, quick: bool) -> dict:
+    """What the lab's hgemm stage runs on this machine: {"skip": why} where it cannot (the
+    steps are sm_90a binaries: wgmma, TMA multicast and setmaxnreg exist only on Hopper),
+    else the steps, sizes and pairs per step and size."""
+    if capability != (9, 0):
+        major, minor = capability
+        return {"skip": f"the Hopper ladder needs an sm_90 GPU; this one is sm_{major}{minor}"}
+    if nvcc is None:
+        return {
+            "skip": "nvcc not found: the Hopper ladder compiles its steps with the CUDA toolkit"
+        }
+    return {"steps": "18" if quick else "10,12,15,16,17,18", "sizes": list(HGEMM_LAB_SIZES),
+            "pairs": 200 if quick else 400}  # fmt: skip
+
+
+def stage_hgemm(state: LabState, progress: Progress) -> str:
+    import torch
+
+    from kernelab.kernels.cuda.build import find_nvcc
+    from kernelab.kernels.cuda.hgemm import ladder
+
+    plan = hgemm_plan(torch.cuda.get_device_capability(), find_nvcc(), state.quick)
+    if "skip" in plan:
+        return "skipped: " + plan["skip"]
+    steps = ladder.parse_steps(plan["steps"])
+    checks = ladder.check_steps(steps, progress)
+    good = ladder.correct_steps(steps, checks)
+    paired = [row for size in plan["sizes"]
+              for row in ladder.time_paired(good, size, plan["pairs"], progress=progress)]  # fmt: skip
+    _write(
+        state.records_dir / "hgemm" / "summary.json",
+        {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+         "sizes": plan["sizes"], "steps": [s.name for s in steps], "checks": checks,
+         "paired": paired},
+    )  # fmt: skip
+    wrong = len(steps) - len(good)
+    head = f"{wrong} steps failed their check; " if wrong else ""
+    if not paired:
+        return head + "nothing timed"
+    best = max(good, key=lambda s: min(r["pct_median"] for r in paired if r["impl"] == s.name))
+    rates = " / ".join(f"{r['pct_median']:.1f}" for r in paired if r["impl"] == best.name)
+    return head + f"{best.name} at {rates} % of cuBLAS ({'/'.join(map(str, plan['sizes']))}^3)"
+
+
 def _triton_plan(quick: bool) -> list[tuple[str, dict, str]]:
     plan = [("triton.vector_add", {"n": INPUT_BYTES // 4}, "fp32")]
     for dtype, size in (("fp32", 4), ("bf16", 2)):
@@ -265,7 +316,7 @@ def stage_profiles(state: LabState, progress: Progress) -> str:
 
 
 GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
-              ("profiles", stage_profiles)]  # fmt: skip
+              ("hgemm", stage_hgemm), ("profiles", stage_profiles)]  # fmt: skip
 CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
               ("interpreter", stage_interpreter)]  # fmt: skip
 
