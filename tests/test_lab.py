@@ -358,3 +358,19 @@ def test_hgemm_stage_writes_what_the_gate_reads(tmp_path, monkeypatch):
     other = lab_run.LabState(out=tmp_path / "a100", quick=True, gpu_id="a100", on_gpu=True)
     assert lab_run.stage_hgemm(other, lambda _: None).startswith("skipped: the Hopper ladder")
     assert not (tmp_path / "a100" / "records" / "hgemm").exists()
+
+
+def test_a_failing_hgemm_stage_is_reported_and_the_lab_goes_on(tmp_path, monkeypatch):
+    import torch
+
+    from kernelab.lab import run as lab_run
+
+    def fault(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", fault)
+    state = lab_run.LabState(out=tmp_path, quick=True, gpu_id="h200", on_gpu=True)
+    seen = []
+    line = lab_run.stage_hgemm(state, seen.append)
+    assert line.startswith("failed: RuntimeError") and "illegal memory access" in line
+    assert any("Traceback" in message for message in seen)

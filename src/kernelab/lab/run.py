@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,16 @@ def hgemm_plan(capability: tuple[int, int], nvcc: str | None, quick: bool) -> di
 
 
 def stage_hgemm(state: LabState, progress: Progress) -> str:
+    # A failure here (a step that faults, a compile the machine cannot do) is reported as the
+    # stage's line and the lab goes on to the profiles: the other stages do not depend on it.
+    try:
+        return _run_hgemm_stage(state, progress)
+    except Exception as exc:
+        progress(traceback.format_exc(limit=4))
+        return f"failed: {exc!r:.300}"
+
+
+def _run_hgemm_stage(state: LabState, progress: Progress) -> str:
     import torch
 
     from kernelab.kernels.cuda.build import find_nvcc
