@@ -334,6 +334,33 @@ def test_cli_gpu_branch_with_the_gpu_work_stubbed(monkeypatch, capsys):
     assert "cold mode" in text and "graph mode" in text and "hgemm:05 wrong at" in text
 
 
+@needs_nvcc
+def test_cli_pairs_each_correct_step_with_cublas_when_asked(monkeypatch, capsys):
+    from kernelab.cli import main
+
+    _pretend_gpu(monkeypatch)
+    seen = []
+
+    def time_paired(steps, size, pairs, progress):
+        seen.append(([s.name for s in steps], size, pairs))
+        return [{"impl": s.name, "size": size, "mode": "cold", "pairs": pairs,
+                 "pct_median": 100.3, "pct_ci95": [100.2, 100.4], "pairs_ahead": 7}
+                for s in steps]  # fmt: skip
+
+    monkeypatch.setattr(hl, "time_paired", time_paired)
+    args = ["ladder", "hgemm", "--steps", "5,6", "--sizes", "256,512", "--pairs", "50"]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    # the step that gave wrong answers is not paired; every size is
+    assert seen == [(["hgemm:06"], 256, 50), (["hgemm:06"], 512, 50)]
+    assert [r["size"] for r in result["paired"]] == [256, 512]
+    assert main(args) == 0
+    assert "alternating pairs" in capsys.readouterr().out
+    for bad in (["--pairs", "-1"], ["--pairs", "5", "--profile"]):
+        assert main(["ladder", "hgemm", "--steps", "6", *bad]) == 2
+    assert main(["ladder", "sgemm", "--pairs", "5"]) == 2
+
+
 def test_cli_profile_branch_with_ncu_stubbed(monkeypatch, capsys):
     from kernelab.cli import main
     from kernelab.profiling.report import load

@@ -232,6 +232,14 @@ def register(app: typer.Typer) -> None:
                 help="With --profile: verify a saved ncu report of the ladder (no GPU needed).",
             ),
         ] = None,
+        pairs: Annotated[
+            int,
+            typer.Option(
+                "--pairs",
+                help="hgemm: then time each step against cuBLAS in N alternating pairs of calls "
+                "per size, cold (the drift-free measure the gate judges; 0: none).",
+            ),
+        ] = 0,
         as_json: JsonOption = False,
     ) -> None:
         """A GEMM ladder against cuBLAS: compile report, correctness, timing (sgemm: fp32;
@@ -244,8 +252,10 @@ def register(app: typer.Typer) -> None:
         if name == "hgemm":
             if plot is not None or import_path is not None:
                 raise KernelabError("--plot and --import are for the sgemm ladder only")
-            _hgemm(sizes, steps, mode, max_time, out, profile, as_json)
+            _hgemm(sizes, steps, mode, max_time, out, profile, as_json, pairs)
             return
+        if pairs:
+            raise KernelabError("--pairs is for the hgemm ladder only")
         if mode and len(mode) > 1:
             raise KernelabError("the sgemm ladder times one mode per run; give one --mode")
         mode = mode[0] if mode else "cold"
@@ -339,7 +349,9 @@ def _lens_spec():
     return get_gpu("h200")
 
 
-def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool) -> None:
+def _hgemm(
+    sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool, pairs: int = 0
+) -> None:
     from kernelab.kernels.cuda.hgemm import ladder as hgemm_ladder
 
     size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES))
@@ -347,6 +359,8 @@ def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bo
     mode_list = hgemm_ladder.parse_modes(modes)
     if max_time <= 0:
         raise KernelabError(f"--max-time must be positive, got {max_time}")
+    if pairs < 0 or (pairs and profile):
+        raise KernelabError("--pairs takes a count >= 0 and does not go with --profile")
     if profile and len(size_list) != 1:
         raise KernelabError("--profile runs the ladder at one size; give one, e.g. --sizes 4096")
     if profile and not _has_gpu():
@@ -390,6 +404,9 @@ def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bo
     rows, records = hgemm_ladder.time_ladder(
         good, size_list, mode_list, max_time_s=max_time, progress=note
     )
+    if pairs:
+        result["paired"] = [row for size in size_list
+                            for row in hgemm_ladder.time_paired(good, size, pairs, progress=note)]  # fmt: skip
     result.update(
         gpu=records[0].gpu if records else torch.cuda.get_device_name(),
         sizes=size_list,
@@ -519,6 +536,16 @@ def _render_hgemm_timing(result: dict, console) -> None:
     for step, checks in result["checks"].items():
         for c in (c for c in checks if not c["ok"]):
             console.print(f"[red]{step} wrong at {c['shape']}: {c['message']}[/red]")
+    if result.get("paired"):
+        table = Table(title="cold, in alternating pairs of calls: % of cuBLAS (cuBLAS time / "
+                      "step time, median over pairs)")  # fmt: skip
+        for column in ("step", "size", "median %", "95 % interval", "pairs ahead"):
+            table.add_column(column, justify="left" if column == "step" else "right")
+        for r in result["paired"]:
+            low, high = r["pct_ci95"]
+            table.add_row(r["impl"], f"{r['size']}^3", f"{r['pct_median']:.1f}",
+                          f"{low:.1f} - {high:.1f}", f"{r['pairs_ahead']} / {r['pairs']}")  # fmt: skip
+        console.print(table)
     if result.get("records"):
         console.print(f"records: {result['records']}")
 
