@@ -131,6 +131,7 @@ def lab(
         "on_gpu": state.on_gpu,
         "gpu": state.gpu_id,
         "stages": state.done,
+        "failed": state.failed,
         "report": {"markdown": str(md), "html": str(page)},
         "gate": [c.to_dict() for c in gate],
         "results_from": source,
@@ -138,6 +139,8 @@ def lab(
 
     def render(console) -> None:
         console.print(source)
+        for name, error in state.failed.items():
+            console.print(f"[red]stage {name} failed: {error}[/] (the next run tries it again)")
         for c in gate:
             mark = "[green]PASS[/]" if c.passed else "[red]FAIL[/]"
             console.print(f"{mark}  ({c.bar}) {c.name}")

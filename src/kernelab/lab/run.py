@@ -53,6 +53,7 @@ class LabState:
     gpu_id: str  # catalog id of the GPU the report is about
     on_gpu: bool
     done: dict = field(default_factory=dict)  # stage -> summary line
+    failed: dict = field(default_factory=dict)  # stage -> the error (not saved: runs again)
 
     @property
     def records_dir(self) -> Path:
@@ -183,16 +184,6 @@ def hgemm_plan(capability: tuple[int, int], nvcc: str | None, quick: bool) -> di
 
 
 def stage_hgemm(state: LabState, progress: Progress) -> str:
-    # A failure here (a step that faults, a compile the machine cannot do) is reported as the
-    # stage's line and the lab goes on to the profiles: the other stages do not depend on it.
-    try:
-        return _run_hgemm_stage(state, progress)
-    except Exception as exc:
-        progress(traceback.format_exc(limit=4))
-        return f"failed: {exc!r:.300}"
-
-
-def _run_hgemm_stage(state: LabState, progress: Progress) -> str:
     import torch
 
     from kernelab.kernels.cuda.build import find_nvcc
@@ -357,7 +348,16 @@ def run_lab(
             continue
         start = time.perf_counter()
         progress(f"{name}: started")
-        state.done[name] = stage(state, progress)
+        try:
+            line = stage(state, progress)
+        except Exception as exc:
+            # A stage that fails (a kernel that faults, a tool the machine lacks) is reported
+            # and the others still run; it is not marked done, so the next run tries it again.
+            progress(traceback.format_exc(limit=4))
+            state.failed[name] = f"{exc!r:.300}"
+            progress(f"{name}: failed ({state.failed[name]})")
+            continue
+        state.done[name] = line
         state.save()
         progress(f"{name}: {state.done[name]} ({time.perf_counter() - start:.0f} s)")
     return state

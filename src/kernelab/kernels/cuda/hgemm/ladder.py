@@ -367,6 +367,17 @@ def time_ladder(
     return rows, records
 
 
+def _operands_and_cublas(size: int):
+    """Fresh random bf16 operands of a size^3 GEMM on the GPU and cuBLAS's launcher."""
+    import torch
+
+    from kernelab.kernels.registry import get
+
+    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+    return a, b, get(CUBLAS).build()
+
+
 def time_rounds(
     steps: Sequence[Step],
     size: int,
@@ -381,14 +392,10 @@ def time_rounds(
     lowest and highest of its per-round % of cuBLAS, and how many rounds it was ahead."""
     if rounds < 1:
         raise KernelabError(f"rounds must be at least 1, got {rounds}")
-    import torch
-
     from kernelab.harness.timing import benchmark
     from kernelab.kernels.registry import get
 
-    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
-    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
-    cublas = get(CUBLAS).build()
+    a, b, cublas = _operands_and_cublas(size)
     built = [(s.name, get(s.name).build()) for s in steps]
 
     def median_ms(fn) -> Callable[[], float]:
@@ -434,14 +441,10 @@ def time_paired(
     call and one step call, alternating which goes first, each rated by reference time /
     step time. A row per step: the median pair as % of cuBLAS, its 95 % interval, the
     20-80 % band of single pairs, how many pairs the step won, and both medians in ms."""
-    import torch
-
     from kernelab.harness.paired import compare
     from kernelab.kernels.registry import get
 
-    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
-    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
-    cublas = get(CUBLAS).build()
+    a, b, cublas = _operands_and_cublas(size)
     rows = []
     for step in steps:
         progress(f"pairing {step.name} with cuBLAS at {size}^3, {mode}")
