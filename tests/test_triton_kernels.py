@@ -239,7 +239,14 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize(
     "knobs",
-    [{"PREFETCH": 1}, {"PREFETCH": 2}, {"HOLD_INPUT": True}, {"LATE_LOAD": True, "maxnreg": 128}],
+    [
+        {"PREFETCH": 1},
+        {"PREFETCH": 2},
+        {"HOLD_INPUT": True},
+        {"LATE_LOAD": True, "maxnreg": 128},
+        {"SUB": 2},  # two levels: with one chunk per row, every program leads its subgroup
+        {"L2_AHEAD": 1},  # inline PTX: dropped under the interpreter, runs on the GPU
+    ],
     ids=str,
 )
 def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, knobs):
@@ -267,7 +274,9 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
-    "prefetch", ["defer", 2, True, False], ids=["deferred", "prefetch-2", "prefetch", "no-prefetch"]
+    "prefetch",
+    ["defer", "defer-two-level", 2, True, False],
+    ids=["deferred", "deferred-two-level", "prefetch-2", "prefetch", "no-prefetch"],
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
@@ -277,11 +286,13 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
     if prefetch == "defer":
         config = {"CHUNK": 32, "num_warps": 4, "DEFER": True}
+    if prefetch == "defer-two-level":  # 4 chunks in 2 subgroups: both levels give up
+        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "SUB": 2}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
 
-@pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"LEAN": False}], ids=str)
+@pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"LEAN": False}, {"PIPELINE": 3}], ids=str)
 @pytest.mark.parametrize("path", ["l2-rows", "l2-split"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softmax_l2_kernels_with_prefetch_or_session_1_exp(softmax, knobs, path, dtype):
@@ -898,7 +909,8 @@ def test_gpu_l2_grid_is_resident_and_within_its_l2_budget(softmax, dtype, cols):
         assert plan["spills"] == 0, (config, plan)
         assert 1 <= plan["groups"] and plan["programs"] <= plan["resident"], (config, plan)
         if plan["groups"] > 1:  # one group may exceed the budget: the row must still run
-            assert plan["l2_live_bytes"] <= softmax.L2_FRACTION * l2_cache_bytes(x.device)
+            fraction = config.get("L2_FRACTION", softmax.L2_FRACTION)
+            assert plan["l2_live_bytes"] <= fraction * l2_cache_bytes(x.device)
         if plan["per_sm_driver"] is not None:
             assert plan["per_sm_formula"] <= plan["per_sm_driver"], (config, plan)
 
@@ -991,7 +1003,7 @@ for config in json.loads(sys.argv[1]):
                  "x_row_stride": "i32", "out_row_stride": "i32"}
     aligned = {(kernel.arg_names.index(n),): [["tt.divisibility", 16]] for n in signature}
     constexprs = {"BLOCK_N": 4096, "ROWS": config["ROWS"], "PERSISTENT": True, "LEAN": True,
-                  "FTZ": True, "PIPELINE": config.get("PIPELINE", 1)}
+                  "FTZ": True, "PIPELINE": config.get("PIPELINE", 1), "L2_AHEAD": 0}
     signature.update({name: "constexpr" for name in constexprs})
     source = ASTSource(fn=kernel, signature=signature, attrs=aligned,
                        constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()})

@@ -113,6 +113,36 @@ def _exp_shifted(x, shift, LEAN: tl.constexpr, FTZ: tl.constexpr):
 
 
 @triton.jit
+def _prefetch_to_l2(x_ptr, row, n_rows, n_cols, x_row_stride, first_col, SPAN: tl.constexpr):
+    """Ask the L2 for the 128-byte lines of row's columns [first_col, first_col + SPAN) and go
+    on: prefetch.global.L2 has no result, so those bytes are in flight from HBM without a
+    register waiting for them; the later load of the same columns finds them in L2.
+    evict_last keeps them there until that load (whose evict_first then lets them go).
+    Nothing past the last row or column is asked for. GPU only (inline PTX)."""
+    VALUES_PER_LINE: tl.constexpr = 1024 // x_ptr.dtype.element_ty.primitive_bitwidth
+    lines = first_col + tl.arange(0, SPAN // VALUES_PER_LINE) * VALUES_PER_LINE
+    inside = (lines < tl.where(row < n_rows, n_cols, 0)).to(tl.int32)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2::evict_last [$1]; "
+        "mov.b32 $0, 0; }",
+        "=r,l,r",
+        [x_ptr + tl.cast(row, tl.int64) * x_row_stride + lines, inside],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _prefetch_span_to_l2(
+    x_ptr, row, n_rows, n_cols, x_row_stride, start, stop, BLOCK: tl.constexpr
+):
+    """_prefetch_to_l2 of row's columns [start, stop), BLOCK columns per instruction round."""
+    for first in tl.range(start, stop, BLOCK):
+        _prefetch_to_l2(x_ptr, row, n_rows, tl.minimum(stop, n_cols), x_row_stride, first, BLOCK)
+
+
+@triton.jit
 def _softmax_tile(
     x_ptr,
     out_ptr,
@@ -164,6 +194,7 @@ def _softmax_rows_kernel(
     LEAN: tl.constexpr = True,
     FTZ: tl.constexpr = False,
     PIPELINE: tl.constexpr = 1,
+    L2_AHEAD: tl.constexpr = 0,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
@@ -176,6 +207,11 @@ def _softmax_rows_kernel(
     # 3.9: the kernel-wide num_stages alone left this loop unpipelined); PIPELINE = 1 compiles
     # to the same SASS as a loop without it.
     for tile in tl.range(first, last, step, num_stages=PIPELINE):
+        if L2_AHEAD > 0:
+            # the rows of this program's tile L2_AHEAD steps on, into L2 while this one runs
+            for r in tl.static_range(ROWS):
+                ahead = (tile + L2_AHEAD * step) * ROWS + r
+                _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, 0, BLOCK_N)
         _softmax_tile(
             x_ptr,
             out_ptr,
@@ -338,6 +374,25 @@ def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_
     return _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
 
 
+@triton.jit
+def _publish_subgroup(slots, chunk, n_chunks, turn, SUB: tl.constexpr, MAX_SPINS: tl.constexpr):
+    """The two-level exchange's middle step, for the leader of each subgroup of SUB chunks
+    (chunk % SUB == 0): gather its subgroup's partials of `turn` and publish their combination
+    after the n_chunks first-level words. Every program then polls n_chunks / SUB words
+    instead of n_chunks, and only leaders poll the first level: per row about 2 * n_chunks
+    words read from L2 instead of n_chunks^2 (at 256 chunks, as many bytes as the row)."""
+    if chunk % SUB == 0:
+        first = chunk  # the leader is its subgroup's first chunk
+        sub_max, sub_sum, met = _gather_tagged(
+            slots + first * 2, tl.minimum(SUB, n_chunks - first), turn, SUB, MAX_SPINS
+        )
+        # a subgroup of only -inf adds nothing (not NaN) to a row with finite values; a wait
+        # that gave up poisons the row
+        sub_sum = tl.where(sub_max == -float("inf"), 0.0, sub_sum)
+        sub_sum = tl.where(met, sub_sum, float("nan"))
+        _publish_tagged(slots + n_chunks * 2, chunk // SUB, turn, sub_max, sub_sum)
+
+
 @triton.jit(do_not_specialize=["n_groups"])
 def _softmax_coop_kernel(
     x_ptr,
@@ -355,6 +410,7 @@ def _softmax_coop_kernel(
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
+    L2_AHEAD: tl.constexpr = 0,
 ):
     # Programs g*n_chunks .. g*n_chunks + n_chunks-1 form group g; together they own one row
     # at a time (rows g, g + n_groups, ...), program `chunk` holding columns of its chunk.
@@ -371,6 +427,10 @@ def _softmax_coop_kernel(
         after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols)
     iteration = 0
     for row in tl.range(group, n_rows, n_groups):
+        if L2_AHEAD > 0:
+            # L2_AHEAD rows past the last one in registers: into L2, no registers held
+            ahead = row + (PREFETCH + L2_AHEAD) * n_groups
+            _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         if PREFETCH >= 2:
             x = upcoming.to(tl.float32)
@@ -457,6 +517,8 @@ def _softmax_coop_deferred_kernel(
     LATE_LOAD: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
+    L2_AHEAD: tl.constexpr = 0,
+    SUB: tl.constexpr = 0,
 ):
     # The cooperative kernel with its wait taken off the critical path: in the step of row r a
     # program publishes r's partials and then finishes row r - n_groups, whose partials its
@@ -466,6 +528,10 @@ def _softmax_coop_deferred_kernel(
     # later rows' chunks in flight, in the input dtype. HOLD_INPUT keeps the held exps (values
     # in [0, 1]) in the input dtype: for bf16 half the registers, at the price of a second
     # rounding (the output is rounded to that dtype anyway: at most 1 ulp more).
+    # SUB > 0: the two-level exchange (_publish_subgroup). At the start of step r each
+    # subgroup leader combines its SUB chunks' partials of row r - n_groups (published a step
+    # ago) and publishes them; at the end of the step every program reads the n_chunks / SUB
+    # combined words to finish that row. BLOCK_CHUNKS then covers the subgroups.
     group = tl.program_id(0) // n_chunks
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -478,8 +544,26 @@ def _softmax_coop_deferred_kernel(
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
+    # words per turn slot: the chunks' partials, then (two levels) the subgroups'; a row is
+    # finished from the last level
+    if SUB > 0:
+        n_subs = tl.cdiv(n_chunks, SUB)
+        width = n_chunks + n_subs
+        finish_offset = n_chunks
+        finish_count = n_subs
+    else:
+        width = n_chunks
+        finish_offset = 0
+        finish_count = n_chunks
     iteration = 0
     for row in tl.range(group, n_rows, n_groups):
+        if L2_AHEAD > 0:
+            # L2_AHEAD rows past the last one in registers: into L2, no registers held
+            ahead = row + (PREFETCH + L2_AHEAD) * n_groups
+            _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK)
+        if SUB > 0 and iteration > 0:
+            previous_slots = stats_ptr + ((group * 4 + (iteration - 1) % 4) * width) * 2
+            _publish_subgroup(previous_slots, chunk, n_chunks, iteration, SUB, MAX_SPINS)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
@@ -495,13 +579,13 @@ def _softmax_coop_deferred_kernel(
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row.
         _publish_tagged(
-            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * 2,
+            stats_ptr + ((group * 4 + iteration % 4) * width) * 2,
             chunk, iteration + 1, chunk_max, chunk_sum,
         )  # fmt: skip
         if iteration > 0:
             _finish_deferred(
-                stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
-                chunk, n_chunks, iteration, held_e, held_max, out_ptr, row - n_groups,
+                stats_ptr + ((group * 4 + (iteration - 1) % 4) * width + finish_offset) * 2,
+                chunk, finish_count, iteration, held_e, held_max, out_ptr, row - n_groups,
                 out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
             )  # fmt: skip
         if HOLD_INPUT:
@@ -512,9 +596,12 @@ def _softmax_coop_deferred_kernel(
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
+    if SUB > 0:
+        last_slots = stats_ptr + ((group * 4 + (iteration - 1) % 4) * width) * 2
+        _publish_subgroup(last_slots, chunk, n_chunks, iteration, SUB, MAX_SPINS)
     _finish_deferred(
-        stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
-        chunk, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
+        stats_ptr + ((group * 4 + (iteration - 1) % 4) * width + finish_offset) * 2,
+        chunk, finish_count, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
     )  # fmt: skip
 
@@ -526,6 +613,7 @@ def _stream_stats(
     stop,
     BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PIPELINE: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
 ):
@@ -535,7 +623,9 @@ def _stream_stats(
     lines in L2 for _stream_normalize; the running (max, sum) is rescaled at each block (one
     block reduction per BLOCK values, two scalar exps), so only one block sits in registers.
     PREFETCH loads the next block (in the input dtype) before reducing this one, so two
-    blocks per program are in flight instead of one, for more registers.
+    blocks per program are in flight instead of one, for more registers. PIPELINE > 1 asks
+    Triton to software-pipeline the loop instead: the next PIPELINE - 1 blocks are copied
+    into shared memory (cp.async) while this one is reduced, in flight without registers.
     """
     run_max = tl.full((), -float("inf"), tl.float32)
     run_sum = tl.full((), 0.0, tl.float32)
@@ -545,7 +635,7 @@ def _stream_stats(
         upcoming = tl.load(
             x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
         )
-    for first in tl.range(start, stop, BLOCK):
+    for first in tl.range(start, stop, BLOCK, num_stages=PIPELINE):
         if PREFETCH:
             x = upcoming.to(tl.float32)
             cols = first + BLOCK + tl.arange(0, BLOCK)  # past stop: masked, nothing read
@@ -577,18 +667,20 @@ def _stream_normalize(
     met,
     BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PIPELINE: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
 ):
     """out_row[start:stop] = exp(x - row_max) / row_sum: the second pass, whose reads hit the
     L2 lines _stream_stats kept (NaN everywhere if the wait for the row's partials gave up).
-    PREFETCH loads the next block from L2 before exponentiating this one."""
+    PREFETCH loads the next block from L2 before exponentiating this one; PIPELINE > 1 copies
+    the next PIPELINE - 1 blocks into shared memory instead (as in _stream_stats)."""
     scale = 1.0 / row_sum
     if PREFETCH:
         cols = start + tl.arange(0, BLOCK)
         # read BLOCK * itemsize, from L2 if the row is still there; its last use
         upcoming = tl.load(x_row + cols, mask=cols < stop, other=0.0, eviction_policy="evict_first")
-    for first in tl.range(start, stop, BLOCK):
+    for first in tl.range(start, stop, BLOCK, num_stages=PIPELINE):
         cols = first + tl.arange(0, BLOCK)
         mask = cols < stop
         if PREFETCH:
@@ -622,9 +714,11 @@ def _softmax_l2_kernel(
     BLOCK_SLICES: tl.constexpr,
     SPLIT: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PIPELINE: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
+    L2_AHEAD: tl.constexpr = 0,
 ):
     """Two passes over each row, the second from L2: one HBM read, one HBM write.
 
@@ -636,6 +730,9 @@ def _softmax_l2_kernel(
     normalize the previous row, whose peers published a whole pass ago, so the wait is
     nearly always already over. The loop runs one extra turn (row >= n_rows: nothing read)
     to normalize the last row.
+
+    L2_AHEAD > 0: as a row's first pass starts, the program asks the L2 for its columns of the
+    row L2_AHEAD rows on (prefetch, no registers), so that pass streams from L2, not HBM.
     """
     group = tl.program_id(0) // n_slices
     part = tl.program_id(0) % n_slices
@@ -643,10 +740,17 @@ def _softmax_l2_kernel(
     if SPLIT:
         turn = 0
         for row in tl.range(group, n_rows + n_groups, n_groups):
+            if L2_AHEAD > 0:
+                _prefetch_span_to_l2(
+                    x_ptr, row + L2_AHEAD * n_groups, n_rows, n_cols, x_row_stride, start,
+                    start + slice_cols, BLOCK,
+                )  # fmt: skip
             # pass 1 of this row (an empty column range on the extra turn)
             stop = tl.minimum(start + slice_cols, tl.where(row < n_rows, n_cols, 0))
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK, PREFETCH, LEAN, FTZ)
+            part_max, part_sum = _stream_stats(
+                x_row, start, stop, BLOCK, PREFETCH, PIPELINE, LEAN, FTZ
+            )
             turn += 1
             # Partials of turn t live in slot t % 4, 16 bytes per slice per row. Four slots,
             # because a program publishing turn t has seen every peer's turn t - 2, so peers
@@ -670,17 +774,24 @@ def _softmax_l2_kernel(
                 met,
                 BLOCK,
                 PREFETCH,
+                PIPELINE,
                 LEAN,
                 FTZ,
             )
     else:
         for row in tl.range(group, n_rows, n_groups):
+            if L2_AHEAD > 0:
+                _prefetch_span_to_l2(
+                    x_ptr, row + L2_AHEAD * n_groups, n_rows, n_cols, x_row_stride, 0, n_cols,
+                    BLOCK,
+                )  # fmt: skip
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, LEAN, FTZ)
+            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, PIPELINE, LEAN, FTZ)
             out_row = out_ptr + tl.cast(row, tl.int64) * out_row_stride
             _stream_normalize(
-                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, LEAN, FTZ
-            )
+                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, PIPELINE,
+                LEAN, FTZ,
+            )  # fmt: skip
 
 
 def cooperative_candidates(dtype) -> list[dict]:
@@ -891,6 +1002,8 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
     def run(c: dict) -> None:
         lean = c.get("LEAN", True)
         extra = {"LEAN": lean, "FTZ": lean and not interpreting()}
+        if interpreting():  # the L2 prefetch is inline PTX: the interpreter runs without it
+            c = {k: v for k, v in c.items() if k != "L2_AHEAD"}
         launch_row_tiles(_softmax_rows_kernel, args, {**kwargs, **extra}, n_rows, c)
 
     if config is not None:
@@ -957,6 +1070,8 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
+        # the L2 prefetch is inline PTX: the interpreter runs without it
+        "L2_AHEAD": 0 if interpreting() else config.get("L2_AHEAD", 0),
     }
     if deferred:
         kwargs.update(
@@ -967,7 +1082,12 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
             kwargs["maxnreg"] = config["maxnreg"]
-        if kwargs["num_warps"] == 1:
+        sub = config.get("SUB", 0)
+        if sub:
+            kwargs["SUB"] = sub
+            # the finishing poll reads the subgroups' words: one binary per power of two
+            kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(triton.cdiv(n_chunks, sub)))
+        elif kwargs["num_warps"] == 1:
             # One warp polls exactly this row length's partials (n_chunks words, one binary
             # per power of two of chunks), not MAX_CHUNKS_BLOCK: 256 slots would be 16 loads
             # per lane per poll. At 4 warps the exact size measured slower on the H200 (it
@@ -979,7 +1099,9 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
     # per group, int64 words that start at tag 0, which no turn matches
     slots = 4 if deferred else 2
-    stats = torch.zeros((max_groups, slots, n_chunks, 2), device=x2d.device, dtype=torch.int64)
+    # two levels: the subgroups' combined words follow the chunks' in every slot
+    width = n_chunks + (triton.cdiv(n_chunks, config["SUB"]) if config.get("SUB") else 0)
+    stats = torch.zeros((max_groups, slots, width, 2), device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
@@ -1023,11 +1145,15 @@ def _l2_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "BLOCK_SLICES": max(16, triton.next_power_of_2(n_slices)),
         "SPLIT": split,
         "PREFETCH": config.get("PREFETCH", False),
+        "PIPELINE": config.get("PIPELINE", 1),
+        # the L2 prefetch is inline PTX: the interpreter runs without it
+        "L2_AHEAD": 0 if interpreting() else config.get("L2_AHEAD", 0),
         "LEAN": config.get("LEAN", True),
         "FTZ": config.get("LEAN", True) and not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
-        # no software pipelining: no load is ever hoisted above the wait for the partials
+        # no software pipelining of the row loop: no load is ever hoisted above the wait for
+        # the partials (PIPELINE pipelines only the block loops over the immutable input)
         "num_stages": 1,
     }
     # workspace: 2 tagged words x 4 turn slots x slices per group, zeroed (tag 0 is turn 0);
@@ -1047,14 +1173,17 @@ def _l2_groups(x2d, config: dict, kwargs: dict, args: tuple, n_slices: int) -> t
 
     Programs: at most what the GPU holds at once (so every split group's peers are resident
     together: the same residency argument as the cooperative kernel), at most PER_SM per SM,
-    and at most what keeps the live slices under L2_FRACTION of the L2 (never below one group).
+    and at most what keeps the live slices under L2_FRACTION of the L2 (the config's own
+    "L2_FRACTION" if it names one; never below one group).
     """
     device = x2d.device
     n_rows = x2d.shape[0]
     resident = resident_programs(_softmax_l2_kernel, (*args, 2), kwargs)
     slice_bytes = args[7] * x2d.element_size()
-    live = L2_LIVE_SLICES[config["path"]] * slice_bytes
-    by_l2 = max(n_slices, int(L2_FRACTION * l2_cache_bytes(device)) // live)
+    # a row prefetched L2_AHEAD rows ahead is live in L2 from its prefetch on
+    live = (L2_LIVE_SLICES[config["path"]] + config.get("L2_AHEAD", 0)) * slice_bytes
+    fraction = config.get("L2_FRACTION", L2_FRACTION)
+    by_l2 = max(n_slices, int(fraction * l2_cache_bytes(device)) // live)
     programs = min(resident, config["PER_SM"] * sm_count(device), by_l2)
     n_groups = min(n_rows, programs // n_slices) if resident >= n_slices else 0
     plan = {
