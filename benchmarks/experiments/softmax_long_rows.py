@@ -47,18 +47,12 @@ def label(config: dict) -> str:
     else:
         prefetch = " pf" if depth == 1 else f" pf{depth}"
     session_1 = " exp1" if config.get("LEAN") is False else ""
-    # the L2 kernels' software-pipelined block loops, and a share of L2 other than the default
-    if config.get("PIPELINE", 1) > 1:
-        prefetch += f" p{config['PIPELINE']}"
-    if "L2_FRACTION" in config:
-        prefetch += f" f{config['L2_FRACTION']:g}"
     # rows (or blocks) asked of the L2 ahead of the loads (prefetch.global.L2, no registers)
     if config.get("L2_AHEAD"):
         prefetch += f" l2a{config['L2_AHEAD']}"
     if path == "cooperative":
         deferred = " defer" if config.get("DEFER") else ""
         deferred += " hold-in" if config.get("HOLD_INPUT") else ""
-        deferred += f" sub{config['SUB']}" if config.get("SUB") else ""
         deferred += " late" if config.get("LATE_LOAD") else ""
         deferred += f" r{config['maxnreg']}" if config.get("maxnreg") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
@@ -87,40 +81,6 @@ def candidates_at(module, cols: int, torch_dtype) -> list[dict]:
         return module.long_row_variants(cols, torch_dtype)
     default = {"path": "single-pass", **row_tile_candidates(triton.next_power_of_2(cols))[0]}
     return [default, {**default, "LEAN": False}]
-
-
-# Session 5's hypothesis: the L2 kernels streamed one block per program at a time (a load,
-# then two block reductions before the next load). Software-pipelined block loops (cp.async
-# into shared memory, PIPELINE - 1 blocks ahead) keep blocks in flight without registers.
-# (block KiB, warps, stages, programs per SM, L2 share) per path; slices in KiB for l2-split.
-PIPELINED_L2_ROWS = [
-    (8, 4, 4, 2, 0.5), (8, 4, 4, 4, 0.75), (16, 8, 3, 2, 0.5), (16, 8, 3, 4, 0.75),
-    (4, 4, 4, 4, 0.75), (8, 8, 4, 4, 0.75),
-]  # fmt: skip
-PIPELINED_L2_SPLIT = [  # (slice KiB, block KiB, warps, stages, programs per SM, L2 share)
-    (32, 8, 4, 4, 4, 0.5), (32, 8, 4, 4, 4, 0.75), (32, 8, 4, 4, 6, 0.75), (32, 4, 4, 4, 8, 0.75),
-    (32, 16, 8, 3, 4, 0.75), (64, 8, 4, 4, 3, 0.75), (64, 16, 8, 4, 2, 0.75),
-    (16, 4, 4, 4, 8, 0.75), (16, 8, 4, 3, 8, 0.75),
-]  # fmt: skip
-
-
-def pipelined_l2_configs(module, cols: int, itemsize: int) -> list[dict]:
-    """The pipelined L2 configurations that apply to rows of cols values of itemsize bytes."""
-    kib = 1024 // itemsize  # values per KiB
-    configs = []
-    if cols * itemsize <= module.L2_ROWS_MAX_BYTES:
-        configs += [
-            {"path": "l2-rows", "BLOCK": b * kib, "num_warps": w, "PIPELINE": p, "PER_SM": ps,
-             "L2_FRACTION": f}
-            for b, w, p, ps, f in PIPELINED_L2_ROWS
-        ]  # fmt: skip
-    configs += [
-        {"path": "l2-split", "SLICE": s * kib, "BLOCK": b * kib, "num_warps": w, "PIPELINE": p,
-         "PER_SM": ps, "L2_FRACTION": f}
-        for s, b, w, p, ps, f in PIPELINED_L2_SPLIT
-        if cols > s * kib
-    ]  # fmt: skip
-    return configs
 
 
 def copy_tbps(torch, benchmark, nbytes: int, max_time_s: float) -> float:
@@ -243,9 +203,6 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--configs", type=json.loads, default=[], help="JSON list of extra long-row configs"
     )
-    parser.add_argument(
-        "--pipelined-l2", action="store_true", help="also the software-pipelined L2 kernels"
-    )
     parser.add_argument("--max-time-s", type=float, default=0.25, help="per timing")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no new shape after this")
     args = parser.parse_args(argv)
@@ -278,9 +235,6 @@ def main(argv=None) -> int:
                 for c in args.configs
                 if c.get("dtype", dtype) == dtype and c.get("cols", cols) == cols
             ]
-            if args.pipelined_l2:
-                itemsize = 4 if dtype == "fp32" else 2
-                extra += pipelined_l2_configs(module, cols, itemsize)
             rows, records = run_shape(session, module, torch, cols, dtype, copy, only, extra)
             document["rows"] += rows
             document["records"] += records

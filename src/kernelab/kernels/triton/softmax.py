@@ -22,6 +22,7 @@ long_row_candidates, each naming its kernel in "path":
    (1 or 2) issues the loads of the next row's chunk (or the next two) before waiting. DEFER
    takes the wait off the critical path: a program publishes row r's partials, then finishes
    its previous row, whose peers published a step ago (the exps of two rows in registers).
+   L2_AHEAD asks the L2 for the chunk of a row further on (prefetch: no registers held).
    The partials carry their turn number in the same 64-bit word and are exchanged without any fence (an arrival counter
    with release/acquire was slower everywhere on the H200 and raced in bf16: removed).
 3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
@@ -134,15 +135,6 @@ def _prefetch_to_l2(x_ptr, row, n_rows, n_cols, x_row_stride, first_col, SPAN: t
 
 
 @triton.jit
-def _prefetch_span_to_l2(
-    x_ptr, row, n_rows, n_cols, x_row_stride, start, stop, BLOCK: tl.constexpr
-):
-    """_prefetch_to_l2 of row's columns [start, stop), BLOCK columns per instruction round."""
-    for first in tl.range(start, stop, BLOCK):
-        _prefetch_to_l2(x_ptr, row, n_rows, tl.minimum(stop, n_cols), x_row_stride, first, BLOCK)
-
-
-@triton.jit
 def _softmax_tile(
     x_ptr,
     out_ptr,
@@ -194,7 +186,6 @@ def _softmax_rows_kernel(
     LEAN: tl.constexpr = True,
     FTZ: tl.constexpr = False,
     PIPELINE: tl.constexpr = 1,
-    L2_AHEAD: tl.constexpr = 0,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
@@ -207,11 +198,6 @@ def _softmax_rows_kernel(
     # 3.9: the kernel-wide num_stages alone left this loop unpipelined); PIPELINE = 1 compiles
     # to the same SASS as a loop without it.
     for tile in tl.range(first, last, step, num_stages=PIPELINE):
-        if L2_AHEAD > 0:
-            # the rows of this program's tile L2_AHEAD steps on, into L2 while this one runs
-            for r in tl.static_range(ROWS):
-                ahead = (tile + L2_AHEAD * step) * ROWS + r
-                _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, 0, BLOCK_N)
         _softmax_tile(
             x_ptr,
             out_ptr,
@@ -374,25 +360,6 @@ def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_
     return _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
 
 
-@triton.jit
-def _publish_subgroup(slots, chunk, n_chunks, turn, SUB: tl.constexpr, MAX_SPINS: tl.constexpr):
-    """The two-level exchange's middle step, for the leader of each subgroup of SUB chunks
-    (chunk % SUB == 0): gather its subgroup's partials of `turn` and publish their combination
-    after the n_chunks first-level words. Every program then polls n_chunks / SUB words
-    instead of n_chunks, and only leaders poll the first level: per row about 2 * n_chunks
-    words read from L2 instead of n_chunks^2 (at 256 chunks, as many bytes as the row)."""
-    if chunk % SUB == 0:
-        first = chunk  # the leader is its subgroup's first chunk
-        sub_max, sub_sum, met = _gather_tagged(
-            slots + first * 2, tl.minimum(SUB, n_chunks - first), turn, SUB, MAX_SPINS
-        )
-        # a subgroup of only -inf adds nothing (not NaN) to a row with finite values; a wait
-        # that gave up poisons the row
-        sub_sum = tl.where(sub_max == -float("inf"), 0.0, sub_sum)
-        sub_sum = tl.where(met, sub_sum, float("nan"))
-        _publish_tagged(slots + n_chunks * 2, chunk // SUB, turn, sub_max, sub_sum)
-
-
 @triton.jit(do_not_specialize=["n_groups"])
 def _softmax_coop_kernel(
     x_ptr,
@@ -518,7 +485,6 @@ def _softmax_coop_deferred_kernel(
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
     L2_AHEAD: tl.constexpr = 0,
-    SUB: tl.constexpr = 0,
 ):
     # The cooperative kernel with its wait taken off the critical path: in the step of row r a
     # program publishes r's partials and then finishes row r - n_groups, whose partials its
@@ -528,10 +494,6 @@ def _softmax_coop_deferred_kernel(
     # later rows' chunks in flight, in the input dtype. HOLD_INPUT keeps the held exps (values
     # in [0, 1]) in the input dtype: for bf16 half the registers, at the price of a second
     # rounding (the output is rounded to that dtype anyway: at most 1 ulp more).
-    # SUB > 0: the two-level exchange (_publish_subgroup). At the start of step r each
-    # subgroup leader combines its SUB chunks' partials of row r - n_groups (published a step
-    # ago) and publishes them; at the end of the step every program reads the n_chunks / SUB
-    # combined words to finish that row. BLOCK_CHUNKS then covers the subgroups.
     group = tl.program_id(0) // n_chunks
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -544,26 +506,12 @@ def _softmax_coop_deferred_kernel(
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
-    # words per turn slot: the chunks' partials, then (two levels) the subgroups'; a row is
-    # finished from the last level
-    if SUB > 0:
-        n_subs = tl.cdiv(n_chunks, SUB)
-        width = n_chunks + n_subs
-        finish_offset = n_chunks
-        finish_count = n_subs
-    else:
-        width = n_chunks
-        finish_offset = 0
-        finish_count = n_chunks
     iteration = 0
     for row in tl.range(group, n_rows, n_groups):
         if L2_AHEAD > 0:
             # L2_AHEAD rows past the last one in registers: into L2, no registers held
             ahead = row + (PREFETCH + L2_AHEAD) * n_groups
             _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK)
-        if SUB > 0 and iteration > 0:
-            previous_slots = stats_ptr + ((group * 4 + (iteration - 1) % 4) * width) * 2
-            _publish_subgroup(previous_slots, chunk, n_chunks, iteration, SUB, MAX_SPINS)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
@@ -579,13 +527,13 @@ def _softmax_coop_deferred_kernel(
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row.
         _publish_tagged(
-            stats_ptr + ((group * 4 + iteration % 4) * width) * 2,
+            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * 2,
             chunk, iteration + 1, chunk_max, chunk_sum,
         )  # fmt: skip
         if iteration > 0:
             _finish_deferred(
-                stats_ptr + ((group * 4 + (iteration - 1) % 4) * width + finish_offset) * 2,
-                chunk, finish_count, iteration, held_e, held_max, out_ptr, row - n_groups,
+                stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
+                chunk, n_chunks, iteration, held_e, held_max, out_ptr, row - n_groups,
                 out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
             )  # fmt: skip
         if HOLD_INPUT:
@@ -596,12 +544,9 @@ def _softmax_coop_deferred_kernel(
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
-    if SUB > 0:
-        last_slots = stats_ptr + ((group * 4 + (iteration - 1) % 4) * width) * 2
-        _publish_subgroup(last_slots, chunk, n_chunks, iteration, SUB, MAX_SPINS)
     _finish_deferred(
-        stats_ptr + ((group * 4 + (iteration - 1) % 4) * width + finish_offset) * 2,
-        chunk, finish_count, iteration, held_e, held_max, out_ptr, last_row,
+        stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
+        chunk, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
     )  # fmt: skip
 
@@ -613,7 +558,6 @@ def _stream_stats(
     stop,
     BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PIPELINE: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
 ):
@@ -623,9 +567,7 @@ def _stream_stats(
     lines in L2 for _stream_normalize; the running (max, sum) is rescaled at each block (one
     block reduction per BLOCK values, two scalar exps), so only one block sits in registers.
     PREFETCH loads the next block (in the input dtype) before reducing this one, so two
-    blocks per program are in flight instead of one, for more registers. PIPELINE > 1 asks
-    Triton to software-pipeline the loop instead: the next PIPELINE - 1 blocks are copied
-    into shared memory (cp.async) while this one is reduced, in flight without registers.
+    blocks per program are in flight instead of one, for more registers.
     """
     run_max = tl.full((), -float("inf"), tl.float32)
     run_sum = tl.full((), 0.0, tl.float32)
@@ -635,7 +577,7 @@ def _stream_stats(
         upcoming = tl.load(
             x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
         )
-    for first in tl.range(start, stop, BLOCK, num_stages=PIPELINE):
+    for first in tl.range(start, stop, BLOCK):
         if PREFETCH:
             x = upcoming.to(tl.float32)
             cols = first + BLOCK + tl.arange(0, BLOCK)  # past stop: masked, nothing read
@@ -667,20 +609,18 @@ def _stream_normalize(
     met,
     BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PIPELINE: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
 ):
     """out_row[start:stop] = exp(x - row_max) / row_sum: the second pass, whose reads hit the
     L2 lines _stream_stats kept (NaN everywhere if the wait for the row's partials gave up).
-    PREFETCH loads the next block from L2 before exponentiating this one; PIPELINE > 1 copies
-    the next PIPELINE - 1 blocks into shared memory instead (as in _stream_stats)."""
+    PREFETCH loads the next block from L2 before exponentiating this one."""
     scale = 1.0 / row_sum
     if PREFETCH:
         cols = start + tl.arange(0, BLOCK)
         # read BLOCK * itemsize, from L2 if the row is still there; its last use
         upcoming = tl.load(x_row + cols, mask=cols < stop, other=0.0, eviction_policy="evict_first")
-    for first in tl.range(start, stop, BLOCK, num_stages=PIPELINE):
+    for first in tl.range(start, stop, BLOCK):
         cols = first + tl.arange(0, BLOCK)
         mask = cols < stop
         if PREFETCH:
@@ -714,11 +654,9 @@ def _softmax_l2_kernel(
     BLOCK_SLICES: tl.constexpr,
     SPLIT: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PIPELINE: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
-    L2_AHEAD: tl.constexpr = 0,
 ):
     """Two passes over each row, the second from L2: one HBM read, one HBM write.
 
@@ -730,9 +668,6 @@ def _softmax_l2_kernel(
     normalize the previous row, whose peers published a whole pass ago, so the wait is
     nearly always already over. The loop runs one extra turn (row >= n_rows: nothing read)
     to normalize the last row.
-
-    L2_AHEAD > 0: as a row's first pass starts, the program asks the L2 for its columns of the
-    row L2_AHEAD rows on (prefetch, no registers), so that pass streams from L2, not HBM.
     """
     group = tl.program_id(0) // n_slices
     part = tl.program_id(0) % n_slices
@@ -740,17 +675,10 @@ def _softmax_l2_kernel(
     if SPLIT:
         turn = 0
         for row in tl.range(group, n_rows + n_groups, n_groups):
-            if L2_AHEAD > 0:
-                _prefetch_span_to_l2(
-                    x_ptr, row + L2_AHEAD * n_groups, n_rows, n_cols, x_row_stride, start,
-                    start + slice_cols, BLOCK,
-                )  # fmt: skip
             # pass 1 of this row (an empty column range on the extra turn)
             stop = tl.minimum(start + slice_cols, tl.where(row < n_rows, n_cols, 0))
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            part_max, part_sum = _stream_stats(
-                x_row, start, stop, BLOCK, PREFETCH, PIPELINE, LEAN, FTZ
-            )
+            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK, PREFETCH, LEAN, FTZ)
             turn += 1
             # Partials of turn t live in slot t % 4, 16 bytes per slice per row. Four slots,
             # because a program publishing turn t has seen every peer's turn t - 2, so peers
@@ -774,24 +702,17 @@ def _softmax_l2_kernel(
                 met,
                 BLOCK,
                 PREFETCH,
-                PIPELINE,
                 LEAN,
                 FTZ,
             )
     else:
         for row in tl.range(group, n_rows, n_groups):
-            if L2_AHEAD > 0:
-                _prefetch_span_to_l2(
-                    x_ptr, row + L2_AHEAD * n_groups, n_rows, n_cols, x_row_stride, 0, n_cols,
-                    BLOCK,
-                )  # fmt: skip
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, PIPELINE, LEAN, FTZ)
+            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, LEAN, FTZ)
             out_row = out_ptr + tl.cast(row, tl.int64) * out_row_stride
             _stream_normalize(
-                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, PIPELINE,
-                LEAN, FTZ,
-            )  # fmt: skip
+                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, LEAN, FTZ
+            )
 
 
 def cooperative_candidates(dtype) -> list[dict]:
@@ -813,14 +734,23 @@ def cooperative_candidates(dtype) -> list[dict]:
     # for 262K fp32 columns (fewer chunks per row to poll). Not here: LATE_LOAD with a
     # 128-register cap (16 one-warp programs per SM instead of 12) measured no faster and
     # spills at 262K columns.
+    # L2_AHEAD (session 5, softmax_long_rows_v9-v11): the one-warp programs also ask the L2
+    # for the row after the one in registers (prefetch, no registers); +0.05-0.1 TB/s at
+    # 65K-131K fp32 and 32K-65K bf16, nothing or a loss elsewhere, a loss at 4 warps (it cost
+    # a program per SM), so it is a candidate of its own beside the plain one.
     deferred = [
         {"CHUNK": 1024, "num_warps": 1, "DEFER": True},
+        {"CHUNK": 1024, "num_warps": 1, "DEFER": True, "L2_AHEAD": 1},
         {"CHUNK": 4096, "num_warps": 4, "DEFER": True},
     ]
     if torch.empty((), dtype=dtype).element_size() == 2:
-        # 2048 values at one warp: the bf16 winner at 65K columns; in fp32 it needs 255
-        # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans)
-        deferred.insert(1, {"CHUNK": 2048, "num_warps": 1, "DEFER": True})
+        # 2048 values at one warp: the bf16 winner at 32K-65K columns (two rows ahead in
+        # L2); in fp32 it needs 255 registers and spills (24-40 bytes on the H200,
+        # softmax_long_rows_v6/v7 plans)
+        deferred[2:2] = [
+            {"CHUNK": 2048, "num_warps": 1, "DEFER": True},
+            {"CHUNK": 2048, "num_warps": 1, "DEFER": True, "L2_AHEAD": 2},
+        ]
     return waiting + deferred
 
 
@@ -864,21 +794,21 @@ def single_pass_long_candidate() -> dict:
 
 
 # Which long-row candidate was fastest per (itemsize, padded columns) on the H200 (cold,
-# >= 1 GiB): (path, cooperative CHUNK or None, deferred?). It goes first, so the untuned
-# default is the measured winner; longer rows take the 262K winner.
+# >= 1 GiB): (path, cooperative CHUNK or None, deferred?, L2_AHEAD). It goes first, so the
+# untuned default is the measured winner; longer rows take the 262K winner.
 MEASURED_WINNERS = {
-    # TB/s beside: session 3 (2026-11-29, 19:35-19:55 UTC, the deferred kernel; three runs in
-    # benchmarks/results/h200/experiments/softmax_long_rows_v4..v7.json, within 0.04 TB/s
-    # of each other), except where marked s2 (session 2, softmax_long_rows_v2.json: no
-    # session-3 candidate beat it there).
-    (4, 32768): ("single-pass", None, False),  # 4.00 s2 (deferred c1024 w1: 3.78)
-    (4, 65536): ("cooperative", 1024, True),  # 3.87 (one warp per program)
-    (4, 131072): ("cooperative", 1024, True),  # 3.82
-    (4, 262144): ("cooperative", 4096, True),  # 3.78-3.81 (4 warps: 64 chunks per row)
-    (2, 32768): ("l2-rows", None, False),  # 3.72 s2 (deferred c1024 w1: 3.65)
-    (2, 65536): ("cooperative", 2048, True),  # 3.60-3.63
-    (2, 131072): ("cooperative", 4096, False),  # 3.38 (deferred c2048 w1: 3.34)
-    (2, 262144): ("cooperative", 8192, False),  # 3.21-3.23
+    # TB/s beside: session 5 (2026-11-29, 22:12-22:31 UTC, the L2 prefetch; three runs in
+    # benchmarks/results/h200/experiments/softmax_long_rows_v9..v11.json) where it won,
+    # else session 3 (softmax_long_rows_v4..v7.json) or s2 (session 2, v2), each of which
+    # the later runs repeated within 0.05 TB/s.
+    (4, 32768): ("single-pass", None, False, 0),  # 3.99-4.02 (c1024 w1 l2a1: 3.89-3.90)
+    (4, 65536): ("cooperative", 1024, True, 1),  # 3.97-4.00 (without the prefetch 3.87-3.89)
+    (4, 131072): ("cooperative", 1024, True, 1),  # 3.89-3.96 (3.82-3.84)
+    (4, 262144): ("cooperative", 4096, True, 0),  # 3.78-3.81 (4 warps: 64 chunks per row)
+    (2, 32768): ("cooperative", 2048, True, 2),  # 3.755-3.763 (l2-rows 3.728-3.731)
+    (2, 65536): ("cooperative", 2048, True, 2),  # 3.747-3.761 (without 3.60-3.63)
+    (2, 131072): ("cooperative", 4096, False, 0),  # 3.38-3.40 (deferred c2048 w1: 3.34-3.37)
+    (2, 262144): ("cooperative", 8192, False, 0),  # 3.21-3.25
 }
 
 
@@ -886,14 +816,35 @@ MEASURED_WINNERS = {
 # (262K columns in 1024-value chunks) the polls dominate, 2.5 TB/s fp32 against 3.8 at 64
 # chunks, and bf16 spills (softmax_long_rows_v6/v7), so the tuner never offers more.
 ONE_WARP_MAX_CHUNKS = 128
+# Two rows ahead in L2 cost the bf16 one-warp c2048 program its last registers: at 128 chunks
+# (262K columns) it spilled 2 bytes on the H200 (softmax_long_rows_v9), so it stops at 64.
+L2_AHEAD_2_MAX_CHUNKS = 64
 
 
-def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None, bool] | None:
+def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None, bool, int] | None:
     if (itemsize, block_n) in MEASURED_WINNERS:
         return MEASURED_WINNERS[(itemsize, block_n)]
     if block_n > max(cols for size, cols in MEASURED_WINNERS if size == itemsize):
         return MEASURED_WINNERS.get((itemsize, 262144))
     return None
+
+
+def _identity(config: dict) -> tuple[str, int | None, bool, int]:
+    """What MEASURED_WINNERS names a long-row candidate by."""
+    return (
+        config["path"],
+        config.get("CHUNK"),
+        config.get("DEFER", False),
+        config.get("L2_AHEAD", 0),
+    )
+
+
+def _offered(config: dict, n_cols: int) -> bool:
+    """Whether a cooperative config is a candidate at this row length (see the limits above)."""
+    n_chunks = triton.cdiv(n_cols, config["CHUNK"])
+    if config.get("L2_AHEAD", 0) >= 2 and n_chunks > L2_AHEAD_2_MAX_CHUNKS:
+        return False
+    return config["num_warps"] > 1 or n_chunks <= ONE_WARP_MAX_CHUNKS
 
 
 def long_row_candidates(n_cols: int, dtype) -> list[dict]:
@@ -905,9 +856,7 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     itemsize = torch.empty((), dtype=dtype).element_size()
     block_n = triton.next_power_of_2(n_cols)
     candidates = [
-        {"path": "cooperative", **c}
-        for c in cooperative_candidates(dtype)
-        if c["num_warps"] > 1 or triton.cdiv(n_cols, c["CHUNK"]) <= ONE_WARP_MAX_CHUNKS
+        {"path": "cooperative", **c} for c in cooperative_candidates(dtype) if _offered(c, n_cols)
     ]
     if block_n <= SINGLE_PASS_LONG_MAX_COLS:
         candidates.append(single_pass_long_candidate())
@@ -915,11 +864,7 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
         candidates += l2_row_candidates(dtype)
     candidates += [c for c in l2_split_candidates(dtype) if n_cols > c["SLICE"]]
     winner = _measured_winner(itemsize, block_n)
-    first = [
-        c
-        for c in candidates
-        if winner and (c["path"], c.get("CHUNK"), c.get("DEFER", False)) == winner
-    ][:1]
+    first = [c for c in candidates if winner and _identity(c) == winner][:1]
     return first + [c for c in candidates if c not in first]
 
 
@@ -1002,8 +947,6 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
     def run(c: dict) -> None:
         lean = c.get("LEAN", True)
         extra = {"LEAN": lean, "FTZ": lean and not interpreting()}
-        if interpreting():  # the L2 prefetch is inline PTX: the interpreter runs without it
-            c = {k: v for k, v in c.items() if k != "L2_AHEAD"}
         launch_row_tiles(_softmax_rows_kernel, args, {**kwargs, **extra}, n_rows, c)
 
     if config is not None:
@@ -1082,12 +1025,7 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
             kwargs["maxnreg"] = config["maxnreg"]
-        sub = config.get("SUB", 0)
-        if sub:
-            kwargs["SUB"] = sub
-            # the finishing poll reads the subgroups' words: one binary per power of two
-            kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(triton.cdiv(n_chunks, sub)))
-        elif kwargs["num_warps"] == 1:
+        if kwargs["num_warps"] == 1:
             # One warp polls exactly this row length's partials (n_chunks words, one binary
             # per power of two of chunks), not MAX_CHUNKS_BLOCK: 256 slots would be 16 loads
             # per lane per poll. At 4 warps the exact size measured slower on the H200 (it
@@ -1099,9 +1037,7 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
     # per group, int64 words that start at tag 0, which no turn matches
     slots = 4 if deferred else 2
-    # two levels: the subgroups' combined words follow the chunks' in every slot
-    width = n_chunks + (triton.cdiv(n_chunks, config["SUB"]) if config.get("SUB") else 0)
-    stats = torch.zeros((max_groups, slots, width, 2), device=x2d.device, dtype=torch.int64)
+    stats = torch.zeros((max_groups, slots, n_chunks, 2), device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
@@ -1145,15 +1081,11 @@ def _l2_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "BLOCK_SLICES": max(16, triton.next_power_of_2(n_slices)),
         "SPLIT": split,
         "PREFETCH": config.get("PREFETCH", False),
-        "PIPELINE": config.get("PIPELINE", 1),
-        # the L2 prefetch is inline PTX: the interpreter runs without it
-        "L2_AHEAD": 0 if interpreting() else config.get("L2_AHEAD", 0),
         "LEAN": config.get("LEAN", True),
         "FTZ": config.get("LEAN", True) and not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
-        # no software pipelining of the row loop: no load is ever hoisted above the wait for
-        # the partials (PIPELINE pipelines only the block loops over the immutable input)
+        # no software pipelining: no load is ever hoisted above the wait for the partials
         "num_stages": 1,
     }
     # workspace: 2 tagged words x 4 turn slots x slices per group, zeroed (tag 0 is turn 0);
@@ -1173,17 +1105,14 @@ def _l2_groups(x2d, config: dict, kwargs: dict, args: tuple, n_slices: int) -> t
 
     Programs: at most what the GPU holds at once (so every split group's peers are resident
     together: the same residency argument as the cooperative kernel), at most PER_SM per SM,
-    and at most what keeps the live slices under L2_FRACTION of the L2 (the config's own
-    "L2_FRACTION" if it names one; never below one group).
+    and at most what keeps the live slices under L2_FRACTION of the L2 (never below one group).
     """
     device = x2d.device
     n_rows = x2d.shape[0]
     resident = resident_programs(_softmax_l2_kernel, (*args, 2), kwargs)
     slice_bytes = args[7] * x2d.element_size()
-    # a row prefetched L2_AHEAD rows ahead is live in L2 from its prefetch on
-    live = (L2_LIVE_SLICES[config["path"]] + config.get("L2_AHEAD", 0)) * slice_bytes
-    fraction = config.get("L2_FRACTION", L2_FRACTION)
-    by_l2 = max(n_slices, int(fraction * l2_cache_bytes(device)) // live)
+    live = L2_LIVE_SLICES[config["path"]] * slice_bytes
+    by_l2 = max(n_slices, int(L2_FRACTION * l2_cache_bytes(device)) // live)
     programs = min(resident, config["PER_SM"] * sm_count(device), by_l2)
     n_groups = min(n_rows, programs // n_slices) if resident >= n_slices else 0
     plan = {
