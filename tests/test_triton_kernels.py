@@ -210,6 +210,26 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
         assert report.ok, f"{config}: {report.message}"
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_softmax_wide_thread_candidates_run_one_row_per_program(softmax, dtype):
+    from kernelab.kernels.triton._runtime import row_tile_candidates, shared_bytes_per_program
+
+    # rows of 2K-8K values also get 64 values per thread: 1, 2 and 4 warps
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    for cols, warps in [(2000, 1), (4096, 2), (8192, 4)]:
+        probe = torch.empty(1, cols, dtype=torch_dtype, device=DEVICE)
+        wide = softmax.row_candidates_for(probe)[-1]
+        assert (wide["ROWS"], wide["num_warps"], wide["PERSISTENT"]) == (1, warps, False)
+    # longer rows would need 8+ warps at 64 values each: only the shared candidates there
+    long_row = torch.empty(1, 16384, device=DEVICE)
+    assert softmax.row_candidates_for(long_row) == row_tile_candidates(
+        16384, loaded_bytes_per_column=4, shared_bytes=shared_bytes_per_program(long_row.device)
+    )
+    fn = functools.partial(softmax.softmax, config=wide)
+    assert_correct(fn, "softmax", {"rows": 3, "cols": 2000}, dtype)
+    assert_correct(fn, "softmax", {"rows": 2, "cols": 8192, "stride": 8200}, dtype)
+
+
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "session-1-exp"])
 @pytest.mark.parametrize(
     "prefetch", [2, True, False], ids=["prefetch-2", "prefetch", "no-prefetch"]
@@ -519,6 +539,60 @@ def test_tuned_times_large_inputs_once_and_leaves_small_ones_to_the_heuristic(mo
     assert _runtime.tuned(cache, "k", None, candidates, nbytes=small) == {"c": 1}
     assert timed == [2]
     assert [entry["ms"] for entry in _runtime.TUNING_LOG["k"]] == [1.0, 2.0]
+
+
+def test_fastest_sends_the_configs_close_to_the_best_to_a_paired_final_round(monkeypatch):
+    import triton
+
+    from kernelab.kernels.triton import _runtime
+
+    monkeypatch.setattr(_runtime, "interpreting", lambda: False)
+    monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "1")
+    first_pass_ms = {"a": 1.00, "b": 1.03, "c": 0.99, "d": 1.20, "e": 1.02}
+    monkeypatch.setattr(
+        triton.testing, "do_bench", lambda fn, **kw: first_pass_ms[fn()], raising=False
+    )
+    seen = {}
+
+    def fake_final_round(run, finalists, ranking):
+        seen["finalists"] = [c["name"] for c in finalists]
+        return finalists[-1]
+
+    monkeypatch.setattr(_runtime, "final_round", fake_final_round)
+    candidates = [{"name": n} for n in first_pass_ms]
+    ranking: list = []
+    winner = _runtime.fastest(lambda c: c["name"], candidates, ranking)
+    # within 4 % of the best (c, 0.99 ms): c, a, e, b; the three best go on, best first
+    assert seen["finalists"] == ["c", "a", "e"]
+    assert winner == {"name": "e"}
+    assert [r["ms"] for r in ranking] == list(first_pass_ms.values())
+
+
+def test_final_round_champion_yields_only_to_a_faster_challenger():
+    from types import SimpleNamespace
+
+    from kernelab.kernels.triton import _runtime
+
+    # pct: the challenger's speed as % of the champion's, per (champion, challenger)
+    pct = {("a", "b"): 99.0, ("a", "c"): 101.5, ("c", "d"): 100.0}
+    calls = []
+
+    def fake_compare(reference, candidate, **kwargs):
+        match = (reference(), candidate())
+        calls.append((match, kwargs["mode"]))
+        return SimpleNamespace(pct_of_reference=pct[match])
+
+    finalists = [{"name": n} for n in "abcd"]
+    ranking: list = []
+    winner = _runtime.final_round(lambda c: c["name"], finalists, ranking, compare=fake_compare)
+    assert winner == {"name": "c"}  # b lost, c won, d only tied (a tie keeps the champion)
+    assert calls == [(("a", "b"), "cold"), (("a", "c"), "cold"), (("c", "d"), "cold")]
+    assert [(r["against"]["name"], r["config"]["name"], r["pct"]) for r in ranking] == [
+        ("a", "b", 99.0),
+        ("a", "c", 101.5),
+        ("c", "d", 100.0),
+    ]
+    assert _runtime.final_round(None, [{"name": "x"}]) == {"name": "x"}
 
 
 # --- norms ------------------------------------------------------------------------------
@@ -851,14 +925,13 @@ def test_gpu_softmax_long_rows_each_path(softmax, long_rows, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cols", [512, 1000, 4096, 16384])
+@pytest.mark.parametrize("cols", [512, 1000, 2000, 4096, 8192, 16384])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_gpu_softmax_every_row_tile_candidate(softmax, cols, dtype):
-    from kernelab.kernels.triton._runtime import row_tile_candidates
-
     shape = {"rows": (16 << 20) // (4 * cols), "cols": cols}  # 16 MiB of fp32
-    itemsize = {"fp32": 4, "bf16": 2}[dtype]
-    for config in row_tile_candidates(_block(cols), loaded_bytes_per_column=itemsize):
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    probe = torch.empty(1, cols, dtype=torch_dtype, device="cuda")
+    for config in softmax.row_candidates_for(probe):
         fn = functools.partial(softmax.softmax, config=config)
         report = check_implementation(fn, "softmax", shape, dtype, trials=1)
         assert report.ok, f"{config}: {report.message}"
