@@ -291,6 +291,30 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
     assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
 
 
+def test_wait_log_counts_finishes_and_late_peers(softmax):
+    # One chunk per row: a program's only peer is itself, never late; every row is finished.
+    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True}
+    x = torch.randn(9, 200, device=DEVICE)
+    log = softmax.cooperative_wait_log(x, config)
+    assert log["resident"] and log["chunks_per_row"] == 1
+    assert log["finishes"] == 9 and log["late_finishes"] == 0 and log["extra_polls"] == 0
+    with pytest.raises(ValueError, match="DEFER"):
+        softmax.cooperative_wait_log(x, {"CHUNK": 256, "num_warps": 4, "PREFETCH": True})
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
+def test_wait_log_sees_the_peers_that_never_came(softmax):
+    # Under the interpreter a row's programs run one after another: the first chunk's program
+    # finishes every row of its group before its peers have published, so each of its
+    # finishes is late and polls the whole (interpreter) spin budget.
+    x = torch.randn(5, 127, device=DEVICE)
+    config = {"CHUNK": 32, "num_warps": 4, "DEFER": True}
+    log = softmax.cooperative_wait_log(x, config)
+    assert log["chunks_per_row"] == 4 and log["finishes"] == 5 * 4
+    assert log["most_late_in_a_program"] >= 1 and log["late_fraction"] > 0
+    assert log["polls_per_late_finish"] == softmax.INTERPRETER_MAX_SPINS
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
     "prefetch", ["defer", 2, True, False], ids=["deferred", "prefetch-2", "prefetch", "no-prefetch"]
@@ -953,6 +977,22 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         fn = functools.partial(softmax.softmax, config=config)
         report = check_implementation(fn, "softmax", shape, dtype, trials=1)
         assert report.ok, f"{config}: {report.message}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gpu_wait_log_counts_every_finish_and_keeps_the_answer(softmax, dtype):
+    x = torch.randn(301, 65_536, device="cuda", dtype=dtype)
+    config = {"CHUNK": 1024, "num_warps": 1, "DEFER": True, "L2_AHEAD": 1}
+    log = softmax.cooperative_wait_log(x, config)
+    assert log["resident"] and log["chunks_per_row"] == 64
+    assert log["finishes"] == 301 * 64  # every program finished every row of its group
+    assert 0 <= log["late_finishes"] <= log["finishes"]
+    assert log["polls_per_late_finish"] < softmax.MAX_SPINS  # no wait gave up
+    fn = functools.partial(softmax.softmax, config={"path": "cooperative", **config})
+    name = "fp32" if dtype == torch.float32 else "bf16"
+    report = check_implementation(fn, "softmax", {"rows": 301, "cols": 65_536}, name, trials=1)
+    assert report.ok, report.message
 
 
 @pytest.mark.gpu

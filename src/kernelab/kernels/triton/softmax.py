@@ -331,7 +331,8 @@ def _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum):
 @triton.jit
 def _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS):
     """Poll the n_chunks peers' words (volatile loads from L2) until every tag equals `turn`,
-    then combine: (row max, row sum of exp, whether all arrived within the spin budget)."""
+    then combine: (row max, row sum of exp, whether all arrived within the spin budget, how
+    many polls after the first it took: 0 when every peer had already published)."""
     peers = tl.arange(0, BLOCK_CHUNKS)
     present = peers < n_chunks
     # absent peers read as words already tagged with this turn
@@ -348,7 +349,7 @@ def _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS):
     maxes = tl.where(present, _untagged(max_words), -float("inf"))
     sums = tl.where(present, _untagged(sum_words), 0.0)
     row_max, row_sum = _combine_stats(maxes, sums)
-    return row_max, row_sum, late == 0
+    return row_max, row_sum, late == 0, spins
 
 
 @triton.jit
@@ -357,7 +358,8 @@ def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_
     tagged protocol: _publish_tagged then _gather_tagged): (row max, row sum of exp, whether
     every peer arrived before the spin budget ran out)."""
     _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum)
-    return _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
+    row_max, row_sum, met, _ = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
+    return row_max, row_sum, met
 
 
 @triton.jit(do_not_specialize=["n_groups"])
@@ -453,8 +455,9 @@ def _finish_deferred(
     FTZ: tl.constexpr,
 ):
     """Gather the partials of `turn` (published by the peers during the previous row's step,
-    so normally already there: one poll), then write e * (exp(chunk max - M) / S)."""
-    row_max, row_sum, met = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
+    so normally already there: one poll), then write e * (exp(chunk max - M) / S). Returns
+    the polls beyond the first that the gather took (0: no peer was late)."""
+    row_max, row_sum, met, spins = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
     shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
     y = e.to(tl.float32) * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
     y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
@@ -464,6 +467,7 @@ def _finish_deferred(
         y.to(out_ptr.dtype.element_ty),
         mask=mask,
     )
+    return spins
 
 
 @triton.jit(do_not_specialize=["n_groups"])
@@ -485,6 +489,8 @@ def _softmax_coop_deferred_kernel(
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
     L2_AHEAD: tl.constexpr = 0,
+    wait_log_ptr=None,
+    WAIT_LOG: tl.constexpr = False,
 ):
     # The cooperative kernel with its wait taken off the critical path: in the step of row r a
     # program publishes r's partials and then finishes row r - n_groups, whose partials its
@@ -494,6 +500,9 @@ def _softmax_coop_deferred_kernel(
     # later rows' chunks in flight, in the input dtype. HOLD_INPUT keeps the held exps (values
     # in [0, 1]) in the input dtype: for bf16 half the registers, at the price of a second
     # rounding (the output is rounded to that dtype anyway: at most 1 ulp more).
+    # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
+    # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
+    # for cooperative_wait_log; off, nothing is counted or written).
     group = tl.program_id(0) // n_chunks
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -507,6 +516,8 @@ def _softmax_coop_deferred_kernel(
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
+    late_finishes = 0
+    extra_polls = 0
     for row in tl.range(group, n_rows, n_groups):
         if L2_AHEAD > 0:
             # L2_AHEAD rows past the last one in registers: into L2, no registers held
@@ -531,11 +542,14 @@ def _softmax_coop_deferred_kernel(
             chunk, iteration + 1, chunk_max, chunk_sum,
         )  # fmt: skip
         if iteration > 0:
-            _finish_deferred(
+            spins = _finish_deferred(
                 stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
                 chunk, n_chunks, iteration, held_e, held_max, out_ptr, row - n_groups,
                 out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
             )  # fmt: skip
+            if WAIT_LOG:
+                late_finishes += tl.where(spins > 0, 1, 0)
+                extra_polls += spins
         if HOLD_INPUT:
             held_e = e.to(x_ptr.dtype.element_ty)
         else:
@@ -544,11 +558,16 @@ def _softmax_coop_deferred_kernel(
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
-    _finish_deferred(
+    spins = _finish_deferred(
         stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
         chunk, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
     )  # fmt: skip
+    if WAIT_LOG:
+        log = wait_log_ptr + tl.program_id(0) * 3
+        tl.store(log, iteration)
+        tl.store(log + 1, late_finishes + tl.where(spins > 0, 1, 0))
+        tl.store(log + 2, extra_polls + spins)
 
 
 @triton.jit
@@ -688,7 +707,7 @@ def _softmax_l2_kernel(
             # pass 2 of the previous row; turn 0 is the zeroed workspace (tag 0: no wait) and
             # its row (-n_groups .. -1) has an empty column range
             previous = row - n_groups
-            row_max, row_sum, met = _gather_tagged(
+            row_max, row_sum, met, _ = _gather_tagged(
                 slots + ((turn - 1) % 4) * n_slices * 2, n_slices, turn - 1, BLOCK_SLICES, MAX_SPINS
             )
             stop = tl.minimum(start + slice_cols, tl.where(previous >= 0, n_cols, 0))
@@ -1066,9 +1085,12 @@ def cooperative_occupancy(x, config: dict) -> dict:
     return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks}
 
 
-def _run_cooperative(x2d, out, config: dict) -> bool:
-    """Run the one-pass split-row kernel; False when its programs cannot all be resident."""
+def _run_cooperative(x2d, out, config: dict, wait_log=None) -> bool:
+    """Run the one-pass split-row kernel; False when its programs cannot all be resident.
+    wait_log: an int32 tensor of 3 words per program for the deferred kernel's WAIT_LOG."""
     kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
+    if wait_log is not None:
+        kwargs.update(wait_log_ptr=wait_log, WAIT_LOG=True)
     kernel = _cooperative_kernel(config)
     resident = resident_programs(kernel, (*args, 2), kwargs)
     n_groups = min(x2d.shape[0], resident // n_chunks)
@@ -1076,6 +1098,34 @@ def _run_cooperative(x2d, out, config: dict) -> bool:
         return False
     kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
     return True
+
+
+def cooperative_wait_log(x, config: dict) -> dict:
+    """Run the deferred cooperative kernel once on x, counting at each row it finishes
+    whether its poll for the peers' partials found one still missing. A diagnostic for the
+    experiments: if long groups wait for their slowest member, late finishes grow with the
+    chunks per row. Returns the counts summed over programs and the per-program extremes."""
+    if not config.get("DEFER"):
+        raise ValueError("the wait log belongs to the deferred cooperative kernel (DEFER)")
+    x2d = x if x.stride(1) == 1 else x.contiguous()
+    out = torch.empty_like(x2d)
+    most_programs = sm_count(x2d.device) * 32
+    log = torch.full((most_programs, 3), -1, device=x2d.device, dtype=torch.int32)
+    if not _run_cooperative(x2d, out, config, wait_log=log):
+        return {"resident": False}
+    ran = log[log[:, 0] >= 0].cpu()  # programs that wrote their counts
+    finishes, late, polls = (int(v) for v in ran.sum(dim=0))
+    return {
+        "resident": True,
+        "programs": int(ran.shape[0]),
+        "chunks_per_row": triton.cdiv(x2d.shape[1], config["CHUNK"]),
+        "finishes": finishes,
+        "late_finishes": late,
+        "late_fraction": late / finishes if finishes else 0.0,
+        "extra_polls": polls,
+        "polls_per_late_finish": polls / late if late else 0.0,
+        "most_late_in_a_program": int(ran[:, 1].max()),
+    }
 
 
 def _cooperative_kernel(config: dict):
