@@ -831,9 +831,11 @@ MEASURED_WINNERS = {
 }
 
 
-# A one-warp cooperative program polls every peer's partials itself: at 256 chunks per row
-# (262K columns in 1024-value chunks) the polls dominate, 2.5 TB/s fp32 against 3.8 at 64
-# chunks, and bf16 spills (softmax_long_rows_v6/v7), so the tuner never offers more.
+# One-warp cooperative programs fall apart at 256 chunks per row (262K columns in
+# 1024-value chunks): 2.5 TB/s fp32 against 3.8 at 64 chunks, and bf16 spills
+# (softmax_long_rows_v6/v7), so the tuner never offers more. Every program polls every
+# peer's partials, but cutting those polls 8-16x (a two-level exchange, session 5, v11) did
+# not recover it: why is open (cooperative_wait_log measures one suspect).
 ONE_WARP_MAX_CHUNKS = 128
 # Two rows ahead in L2 cost the bf16 one-warp c2048 program its last registers: at 128 chunks
 # (262K columns) it spilled 2 bytes on the H200 (softmax_long_rows_v9), so it stops at 64.
