@@ -820,13 +820,13 @@ MEASURED_WINNERS = {
     # benchmarks/results/h200/experiments/softmax_long_rows_v9..v11.json) where it won,
     # else session 3 (softmax_long_rows_v4..v7.json) or s2 (session 2, v2), each of which
     # the later runs repeated within 0.05 TB/s.
-    (4, 32768): ("single-pass", None, False, 0),  # 3.99-4.02 (c1024 w1 l2a1: 3.89-3.90)
+    (4, 32768): ("single-pass", None, False, 0),  # 3.97-4.02 (c1024 w1 l2a1: 3.89-3.90)
     (4, 65536): ("cooperative", 1024, True, 1),  # 3.97-4.00 (without the prefetch 3.87-3.89)
     (4, 131072): ("cooperative", 1024, True, 1),  # 3.89-3.96 (3.82-3.84)
     (4, 262144): ("cooperative", 4096, True, 0),  # 3.78-3.81 (4 warps: 64 chunks per row)
     (2, 32768): ("cooperative", 2048, True, 2),  # 3.755-3.763 (l2-rows 3.728-3.731)
-    (2, 65536): ("cooperative", 2048, True, 2),  # 3.747-3.761 (without 3.60-3.63)
-    (2, 131072): ("cooperative", 4096, False, 0),  # 3.38-3.40 (deferred c2048 w1: 3.34-3.37)
+    (2, 65536): ("cooperative", 2048, True, 2),  # 3.747-3.761 (without 3.59-3.63)
+    (2, 131072): ("cooperative", 4096, False, 0),  # 3.38-3.41 (deferred c2048 w1: 3.34-3.37)
     (2, 262144): ("cooperative", 8192, False, 0),  # 3.21-3.25
 }
 
