@@ -29,6 +29,20 @@ namespace cooperative_store {
 
 using Tile = cluster_gemm::Schedule<false>;
 
+// What both deferred epilogues share. Each consumer stages into its own two-box buffer:
+__device__ __forceinline__ unsigned char *consumer_staging(unsigned char *staging, int consumer) {
+    return staging + consumer * tma_store::ROUND_BOXES * tma_store::BOX_BYTES;
+}
+
+// A slice TMA cannot store (past a ragged right edge) goes from the accumulators straight to
+// global memory, then and there; true when it did.
+__device__ __forceinline__ bool stored_from_registers(const tma_store::Output &out,
+                                                      const float (&acc)[128], int row, int col) {
+    if (!tma_store::needs_register_store(out, col)) return false;
+    store_accumulators<tma_store::SLICE_N>(out.C, out.ldc, row, col, out.M, out.N, acc);
+    return true;
+}
+
 // Step 16's epilogue: the call stages and stores a slice's first round and keeps the second
 // packed; finish() stores it. 32 registers carry it into the next tile's main loop.
 struct DeferredRound {
@@ -39,15 +53,12 @@ struct DeferredRound {
     bool pending = false;
 
     __device__ __forceinline__ unsigned char *buffer(int consumer) const {
-        return staging + consumer * tma_store::ROUND_BOXES * tma_store::BOX_BYTES;
+        return consumer_staging(staging, consumer);
     }
 
     __device__ __forceinline__ void operator()(const float (&acc)[128], int row, int col,
                                                int consumer, unsigned char *) {
-        if (tma_store::needs_register_store(out, col)) {
-            store_accumulators<tma_store::SLICE_N>(out.C, out.ldc, row, col, out.M, out.N, acc);
-            return;
-        }
+        if (stored_from_registers(out, acc, row, col)) return;
         uint32_t now[tma_store::ROUND_REGS];
         tma_store::pack_round(acc, 0, now);
         tma_store::pack_round(acc, 1, later);
@@ -78,15 +89,12 @@ struct DeferredSlice {
     int pending = 0;  // rounds not yet staged: 2, 1 or 0 (round 2 - pending is next)
 
     __device__ __forceinline__ unsigned char *buffer(int consumer) const {
-        return staging + consumer * tma_store::ROUND_BOXES * tma_store::BOX_BYTES;
+        return consumer_staging(staging, consumer);
     }
 
     __device__ __forceinline__ void operator()(const float (&acc)[128], int row, int col,
                                                int consumer, unsigned char *) {
-        if (tma_store::needs_register_store(out, col)) {
-            store_accumulators<tma_store::SLICE_N>(out.C, out.ldc, row, col, out.M, out.N, acc);
-            return;
-        }
+        if (stored_from_registers(out, acc, row, col)) return;
         tma_store::pack_round(acc, 0, round0);
         tma_store::pack_round(acc, 1, round1);
         row0 = row, col0 = col, pending = 2;
