@@ -17,6 +17,7 @@ chunks per row where TB/s falls (64 -> 128 -> 256 chunks); if late finishes stay
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ GRID = [
 def main(argv=None) -> int:
     import torch
 
+    from kernelab.harness.check import check_implementation
     from kernelab.harness.timing import benchmark
     from kernelab.kernels.triton import softmax as module
 
@@ -55,10 +57,19 @@ def main(argv=None) -> int:
         row = {"dtype": dtype, "cols": cols, "rows": n_rows, "config": config, **log}
         if log["resident"]:
             config = {"path": "cooperative", **config}
-            y = module.softmax(x, config=config)
-            # the counts mean nothing for a wrong answer (a wait that gave up is NaN)
-            row["correct"] = bool(torch.allclose(y.float(), torch.softmax(x.float(), -1),
-                                                 atol=1e-2, rtol=1e-2))  # fmt: skip
+            # checked before it is timed, on fresh inputs against the float64 reference (a
+            # wait that gave up writes NaN, which never passes); the counts of a wrong kernel
+            # mean nothing, so it is not timed
+            report = check_implementation(
+                functools.partial(module.softmax, config=config),
+                "softmax",
+                {"rows": n_rows, "cols": cols},
+                dtype,
+                trials=1,
+            )
+            row["correct"] = report.ok
+            row["check"] = report.message
+        if log["resident"] and row["correct"]:
             timing = benchmark(
                 lambda x=x, config=config: module.softmax(x, config=config),
                 mode="cold",
