@@ -265,6 +265,9 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"HOLD_INPUT": True},
         {"LATE_LOAD": True, "maxnreg": 128},
         {"L2_AHEAD": 1},  # inline PTX: dropped under the interpreter, runs on the GPU
+        {"PACKED": True},  # one word per chunk: 23 rows in one group wrap the tag bit
+        {"EARLY_POLL": True},
+        {"PACKED": True, "EARLY_POLL": True},
     ],
     ids=str,
 )
@@ -317,16 +320,20 @@ def test_wait_log_sees_the_peers_that_never_came(softmax):
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
-    "prefetch", ["defer", 2, True, False], ids=["deferred", "prefetch-2", "prefetch", "no-prefetch"]
+    "prefetch",
+    ["defer", "defer-packed", 2, True, False],
+    ids=["deferred", "deferred-packed", "prefetch-2", "prefetch", "no-prefetch"],
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
     # program waits for peers that have not started: its bounded wait must end, and the
-    # rows it gave up on must come out NaN rather than silently wrong.
-    x = torch.randn(5, 127, device=DEVICE)
+    # rows it gave up on must come out NaN rather than silently wrong. 9 rows in one group:
+    # the packed word's one-bit tag reads the never-written slots as turns 5-8's, so only
+    # the poison carried from the first failed wait keeps those rows NaN.
+    x = torch.randn(9, 127, device=DEVICE)
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
-    if prefetch == "defer":
-        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True}
+    if prefetch.__class__ is str:
+        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": prefetch.endswith("packed")}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
@@ -407,22 +414,23 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
 @pytest.mark.parametrize(
     "cols, dtype, winner",
     [
-        (32_768, torch.float32, ("single-pass", None, False, 0)),
-        (20_000, torch.float32, ("single-pass", None, False, 0)),  # pads to 32K
-        (65_536, torch.float32, ("cooperative", 1024, True, 1)),
-        (131_072, torch.float32, ("cooperative", 1024, True, 1)),
-        (262_144, torch.float32, ("cooperative", 4096, True, 0)),
-        (1_000_000, torch.float32, ("cooperative", 4096, True, 0)),  # longer: the 262K winner
-        (32_768, torch.bfloat16, ("cooperative", 2048, True, 2)),
-        (65_536, torch.bfloat16, ("cooperative", 2048, True, 2)),
-        (131_072, torch.bfloat16, ("cooperative", 4096, False, 0)),
-        (262_144, torch.bfloat16, ("cooperative", 8192, False, 0)),
+        (32_768, torch.float32, ("single-pass", None, False, 0, False)),
+        (20_000, torch.float32, ("single-pass", None, False, 0, False)),  # pads to 32K
+        (65_536, torch.float32, ("cooperative", 1024, True, 1, True)),
+        (131_072, torch.float32, ("cooperative", 1024, True, 1, True)),
+        (262_144, torch.float32, ("cooperative", 1024, True, 1, True)),
+        # longer rows look up the 262K winner; past 256 chunks per row it is not offered, so
+        # the first cooperative candidate leads
+        (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
+        (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
+        (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
+        (131_072, torch.bfloat16, ("cooperative", 2048, True, 0, True)),
+        (262_144, torch.bfloat16, ("cooperative", 2048, True, 0, True)),
+        (400_000, torch.bfloat16, ("cooperative", 2048, True, 0, True)),  # 196 chunks
     ],
 )
 def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, dtype, winner):
-    first = softmax.long_row_candidates(cols, dtype)[0]
-    identity = (first["path"], first.get("CHUNK"), first.get("DEFER", False))
-    assert (*identity, first.get("L2_AHEAD", 0)) == winner
+    assert softmax._identity(softmax.long_row_candidates(cols, dtype)[0]) == winner
     # every measured winner is among the candidates it is looked up in
     assert all(
         any(softmax._identity(c) == w for c in softmax.long_row_candidates(n, d))
@@ -431,7 +439,7 @@ def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, 
     )
 
 
-def test_softmax_one_warp_cooperative_candidates_stop_at_128_chunks_per_row(softmax):
+def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(softmax):
     def one_warp_chunks(cols, dtype):
         return sorted(
             c["CHUNK"]
@@ -439,14 +447,18 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_128_chunks_per_row(soft
             if c["path"] == "cooperative" and c["num_warps"] == 1
         )
 
-    # each chunk with and without the L2 prefetch
+    # 1024 values with and without the L2 prefetch, and 2048 for bf16
     assert one_warp_chunks(65_536, torch.float32) == [1024, 1024]
-    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 2048, 2048]
-    # 262K columns: 256 chunks of 1024 are past the limit; 128 of 2048 (bf16 only) are not,
-    # but with two rows ahead in L2 they spilled: that one stops at 64 chunks
-    assert one_warp_chunks(262_144, torch.float32) == []
-    assert one_warp_chunks(262_144, torch.bfloat16) == [2048]
-    assert one_warp_chunks(131_072, torch.bfloat16) == [1024, 1024, 2048, 2048]
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 2048]
+    assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
+    assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 2048]
+    # 524K columns: 512 chunks of 1024 are past the limit, 256 of 2048 (bf16) are not
+    assert one_warp_chunks(524_288, torch.float32) == []
+    assert one_warp_chunks(524_288, torch.bfloat16) == [2048]
+    # every one-warp candidate runs the packed early-poll exchange
+    for cols, dtype in [(65_536, torch.float32), (131_072, torch.bfloat16)]:
+        one_warp = [c for c in softmax.long_row_candidates(cols, dtype) if c.get("num_warps") == 1]
+        assert all(c["PACKED"] and c["EARLY_POLL"] and c["DEFER"] for c in one_warp)
 
 
 def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):
@@ -980,6 +992,72 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "knobs",
+    [{"PACKED": True}, {"EARLY_POLL": True}, {"PACKED": True, "EARLY_POLL": True}],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1},
+        {"CHUNK": 2048, "num_warps": 1},
+        {"CHUNK": 4096, "num_warps": 4},
+    ],
+    ids=lambda c: f"c{c['CHUNK']}w{c['num_warps']}",
+)
+def test_gpu_softmax_deferred_packed_and_early_poll(softmax, config, knobs):
+    # Groups of 4 to 256 chunks whose turns wrap the one-bit tag many times (rows well past
+    # 8 per group), a strided input, then the numerics at huge logits (_huge_logit_rows).
+    config = {"path": "cooperative", "DEFER": True, **config, **knobs}
+    fn = functools.partial(softmax.softmax, config=config)
+    for dtype in ("fp32", "bf16"):
+        for shape in (
+            {"rows": 2000, "cols": 16_000},
+            {"rows": 64, "cols": 262_144},
+            {"rows": 301, "cols": 40_000, "stride": 40_064},
+        ):
+            report = check_implementation(fn, "softmax", shape, dtype, trials=1)
+            assert report.ok, f"{config} {dtype} {shape}: {report.message}"
+    _assert_precise_at_huge_logits(fn, config)
+
+
+def _huge_logit_rows(n_rows: int, n_cols: int) -> torch.Tensor:
+    """fp32 rows whose softmax is easy to get wrong with split rows: 1e4 + N(0, 1) (every chunk
+    contributes, and a max rounded in log2 units must be the one the exps were taken
+    against), 1e4 * N(0, 1) (one-hot), -1000 + N(0, 1) with the first 4,096 columns -inf (a
+    chunk of only -inf in a row whose exp(0 - max) overflows), and one row of only -inf."""
+    x = 1e4 + torch.randn(n_rows, n_cols, device="cuda")
+    x[1::4] = 1e4 * torch.randn_like(x[1::4])
+    x[2::4] = -1000 + torch.randn_like(x[2::4])
+    x[2::4, :4096] = float("-inf")
+    x[3] = float("-inf")
+    return x
+
+
+def _assert_precise_at_huge_logits(fn, config) -> None:
+    x = _huge_logit_rows(24, 70_001)
+    y = fn(x)
+    expected = torch.softmax(x.double(), dim=-1)
+    finite = [r for r in range(x.shape[0]) if r != 3]
+    assert torch.isnan(y[3]).all(), config
+    assert torch.isfinite(y[finite]).all(), config
+    assert (y[2::4, :4096] == 0).all(), config
+    # fp32: within 1e-5 of each probability (the session-5 kernels were off by 3e-4 at 1e4)
+    error = (y[finite].double() - expected[finite]).abs()
+    bound = 1e-5 * expected[finite] + 1e-9
+    assert (error <= bound).all(), (
+        f"{config}: worst {float((error / (expected[finite] + 1e-30)).max()):.2e}"
+    )
+
+
+@pytest.mark.gpu
+def test_gpu_softmax_every_long_row_candidate_is_precise_at_huge_logits(softmax):
+    for config in softmax.long_row_variants(70_001, torch.float32):
+        _assert_precise_at_huge_logits(functools.partial(softmax.softmax, config=config), config)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_gpu_wait_log_counts_every_finish_and_keeps_the_answer(softmax, dtype):
     x = torch.randn(301, 65_536, device="cuda", dtype=dtype)
@@ -1002,7 +1080,9 @@ def test_gpu_cooperative_grid_never_exceeds_what_the_driver_says_is_resident(sof
     offered = softmax.long_row_candidates(x.shape[1], dtype)
     for config in [c for c in offered if c["path"] == "cooperative"]:
         info = softmax.cooperative_occupancy(x, config)
-        assert info["spills"] == 0, (config, info)
+        # A few bytes are tolerated (softmax.MOST_SPILLED_BYTES): the measured winner at 262K
+        # fp32 spills 4 and still beats its sibling that spills none (4.006 vs 3.939 TB/s).
+        assert info["spills"] <= softmax.MOST_SPILLED_BYTES, (config, info)
         assert info["per_sm"] >= 1, (config, info)
         if info["per_sm_driver"] is None:
             pytest.skip("cuda.bindings cannot answer cuOccupancyMaxActiveBlocksPerMultiprocessor")

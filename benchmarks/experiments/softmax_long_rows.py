@@ -55,6 +55,9 @@ def label(config: dict) -> str:
         deferred += " hold-in" if config.get("HOLD_INPUT") else ""
         deferred += " late" if config.get("LATE_LOAD") else ""
         deferred += f" r{config['maxnreg']}" if config.get("maxnreg") else ""
+        # one packed word per chunk's partials; the first poll issued before the exps
+        deferred += " pk" if config.get("PACKED") else ""
+        deferred += " early" if config.get("EARLY_POLL") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

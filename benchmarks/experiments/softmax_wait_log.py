@@ -45,10 +45,20 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--max-time-s", type=float, default=0.25, help="per timing")
+    parser.add_argument(
+        "--configs",
+        type=json.loads,
+        default=[],
+        help='more deferred configs, a JSON list of {"dtype": .., "cols": .., **config}',
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    extra = [
+        (c["dtype"], c["cols"], {k: v for k, v in c.items() if k not in ("dtype", "cols")})
+        for c in args.configs
+    ]
     rows = []
-    for dtype, cols, config in GRID:
+    for dtype, cols, config in GRID + extra:
         torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
         n_rows = GIB // (cols * torch_dtype.itemsize)
         x = torch.randn(n_rows, cols, device="cuda", dtype=torch_dtype)
@@ -84,9 +94,11 @@ def main(argv=None) -> int:
     print(f"\n{'dtype':5} {'cols':>7} {'config':26} {'chunks':>6} {'TB/s':>6} {'late %':>7} "
           f"{'polls/late':>10} {'max late/prog':>13} ok")  # fmt: skip
     for r in rows:
-        name = f"c{r['config']['CHUNK']} w{r['config']['num_warps']}" + (
-            f" l2a{r['config']['L2_AHEAD']}" if r["config"].get("L2_AHEAD") else ""
-        )
+        knobs = r["config"]
+        name = f"c{knobs['CHUNK']} w{knobs['num_warps']}"
+        name += f" l2a{knobs['L2_AHEAD']}" if knobs.get("L2_AHEAD") else ""
+        name += " pk" if knobs.get("PACKED") else ""
+        name += " early" if knobs.get("EARLY_POLL") else ""
         if not r["resident"]:
             print(f"{r['dtype']:5} {r['cols']:>7} {name:26} not resident")
             continue

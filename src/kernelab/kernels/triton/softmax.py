@@ -87,6 +87,7 @@ MAX_SPINS = 1 << 22
 INTERPRETER_MAX_SPINS = 4
 INTERPRETER_CHUNK = 32
 LOG2E = tl.constexpr(1.4426950408889634)
+MINUS_INF_BITS = tl.constexpr(-8388608)  # float32 -inf as a signed int32 (0xFF800000)
 
 
 @triton.jit
@@ -105,8 +106,9 @@ def _exp2(x, FTZ: tl.constexpr):
 @triton.jit
 def _exp_shifted(x, shift, LEAN: tl.constexpr, FTZ: tl.constexpr):
     """exp(x - shift). LEAN: 2^(x * log2(e) - shift * log2(e)), one FFMA and one MUFU.EX2 per
-    value (the row's rounding of shift * log2(e) is one common factor, which the normalization
-    divides out); otherwise tl.exp(x - shift): FADD, FMUL by log2(e), then the ex2."""
+    value (within one row tile, the rounding of shift * log2(e) is one common factor, which
+    the normalization divides out; split rows carry the rounded value instead, see
+    _chunk_exp_stats); otherwise tl.exp(x - shift): FADD, FMUL by log2(e), then the ex2."""
     if LEAN:
         return _exp2(x * LOG2E - shift * LOG2E, FTZ)
     else:
@@ -223,20 +225,36 @@ def _chunk_stats(x):
 
 @triton.jit
 def _chunk_exp_stats(x, FTZ: tl.constexpr):
-    """(exp(x - max), max, sum) of one fp32 chunk: the exps stay in registers, so once the
-    row's (max M, sum S) are known the output is e * (exp(max - M) / S), one FMUL per value,
-    instead of a second exp of every value. (0, -inf, 0) for a chunk of only -inf."""
-    chunk_max = tl.max(x, axis=0)
-    shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
-    e = _exp_shifted(x, shift, True, FTZ)
-    return e, chunk_max, tl.sum(e, axis=0)
+    """(e, c, sum of e) of one fp32 chunk, with c = max * log2(e) rounded once to fp32 and
+    e = 2^(x * log2(e) - c) (one FFMA and one ex2 per value). The exps stay in registers: once
+    the row's (C, S) are known the output is e * (2^(c - C) / S) (_chunk_scale), one FMUL per
+    value. The max travels in log2 units because every exp of the chunk was taken against
+    that rounded c: a row combined from exact maxima instead (exp(max - M)) is off by the
+    rounding of c, 2^-24 of |c|, which at logits of 1e4 is 3e-4 of every probability.
+    (0, -inf, 0) for a chunk of only -inf."""
+    c = tl.max(x, axis=0) * LOG2E
+    e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
+    return e, c, tl.sum(e, axis=0)
 
 
 @triton.jit
-def _combine_stats(maxes, sums):
-    """The row's max and sum of exp from its chunks' partials (padding: -inf, 0)."""
+def _chunk_scale(c, row_c, row_sum, FTZ: tl.constexpr):
+    """What a chunk's exps (_chunk_exp_stats) are multiplied by: 2^(c - C) / S, with C and S
+    combined in base 2 (_combine_stats). 0 for a chunk of only -inf (its exps are 0, and
+    2^(0 - C) could overflow to inf when C is very negative); NaN for a row of only -inf,
+    whose S is NaN (the documented output)."""
+    return tl.where(c == -float("inf"), 0.0, _exp2(c - row_c, FTZ)) / row_sum
+
+
+@triton.jit
+def _combine_stats(maxes, sums, BASE2: tl.constexpr = False):
+    """The row's max and sum of exp from its chunks' partials (padding: -inf, 0). BASE2: the
+    maxima are in log2 units (max * log2(e), as the lean kernels publish them) and the sums
+    are of 2^(x * log2(e) - max)."""
     row_max = tl.max(maxes, axis=0)
     # all -inf row: exp(-inf - -inf) = NaN here, and NaN is the documented output
+    if BASE2:
+        return row_max, tl.sum(sums * tl.exp2(maxes - row_max), axis=0)
     return row_max, tl.sum(sums * tl.exp(maxes - row_max), axis=0)
 
 
@@ -329,37 +347,131 @@ def _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum):
 
 
 @triton.jit
-def _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS):
+def _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, BASE2: tl.constexpr):
     """Poll the n_chunks peers' words (volatile loads from L2) until every tag equals `turn`,
-    then combine: (row max, row sum of exp, whether all arrived within the spin budget, how
-    many polls after the first it took: 0 when every peer had already published)."""
-    peers = tl.arange(0, BLOCK_CHUNKS)
-    present = peers < n_chunks
-    # absent peers read as words already tagged with this turn
-    absent = (tl.cast(turn, tl.int64) << 32) | 0
-    max_words = tl.load(buffer + peers * 2, mask=present, other=absent, volatile=True)
-    sum_words = tl.load(buffer + peers * 2 + 1, mask=present, other=absent, volatile=True)
-    late = _late_peers(max_words, sum_words, turn)
-    spins = 0
-    while (late > 0) & (spins < MAX_SPINS):
-        max_words = tl.load(buffer + peers * 2, mask=present, other=absent, volatile=True)
-        sum_words = tl.load(buffer + peers * 2 + 1, mask=present, other=absent, volatile=True)
-        late = _late_peers(max_words, sum_words, turn)
-        spins += 1
-    maxes = tl.where(present, _untagged(max_words), -float("inf"))
-    sums = tl.where(present, _untagged(sum_words), 0.0)
-    row_max, row_sum = _combine_stats(maxes, sums)
-    return row_max, row_sum, late == 0, spins
+    then combine (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived
+    within the spin budget, how many polls after the first it took: 0 when every peer had
+    already published)."""
+    max_words, sum_words = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, False)
+    return _settle(
+        buffer, max_words, sum_words, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, False, BASE2
+    )
 
 
 @triton.jit
-def _exchange_tagged(buffer, chunk, n_chunks, turn, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS):
+def _exchange_tagged(
+    buffer,
+    chunk,
+    n_chunks,
+    turn,
+    chunk_max,
+    chunk_sum,
+    BLOCK_CHUNKS,
+    MAX_SPINS,
+    BASE2: tl.constexpr,
+):
     """Publish this chunk's partials, wait until all n_chunks peers have, combine them (the
     tagged protocol: _publish_tagged then _gather_tagged): (row max, row sum of exp, whether
     every peer arrived before the spin budget ran out)."""
     _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum)
-    row_max, row_sum, met, _ = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
+    row_max, row_sum, met, _ = _gather_tagged(
+        buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, BASE2
+    )
     return row_max, row_sum, met
+
+
+@triton.jit
+def _turn_bit(turn):
+    """The packed word's whole tag: one bit that flips every four turns (1 for turns 1-4, 0
+    for 5-8, ...). In the deferred kernel a slot holds turn t or t - 4 when it is read for t
+    (its four-slot argument), and those always differ in this bit; the zeroed workspace reads
+    as turns -3..0 (bit 0), which no turn from 1 to 4 matches."""
+    return ((turn + 3) // 4) % 2
+
+
+@triton.jit
+def _packed(turn, chunk_max, chunk_sum):
+    """One 64-bit word for one chunk's partials: max bits in the high half, sum bits in the
+    low half with the sign bit replaced by the turn bit (a sum of exps is never negative, and
+    a NaN stays NaN whatever its sign). Half the words of the tagged pair, one atomic."""
+    max_bits = chunk_max.to(tl.int32, bitcast=True).to(tl.int64) << 32
+    sum_bits = chunk_sum.to(tl.int32, bitcast=True).to(tl.int64) & 0x7FFFFFFF
+    return max_bits | (tl.cast(_turn_bit(turn), tl.int64) << 31) | sum_bits
+
+
+@triton.jit
+def _publish(buffer, chunk, turn, chunk_max, chunk_sum, PACKED: tl.constexpr):
+    """Publish one chunk's partials for `turn`: one packed word, or the two tagged words."""
+    if PACKED:
+        tl.atomic_xchg(
+            buffer + chunk, _packed(turn, chunk_max, chunk_sum), sem="relaxed", scope="gpu"
+        )
+    else:
+        _publish_tagged(buffer, chunk, turn, chunk_max, chunk_sum)
+
+
+@triton.jit
+def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr):
+    """One volatile read of the n_chunks peers' words for `turn`: (first words, second words);
+    packed, both are the one word per chunk. Absent peers read as published (-inf, 0)."""
+    peers = tl.arange(0, BLOCK_CHUNKS)
+    present = peers < n_chunks
+    if PACKED:
+        # -inf's fp32 bits (0xFF800000) in the high half, sum 0, this turn's bit
+        absent = (tl.cast(MINUS_INF_BITS, tl.int64) << 32) | (
+            tl.cast(_turn_bit(turn), tl.int64) << 31
+        )
+        words = tl.load(buffer + peers, mask=present, other=absent, volatile=True)
+        return words, words
+    else:
+        absent = (tl.cast(turn, tl.int64) << 32) | 0
+        max_words = tl.load(buffer + peers * 2, mask=present, other=absent, volatile=True)
+        sum_words = tl.load(buffer + peers * 2 + 1, mask=present, other=absent, volatile=True)
+        return max_words, sum_words
+
+
+@triton.jit
+def _late(first, second, turn, PACKED: tl.constexpr):
+    """How many peers' words in a poll are not yet this turn's."""
+    if PACKED:
+        stale = ((first >> 31) & 1) != _turn_bit(turn)
+        return tl.sum(stale.to(tl.int32), axis=0)
+    else:
+        return _late_peers(first, second, turn)
+
+
+@triton.jit
+def _settle(
+    buffer,
+    first,
+    second,
+    n_chunks,
+    turn,
+    BLOCK_CHUNKS,
+    MAX_SPINS,
+    PACKED: tl.constexpr,
+    BASE2: tl.constexpr,
+):
+    """From one poll's words, poll again until every peer's word is this turn's, then combine
+    (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the spin budget, the polls beyond
+    the one given)."""
+    late = _late(first, second, turn, PACKED)
+    spins = 0
+    while (late > 0) & (spins < MAX_SPINS):
+        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
+        late = _late(first, second, turn, PACKED)
+        spins += 1
+    if PACKED:
+        maxes = (first >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+        sums = (first & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    else:
+        maxes = _untagged(first)
+        sums = _untagged(second)
+    present = tl.arange(0, BLOCK_CHUNKS) < n_chunks
+    maxes = tl.where(present, maxes, -float("inf"))
+    sums = tl.where(present, sums, 0.0)
+    row_max, row_sum = _combine_stats(maxes, sums, BASE2)
+    return row_max, row_sum, late == 0, spins
 
 
 @triton.jit(do_not_specialize=["n_groups"])
@@ -418,13 +530,14 @@ def _softmax_coop_kernel(
         # ahead of its slowest peer, because it passed the barrier that peer also arrives at.
         # 16 bytes per chunk per row: nothing next to the row's CHUNK * itemsize.
         buffer = stats_ptr + ((group * 2 + iteration % 2) * n_chunks) * 2
+        # (LEAN: maxima in log2 units, see _chunk_exp_stats)
         row_max, row_sum, met = _exchange_tagged(
-            buffer, chunk, n_chunks, iteration + 1, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS
-        )
+            buffer, chunk, n_chunks, iteration + 1, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS,
+            LEAN,
+        )  # fmt: skip
         if LEAN:
             # one scalar exp per program, then one FMUL per value (all -inf row: S is NaN)
-            shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
-            y = e * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
+            y = e * _chunk_scale(chunk_max, row_max, row_sum, FTZ)
         else:
             y = tl.exp(x - row_max) * (1.0 / row_sum)  # a second exp of every value
         y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
@@ -440,7 +553,8 @@ def _softmax_coop_kernel(
 @triton.jit
 def _finish_deferred(
     buffer,
-    chunk,
+    first,
+    second,
     n_chunks,
     turn,
     e,
@@ -452,22 +566,31 @@ def _finish_deferred(
     mask,
     BLOCK_CHUNKS,
     MAX_SPINS,
+    healthy,
     FTZ: tl.constexpr,
+    PACKED: tl.constexpr,
 ):
-    """Gather the partials of `turn` (published by the peers during the previous row's step,
-    so normally already there: one poll), then write e * (exp(chunk max - M) / S). Returns
-    the polls beyond the first that the gather took (0: no peer was late)."""
-    row_max, row_sum, met, spins = _gather_tagged(buffer, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS)
-    shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
-    y = e.to(tl.float32) * (_exp_shifted(shift, row_max, True, FTZ) / row_sum)
-    y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
+    """From a first poll of the partials of `turn` (published by the peers during the
+    previous row's step, so normally already there), poll until all are, then write
+    e * (exp(chunk max - M) / S), or NaN unless this wait and every earlier one (`healthy`)
+    succeeded. Returns (the polls beyond the first, 0 when no peer was late; whether this
+    wait succeeded)."""
+    # the deferred kernel is always lean: its maxima are in log2 units
+    row_max, row_sum, met, spins = _settle(
+        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
+    )
+    y = e.to(tl.float32) * _chunk_scale(chunk_max, row_max, row_sum, FTZ)
+    # A wait that gave up poisons this row and every later one: once a peer has failed to
+    # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
+    # tag would read a never-written slot as turn 5's).
+    y = tl.where(met & healthy, y, float("nan"))
     # the only write: CHUNK * itemsize per program
     tl.store(
         out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols,
         y.to(out_ptr.dtype.element_ty),
         mask=mask,
     )
-    return spins
+    return spins, met
 
 
 @triton.jit(do_not_specialize=["n_groups"])
@@ -489,6 +612,8 @@ def _softmax_coop_deferred_kernel(
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
     L2_AHEAD: tl.constexpr = 0,
+    PACKED: tl.constexpr = False,
+    EARLY_POLL: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -500,6 +625,9 @@ def _softmax_coop_deferred_kernel(
     # later rows' chunks in flight, in the input dtype. HOLD_INPUT keeps the held exps (values
     # in [0, 1]) in the input dtype: for bf16 half the registers, at the price of a second
     # rounding (the output is rounded to that dtype anyway: at most 1 ulp more).
+    # PACKED: each chunk's partials in one 64-bit word with a one-bit tag (_packed), not two.
+    # EARLY_POLL: the first poll for the row to finish is issued before this row's exps are
+    # taken, so its L2 round trip overlaps that arithmetic instead of following it.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -507,6 +635,8 @@ def _softmax_coop_deferred_kernel(
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
+    # words per chunk per turn slot: 1 packed, else 2 (max, sum)
+    WORDS: tl.constexpr = 1 if PACKED else 2
     upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
     if PREFETCH >= 2:
         after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols)
@@ -516,6 +646,7 @@ def _softmax_coop_deferred_kernel(
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
+    healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
     extra_polls = 0
     for row in tl.range(group, n_rows, n_groups):
@@ -523,6 +654,14 @@ def _softmax_coop_deferred_kernel(
             # L2_AHEAD rows past the last one in registers: into L2, no registers held
             ahead = row + (PREFETCH + L2_AHEAD) * n_groups
             _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK)
+        # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
+        # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
+        # be read at once, and four slots keep them apart. 16 bytes per chunk per row (8
+        # packed). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
+        previous = stats_ptr + ((group * 4 + (iteration + 3) % 4) * n_chunks) * WORDS
+        if EARLY_POLL:
+            # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
+            first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
@@ -534,19 +673,19 @@ def _softmax_coop_deferred_kernel(
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
-        # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
-        # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
-        # be read at once, and four slots keep them apart. 16 bytes per chunk per row.
-        _publish_tagged(
-            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * 2,
-            chunk, iteration + 1, chunk_max, chunk_sum,
+        _publish(
+            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
+            chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
         )  # fmt: skip
         if iteration > 0:
-            spins = _finish_deferred(
-                stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
-                chunk, n_chunks, iteration, held_e, held_max, out_ptr, row - n_groups,
-                out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
+            if not EARLY_POLL:
+                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+            spins, met = _finish_deferred(
+                previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
+                row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
+                FTZ, PACKED,
             )  # fmt: skip
+            healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
@@ -558,10 +697,11 @@ def _softmax_coop_deferred_kernel(
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
-    spins = _finish_deferred(
-        stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * 2,
-        chunk, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
-        out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, FTZ,
+    last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
+    first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+    spins, _ = _finish_deferred(
+        last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
+        out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -608,11 +748,19 @@ def _stream_stats(
             x = tl.load(
                 x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
             ).to(tl.float32)
-        new_max = tl.maximum(run_max, tl.max(x, axis=0))
         # (-inf, 0) until a finite value shows up: exp(-inf - 0) = 0, never -inf - -inf
-        shift = tl.where(new_max == -float("inf"), 0.0, new_max)
-        block_sum = tl.sum(_exp_shifted(x, shift, LEAN, FTZ), axis=0)
-        run_sum = run_sum * _exp_shifted(run_max, shift, LEAN, FTZ) + block_sum
+        if LEAN:
+            # in log2 units, like _chunk_exp_stats: the sum is of 2^(x * log2(e) - shift) for
+            # the very rounded shift that is carried and published
+            new_max = tl.maximum(run_max, tl.max(x, axis=0) * LOG2E)
+            shift = tl.where(new_max == -float("inf"), 0.0, new_max)
+            block_sum = tl.sum(_exp2(x * LOG2E - shift, FTZ), axis=0)
+            run_sum = run_sum * _exp2(run_max - shift, FTZ) + block_sum
+        else:
+            new_max = tl.maximum(run_max, tl.max(x, axis=0))
+            shift = tl.where(new_max == -float("inf"), 0.0, new_max)
+            block_sum = tl.sum(tl.exp(x - shift), axis=0)
+            run_sum = run_sum * tl.exp(run_max - shift) + block_sum
         run_max = new_max
     return run_max, run_sum
 
@@ -650,8 +798,12 @@ def _stream_normalize(
             )
         else:
             x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-        # all -inf row: exp(-inf - -inf) = NaN, the documented output
-        y = _exp_shifted(x.to(tl.float32), row_max, LEAN, FTZ) * scale
+        # all -inf row: exp(-inf - -inf) = NaN, the documented output (LEAN: row_max is in
+        # log2 units, as _stream_stats returns it)
+        if LEAN:
+            y = _exp2(x.to(tl.float32) * LOG2E - row_max, FTZ) * scale
+        else:
+            y = tl.exp(x.to(tl.float32) - row_max) * scale
         y = tl.where(met, y, float("nan"))
         # write BLOCK * itemsize, streaming (.cs): never read again by this kernel
         tl.store(out_row + cols, y.to(out_row.dtype.element_ty), mask=mask, cache_modifier=".cs")
@@ -708,8 +860,9 @@ def _softmax_l2_kernel(
             # its row (-n_groups .. -1) has an empty column range
             previous = row - n_groups
             row_max, row_sum, met, _ = _gather_tagged(
-                slots + ((turn - 1) % 4) * n_slices * 2, n_slices, turn - 1, BLOCK_SLICES, MAX_SPINS
-            )
+                slots + ((turn - 1) % 4) * n_slices * 2, n_slices, turn - 1, BLOCK_SLICES, MAX_SPINS,
+                LEAN,
+            )  # fmt: skip
             stop = tl.minimum(start + slice_cols, tl.where(previous >= 0, n_cols, 0))
             _stream_normalize(
                 x_ptr + tl.cast(previous, tl.int64) * x_row_stride,
@@ -748,28 +901,26 @@ def cooperative_candidates(dtype) -> list[dict]:
         {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "LEAN": True},
         {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "LEAN": True},
     ]
-    # DEFER (session 3, softmax_long_rows_v4-v7): the winners of the deferred kernel per row
-    # length: one warp per program (no block barriers), 1024-2048 values, and 4096 at 4 warps
-    # for 262K fp32 columns (fewer chunks per row to poll). Not here: LATE_LOAD with a
-    # 128-register cap (16 one-warp programs per SM instead of 12) measured no faster and
-    # spills at 262K columns.
-    # L2_AHEAD (session 5, softmax_long_rows_v9-v11): the one-warp programs also ask the L2
-    # for the row after the one in registers (prefetch, no registers); +0.05-0.1 TB/s at
-    # 65K-131K fp32 and 32K-65K bf16, nothing or a loss elsewhere, a loss at 4 warps (it cost
-    # a program per SM), so it is a candidate of its own beside the plain one.
+    # DEFER (session 3, softmax_long_rows_v4-v7): one warp per program (no block barriers)
+    # won at every long row, 4 warps (4096 values) only where one warp had to poll 256 chunks.
+    # L2_AHEAD (session 5, v9-v11): one-warp programs also ask the L2 for the row after the one
+    # in registers (prefetch, no registers held): +0.05-0.1 TB/s at 65K-131K fp32 and 32K-65K
+    # bf16, a loss elsewhere, so it is a candidate of its own.
+    # PACKED + EARLY_POLL (session 6, softmax_long_rows_v12-v14): one word per chunk's
+    # partials and the poll issued before the exps. One-warp configs gained most where the
+    # groups are long (fp32 65K: +0.02 TB/s; bf16 65K in 1024-value chunks: 3.79 -> 3.92):
+    # 262K fp32 in 1024-value chunks (256 per row) from 2.5 to 4.01-4.06 TB/s, where the 4-warp c4096 of sessions 3-5 had held
+    # 3.4-3.8; bf16 131K-262K in 2048-value chunks from 2.93-3.46 to 3.59-3.66. The plain
+    # one-warp and the 4-warp deferred configs never beat them: gone from the tuner.
+    fast_exchange = {"DEFER": True, "PACKED": True, "EARLY_POLL": True}
     deferred = [
-        {"CHUNK": 1024, "num_warps": 1, "DEFER": True},
-        {"CHUNK": 1024, "num_warps": 1, "DEFER": True, "L2_AHEAD": 1},
-        {"CHUNK": 4096, "num_warps": 4, "DEFER": True},
+        {"CHUNK": 1024, "num_warps": 1, **fast_exchange},
+        {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange},
     ]
     if torch.empty((), dtype=dtype).element_size() == 2:
-        # 2048 values at one warp: the bf16 winner at 32K-65K columns (two rows ahead in
-        # L2); in fp32 it needs 255 registers and spills (24-40 bytes on the H200,
-        # softmax_long_rows_v6/v7 plans)
-        deferred[2:2] = [
-            {"CHUNK": 2048, "num_warps": 1, "DEFER": True},
-            {"CHUNK": 2048, "num_warps": 1, "DEFER": True, "L2_AHEAD": 2},
-        ]
+        # 2048 values at one warp: the bf16 winner at 131K-262K columns; in fp32 it needs 255
+        # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans)
+        deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange})
     return waiting + deferred
 
 
@@ -816,33 +967,35 @@ def single_pass_long_candidate() -> dict:
 # >= 1 GiB): (path, cooperative CHUNK or None, deferred?, L2_AHEAD). It goes first, so the
 # untuned default is the measured winner; longer rows take the 262K winner.
 MEASURED_WINNERS = {
-    # TB/s beside: session 5 (2026-11-29, 22:12-22:31 UTC, the L2 prefetch; three runs in
-    # benchmarks/results/h200/experiments/softmax_long_rows_v9..v11.json) where it won,
-    # else session 3 (softmax_long_rows_v4..v7.json) or s2 (session 2, v2), each of which
-    # the later runs repeated within 0.05 TB/s.
-    (4, 32768): ("single-pass", None, False, 0),  # 3.97-4.02 (c1024 w1 l2a1: 3.89-3.90)
-    (4, 65536): ("cooperative", 1024, True, 1),  # 3.97-4.00 (without the prefetch 3.87-3.89)
-    (4, 131072): ("cooperative", 1024, True, 1),  # 3.89-3.96 (3.82-3.84)
-    (4, 262144): ("cooperative", 4096, True, 0),  # 3.78-3.81 (4 warps: 64 chunks per row)
-    (2, 32768): ("cooperative", 2048, True, 2),  # 3.755-3.763 (l2-rows 3.728-3.731)
-    (2, 65536): ("cooperative", 2048, True, 2),  # 3.747-3.761 (without 3.59-3.63)
-    (2, 131072): ("cooperative", 4096, False, 0),  # 3.38-3.41 (deferred c2048 w1: 3.34-3.37)
-    (2, 262144): ("cooperative", 8192, False, 0),  # 3.21-3.25
+    # TB/s beside: session 6 (2026-11-29, 23:25-23:40 UTC, the packed early-poll exchange;
+    # benchmarks/results/h200/experiments/softmax_long_rows_v12..v14.json and
+    # softmax_wait_log_v1.json, v14 after the log2-unit fix, each shape timed in two to four
+    # of them). "pk early": PACKED and EARLY_POLL.
+    (4, 32768): ("single-pass", None, False, 0, False),  # 3.997-4.001 (c1024 pk early 3.89)
+    (4, 65536): ("cooperative", 1024, True, 1, True),  # 3.972-3.995 (plain 3.968-3.976)
+    (4, 131072): ("cooperative", 1024, True, 1, True),  # 4.058-4.065 (plain 3.943-4.008)
+    (4, 262144): ("cooperative", 1024, True, 1, True),  # 4.006-4.059 (c4096 w4 3.369-3.371)
+    (2, 32768): ("cooperative", 1024, True, 1, True),  # 3.794-3.819 (c2048 l2a2 3.777-3.779)
+    (2, 65536): ("cooperative", 1024, True, 1, True),  # 3.916-3.925 (c2048 l2a2 3.786-3.801)
+    (2, 131072): ("cooperative", 2048, True, 0, True),  # 3.634-3.658 (c4096 w4 pf 3.40-3.42)
+    (2, 262144): ("cooperative", 2048, True, 0, True),  # 3.591-3.626 (c8192 w8 pf 3.273)
 }
 
 
-# One-warp cooperative programs fall apart at 256 chunks per row (262K columns in
-# 1024-value chunks): 2.5 TB/s fp32 against 3.8 at 64 chunks, and bf16 spills
-# (softmax_long_rows_v6/v7), so the tuner never offers more. Every program polls every
-# peer's partials, but cutting those polls 8-16x (a two-level exchange, session 5, v11) did
-# not recover it: why is open (cooperative_wait_log measures one suspect).
-ONE_WARP_MAX_CHUNKS = 128
-# Two rows ahead in L2 cost the bf16 one-warp c2048 program its last registers: at 128 chunks
-# (262K columns) it spilled 2 bytes on the H200 (softmax_long_rows_v9), so it stops at 64.
-L2_AHEAD_2_MAX_CHUNKS = 64
+# One-warp cooperative programs poll every peer's partials at each row: with the packed
+# early poll they held 4.0 TB/s at 256 chunks per row (262K fp32 columns in 1024-value
+# chunks; the two-word exchange of session 5 had collapsed there to 2.5: 208 registers for
+# the polled words, 9 programs per SM). Past 256 the polled words keep growing, untimed.
+ONE_WARP_MAX_CHUNKS = 256
+# Spilled bytes a cooperative candidate may carry (ptxas on the H200, checked by a GPU test).
+# The early poll holds up to 8 polled words per lane through the exps, and at 256 chunks
+# ptxas spills a few bytes: 4 for the 262K fp32 winner (c1024 l2a1: 4.006 TB/s, where the
+# same kernel without the L2 prefetch spills none and ran 3.939), 2 for bf16 c1024 at 262K
+# and c2048 at 32K (softmax_long_rows_v14 plans). Tens of bytes (a register cap) lost.
+MOST_SPILLED_BYTES = 8
 
 
-def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None, bool, int] | None:
+def _measured_winner(itemsize: int, block_n: int) -> tuple | None:
     if (itemsize, block_n) in MEASURED_WINNERS:
         return MEASURED_WINNERS[(itemsize, block_n)]
     if block_n > max(cols for size, cols in MEASURED_WINNERS if size == itemsize):
@@ -850,21 +1003,21 @@ def _measured_winner(itemsize: int, block_n: int) -> tuple[str, int | None, bool
     return None
 
 
-def _identity(config: dict) -> tuple[str, int | None, bool, int]:
-    """What MEASURED_WINNERS names a long-row candidate by."""
+def _identity(config: dict) -> tuple[str, int | None, bool, int, bool]:
+    """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD, and
+    whether it runs the packed early-poll exchange (PACKED and EARLY_POLL)."""
     return (
         config["path"],
         config.get("CHUNK"),
         config.get("DEFER", False),
         config.get("L2_AHEAD", 0),
+        bool(config.get("PACKED") and config.get("EARLY_POLL")),
     )
 
 
 def _offered(config: dict, n_cols: int) -> bool:
     """Whether a cooperative config is a candidate at this row length (see the limits above)."""
     n_chunks = triton.cdiv(n_cols, config["CHUNK"])
-    if config.get("L2_AHEAD", 0) >= 2 and n_chunks > L2_AHEAD_2_MAX_CHUNKS:
-        return False
     return config["num_warps"] > 1 or n_chunks <= ONE_WARP_MAX_CHUNKS
 
 
@@ -1055,6 +1208,8 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             PREFETCH=config.get("PREFETCH", 1),
             HOLD_INPUT=config.get("HOLD_INPUT", False),
             LATE_LOAD=config.get("LATE_LOAD", False),
+            PACKED=config.get("PACKED", False),
+            EARLY_POLL=config.get("EARLY_POLL", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
@@ -1069,9 +1224,11 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
     # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
-    # per group, int64 words that start at tag 0, which no turn matches
+    # per group, int64 words that start at tag 0, which no turn matches (PACKED: one word per
+    # chunk, whose zeroed tag bit no turn from 1 to 4 matches)
     slots = 4 if deferred else 2
-    stats = torch.zeros((max_groups, slots, n_chunks, 2), device=x2d.device, dtype=torch.int64)
+    words = 1 if deferred and config.get("PACKED") else 2
+    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
