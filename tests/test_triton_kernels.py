@@ -284,6 +284,9 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
         {"rows": 9, "cols": 200},
         {"rows": 23, "cols": 64},
         {"rows": 7, "cols": 129, "stride": 131},
+        # whole chunks (EVEN: no masks; the prefetch past the last row re-reads that row)
+        {"rows": 11, "cols": 256},
+        {"rows": 5, "cols": 256, "stride": 272},
     ):
         assert_correct(fn, "softmax", shape, dtype)
     x = torch.randn(6, 45, device=DEVICE)
@@ -424,9 +427,10 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        (131_072, torch.bfloat16, ("cooperative", 2048, True, 0, True)),
-        (262_144, torch.bfloat16, ("cooperative", 2048, True, 0, True)),
-        (400_000, torch.bfloat16, ("cooperative", 2048, True, 0, True)),  # 196 chunks
+        (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
+        # the bf16 262K winner keeps its masks on whole chunks (MASKED)
+        (262_144, torch.bfloat16, ("cooperative", 2048, True, 0, True, True)),
+        (400_000, torch.bfloat16, ("cooperative", 2048, True, 0, True, True)),  # 196 chunks
     ],
 )
 def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, dtype, winner):
@@ -439,6 +443,18 @@ def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, 
     )
 
 
+def test_softmax_deferred_kernel_drops_its_masks_only_for_whole_chunks(softmax):
+    def even(cols, **config):
+        x = torch.empty(3, cols, device=DEVICE)
+        config = {"CHUNK": 256, "num_warps": 1, "DEFER": True, **config}
+        kwargs, _, _ = softmax._cooperative_setup(x, torch.empty_like(x), config)
+        return kwargs["EVEN"]
+
+    assert even(512) and even(256)
+    assert not even(500) and not even(257)
+    assert not even(512, MASKED=True)
+
+
 def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(softmax):
     def one_warp_chunks(cols, dtype):
         return sorted(
@@ -447,14 +463,15 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
             if c["path"] == "cooperative" and c["num_warps"] == 1
         )
 
-    # 1024 values with and without the L2 prefetch, and 2048 for bf16
+    # 1024 values with and without the L2 prefetch, and 2048 for bf16 (with and without
+    # its masks)
     assert one_warp_chunks(65_536, torch.float32) == [1024, 1024]
-    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 2048]
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 2048, 2048]
     assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
-    assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 2048]
+    assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 2048, 2048]
     # 524K columns: 512 chunks of 1024 are past the limit, 256 of 2048 (bf16) are not
     assert one_warp_chunks(524_288, torch.float32) == []
-    assert one_warp_chunks(524_288, torch.bfloat16) == [2048]
+    assert one_warp_chunks(524_288, torch.bfloat16) == [2048, 2048]
     # every one-warp candidate runs the packed early-poll exchange
     for cols, dtype in [(65_536, torch.float32), (131_072, torch.bfloat16)]:
         one_warp = [c for c in softmax.long_row_candidates(cols, dtype) if c.get("num_warps") == 1]

@@ -58,6 +58,8 @@ def label(config: dict) -> str:
         # one packed word per chunk's partials; the first poll issued before the exps
         deferred += " pk" if config.get("PACKED") else ""
         deferred += " early" if config.get("EARLY_POLL") else ""
+        # masks kept on whole chunks (MASKED; the v15 records name it EVEN=False)
+        deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

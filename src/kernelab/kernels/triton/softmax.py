@@ -303,8 +303,17 @@ def _softmax_chunk_normalize_kernel(
 
 
 @triton.jit
-def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols):
-    """One program's chunk of `row` in the input dtype; nothing is read past the last row."""
+def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols, EVEN: tl.constexpr = False):
+    """One program's chunk of `row` in the input dtype; nothing is read past the last row.
+    EVEN (every chunk is whole: n_cols % CHUNK == 0): no mask and no -inf fill, one select
+    and a compare fewer per value; a row past the last reads the last row again instead
+    (its values are never used: once per program at the end, CHUNK * itemsize)."""
+    if EVEN:
+        last = tl.minimum(row, n_rows - 1)
+        # read CHUNK * itemsize, used once
+        return tl.load(
+            x_ptr + tl.cast(last, tl.int64) * x_row_stride + cols, eviction_policy="evict_first"
+        )
     cols_in_row = tl.where(row < n_rows, n_cols, 0)
     # read CHUNK * itemsize, used once
     return tl.load(
@@ -569,6 +578,7 @@ def _finish_deferred(
     healthy,
     FTZ: tl.constexpr,
     PACKED: tl.constexpr,
+    EVEN: tl.constexpr,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
@@ -579,17 +589,17 @@ def _finish_deferred(
     row_max, row_sum, met, spins = _settle(
         buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
     )
-    y = e.to(tl.float32) * _chunk_scale(chunk_max, row_max, row_sum, FTZ)
     # A wait that gave up poisons this row and every later one: once a peer has failed to
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
-    # tag would read a never-written slot as turn 5's).
-    y = tl.where(met & healthy, y, float("nan"))
+    # tag would read a never-written slot as turn 5's). The NaN rides on the scalar scale,
+    # so poisoning costs no select per value.
+    scale = tl.where(met & healthy, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan"))
+    y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
     # the only write: CHUNK * itemsize per program
-    tl.store(
-        out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols,
-        y.to(out_ptr.dtype.element_ty),
-        mask=mask,
-    )
+    if EVEN:
+        tl.store(out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols, y)
+    else:
+        tl.store(out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols, y, mask=mask)
     return spins, met
 
 
@@ -614,6 +624,7 @@ def _softmax_coop_deferred_kernel(
     L2_AHEAD: tl.constexpr = 0,
     PACKED: tl.constexpr = False,
     EARLY_POLL: tl.constexpr = False,
+    EVEN: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -637,9 +648,9 @@ def _softmax_coop_deferred_kernel(
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
     WORDS: tl.constexpr = 1 if PACKED else 2
-    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols)
+    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN)
     if PREFETCH >= 2:
-        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols)
+        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
     if HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
@@ -666,13 +677,15 @@ def _softmax_coop_deferred_kernel(
         x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
             upcoming = after_next
-            after_next = _load_chunk(x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols)
+            after_next = _load_chunk(
+                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, EVEN
+            )
         elif not LATE_LOAD:
-            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
         e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
-            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
         _publish(
             stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
             chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
@@ -683,7 +696,7 @@ def _softmax_coop_deferred_kernel(
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED,
+                FTZ, PACKED, EVEN,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
@@ -701,7 +714,7 @@ def _softmax_coop_deferred_kernel(
     first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
-        out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED,
+        out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -917,10 +930,17 @@ def cooperative_candidates(dtype) -> list[dict]:
         {"CHUNK": 1024, "num_warps": 1, **fast_exchange},
         {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange},
     ]
+    # EVEN (session 6, v15): rows of whole chunks run without masks, which cut the bf16
+    # c2048 kernel from 1,520 to 1,368 SASS instructions and 241 to 209 registers, and the
+    # c1024 ones by 13-17 registers: bf16 131K in 1024-value chunks went from 3.43-3.50 to
+    # 3.97 TB/s (16 programs per SM instead of 12).
     if torch.empty((), dtype=dtype).element_size() == 2:
-        # 2048 values at one warp: the bf16 winner at 131K-262K columns; in fp32 it needs 255
-        # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans)
+        # 2048 values at one warp: the bf16 winner at 262K columns; in fp32 it needs 255
+        # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans). It
+        # also runs with its masks (MASKED), which measured faster at 131K-262K (3.75 vs
+        # 3.52 TB/s, v15, one run; not understood: both fit 8 programs per SM).
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange})
+        deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange, "MASKED": True})
     return waiting + deferred
 
 
@@ -967,18 +987,19 @@ def single_pass_long_candidate() -> dict:
 # >= 1 GiB): (path, cooperative CHUNK or None, deferred?, L2_AHEAD). It goes first, so the
 # untuned default is the measured winner; longer rows take the 262K winner.
 MEASURED_WINNERS = {
-    # TB/s beside: session 6 (2026-11-29, 23:25-23:40 UTC, the packed early-poll exchange;
-    # benchmarks/results/h200/experiments/softmax_long_rows_v12..v14.json and
-    # softmax_wait_log_v1.json, v14 after the log2-unit fix, each shape timed in two to four
-    # of them). "pk early": PACKED and EARLY_POLL.
+    # TB/s beside: session 6 (2026-11-29, 23:25-00:00 UTC; benchmarks/results/h200/
+    # experiments/softmax_long_rows_v12..v15.json and softmax_wait_log_v1.json; v14 after the
+    # log2-unit fix, v15 after the unmasked whole chunks and the NaN folded into the scale).
+    # Ranges span the runs that timed the config; "in v15": timed once, after the change
+    # that made it the winner. "pk early": PACKED and EARLY_POLL.
     (4, 32768): ("single-pass", None, False, 0, False),  # 3.997-4.001 (c1024 pk early 3.89)
-    (4, 65536): ("cooperative", 1024, True, 1, True),  # 3.972-3.995 (plain 3.968-3.976)
-    (4, 131072): ("cooperative", 1024, True, 1, True),  # 4.058-4.065 (plain 3.943-4.008)
-    (4, 262144): ("cooperative", 1024, True, 1, True),  # 4.006-4.059 (c4096 w4 3.369-3.371)
-    (2, 32768): ("cooperative", 1024, True, 1, True),  # 3.794-3.819 (c2048 l2a2 3.777-3.779)
+    (4, 65536): ("cooperative", 1024, True, 1, True),  # 3.972-3.998 (plain 3.968-3.976)
+    (4, 131072): ("cooperative", 1024, True, 1, True),  # 4.058-4.076 (plain 3.943-4.008)
+    (4, 262144): ("cooperative", 1024, True, 1, True),  # 3.980-4.059 (c4096 w4 3.369-3.371)
+    (2, 32768): ("cooperative", 1024, True, 1, True),  # 3.794-3.848 (c2048 l2a2 3.777-3.779)
     (2, 65536): ("cooperative", 1024, True, 1, True),  # 3.916-3.925 (c2048 l2a2 3.786-3.801)
-    (2, 131072): ("cooperative", 2048, True, 0, True),  # 3.634-3.658 (c4096 w4 pf 3.40-3.42)
-    (2, 262144): ("cooperative", 2048, True, 0, True),  # 3.591-3.626 (c8192 w8 pf 3.273)
+    (2, 131072): ("cooperative", 1024, True, 1, True),  # 3.969 in v15 (masked c2048 3.746)
+    (2, 262144): ("cooperative", 2048, True, 0, True, True),  # 3.736 in v15 (unmasked 3.517)
 }
 
 
@@ -1003,16 +1024,18 @@ def _measured_winner(itemsize: int, block_n: int) -> tuple | None:
     return None
 
 
-def _identity(config: dict) -> tuple[str, int | None, bool, int, bool]:
-    """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD, and
-    whether it runs the packed early-poll exchange (PACKED and EARLY_POLL)."""
-    return (
+def _identity(config: dict) -> tuple:
+    """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD,
+    whether it runs the packed early-poll exchange (PACKED and EARLY_POLL), and a sixth
+    element, True, only for a config that keeps its masks on whole chunks (MASKED)."""
+    identity = (
         config["path"],
         config.get("CHUNK"),
         config.get("DEFER", False),
         config.get("L2_AHEAD", 0),
         bool(config.get("PACKED") and config.get("EARLY_POLL")),
     )
+    return (*identity, True) if config.get("MASKED") else identity
 
 
 def _offered(config: dict, n_cols: int) -> bool:
@@ -1210,6 +1233,9 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             LATE_LOAD=config.get("LATE_LOAD", False),
             PACKED=config.get("PACKED", False),
             EARLY_POLL=config.get("EARLY_POLL", False),
+            # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16
+            # c2048 candidate)
+            EVEN=not config.get("MASKED", False) and n_cols % chunk == 0,
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
