@@ -268,6 +268,8 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True},  # one word per chunk: 23 rows in one group wrap the tag bit
         {"EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True},
+        {"PACKED": True, "EARLY_POLL": True, "TREE": True},
+        {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
     ],
     ids=str,
 )
@@ -1011,7 +1013,12 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "knobs",
-    [{"PACKED": True}, {"EARLY_POLL": True}, {"PACKED": True, "EARLY_POLL": True}],
+    [
+        {"PACKED": True},
+        {"EARLY_POLL": True},
+        {"PACKED": True, "EARLY_POLL": True},
+        {"PACKED": True, "EARLY_POLL": True, "TREE": True},  # not yet run on a GPU
+    ],
     ids=str,
 )
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ def label(config: dict) -> str:
         deferred += " early" if config.get("EARLY_POLL") else ""
         # masks kept on whole chunks (MASKED; the v15 records name it EVEN=False)
         deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
+        deferred += " tree" if config.get("TREE") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

@@ -224,7 +224,7 @@ def _chunk_stats(x):
 
 
 @triton.jit
-def _chunk_exp_stats(x, FTZ: tl.constexpr):
+def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
     """(e, c, sum of e) of one fp32 chunk, with c = max * log2(e) rounded once to fp32 and
     e = 2^(x * log2(e) - c) (one FFMA and one ex2 per value). The exps stay in registers: once
     the row's (C, S) are known the output is e * (2^(c - C) / S) (_chunk_scale), one FMUL per
@@ -232,9 +232,36 @@ def _chunk_exp_stats(x, FTZ: tl.constexpr):
     that rounded c: a row combined from exact maxima instead (exp(max - M)) is off by the
     rounding of c, 2^-24 of |c|, which at logits of 1e4 is 3e-4 of every probability.
     (0, -inf, 0) for a chunk of only -inf."""
+    if TREE:
+        c = _halving_max(x) * LOG2E
+        e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
+        return e, c, _halving_sum(e)
     c = tl.max(x, axis=0) * LOG2E
     e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
     return e, c, tl.sum(e, axis=0)
+
+
+@triton.jit
+def _halving_max(x):
+    """tl.max of a 1-D tensor, first folding it in half three times (elementwise maxima of
+    its two halves, in any order: can_reorder), so the values a thread holds are not reduced
+    as one dependent chain (64 FMNMX in a row for 64 values per thread)."""
+    n: tl.constexpr = x.shape[0]
+    x = tl.max(tl.reshape(x, [2, n // 2], can_reorder=True), axis=0)
+    x = tl.max(tl.reshape(x, [2, n // 4], can_reorder=True), axis=0)
+    x = tl.max(tl.reshape(x, [2, n // 8], can_reorder=True), axis=0)
+    return tl.max(x, axis=0)
+
+
+@triton.jit
+def _halving_sum(x):
+    """tl.sum with the halving of _halving_max (a different order of additions: the rounding
+    differs from tl.sum's by a few ulp)."""
+    n: tl.constexpr = x.shape[0]
+    x = tl.sum(tl.reshape(x, [2, n // 2], can_reorder=True), axis=0)
+    x = tl.sum(tl.reshape(x, [2, n // 4], can_reorder=True), axis=0)
+    x = tl.sum(tl.reshape(x, [2, n // 8], can_reorder=True), axis=0)
+    return tl.sum(x, axis=0)
 
 
 @triton.jit
@@ -625,6 +652,7 @@ def _softmax_coop_deferred_kernel(
     PACKED: tl.constexpr = False,
     EARLY_POLL: tl.constexpr = False,
     EVEN: tl.constexpr = False,
+    TREE: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -639,6 +667,8 @@ def _softmax_coop_deferred_kernel(
     # PACKED: each chunk's partials in one 64-bit word with a one-bit tag (_packed), not two.
     # EARLY_POLL: the first poll for the row to finish is issued before this row's exps are
     # taken, so its L2 round trip overlaps that arithmetic instead of following it.
+    # EVEN: every chunk is whole, so no masks (set by the launcher). TREE: the chunk's max and
+    # sum fold it in half three times first (_halving_max), not one chain of FMNMX / FADD.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -682,7 +712,7 @@ def _softmax_coop_deferred_kernel(
             )
         elif not LATE_LOAD:
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
+        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
@@ -1236,6 +1266,8 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16
             # c2048 candidate)
             EVEN=not config.get("MASKED", False) and n_cols % chunk == 0,
+            # halving reductions (_halving_max): 4x shorter dependent chains, not yet timed
+            TREE=config.get("TREE", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
