@@ -233,34 +233,34 @@ def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
     rounding of c, 2^-24 of |c|, which at logits of 1e4 is 3e-4 of every probability.
     (0, -inf, 0) for a chunk of only -inf."""
     if TREE:
-        c = _halving_max(x) * LOG2E
+        c = _halving_reduce(x, True) * LOG2E
         e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
-        return e, c, _halving_sum(e)
+        return e, c, _halving_reduce(e, False)
     c = tl.max(x, axis=0) * LOG2E
     e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
     return e, c, tl.sum(e, axis=0)
 
 
 @triton.jit
-def _halving_max(x):
-    """tl.max of a 1-D tensor, first folding it in half three times (elementwise maxima of
-    its two halves, in any order: can_reorder), so the values a thread holds are not reduced
-    as one dependent chain (64 FMNMX in a row for 64 values per thread)."""
+def _fold_in_half(x, MAX: tl.constexpr):
+    """The elementwise max (MAX) or sum of a 1-D tensor's two halves, paired in any order
+    (can_reorder: in registers, each thread combining values it already holds)."""
     n: tl.constexpr = x.shape[0]
-    x = tl.max(tl.reshape(x, [2, n // 2], can_reorder=True), axis=0)
-    x = tl.max(tl.reshape(x, [2, n // 4], can_reorder=True), axis=0)
-    x = tl.max(tl.reshape(x, [2, n // 8], can_reorder=True), axis=0)
-    return tl.max(x, axis=0)
+    halves = tl.reshape(x, [2, n // 2], can_reorder=True)
+    if MAX:
+        return tl.max(halves, axis=0)
+    return tl.sum(halves, axis=0)
 
 
 @triton.jit
-def _halving_sum(x):
-    """tl.sum with the halving of _halving_max (a different order of additions: the rounding
-    differs from tl.sum's by a few ulp)."""
-    n: tl.constexpr = x.shape[0]
-    x = tl.sum(tl.reshape(x, [2, n // 2], can_reorder=True), axis=0)
-    x = tl.sum(tl.reshape(x, [2, n // 4], can_reorder=True), axis=0)
-    x = tl.sum(tl.reshape(x, [2, n // 8], can_reorder=True), axis=0)
+def _halving_reduce(x, MAX: tl.constexpr):
+    """tl.max (MAX) or tl.sum of a 1-D tensor, first folded in half three times, so the values
+    a thread holds are not reduced as one dependent chain (64 FMNMX or FADD in a row for 64
+    values per thread; 16 after the folds). A sum adds in another order than tl.sum: its
+    rounding differs by a few ulp."""
+    x = _fold_in_half(_fold_in_half(_fold_in_half(x, MAX), MAX), MAX)
+    if MAX:
+        return tl.max(x, axis=0)
     return tl.sum(x, axis=0)
 
 
@@ -668,7 +668,7 @@ def _softmax_coop_deferred_kernel(
     # EARLY_POLL: the first poll for the row to finish is issued before this row's exps are
     # taken, so its L2 round trip overlaps that arithmetic instead of following it.
     # EVEN: every chunk is whole, so no masks (set by the launcher). TREE: the chunk's max and
-    # sum fold it in half three times first (_halving_max), not one chain of FMNMX / FADD.
+    # sum fold it in half three times first (_halving_reduce), not one chain of FMNMX / FADD.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -1266,7 +1266,7 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16
             # c2048 candidate)
             EVEN=not config.get("MASKED", False) and n_cols % chunk == 0,
-            # halving reductions (_halving_max): 4x shorter dependent chains, not yet timed
+            # halving reductions (_halving_reduce): 4x shorter dependent chains, not yet timed
             TREE=config.get("TREE", False),
         )
         if config.get("maxnreg") and not interpreting():
