@@ -230,7 +230,8 @@ def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
     the row's (C, S) are known the output is e * (2^(c - C) / S) (_chunk_scale), one FMUL per
     value. The max travels in log2 units because every exp of the chunk was taken against
     that rounded c: a row combined from exact maxima instead (exp(max - M)) is off by the
-    rounding of c, 2^-24 of |c|, which at logits of 1e4 is 3e-4 of every probability.
+    rounding of c (up to half an ulp: 5e-4 at logits of 1e4, a factor of up to 1 +- 3.4e-4 on
+    every probability of the chunk).
     (0, -inf, 0) for a chunk of only -inf."""
     if TREE:
         c = _halving_reduce(x, True) * LOG2E
@@ -962,13 +963,14 @@ def cooperative_candidates(dtype) -> list[dict]:
     ]
     # EVEN (session 6, v15): rows of whole chunks run without masks, which cut the bf16
     # c2048 kernel from 1,520 to 1,368 SASS instructions and 241 to 209 registers, and the
-    # c1024 ones by 13-17 registers: bf16 131K in 1024-value chunks went from 3.43-3.50 to
+    # c1024 ones by 4-23 registers (Triton 3.6 for sm_90, compiled here): bf16 131K in 1024-value chunks went from 3.43-3.50 to
     # 3.97 TB/s (16 programs per SM instead of 12).
     if torch.empty((), dtype=dtype).element_size() == 2:
         # 2048 values at one warp: the bf16 winner at 262K columns; in fp32 it needs 255
         # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans). It
         # also runs with its masks (MASKED), which measured faster at 131K-262K (3.75 vs
-        # 3.52 TB/s, v15, one run; not understood: both fit 8 programs per SM).
+        # 3.52 TB/s, v15, one run). Both fit 8 programs per SM; the SASS suggests why: without
+        # masks ptxas issues the next row's loads halfway through the exps, not first.
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange})
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange, "MASKED": True})
     return waiting + deferred
