@@ -61,6 +61,8 @@ def label(config: dict) -> str:
         # masks kept on whole chunks (MASKED; the v15 records name it EVEN=False)
         deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
         deferred += " tree" if config.get("TREE") else ""
+        # the input held, its exps made twice
+        deferred += " rec" if config.get("RECOMPUTE") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (
@@ -71,6 +73,7 @@ def label(config: dict) -> str:
     else:
         rows = f" r{config['ROWS']}" if config.get("ROWS", 1) != 1 else ""
         looped = " persistent" if config.get("PERSISTENT") else ""
+        looped += " tree" if config.get("TREE") else ""
         name = f"{path}{rows} {warps}{looped}{prefetch}"
     return name + session_1
 

@@ -271,7 +271,10 @@ def row_tile_candidates(
     if block_n >= PIPELINED_MIN_COLS:
         # The Triton tutorial's fused softmax (the anchor's 4.12-4.15 TB/s fp32 at 4K-16K
         # columns): one row per iteration of a persistent loop whose next rows' loads are
-        # pipelined through shared memory, 2 or 3 stages. Added in session 3, not yet timed.
+        # pipelined through shared memory, 2 or 3 stages. Added in session 3; the tuner has
+        # timed them in every sweep since, and never chose one (H200, 2K-16K columns: 3.80-3.90
+        # fp32 and 3.64-3.86 bf16 against 3.97-4.16 for the best plain tile, first pass of
+        # triton_kernels_sweep_20261130-004334.json).
         warps = 8 if block_n <= 4096 else 16
         for pipeline in (2, 3):
             staged = (pipeline - 1) * block_n * loaded_bytes_per_column

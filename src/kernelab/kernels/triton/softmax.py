@@ -149,6 +149,7 @@ def _softmax_tile(
     ROWS: tl.constexpr,
     LEAN: tl.constexpr,
     FTZ: tl.constexpr,
+    TREE: tl.constexpr,
 ):
     cols = tl.arange(0, BLOCK_N)
     rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
@@ -161,10 +162,19 @@ def _softmax_tile(
         other=-float("inf"),
         eviction_policy="evict_first",
     ).to(tl.float32)
-    row_max = tl.max(x, axis=1)
-    numerator = _exp_shifted(x, row_max[:, None], LEAN, FTZ)
-    denominator = tl.sum(numerator, axis=1)
-    y = numerator * (1.0 / denominator)[:, None]
+    if TREE:
+        # one row per tile: its max and sum folded in half three times first
+        # (_halving_reduce), not one dependent chain of FMNMX / FADD per thread
+        tl.static_assert(ROWS == 1, "TREE reduces whole tiles: one row per tile only")
+        row_max = _halving_reduce(tl.reshape(x, [BLOCK_N]), True)
+        numerator = _exp_shifted(x, row_max, LEAN, FTZ)
+        denominator = _halving_reduce(tl.reshape(numerator, [BLOCK_N]), False)
+        y = numerator * (1.0 / denominator)
+    else:
+        row_max = tl.max(x, axis=1)
+        numerator = _exp_shifted(x, row_max[:, None], LEAN, FTZ)
+        denominator = tl.sum(numerator, axis=1)
+        y = numerator * (1.0 / denominator)[:, None]
     # write ROWS * cols * itemsize; one exp, ~4 FLOPs per element (~6 SASS instructions lean
     # in bf16 with the conversions, ~12 with tl.exp: section 2 of docs/notes/triton.md)
     tl.store(
@@ -188,6 +198,7 @@ def _softmax_rows_kernel(
     LEAN: tl.constexpr = True,
     FTZ: tl.constexpr = False,
     PIPELINE: tl.constexpr = 1,
+    TREE: tl.constexpr = False,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     if PERSISTENT:
@@ -212,6 +223,7 @@ def _softmax_rows_kernel(
             ROWS,
             LEAN,
             FTZ,
+            TREE,
         )
 
 
@@ -235,11 +247,38 @@ def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
     (0, -inf, 0) for a chunk of only -inf."""
     if TREE:
         c = _halving_reduce(x, True) * LOG2E
-        e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
+        e = _exps_against(x, c, FTZ)
         return e, c, _halving_reduce(e, False)
     c = tl.max(x, axis=0) * LOG2E
-    e = _exp2(x * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
+    e = _exps_against(x, c, FTZ)
     return e, c, tl.sum(e, axis=0)
+
+
+@triton.jit
+def _exps_against(x, c, FTZ: tl.constexpr):
+    """2^(x * log2(e) - c) in fp32 for a chunk x (any dtype) whose max is c / log2(e); all 0
+    for a chunk of only -inf (c = -inf). One FFMA and one ex2 per value."""
+    return _exp2(x.to(tl.float32) * LOG2E - tl.where(c == -float("inf"), 0.0, c), FTZ)
+
+
+@triton.jit
+def _widened_apart(x):
+    """x in fp32, by a route the compiler does not merge with x.to(tl.float32): a bf16 value
+    is the high half of its fp32 bits (a shift); other dtypes convert as usual."""
+    if x.dtype == tl.bfloat16:
+        return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _chunk_input_stats(x, FTZ: tl.constexpr):
+    """(c, sum of e) of one chunk held in its input dtype, as _chunk_exp_stats computes them,
+    without keeping the exps: the max is taken on the input values themselves (exact in any
+    dtype) and each exp is added to the sum as it is made, so no fp32 copy of the chunk
+    stays live. The exps are made again, bit for bit the same, when the row is written."""
+    c = tl.max(x.to(tl.float32), axis=0) * LOG2E
+    # widened again, apart from the max's copy: no fp32 copy of the chunk held between them
+    return c, tl.sum(_exps_against(_widened_apart(x), c, FTZ), axis=0)
 
 
 @triton.jit
@@ -607,12 +646,13 @@ def _finish_deferred(
     FTZ: tl.constexpr,
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
+    RECOMPUTE: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
     e * (exp(chunk max - M) / S), or NaN unless this wait and every earlier one (`healthy`)
-    succeeded. Returns (the polls beyond the first, 0 when no peer was late; whether this
-    wait succeeded)."""
+    succeeded. RECOMPUTE: e is the chunk's input, whose exps are made again here. Returns (the
+    polls beyond the first, 0 when no peer was late; whether this wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
         buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
@@ -621,8 +661,17 @@ def _finish_deferred(
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
     # tag would read a never-written slot as turn 5's). The NaN rides on the scalar scale,
     # so poisoning costs no select per value.
-    scale = tl.where(met & healthy, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan"))
-    y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
+    ok = met & healthy
+    if RECOMPUTE:
+        # e is the input: 2^(x log2(e) - C) / S directly, against the row's max C (log2
+        # units), not the chunk's: one FFMA rounding instead of two scalings. Made only once
+        # the partials are in (it needs C), so ptxas cannot hoist these exps above the
+        # stats of the next row and hold both chunks in fp32 at once.
+        inverse = tl.where(ok, 1.0 / row_sum, float("nan"))
+        y = (_exp2(e.to(tl.float32) * LOG2E - row_max, FTZ) * inverse).to(out_ptr.dtype.element_ty)
+    else:
+        scale = tl.where(ok, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan"))
+        y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
     # the only write: CHUNK * itemsize per program
     if EVEN:
         tl.store(out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols, y)
@@ -654,6 +703,7 @@ def _softmax_coop_deferred_kernel(
     EARLY_POLL: tl.constexpr = False,
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
+    RECOMPUTE: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -670,6 +720,11 @@ def _softmax_coop_deferred_kernel(
     # taken, so its L2 round trip overlaps that arithmetic instead of following it.
     # EVEN: every chunk is whole, so no masks (set by the launcher). TREE: the chunk's max and
     # sum fold it in half three times first (_halving_reduce), not one chain of FMNMX / FADD.
+    # RECOMPUTE: what is held for the next step is the chunk's input, in its dtype, not its
+    # fp32 exps; the exps are made twice (for the sum, then for the output). For bf16 a held
+    # chunk takes half the registers (two values per register), and no fp32 copy of the chunk
+    # stays live: more programs per SM, more bytes in flight, for one more FFMA and ex2 (and
+    # conversion) per value.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -682,7 +737,7 @@ def _softmax_coop_deferred_kernel(
     upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN)
     if PREFETCH >= 2:
         after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-    if HOLD_INPUT:
+    if HOLD_INPUT or RECOMPUTE:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
@@ -705,7 +760,10 @@ def _softmax_coop_deferred_kernel(
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        x = upcoming.to(tl.float32)
+        if RECOMPUTE:
+            x = upcoming
+        else:
+            x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_chunk(
@@ -713,7 +771,11 @@ def _softmax_coop_deferred_kernel(
             )
         elif not LATE_LOAD:
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
+        if RECOMPUTE:
+            chunk_max, chunk_sum = _chunk_input_stats(x, FTZ)
+            e = x
+        else:
+            e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
@@ -727,7 +789,7 @@ def _softmax_coop_deferred_kernel(
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN,
+                FTZ, PACKED, EVEN, RECOMPUTE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
@@ -746,6 +808,7 @@ def _softmax_coop_deferred_kernel(
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
+        RECOMPUTE,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -1268,8 +1331,12 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16
             # c2048 candidate)
             EVEN=not config.get("MASKED", False) and n_cols % chunk == 0,
-            # halving reductions (_halving_reduce): 4x shorter dependent chains, not yet timed
+            # halving reductions (_halving_reduce): 4x shorter dependent chains, the same
+            # speed on the H200 (within 0.5 %: softmax_long_rows_v16)
             TREE=config.get("TREE", False),
+            # the input held, its exps made twice (_chunk_input_stats): slower on the H200
+            # (0-0.5 TB/s: ptxas gave it no fewer registers; softmax_long_rows_v17)
+            RECOMPUTE=config.get("RECOMPUTE", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
