@@ -289,6 +289,8 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
         {"PACKED": True, "EARLY_POLL": True, "RECOMPUTE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "RECOMPUTE": True},
+        {"PACKED": True, "EARLY_POLL": True, "FINISH_FIRST": True},
+        {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "FINISH_FIRST": True},
     ],
     ids=str,
 )
@@ -449,9 +451,10 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        # the bf16 262K winner keeps its masks on whole chunks (MASKED)
-        (262_144, torch.bfloat16, ("cooperative", 2048, True, 0, True, True)),
-        (400_000, torch.bfloat16, ("cooperative", 2048, True, 0, True, True)),  # 196 chunks
+        # the bf16 262K winner runs under a 128-register cap (16 programs per SM, not 12);
+        # past 256 chunks it is not offered either
+        (262_144, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
+        (400_000, torch.bfloat16, ("cooperative", 4096, False, 0, False)),
     ],
 )
 def test_softmax_untuned_long_row_default_is_the_measured_winner(softmax, cols, dtype, winner):
@@ -485,11 +488,14 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
         )
 
     # 1024 values with and without the L2 prefetch, and 2048 for bf16 (with and without
-    # its masks)
+    # its masks); past 128 chunks bf16 also gets 1024 with the prefetch under a register cap
     assert one_warp_chunks(65_536, torch.float32) == [1024, 1024]
     assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 2048, 2048]
+    assert one_warp_chunks(131_072, torch.bfloat16) == [1024, 1024, 2048, 2048]  # 128 chunks
     assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
-    assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 2048, 2048]
+    assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
+    capped = [c for c in softmax.long_row_candidates(262_144, torch.bfloat16) if "maxnreg" in c]
+    assert [(c["CHUNK"], c["L2_AHEAD"], c["maxnreg"]) for c in capped] == [(1024, 1, 128)]
     # 524K columns: 512 chunks of 1024 are past the limit, 256 of 2048 (bf16) are not
     assert one_warp_chunks(524_288, torch.float32) == []
     assert one_warp_chunks(524_288, torch.bfloat16) == [2048, 2048]
@@ -1038,6 +1044,7 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "RECOMPUTE": True},
+        {"PACKED": True, "EARLY_POLL": True, "FINISH_FIRST": True},
     ],
     ids=str,
 )

@@ -63,6 +63,8 @@ def label(config: dict) -> str:
         deferred += " tree" if config.get("TREE") else ""
         # the input held, its exps made twice
         deferred += " rec" if config.get("RECOMPUTE") else ""
+        # the previous row written before this row's exps
+        deferred += " ff" if config.get("FINISH_FIRST") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

@@ -704,6 +704,7 @@ def _softmax_coop_deferred_kernel(
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
     RECOMPUTE: tl.constexpr = False,
+    FINISH_FIRST: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -725,6 +726,11 @@ def _softmax_coop_deferred_kernel(
     # chunk takes half the registers (two values per register), and no fp32 copy of the chunk
     # stays live: more programs per SM, more bytes in flight, for one more FFMA and ex2 (and
     # conversion) per value.
+    # FINISH_FIRST: in each step, only this row's max before the previous row is written; its
+    # exps, sum and publication after. The held exps are dead before the new ones are made,
+    # so the new ones can take their registers: no register moves at the loop's back edge
+    # (32 per step in bf16 c1024, 7 % of its instructions) and, for bf16, the chunk is held
+    # two values per register (not widened) while the previous row is written.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -743,6 +749,10 @@ def _softmax_coop_deferred_kernel(
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
+    tl.static_assert(
+        not FINISH_FIRST or (PREFETCH == 1 and not (HOLD_INPUT or LATE_LOAD or TREE or RECOMPUTE)),
+        "FINISH_FIRST runs the plain deferred step only",
+    )
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
     extra_polls = 0
@@ -760,7 +770,7 @@ def _softmax_coop_deferred_kernel(
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        if RECOMPUTE:
+        if RECOMPUTE or FINISH_FIRST:
             x = upcoming
         else:
             x = upcoming.to(tl.float32)
@@ -771,7 +781,9 @@ def _softmax_coop_deferred_kernel(
             )
         elif not LATE_LOAD:
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        if RECOMPUTE:
+        if FINISH_FIRST:
+            chunk_max = tl.max(x.to(tl.float32), axis=0) * LOG2E
+        elif RECOMPUTE:
             chunk_max, chunk_sum = _chunk_input_stats(x, FTZ)
             e = x
         else:
@@ -779,10 +791,11 @@ def _softmax_coop_deferred_kernel(
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        _publish(
-            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
-            chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
-        )  # fmt: skip
+        if not FINISH_FIRST:
+            _publish(
+                stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
+                chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
+            )  # fmt: skip
         if iteration > 0:
             if not EARLY_POLL:
                 first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
@@ -795,6 +808,15 @@ def _softmax_coop_deferred_kernel(
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
+        if FINISH_FIRST:
+            # widened again, apart from the max's copy: no fp32 copy of the chunk was held
+            # while the previous row was written
+            e = _exps_against(_widened_apart(x), chunk_max, FTZ)
+            chunk_sum = tl.sum(e, axis=0)
+            _publish(
+                stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
+                chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
+            )  # fmt: skip
         if HOLD_INPUT:
             held_e = e.to(x_ptr.dtype.element_ty)
         else:
@@ -1036,6 +1058,14 @@ def cooperative_candidates(dtype) -> list[dict]:
         # masks ptxas issues the next row's loads halfway through the exps, not first.
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange})
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange, "MASKED": True})
+        # 1024 values with the L2 prefetch capped at 128 registers (session 7, v18-v19): at
+        # 256 chunks per row ptxas gives it 141 (12 programs per SM); capped, 127 with no
+        # spill on the H200 and 16 per SM: 3.76-3.79 TB/s at 262K against 3.58-3.59 uncapped
+        # and 3.73-3.74 for the masked c2048, in the same runs. Offered past 128 chunks only
+        # (_offered): below, the uncapped kernel already fits in 128.
+        deferred.append(
+            {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "maxnreg": 128}
+        )
     return waiting + deferred
 
 
@@ -1094,7 +1124,8 @@ MEASURED_WINNERS = {
     (2, 32768): ("cooperative", 1024, True, 1, True),  # 3.794-3.848 (c2048 l2a2 3.777-3.779)
     (2, 65536): ("cooperative", 1024, True, 1, True),  # 3.916-3.925 (c2048 l2a2 3.786-3.801)
     (2, 131072): ("cooperative", 1024, True, 1, True),  # 3.969 in v15 (masked c2048 3.746)
-    (2, 262144): ("cooperative", 2048, True, 0, True, True),  # 3.736 in v15 (unmasked 3.517)
+    # 3.760-3.791 in v18-v19 (masked c2048 3.733-3.743, uncapped 3.578-3.587)
+    (2, 262144): ("cooperative", 1024, True, 1, True, "r128"),
 }
 
 
@@ -1121,8 +1152,8 @@ def _measured_winner(itemsize: int, block_n: int) -> tuple | None:
 
 def _identity(config: dict) -> tuple:
     """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD,
-    whether it runs the packed early-poll exchange (PACKED and EARLY_POLL), and a sixth
-    element, True, only for a config that keeps its masks on whole chunks (MASKED)."""
+    whether it runs the packed early-poll exchange (PACKED and EARLY_POLL), then "masked" for
+    a config that keeps its masks on whole chunks (MASKED) and "r<N>" for a register cap."""
     identity = (
         config["path"],
         config.get("CHUNK"),
@@ -1130,12 +1161,19 @@ def _identity(config: dict) -> tuple:
         config.get("L2_AHEAD", 0),
         bool(config.get("PACKED") and config.get("EARLY_POLL")),
     )
-    return (*identity, True) if config.get("MASKED") else identity
+    if config.get("MASKED"):
+        identity += ("masked",)
+    if config.get("maxnreg"):
+        identity += (f"r{config['maxnreg']}",)
+    return identity
 
 
 def _offered(config: dict, n_cols: int) -> bool:
-    """Whether a cooperative config is a candidate at this row length (see the limits above)."""
+    """Whether a cooperative config is a candidate at this row length (see the limits above;
+    a register cap only where its uncapped kernel needs more: past 128 chunks per row)."""
     n_chunks = triton.cdiv(n_cols, config["CHUNK"])
+    if config.get("maxnreg") and n_chunks <= 128:
+        return False
     return config["num_warps"] > 1 or n_chunks <= ONE_WARP_MAX_CHUNKS
 
 
@@ -1337,6 +1375,8 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # the input held, its exps made twice (_chunk_input_stats): slower on the H200
             # (0-0.5 TB/s: ptxas gave it no fewer registers; softmax_long_rows_v17)
             RECOMPUTE=config.get("RECOMPUTE", False),
+            # the previous row written before this row's exps are made: not yet timed
+            FINISH_FIRST=config.get("FINISH_FIRST", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1

@@ -1,0 +1,130 @@
+"""The long-row softmax's memory pattern with the softmax taken out: how fast can it copy?
+
+The deferred cooperative softmax (softmax._softmax_coop_deferred_kernel) splits each row into
+chunks, one program per chunk, a group of programs per row; each program walks the rows
+n_groups apart, loading the next row's chunk while it works on this one, and optionally asks
+the L2 for the row after that (prefetch.global.L2). This copies the input through exactly
+that pattern (same grid, same chunk, same loads and stores, same prefetch) and nothing else:
+no exps, no exchange. Its rate is the ceiling of the pattern; the softmax's distance below it
+is what its arithmetic and exchange cost, and a pattern whose copy is itself short of the
+target cannot carry a softmax that meets it.
+
+Each configuration is checked (the output equals the input, bit for bit) then timed cold
+(L2 flushed, median), next to torch's copy of the same bytes, in one run:
+
+    PYTHONPATH=src python3 benchmarks/experiments/softmax_skeleton_copy.py --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import time
+from pathlib import Path
+
+import triton
+import triton.language as tl
+
+from kernelab.kernels.triton.softmax import _load_chunk, _prefetch_to_l2
+
+GIB = 1 << 30
+
+
+@triton.jit(do_not_specialize=["n_groups"])
+def _skeleton_copy_kernel(
+    x_ptr,
+    out_ptr,
+    n_rows,
+    n_cols,
+    row_stride,
+    n_chunks,
+    n_groups,
+    CHUNK: tl.constexpr,
+    L2_AHEAD: tl.constexpr,
+):
+    group = tl.program_id(0) // n_chunks
+    chunk = tl.program_id(0) % n_chunks
+    cols = chunk * CHUNK + tl.arange(0, CHUNK)
+    # every chunk is whole (the shapes below): the EVEN loads of the softmax, no masks
+    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, row_stride, cols, True)
+    for row in tl.range(group, n_rows, n_groups):
+        if L2_AHEAD > 0:
+            ahead = row + (1 + L2_AHEAD) * n_groups
+            _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, row_stride, chunk * CHUNK, CHUNK)
+        x = upcoming
+        upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, row_stride, cols, True)
+        tl.store(out_ptr + tl.cast(row, tl.int64) * row_stride + cols, x)
+
+
+def run(torch, benchmark, x, out, chunk: int, warps: int, per_sm: int, l2_ahead: int) -> dict:
+    n_rows, n_cols = x.shape
+    n_chunks = n_cols // chunk
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    n_groups = max(1, min(n_rows, sms * per_sm // n_chunks))
+
+    def launch():
+        _skeleton_copy_kernel[(n_groups * n_chunks,)](
+            x, out, n_rows, n_cols, x.stride(0), n_chunks, n_groups,
+            CHUNK=chunk, L2_AHEAD=l2_ahead, num_warps=warps, num_stages=1,
+        )  # fmt: skip
+
+    out.zero_()
+    launch()
+    torch.cuda.synchronize()
+    if not torch.equal(out, x):
+        return {"status": "check FAILED"}
+    timing = benchmark(launch, mode="cold", max_time_s=0.25)
+    tbps = 2 * x.numel() * x.element_size() / (timing.median_ms * 1e-3) / 1e12
+    return {"status": "ok", "median_ms": timing.median_ms, "tbps": tbps, "n_groups": n_groups}
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from kernelab.harness.timing import benchmark
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--cols", default="32768,262144")
+    parser.add_argument("--dtypes", default="bf16,fp32")
+    parser.add_argument("--chunks", default="1024,2048")
+    parser.add_argument("--per-sm", default="8,12,16,24")
+    parser.add_argument("--l2-ahead", default="0,1")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    results = []
+    for dtype in args.dtypes.split(","):
+        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        itemsize = torch.empty((), dtype=torch_dtype).element_size()
+        for cols in map(int, args.cols.split(",")):
+            x = torch.randn(GIB // (cols * itemsize), cols, device="cuda", dtype=torch_dtype)
+            out = torch.empty_like(x)
+            copy = benchmark(functools.partial(out.copy_, x), mode="cold", max_time_s=0.25)
+            copy_tbps = 2 * GIB / (copy.median_ms * 1e-3) / 1e12
+            results.append({"dtype": dtype, "cols": cols, "config": "torch copy",
+                            "tbps": copy_tbps, "status": "ok"})  # fmt: skip
+            for chunk in map(int, args.chunks.split(",")):
+                for per_sm in map(int, args.per_sm.split(",")):
+                    for ahead in map(int, args.l2_ahead.split(",")):
+                        name = f"c{chunk} w1 {per_sm}/SM l2a{ahead}"
+                        row = {"dtype": dtype, "cols": cols, "config": name, "chunk": chunk,
+                               "per_sm": per_sm, "l2_ahead": ahead}  # fmt: skip
+                        row.update(run(torch, benchmark, x, out, chunk, 1, per_sm, ahead))
+                        results.append(row)
+            x = out = None  # the next shape's 2 GiB need the room
+            torch.cuda.empty_cache()
+            (args.out / "softmax_skeleton_copy.json").write_text(
+                json.dumps({"gpu": torch.cuda.get_device_name(), "rows": results}, indent=1)
+            )
+    print("\nskeleton copy (the long-row softmax's pattern, no math), cold, TB/s (read + write)")
+    for r in results:
+        tbps = f"{r['tbps']:6.3f}" if r.get("tbps") else "     -"
+        print(f"  {r['dtype']:5} {r['cols']:>7} {r['config']:28} {tbps}  {r['status']}")
+    print(f"wall {time.time() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
