@@ -287,10 +287,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
-        {"PACKED": True, "EARLY_POLL": True, "RECOMPUTE": True},
-        {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "RECOMPUTE": True},
-        {"PACKED": True, "EARLY_POLL": True, "FINISH_FIRST": True},
-        {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "FINISH_FIRST": True},
     ],
     ids=str,
 )
@@ -1043,8 +1039,6 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
-        {"PACKED": True, "EARLY_POLL": True, "RECOMPUTE": True},
-        {"PACKED": True, "EARLY_POLL": True, "FINISH_FIRST": True},
     ],
     ids=str,
 )

@@ -61,10 +61,6 @@ def label(config: dict) -> str:
         # masks kept on whole chunks (MASKED; the v15 records name it EVEN=False)
         deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
         deferred += " tree" if config.get("TREE") else ""
-        # the input held, its exps made twice
-        deferred += " rec" if config.get("RECOMPUTE") else ""
-        # the previous row written before this row's exps
-        deferred += " ff" if config.get("FINISH_FIRST") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

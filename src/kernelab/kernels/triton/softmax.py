@@ -262,26 +262,6 @@ def _exps_against(x, c, FTZ: tl.constexpr):
 
 
 @triton.jit
-def _widened_apart(x):
-    """x in fp32, by a route the compiler does not merge with x.to(tl.float32): a bf16 value
-    is the high half of its fp32 bits (a shift); other dtypes convert as usual."""
-    if x.dtype == tl.bfloat16:
-        return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
-    return x.to(tl.float32)
-
-
-@triton.jit
-def _chunk_input_stats(x, FTZ: tl.constexpr):
-    """(c, sum of e) of one chunk held in its input dtype, as _chunk_exp_stats computes them,
-    without keeping the exps: the max is taken on the input values themselves (exact in any
-    dtype) and each exp is added to the sum as it is made, so no fp32 copy of the chunk
-    stays live. The exps are made again, bit for bit the same, when the row is written."""
-    c = tl.max(x.to(tl.float32), axis=0) * LOG2E
-    # widened again, apart from the max's copy: no fp32 copy of the chunk held between them
-    return c, tl.sum(_exps_against(_widened_apart(x), c, FTZ), axis=0)
-
-
-@triton.jit
 def _fold_in_half(x, MAX: tl.constexpr):
     """The elementwise max (MAX) or sum of a 1-D tensor's two halves, paired in any order
     (can_reorder: in registers, each thread combining values it already holds)."""
@@ -646,13 +626,12 @@ def _finish_deferred(
     FTZ: tl.constexpr,
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
-    RECOMPUTE: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
     e * (exp(chunk max - M) / S), or NaN unless this wait and every earlier one (`healthy`)
-    succeeded. RECOMPUTE: e is the chunk's input, whose exps are made again here. Returns (the
-    polls beyond the first, 0 when no peer was late; whether this wait succeeded)."""
+    succeeded. Returns (the polls beyond the first, 0 when no peer was late; whether this
+    wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
         buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
@@ -661,17 +640,8 @@ def _finish_deferred(
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
     # tag would read a never-written slot as turn 5's). The NaN rides on the scalar scale,
     # so poisoning costs no select per value.
-    ok = met & healthy
-    if RECOMPUTE:
-        # e is the input: 2^(x log2(e) - C) / S directly, against the row's max C (log2
-        # units), not the chunk's: one FFMA rounding instead of two scalings. Made only once
-        # the partials are in (it needs C), so ptxas cannot hoist these exps above the
-        # stats of the next row and hold both chunks in fp32 at once.
-        inverse = tl.where(ok, 1.0 / row_sum, float("nan"))
-        y = (_exp2(e.to(tl.float32) * LOG2E - row_max, FTZ) * inverse).to(out_ptr.dtype.element_ty)
-    else:
-        scale = tl.where(ok, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan"))
-        y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
+    scale = tl.where(met & healthy, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan"))
+    y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
     # the only write: CHUNK * itemsize per program
     if EVEN:
         tl.store(out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols, y)
@@ -703,8 +673,6 @@ def _softmax_coop_deferred_kernel(
     EARLY_POLL: tl.constexpr = False,
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
-    RECOMPUTE: tl.constexpr = False,
-    FINISH_FIRST: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -721,16 +689,12 @@ def _softmax_coop_deferred_kernel(
     # taken, so its L2 round trip overlaps that arithmetic instead of following it.
     # EVEN: every chunk is whole, so no masks (set by the launcher). TREE: the chunk's max and
     # sum fold it in half three times first (_halving_reduce), not one chain of FMNMX / FADD.
-    # RECOMPUTE: what is held for the next step is the chunk's input, in its dtype, not its
-    # fp32 exps; the exps are made twice (for the sum, then for the output). For bf16 a held
-    # chunk takes half the registers (two values per register), and no fp32 copy of the chunk
-    # stays live: more programs per SM, more bytes in flight, for one more FFMA and ex2 (and
-    # conversion) per value.
-    # FINISH_FIRST: in each step, only this row's max before the previous row is written; its
-    # exps, sum and publication after. The held exps are dead before the new ones are made,
-    # so the new ones can take their registers: no register moves at the loop's back edge
-    # (32 per step in bf16 c1024, 7 % of its instructions) and, for bf16, the chunk is held
-    # two values per register (not widened) while the previous row is written.
+    # Two other steps were measured slower on the H200 and removed (session 7; their code is
+    # in commit d9b8d9b): holding the input and making the exps twice (RECOMPUTE, v17: ptxas
+    # gave it no fewer registers) and writing the previous row before this row's exps
+    # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 30 %
+    # slower, because this row's partials went out later). This step's order is the point:
+    # publish as early as possible, finish the deferred row last.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -743,16 +707,12 @@ def _softmax_coop_deferred_kernel(
     upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN)
     if PREFETCH >= 2:
         after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-    if HOLD_INPUT or RECOMPUTE:
+    if HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
-    tl.static_assert(
-        not FINISH_FIRST or (PREFETCH == 1 and not (HOLD_INPUT or LATE_LOAD or TREE or RECOMPUTE)),
-        "FINISH_FIRST runs the plain deferred step only",
-    )
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
     extra_polls = 0
@@ -770,10 +730,7 @@ def _softmax_coop_deferred_kernel(
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        if RECOMPUTE or FINISH_FIRST:
-            x = upcoming
-        else:
-            x = upcoming.to(tl.float32)
+        x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_chunk(
@@ -781,42 +738,26 @@ def _softmax_coop_deferred_kernel(
             )
         elif not LATE_LOAD:
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        if FINISH_FIRST:
-            chunk_max = tl.max(x.to(tl.float32), axis=0) * LOG2E
-        elif RECOMPUTE:
-            chunk_max, chunk_sum = _chunk_input_stats(x, FTZ)
-            e = x
-        else:
-            e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
+        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        if not FINISH_FIRST:
-            _publish(
-                stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
-                chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
-            )  # fmt: skip
+        _publish(
+            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
+            chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
+        )  # fmt: skip
         if iteration > 0:
             if not EARLY_POLL:
                 first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, RECOMPUTE,
+                FTZ, PACKED, EVEN,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
-        if FINISH_FIRST:
-            # widened again, apart from the max's copy: no fp32 copy of the chunk was held
-            # while the previous row was written
-            e = _exps_against(_widened_apart(x), chunk_max, FTZ)
-            chunk_sum = tl.sum(e, axis=0)
-            _publish(
-                stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
-                chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
-            )  # fmt: skip
         if HOLD_INPUT:
             held_e = e.to(x_ptr.dtype.element_ty)
         else:
@@ -830,7 +771,6 @@ def _softmax_coop_deferred_kernel(
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        RECOMPUTE,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -1372,11 +1312,6 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # halving reductions (_halving_reduce): 4x shorter dependent chains, the same
             # speed on the H200 (within 0.5 %: softmax_long_rows_v16)
             TREE=config.get("TREE", False),
-            # the input held, its exps made twice (_chunk_input_stats): slower on the H200
-            # (0-0.5 TB/s: ptxas gave it no fewer registers; softmax_long_rows_v17)
-            RECOMPUTE=config.get("RECOMPUTE", False),
-            # the previous row written before this row's exps are made: not yet timed
-            FINISH_FIRST=config.get("FINISH_FIRST", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
