@@ -287,6 +287,8 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
+        {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
+        {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "STREAM_STORE": True},
     ],
     ids=str,
 )
@@ -1039,6 +1041,7 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
+        {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
     ],
     ids=str,
 )

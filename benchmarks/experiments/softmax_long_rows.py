@@ -61,6 +61,7 @@ def label(config: dict) -> str:
         # masks kept on whole chunks (MASKED; the v15 records name it EVEN=False)
         deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
         deferred += " tree" if config.get("TREE") else ""
+        deferred += " st" if config.get("STREAM_STORE") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import time
 from pathlib import Path
@@ -42,33 +43,86 @@ def _skeleton_copy_kernel(
     n_groups,
     CHUNK: tl.constexpr,
     L2_AHEAD: tl.constexpr,
+    DEPTH: tl.constexpr = 1,
+    STREAM_STORE: tl.constexpr = False,
 ):
+    # DEPTH: later rows' chunks in registers (1 or 2: the softmax's PREFETCH); STREAM_STORE:
+    # the output written evict_first, so it does not push the prefetched input out of L2
     group = tl.program_id(0) // n_chunks
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     # every chunk is whole (the shapes below): the EVEN loads of the softmax, no masks
     upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, row_stride, cols, True)
+    if DEPTH >= 2:
+        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, row_stride, cols, True)
     for row in tl.range(group, n_rows, n_groups):
         if L2_AHEAD > 0:
-            ahead = row + (1 + L2_AHEAD) * n_groups
+            ahead = row + (DEPTH + L2_AHEAD) * n_groups
             _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, row_stride, chunk * CHUNK, CHUNK)
         x = upcoming
-        upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, row_stride, cols, True)
-        tl.store(out_ptr + tl.cast(row, tl.int64) * row_stride + cols, x)
+        if DEPTH >= 2:
+            upcoming = after_next
+            after_next = _load_chunk(
+                x_ptr, row + 2 * n_groups, n_rows, n_cols, row_stride, cols, True
+            )
+        else:
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, row_stride, cols, True)
+        target = out_ptr + tl.cast(row, tl.int64) * row_stride + cols
+        if STREAM_STORE:
+            tl.store(target, x, eviction_policy="evict_first")
+        else:
+            tl.store(target, x)
 
 
-def run(torch, benchmark, x, out, chunk: int, warps: int, per_sm: int, l2_ahead: int) -> dict:
+# TMA boxes are at most 256 values a side: a chunk is read as CHUNK / 256 lines of 256
+TMA_BOX = 256
+
+
+@triton.jit(do_not_specialize=["n_groups"])
+def _skeleton_tma_kernel(
+    x_desc,
+    out_ptr,
+    n_rows,
+    n_cols,
+    n_chunks,
+    n_groups,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    # The same walk, each chunk read by the tensor memory accelerator into shared memory
+    # (x_desc: the input viewed as lines of TMA_BOX values), STAGES - 1 later rows in flight
+    # through the software pipeliner: bytes in flight that hold neither registers nor the
+    # SM's load-miss slots.
+    LINES: tl.constexpr = CHUNK // 256
+    group = tl.program_id(0) // n_chunks
+    chunk = tl.program_id(0) % n_chunks
+    cols = chunk * CHUNK + tl.arange(0, CHUNK)
+    lines_per_row = n_cols // 256
+    for row in tl.range(group, n_rows, n_groups, num_stages=STAGES):
+        x = x_desc.load([row * lines_per_row + chunk * LINES, 0])
+        tl.store(out_ptr + tl.cast(row, tl.int64) * n_cols + cols, tl.reshape(x, [CHUNK]))
+
+
+def run_tma(torch, benchmark, x, out, chunk, warps, per_sm, stages) -> dict:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     n_rows, n_cols = x.shape
     n_chunks = n_cols // chunk
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     n_groups = max(1, min(n_rows, sms * per_sm // n_chunks))
+    lines = x.view(n_rows * n_cols // TMA_BOX, TMA_BOX)
+    desc = TensorDescriptor.from_tensor(lines, [chunk // TMA_BOX, TMA_BOX])
 
     def launch():
-        _skeleton_copy_kernel[(n_groups * n_chunks,)](
-            x, out, n_rows, n_cols, x.stride(0), n_chunks, n_groups,
-            CHUNK=chunk, L2_AHEAD=l2_ahead, num_warps=warps, num_stages=1,
+        _skeleton_tma_kernel[(n_groups * n_chunks,)](
+            desc, out, n_rows, n_cols, n_chunks, n_groups,
+            CHUNK=chunk, STAGES=stages, num_warps=warps,
         )  # fmt: skip
 
+    return _check_and_time(torch, benchmark, x, out, launch, n_groups)
+
+
+def _check_and_time(torch, benchmark, x, out, launch, n_groups) -> dict:
     out.zero_()
     launch()
     torch.cuda.synchronize()
@@ -77,6 +131,22 @@ def run(torch, benchmark, x, out, chunk: int, warps: int, per_sm: int, l2_ahead:
     timing = benchmark(launch, mode="cold", max_time_s=0.25)
     tbps = 2 * x.numel() * x.element_size() / (timing.median_ms * 1e-3) / 1e12
     return {"status": "ok", "median_ms": timing.median_ms, "tbps": tbps, "n_groups": n_groups}
+
+
+def run(torch, benchmark, x, out, chunk, warps, per_sm, l2_ahead, depth, stream) -> dict:
+    n_rows, n_cols = x.shape
+    n_chunks = n_cols // chunk
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    n_groups = max(1, min(n_rows, sms * per_sm // n_chunks))
+
+    def launch():
+        _skeleton_copy_kernel[(n_groups * n_chunks,)](
+            x, out, n_rows, n_cols, x.stride(0), n_chunks, n_groups,
+            CHUNK=chunk, L2_AHEAD=l2_ahead, DEPTH=depth, STREAM_STORE=stream,
+            num_warps=warps, num_stages=1,
+        )  # fmt: skip
+
+    return _check_and_time(torch, benchmark, x, out, launch, n_groups)
 
 
 def main(argv=None) -> int:
@@ -91,6 +161,10 @@ def main(argv=None) -> int:
     parser.add_argument("--chunks", default="1024,2048")
     parser.add_argument("--per-sm", default="8,12,16,24")
     parser.add_argument("--l2-ahead", default="0,1")
+    parser.add_argument("--depth", default="1", help="rows in registers ahead: 1, 2")
+    parser.add_argument("--stream-store", default="0", help="0, 1: evict_first on the stores")
+    parser.add_argument("--tma-stages", default="", help="also the TMA walk at these stages")
+    parser.add_argument("--tma-warps", default="1")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -107,11 +181,32 @@ def main(argv=None) -> int:
                             "tbps": copy_tbps, "status": "ok"})  # fmt: skip
             for chunk in map(int, args.chunks.split(",")):
                 for per_sm in map(int, args.per_sm.split(",")):
-                    for ahead in map(int, args.l2_ahead.split(",")):
-                        name = f"c{chunk} w1 {per_sm}/SM l2a{ahead}"
+                    for ahead, depth, stream in itertools.product(
+                        map(int, args.l2_ahead.split(",")),
+                        map(int, args.depth.split(",")),
+                        map(int, args.stream_store.split(",")),
+                    ):
+                        name = f"c{chunk} w1 {per_sm}/SM l2a{ahead} d{depth}" + " st" * stream
                         row = {"dtype": dtype, "cols": cols, "config": name, "chunk": chunk,
-                               "per_sm": per_sm, "l2_ahead": ahead}  # fmt: skip
-                        row.update(run(torch, benchmark, x, out, chunk, 1, per_sm, ahead))
+                               "per_sm": per_sm, "l2_ahead": ahead, "depth": depth,
+                               "stream_store": bool(stream)}  # fmt: skip
+                        row.update(
+                            run(torch, benchmark, x, out, chunk, 1, per_sm, ahead, depth, stream)
+                        )
+                        results.append(row)
+                    for stages, warps in itertools.product(
+                        [int(v) for v in args.tma_stages.split(",") if v],
+                        map(int, args.tma_warps.split(",")),
+                    ):
+                        name = f"c{chunk} w{warps} {per_sm}/SM tma s{stages}"
+                        row = {"dtype": dtype, "cols": cols, "config": name, "chunk": chunk,
+                               "per_sm": per_sm, "tma_stages": stages, "warps": warps}  # fmt: skip
+                        try:
+                            row.update(
+                                run_tma(torch, benchmark, x, out, chunk, warps, per_sm, stages)
+                            )
+                        except Exception as exc:  # a config that does not compile is data
+                            row["status"] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
                         results.append(row)
             x = out = None  # the next shape's 2 GiB need the room
             torch.cuda.empty_cache()
