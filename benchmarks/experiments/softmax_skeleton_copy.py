@@ -165,6 +165,7 @@ def main(argv=None) -> int:
     parser.add_argument("--stream-store", default="0", help="0, 1: evict_first on the stores")
     parser.add_argument("--tma-stages", default="", help="also the TMA walk at these stages")
     parser.add_argument("--tma-warps", default="1")
+    parser.add_argument("--warps", default="1", help="warps per program of the plain walk")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -181,18 +182,21 @@ def main(argv=None) -> int:
                             "tbps": copy_tbps, "status": "ok"})  # fmt: skip
             for chunk in map(int, args.chunks.split(",")):
                 for per_sm in map(int, args.per_sm.split(",")):
-                    for ahead, depth, stream in itertools.product(
+                    for ahead, depth, stream, warps in itertools.product(
                         map(int, args.l2_ahead.split(",")),
                         map(int, args.depth.split(",")),
                         map(int, args.stream_store.split(",")),
+                        map(int, args.warps.split(",")),
                     ):
-                        name = f"c{chunk} w1 {per_sm}/SM l2a{ahead} d{depth}" + " st" * stream
+                        name = f"c{chunk} w{warps} {per_sm}/SM l2a{ahead} d{depth}"
+                        name += " st" * stream
                         row = {"dtype": dtype, "cols": cols, "config": name, "chunk": chunk,
                                "per_sm": per_sm, "l2_ahead": ahead, "depth": depth,
-                               "stream_store": bool(stream)}  # fmt: skip
+                               "stream_store": bool(stream), "warps": warps}  # fmt: skip
                         row.update(
-                            run(torch, benchmark, x, out, chunk, 1, per_sm, ahead, depth, stream)
-                        )
+                            run(torch, benchmark, x, out, chunk, warps, per_sm, ahead, depth,
+                                stream)
+                        )  # fmt: skip
                         results.append(row)
                     for stages, warps in itertools.product(
                         [int(v) for v in args.tma_stages.split(",") if v],
