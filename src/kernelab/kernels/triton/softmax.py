@@ -697,7 +697,7 @@ def _softmax_coop_deferred_kernel(
     # Two other steps were measured slower on the H200 and removed (session 7; their code is
     # in commit d9b8d9b): holding the input and making the exps twice (RECOMPUTE, v17: ptxas
     # gave it no fewer registers) and writing the previous row before this row's exps
-    # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 30 %
+    # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 29 %
     # slower, because this row's partials went out later). This step's order is the point:
     # publish as early as possible, finish the deferred row last.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
