@@ -9,6 +9,11 @@ no exps, no exchange. Its rate is the ceiling of the pattern; the softmax's dist
 is what its arithmetic and exchange cost, and a pattern whose copy is itself short of the
 target cannot carry a softmax that meets it.
 
+Knobs, each a list: programs per SM, chunk, warps per program, L2 prefetch depth, rows held
+in registers (--depth), evict_first stores; --tma-stages adds the same walk fed by TMA
+through shared memory. Rows of one chunk (--cols equal to --chunks) make it a grid-stride
+copy, and a --per-sm large enough for one row per program a copy with no persistence.
+
 Each configuration is checked (the output equals the input, bit for bit) then timed cold
 (L2 flushed, median), next to torch's copy of the same bytes, in one run:
 
@@ -75,7 +80,7 @@ def _skeleton_copy_kernel(
 
 
 # TMA boxes are at most 256 values a side: a chunk is read as CHUNK / 256 lines of 256
-TMA_BOX = 256
+TMA_BOX = tl.constexpr(256)
 
 
 @triton.jit(do_not_specialize=["n_groups"])
@@ -93,11 +98,11 @@ def _skeleton_tma_kernel(
     # (x_desc: the input viewed as lines of TMA_BOX values), STAGES - 1 later rows in flight
     # through the software pipeliner: bytes in flight that hold neither registers nor the
     # SM's load-miss slots.
-    LINES: tl.constexpr = CHUNK // 256
+    LINES: tl.constexpr = CHUNK // TMA_BOX
     group = tl.program_id(0) // n_chunks
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
-    lines_per_row = n_cols // 256
+    lines_per_row = n_cols // TMA_BOX
     for row in tl.range(group, n_rows, n_groups, num_stages=STAGES):
         x = x_desc.load([row * lines_per_row + chunk * LINES, 0])
         tl.store(out_ptr + tl.cast(row, tl.int64) * n_cols + cols, tl.reshape(x, [CHUNK]))
@@ -110,8 +115,9 @@ def run_tma(torch, benchmark, x, out, chunk, warps, per_sm, stages) -> dict:
     n_chunks = n_cols // chunk
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     n_groups = max(1, min(n_rows, sms * per_sm // n_chunks))
-    lines = x.view(n_rows * n_cols // TMA_BOX, TMA_BOX)
-    desc = TensorDescriptor.from_tensor(lines, [chunk // TMA_BOX, TMA_BOX])
+    box = TMA_BOX.value
+    lines = x.view(n_rows * n_cols // box, box)
+    desc = TensorDescriptor.from_tensor(lines, [chunk // box, box])
 
     def launch():
         _skeleton_tma_kernel[(n_groups * n_chunks,)](
