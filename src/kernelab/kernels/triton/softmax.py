@@ -350,24 +350,36 @@ def _softmax_chunk_normalize_kernel(
 
 
 @triton.jit
-def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols, EVEN: tl.constexpr = False):
+def _load_chunk(
+    x_ptr,
+    row,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    cols,
+    EVEN: tl.constexpr = False,
+    KEEP: tl.constexpr = False,
+):
     """One program's chunk of `row` in the input dtype; nothing is read past the last row.
     EVEN (every chunk is whole: n_cols % CHUNK == 0): no mask and no -inf fill, one select
     and a compare fewer per value; a row past the last reads the last row again instead
-    (its values are never used: once per program at the end, CHUNK * itemsize)."""
+    (its values are never used: once per program at the end, CHUNK * itemsize).
+    Read evict_first (used once), or evict_last when KEEP: the chunk is read again a step
+    later (REREAD), from L2 if it is still there."""
+    policy: tl.constexpr = "evict_last" if KEEP else "evict_first"
     if EVEN:
         last = tl.minimum(row, n_rows - 1)
-        # read CHUNK * itemsize, used once
+        # read CHUNK * itemsize
         return tl.load(
-            x_ptr + tl.cast(last, tl.int64) * x_row_stride + cols, eviction_policy="evict_first"
+            x_ptr + tl.cast(last, tl.int64) * x_row_stride + cols, eviction_policy=policy
         )
     cols_in_row = tl.where(row < n_rows, n_cols, 0)
-    # read CHUNK * itemsize, used once
+    # read CHUNK * itemsize
     return tl.load(
         x_ptr + tl.cast(row, tl.int64) * x_row_stride + cols,
         mask=cols < cols_in_row,
         other=-float("inf"),
-        eviction_policy="evict_first",
+        eviction_policy=policy,
     )
 
 
@@ -654,6 +666,22 @@ def _finish_deferred(
     return spins, met
 
 
+@triton.jit(noinline=True)
+def _clean_group(stats_ptr, counters_ptr, group, n_chunks, WORDS: tl.constexpr):
+    """Count this program's arrival at the end; the group's last to arrive zeroes the group's
+    slots (contiguous: 4 turn slots x n_chunks x WORDS int64) and its counter. Not inlined:
+    inlined, this epilogue changed the loop's register allocation (at 256 chunks ptxas spilled
+    16 bytes more, Triton 3.6 for sm_90)."""
+    arrived = tl.atomic_add(counters_ptr + group, 1, sem="acq_rel", scope="gpu")
+    if arrived == n_chunks - 1:
+        words = 4 * n_chunks * WORDS
+        offsets = tl.arange(0, 128)
+        for start in range(0, words, 128):
+            tl.store(stats_ptr + group * words + start + offsets,
+                     tl.zeros([128], dtype=tl.int64), mask=start + offsets < words)  # fmt: skip
+        tl.store(counters_ptr + group, 0)
+
+
 @triton.jit(do_not_specialize=["n_groups"])
 def _softmax_coop_deferred_kernel(
     x_ptr,
@@ -678,6 +706,9 @@ def _softmax_coop_deferred_kernel(
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
     STREAM_STORE: tl.constexpr = False,
+    REREAD: tl.constexpr = 0,
+    counters_ptr=None,
+    SELF_CLEAN: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -700,6 +731,13 @@ def _softmax_coop_deferred_kernel(
     # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 29 %
     # slower, because this row's partials went out later). This step's order is the point:
     # publish as early as possible, finish the deferred row last.
+    # REREAD: no exps held between steps. The row to finish is read again (from L2: its first
+    # read kept it there, evict_last) and its exps taken again against the same c, bit for
+    # bit the held ones: a chunk of registers fewer for the whole step, CHUNK * itemsize more
+    # L2 reads. 1: the second read is issued after the publish; 2: at the top of the step,
+    # beside the early poll, so its L2 round trip overlaps this row's exps.
+    # SELF_CLEAN: the group's last program to end zeroes the group's slots and its arrival
+    # counter (counters_ptr[group]), so one workspace serves the next launch with no memset.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -709,14 +747,19 @@ def _softmax_coop_deferred_kernel(
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
     WORDS: tl.constexpr = 1 if PACKED else 2
-    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN)
+    KEEP: tl.constexpr = REREAD > 0
+    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP)
     if PREFETCH >= 2:
-        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-    if HOLD_INPUT:
+        after_next = _load_chunk(
+            x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
+        )
+    if REREAD > 0:
+        held_e = 0.0  # nothing held: the finish reads the chunk again
+    elif HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
-    held_max = tl.max(held_e.to(tl.float32), axis=0)
+    held_max = tl.max(tl.zeros([CHUNK], dtype=tl.float32), axis=0)
     iteration = 0
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
@@ -734,50 +777,73 @@ def _softmax_coop_deferred_kernel(
         if EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
-        # the only read of the row: CHUNK * itemsize per program, kept in registers
+        # the row to finish (at iteration 0 this row itself: read, never used)
+        finishing = tl.maximum(row - n_groups, group)
+        if REREAD == 2:
+            # the second read of the row to finish, CHUNK * itemsize from L2, its last use
+            again = _load_chunk(x_ptr, finishing, n_rows, n_cols, x_row_stride, cols, EVEN)
+        # the row's one read from HBM: CHUNK * itemsize per program, kept in registers
         x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_chunk(
-                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, EVEN
+                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
             )
         elif not LATE_LOAD:
-            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
+            upcoming = _load_chunk(
+                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
+            )
         e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
-            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
+            upcoming = _load_chunk(
+                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
+            )
         _publish(
             stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
             chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
         )  # fmt: skip
+        if REREAD == 1:
+            again = _load_chunk(x_ptr, finishing, n_rows, n_cols, x_row_stride, cols, EVEN)
         if iteration > 0:
             if not EARLY_POLL:
                 first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+            if REREAD > 0:
+                finish_e = _exps_against(again, held_max, FTZ)
+            else:
+                finish_e = held_e
             spins, met = _finish_deferred(
-                previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
-                row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
+                previous, first, second, n_chunks, iteration, finish_e, held_max, out_ptr,
+                finishing, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
                 FTZ, PACKED, EVEN, STREAM_STORE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
-        if HOLD_INPUT:
-            held_e = e.to(x_ptr.dtype.element_ty)
-        else:
-            held_e = e
+        if REREAD == 0:
+            held_e = e.to(x_ptr.dtype.element_ty) if HOLD_INPUT else e
         held_max = chunk_max
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
     last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
     first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+    if REREAD > 0:
+        again = _load_chunk(x_ptr, last_row, n_rows, n_cols, x_row_stride, cols, EVEN)
+        finish_e = _exps_against(again, held_max, FTZ)
+    else:
+        finish_e = held_e
     spins, _ = _finish_deferred(
-        last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
+        last, first, second, n_chunks, iteration, finish_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
         STREAM_STORE,
     )  # fmt: skip
+    if SELF_CLEAN:
+        # Every program of the group arrives here after its last publish and its last poll,
+        # so the one that arrives last knows nobody reads or writes the group's slots again:
+        # it zeroes them (4 turn slots x n_chunks x WORDS int64) and the counter.
+        _clean_group(stats_ptr, counters_ptr, group, n_chunks, WORDS)
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
         tl.store(log, iteration)
@@ -1321,6 +1387,10 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # the output stored evict_first: -0.7 % to +1.2 % beside the same config on the
             # H200 (softmax_long_rows_v20), inside a run's spread; not a candidate
             STREAM_STORE=config.get("STREAM_STORE", False),
+            # the finish reads its chunk again instead of holding its exps (1: after the
+            # publish, 2: beside the early poll)
+            REREAD=config.get("REREAD", 0),
+            SELF_CLEAN=not config.get("FRESH_WORKSPACE", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
@@ -1333,15 +1403,41 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
     else:
         kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
-    max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
-    # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
-    # per group, int64 words that start at tag 0, which no turn matches (PACKED: one word per
-    # chunk, whose zeroed tag bit no turn from 1 to 4 matches)
-    slots = 4 if deferred else 2
-    words = 1 if deferred and config.get("PACKED") else 2
-    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=torch.int64)
+    if kwargs.get("SELF_CLEAN"):
+        stats, kwargs["counters_ptr"] = _self_cleaning_workspace(x2d.device)
+    else:
+        max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
+        # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x
+        # chunks per group, int64 words that start at tag 0, which no turn matches (PACKED: one
+        # word per chunk, whose zeroed tag bit no turn from 1 to 4 matches). A fresh one per
+        # launch: one memset (a kernel launch) in front of every call.
+        slots = 4 if deferred else 2
+        words = 1 if deferred and config.get("PACKED") else 2
+        shape = (max_groups, slots, n_chunks, words)
+        stats = torch.zeros(shape, device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
+
+
+# The deferred kernel's workspaces, one per (device, stream): launches on one stream run one
+# after another, and each leaves its workspace zeroed (SELF_CLEAN), so the next needs no
+# memset; two streams never share one.
+_workspaces: dict[tuple, tuple] = {}
+
+
+def _self_cleaning_workspace(device) -> tuple:
+    """(slots, arrival counters) for the deferred kernel on this device and the current stream:
+    room for the most groups x chunks that can ever be resident (32 programs per SM), 4 turn
+    slots of 2 int64 words each, and one int32 counter per group; zeroed once, here."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    if key not in _workspaces:
+        most_programs = sm_count(device) * 32
+        _workspaces[key] = (
+            torch.zeros(most_programs * 4 * 2, device=device, dtype=torch.int64),
+            torch.zeros(most_programs, device=device, dtype=torch.int32),
+        )
+    return _workspaces[key]
 
 
 def cooperative_occupancy(x, config: dict) -> dict:
