@@ -289,11 +289,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "STREAM_STORE": True},
-        # the finish reads its chunk again instead of holding its exps
-        {"REREAD": 1},
-        {"PACKED": True, "EARLY_POLL": True, "REREAD": 1},
-        {"PACKED": True, "EARLY_POLL": True, "REREAD": 2},
-        {"PACKED": True, "EARLY_POLL": True, "REREAD": 2, "MASKED": True},
         # a zeroed workspace per call instead of the self-cleaning one
         {"PACKED": True, "EARLY_POLL": True, "FRESH_WORKSPACE": True},
     ],
@@ -1082,8 +1077,6 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
-        {"PACKED": True, "EARLY_POLL": True, "REREAD": 1},
-        {"PACKED": True, "EARLY_POLL": True, "REREAD": 2},
     ],
     ids=str,
 )

@@ -62,8 +62,6 @@ def label(config: dict) -> str:
         deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
         deferred += " tree" if config.get("TREE") else ""
         deferred += " st" if config.get("STREAM_STORE") else ""
-        # the finish reads its chunk again (1: after the publish, 2: beside the early poll)
-        deferred += f" rr{config['REREAD']}" if config.get("REREAD") else ""
         # a zeroed workspace allocated per call (a memset first), not the self-cleaning one
         deferred += " fresh" if config.get("FRESH_WORKSPACE") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"

@@ -350,36 +350,24 @@ def _softmax_chunk_normalize_kernel(
 
 
 @triton.jit
-def _load_chunk(
-    x_ptr,
-    row,
-    n_rows,
-    n_cols,
-    x_row_stride,
-    cols,
-    EVEN: tl.constexpr = False,
-    KEEP: tl.constexpr = False,
-):
+def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols, EVEN: tl.constexpr = False):
     """One program's chunk of `row` in the input dtype; nothing is read past the last row.
     EVEN (every chunk is whole: n_cols % CHUNK == 0): no mask and no -inf fill, one select
     and a compare fewer per value; a row past the last reads the last row again instead
-    (its values are never used: once per program at the end, CHUNK * itemsize).
-    Read evict_first (used once), or evict_last when KEEP: the chunk is read again a step
-    later (REREAD), from L2 if it is still there."""
-    policy: tl.constexpr = "evict_last" if KEEP else "evict_first"
+    (its values are never used: once per program at the end, CHUNK * itemsize)."""
     if EVEN:
         last = tl.minimum(row, n_rows - 1)
-        # read CHUNK * itemsize
+        # read CHUNK * itemsize, used once
         return tl.load(
-            x_ptr + tl.cast(last, tl.int64) * x_row_stride + cols, eviction_policy=policy
+            x_ptr + tl.cast(last, tl.int64) * x_row_stride + cols, eviction_policy="evict_first"
         )
     cols_in_row = tl.where(row < n_rows, n_cols, 0)
-    # read CHUNK * itemsize
+    # read CHUNK * itemsize, used once
     return tl.load(
         x_ptr + tl.cast(row, tl.int64) * x_row_stride + cols,
         mask=cols < cols_in_row,
         other=-float("inf"),
-        eviction_policy=policy,
+        eviction_policy="evict_first",
     )
 
 
@@ -706,7 +694,6 @@ def _softmax_coop_deferred_kernel(
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
     STREAM_STORE: tl.constexpr = False,
-    REREAD: tl.constexpr = 0,
     counters_ptr=None,
     SELF_CLEAN: tl.constexpr = False,
     wait_log_ptr=None,
@@ -731,11 +718,9 @@ def _softmax_coop_deferred_kernel(
     # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 29 %
     # slower, because this row's partials went out later). This step's order is the point:
     # publish as early as possible, finish the deferred row last.
-    # REREAD: no exps held between steps. The row to finish is read again (from L2: its first
-    # read kept it there, evict_last) and its exps taken again against the same c, bit for
-    # bit the held ones: a chunk of registers fewer for the whole step, CHUNK * itemsize more
-    # L2 reads. 1: the second read is issued after the publish; 2: at the top of the step,
-    # beside the early poll, so its L2 round trip overlaps this row's exps.
+    # Holding no exps between steps and reading the chunk to finish again from L2 (REREAD,
+    # v21) freed registers (bf16 c2048: 207 -> 127) and ran 3-35 % slower: removed, the code
+    # is in commit 92ca452.
     # SELF_CLEAN: the group's last program to end zeroes the group's slots and its arrival
     # counter (counters_ptr[group]), so one workspace serves the next launch with no memset.
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
@@ -747,19 +732,14 @@ def _softmax_coop_deferred_kernel(
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
     WORDS: tl.constexpr = 1 if PACKED else 2
-    KEEP: tl.constexpr = REREAD > 0
-    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP)
+    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN)
     if PREFETCH >= 2:
-        after_next = _load_chunk(
-            x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
-        )
-    if REREAD > 0:
-        held_e = 0.0  # nothing held: the finish reads the chunk again
-    elif HOLD_INPUT:
+        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
+    if HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
-    held_max = tl.max(tl.zeros([CHUNK], dtype=tl.float32), axis=0)
+    held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
@@ -777,65 +757,47 @@ def _softmax_coop_deferred_kernel(
         if EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
-        # the row to finish (at iteration 0 this row itself: read, never used)
-        finishing = tl.maximum(row - n_groups, group)
-        if REREAD == 2:
-            # the second read of the row to finish, CHUNK * itemsize from L2, its last use
-            again = _load_chunk(x_ptr, finishing, n_rows, n_cols, x_row_stride, cols, EVEN)
-        # the row's one read from HBM: CHUNK * itemsize per program, kept in registers
+        # the only read of the row: CHUNK * itemsize per program, kept in registers
         x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_chunk(
-                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
+                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, EVEN
             )
         elif not LATE_LOAD:
-            upcoming = _load_chunk(
-                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
-            )
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
         e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
-            upcoming = _load_chunk(
-                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN, KEEP
-            )
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
         _publish(
             stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
             chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
         )  # fmt: skip
-        if REREAD == 1:
-            again = _load_chunk(x_ptr, finishing, n_rows, n_cols, x_row_stride, cols, EVEN)
         if iteration > 0:
             if not EARLY_POLL:
                 first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
-            if REREAD > 0:
-                finish_e = _exps_against(again, held_max, FTZ)
-            else:
-                finish_e = held_e
             spins, met = _finish_deferred(
-                previous, first, second, n_chunks, iteration, finish_e, held_max, out_ptr,
-                finishing, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
+                previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
+                row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
                 FTZ, PACKED, EVEN, STREAM_STORE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
-        if REREAD == 0:
-            held_e = e.to(x_ptr.dtype.element_ty) if HOLD_INPUT else e
+        if HOLD_INPUT:
+            held_e = e.to(x_ptr.dtype.element_ty)
+        else:
+            held_e = e
         held_max = chunk_max
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
     last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
     first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
-    if REREAD > 0:
-        again = _load_chunk(x_ptr, last_row, n_rows, n_cols, x_row_stride, cols, EVEN)
-        finish_e = _exps_against(again, held_max, FTZ)
-    else:
-        finish_e = held_e
     spins, _ = _finish_deferred(
-        last, first, second, n_chunks, iteration, finish_e, held_max, out_ptr, last_row,
+        last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
         STREAM_STORE,
     )  # fmt: skip
@@ -1387,9 +1349,6 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # the output stored evict_first: -0.7 % to +1.2 % beside the same config on the
             # H200 (softmax_long_rows_v20), inside a run's spread; not a candidate
             STREAM_STORE=config.get("STREAM_STORE", False),
-            # the finish reads its chunk again instead of holding its exps (1: after the
-            # publish, 2: beside the early poll)
-            REREAD=config.get("REREAD", 0),
             SELF_CLEAN=not config.get("FRESH_WORKSPACE", False),
         )
         if config.get("maxnreg") and not interpreting():
