@@ -289,8 +289,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "STREAM_STORE": True},
-        # a zeroed workspace per call instead of the self-cleaning one
-        {"PACKED": True, "EARLY_POLL": True, "FRESH_WORKSPACE": True},
     ],
     ids=str,
 )
@@ -318,33 +316,6 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
     y = fn(x)
     assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
     assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
-
-
-@pytest.mark.parametrize("packed", [False, True], ids=["two-words", "packed"])
-def test_deferred_workspace_is_left_zeroed_for_the_next_launch(softmax, packed):
-    # The deferred kernel shares one workspace per device and stream across launches, with no
-    # memset: the last program of each group to end zeroes the group's slots and counter.
-    # Under the interpreter a row of four chunks never meets (its first program gives up:
-    # NaN), and the workspace must still come back clean, so a later launch is right.
-    config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": packed, "EARLY_POLL": packed}
-    run = functools.partial(softmax.softmax, single_pass_max_cols=16, long_rows="cooperative")
-    x = torch.randn(9, 127, device=DEVICE)
-    y = run(x, config=config)
-    slots, counters = softmax._self_cleaning_workspace(x.device)
-    if not HAS_CUDA:
-        assert torch.isnan(y[:, :32]).all()
-    assert not slots.any() and not counters.any()
-    for shape in ({"rows": 23, "cols": 32}, {"rows": 5, "cols": 30, "stride": 33}):
-        assert_correct(functools.partial(run, config=config), "softmax", shape, "fp32")
-        assert not slots.any() and not counters.any()
-    # the per-call workspace leaves the shared one alone
-    slots[0] = 7
-    assert_correct(
-        functools.partial(run, config={**config, "FRESH_WORKSPACE": True}),
-        "softmax", {"rows": 11, "cols": 32}, "fp32",
-    )  # fmt: skip
-    assert int(slots[0]) == 7
-    slots.zero_()
 
 
 def test_wait_log_counts_finishes_and_late_peers(softmax):
@@ -1133,21 +1104,6 @@ def _assert_precise_at_huge_logits(fn, config) -> None:
     assert (error <= bound).all(), (
         f"{config}: worst {float((error / (expected[finite] + 1e-30)).max()):.2e}"
     )
-
-
-@pytest.mark.gpu
-def test_gpu_deferred_workspace_is_clean_after_every_launch(softmax):
-    # Real groups of 16 to 256 chunks on the shared workspace, one launch after another with
-    # a different layout each time (chunks per row, groups), each checked, each leaving it zeroed.
-    for cols, chunk, dtype in ((262_144, 1024, "bf16"), (16_000, 1024, "fp32"),
-                               (40_000, 2048, "bf16"), (262_144, 1024, "fp32")):  # fmt: skip
-        config = {"path": "cooperative", "CHUNK": chunk, "num_warps": 1, "L2_AHEAD": 1,
-                  "DEFER": True, "PACKED": True, "EARLY_POLL": True}  # fmt: skip
-        fn = functools.partial(softmax.softmax, config=config)
-        report = check_implementation(fn, "softmax", {"rows": 300, "cols": cols}, dtype, trials=1)
-        assert report.ok, f"{cols} {dtype}: {report.message}"
-        slots, counters = softmax._self_cleaning_workspace(torch.device("cuda", 0))
-        assert not slots.any() and not counters.any(), (cols, dtype)
 
 
 @pytest.mark.gpu

@@ -62,8 +62,6 @@ def label(config: dict) -> str:
         deferred += " masked" if config.get("MASKED") or config.get("EVEN") is False else ""
         deferred += " tree" if config.get("TREE") else ""
         deferred += " st" if config.get("STREAM_STORE") else ""
-        # a zeroed workspace allocated per call (a memset first), not the self-cleaning one
-        deferred += " fresh" if config.get("FRESH_WORKSPACE") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

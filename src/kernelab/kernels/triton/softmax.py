@@ -654,22 +654,6 @@ def _finish_deferred(
     return spins, met
 
 
-@triton.jit(noinline=True)
-def _clean_group(stats_ptr, counters_ptr, group, n_chunks, WORDS: tl.constexpr):
-    """Count this program's arrival at the end; the group's last to arrive zeroes the group's
-    slots (contiguous: 4 turn slots x n_chunks x WORDS int64) and its counter. Not inlined:
-    inlined, this epilogue changed the loop's register allocation (at 256 chunks ptxas spilled
-    16 bytes more, Triton 3.6 for sm_90)."""
-    arrived = tl.atomic_add(counters_ptr + group, 1, sem="acq_rel", scope="gpu")
-    if arrived == n_chunks - 1:
-        words = 4 * n_chunks * WORDS
-        offsets = tl.arange(0, 128)
-        for start in range(0, words, 128):
-            tl.store(stats_ptr + group * words + start + offsets,
-                     tl.zeros([128], dtype=tl.int64), mask=start + offsets < words)  # fmt: skip
-        tl.store(counters_ptr + group, 0)
-
-
 @triton.jit(do_not_specialize=["n_groups"])
 def _softmax_coop_deferred_kernel(
     x_ptr,
@@ -694,8 +678,6 @@ def _softmax_coop_deferred_kernel(
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
     STREAM_STORE: tl.constexpr = False,
-    counters_ptr=None,
-    SELF_CLEAN: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -718,11 +700,11 @@ def _softmax_coop_deferred_kernel(
     # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 29 %
     # slower, because this row's partials went out later). This step's order is the point:
     # publish as early as possible, finish the deferred row last.
-    # Holding no exps between steps and reading the chunk to finish again from L2 (REREAD,
-    # v21) freed registers (bf16 c2048: 207 -> 127) and ran 3-35 % slower: removed, the code
-    # is in commit 92ca452.
-    # SELF_CLEAN: the group's last program to end zeroes the group's slots and its arrival
-    # counter (counters_ptr[group]), so one workspace serves the next launch with no memset.
+    # Two more were measured and removed in session 8 (code in commit cf4c7eb): holding no
+    # exps and reading the chunk to finish again from L2 (REREAD, v21: bf16 c2048 207 -> 127
+    # registers, 3-35 % slower) and a workspace that the group's last program zeroes at the
+    # end instead of a memset per call (SELF_CLEAN, softmax_workspace_v1: 97.4-100.8 % of
+    # the memset's speed in alternating pairs; the memset itself costs nothing measurable).
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -801,11 +783,6 @@ def _softmax_coop_deferred_kernel(
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
         STREAM_STORE,
     )  # fmt: skip
-    if SELF_CLEAN:
-        # Every program of the group arrives here after its last publish and its last poll,
-        # so the one that arrives last knows nobody reads or writes the group's slots again:
-        # it zeroes them (4 turn slots x n_chunks x WORDS int64) and the counter.
-        _clean_group(stats_ptr, counters_ptr, group, n_chunks, WORDS)
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
         tl.store(log, iteration)
@@ -1349,7 +1326,6 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # the output stored evict_first: -0.7 % to +1.2 % beside the same config on the
             # H200 (softmax_long_rows_v20), inside a run's spread; not a candidate
             STREAM_STORE=config.get("STREAM_STORE", False),
-            SELF_CLEAN=not config.get("FRESH_WORKSPACE", False),
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
@@ -1362,41 +1338,15 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
     else:
         kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
-    if kwargs.get("SELF_CLEAN"):
-        stats, kwargs["counters_ptr"] = _self_cleaning_workspace(x2d.device)
-    else:
-        max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
-        # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x
-        # chunks per group, int64 words that start at tag 0, which no turn matches (PACKED: one
-        # word per chunk, whose zeroed tag bit no turn from 1 to 4 matches). A fresh one per
-        # launch: one memset (a kernel launch) in front of every call.
-        slots = 4 if deferred else 2
-        words = 1 if deferred and config.get("PACKED") else 2
-        shape = (max_groups, slots, n_chunks, words)
-        stats = torch.zeros(shape, device=x2d.device, dtype=torch.int64)
+    max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
+    # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
+    # per group, int64 words that start at tag 0, which no turn matches (PACKED: one word per
+    # chunk, whose zeroed tag bit no turn from 1 to 4 matches)
+    slots = 4 if deferred else 2
+    words = 1 if deferred and config.get("PACKED") else 2
+    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
-
-
-# The deferred kernel's workspaces, one per (device, stream): launches on one stream run one
-# after another, and each leaves its workspace zeroed (SELF_CLEAN), so the next needs no
-# memset; two streams never share one.
-_workspaces: dict[tuple, tuple] = {}
-
-
-def _self_cleaning_workspace(device) -> tuple:
-    """(slots, arrival counters) for the deferred kernel on this device and the current stream:
-    room for the most groups x chunks that can ever be resident (32 programs per SM), 4 turn
-    slots of 2 int64 words each, and one int32 counter per group; zeroed once, here."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (str(device), stream)
-    if key not in _workspaces:
-        most_programs = sm_count(device) * 32
-        _workspaces[key] = (
-            torch.zeros(most_programs * 4 * 2, device=device, dtype=torch.int64),
-            torch.zeros(most_programs, device=device, dtype=torch.int32),
-        )
-    return _workspaces[key]
 
 
 def cooperative_occupancy(x, config: dict) -> dict:
