@@ -1313,3 +1313,156 @@ def test_pipelined_candidates_fit_in_shared_memory(norms):
         for loaded in (2, 4, 6, 8, 12):
             for c in row_tile_candidates(block_n, loaded_bytes_per_column=loaded):
                 assert (c.get("PIPELINE", 1) - 1) * block_n * loaded < limit, (block_n, c)
+
+
+# --- the softmax whose rows wait in shared memory (Gluon, Hopper TMA) ------------------------
+
+
+def test_shared_row_softmax_fits_only_rows_its_tma_boxes_can_address():
+    from kernelab.kernels.triton import softmax_shared as shared
+
+    fits = shared.shape_fits
+    # 2-byte rows of whole steps of 8 lines of 256 values, contiguous, at most 64 KiB
+    assert fits(2048, 2, 2048) and fits(32768, 2, 32768) and fits(20480, 2, 20480)
+    assert not fits(32768, 4, 32768)  # fp32: measured slower (twice the shared bytes)
+    assert not fits(1024, 2, 1024)  # four lines: not a whole step
+    assert not fits(30000, 2, 30000)  # not whole lines
+    assert not fits(65536, 2, 65536)  # 128 KiB: one program per SM
+    assert not fits(4096, 2, 4160)  # a row stride the line view cannot follow
+    # never on the CPU or under the interpreter, so never offered there
+    x = torch.randn(4, 4096, dtype=torch.bfloat16)
+    assert not shared.fits(x) and shared.candidates_for(x) == []
+    # the GPU test of each configuration runs them by index
+    assert [(c["SUB"], c["num_warps"]) for c in shared.CONFIGS] == [(8, 8), (16, 8), (8, 4)]
+
+
+def test_shared_row_softmax_offers_the_steps_that_divide_a_row(monkeypatch):
+    # As if on a Hopper GPU: rows of 72 lines take the steps of 8 only, 128 lines all three
+    # configurations; the tuners' keys carry those steps, so a winner is never reused on rows
+    # whose lines it does not divide.
+    from kernelab.kernels.triton import softmax_shared as shared
+
+    monkeypatch.setattr(shared, "fits", lambda x2d: True)
+    steps = {cols: [c["SUB"] for c in shared.candidates_for(torch.empty(2, cols))]
+             for cols in (18432, 32768)}  # fmt: skip
+    assert steps == {18432: [8, 8], 32768: [8, 16, 8]}
+
+
+# Compiles the shared-row kernel for sm_90 with this Triton (no GPU) in a process without
+# TRITON_INTERPRET; prints (registers, spilled bytes, TMA load in the SASS, shared bytes).
+_SHARED_ROW_PROBE = """
+import json, re, subprocess, sys, tempfile
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.runtime.jit import mangle_type
+from kernelab.kernels.cuda.sass import disassemble, find_tool
+from kernelab.kernels.triton import softmax_shared as shared
+
+kernel = shared._softmax_shared_row_kernel
+cols, sub, warps = (int(v) for v in sys.argv[1:4])
+lines = cols // 256
+rows = torch.empty(4 * lines, 256, dtype=torch.bfloat16)
+layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+desc = TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [sub, 256], layout)
+signature = {"x_desc": mangle_type(desc), "out_ptr": "*bf16", "out_row_stride": "i32",
+             "LINES": "constexpr", "SUB": "constexpr", "num_warps": "constexpr"}
+constexprs = {"LINES": lines, "SUB": sub, "num_warps": warps}
+source = GluonASTSource(
+    fn=kernel, signature=signature,
+    constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()},
+    attrs={(kernel.arg_names.index("out_ptr"),): [["tt.divisibility", 16]]})
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+    cubin.write(compiled.asm["cubin"])
+    cubin.flush()
+    sass = disassemble(cubin.name)
+    usage = subprocess.run([find_tool("cuobjdump"), "-res-usage", cubin.name],
+                           capture_output=True, text=True).stdout
+registers, stack = (int(v) for v in re.search(r"REG:(\\d+) STACK:(\\d+)", usage).groups())
+print(json.dumps([registers, stack, "UTMALDG" in sass, compiled.metadata.shared]))
+"""
+
+
+@pytest.mark.parametrize("sub, warps", [(8, 8), (16, 8), (8, 4)])
+def test_shared_row_softmax_compiles_for_hopper_with_tma_and_few_registers(sub, warps):
+    # The row comes in by TMA (UTMALDG) into 64 KiB of shared memory at 32K bf16 values, and
+    # the registers stay few (35-57 here and on the H200's Triton 3.6), so three programs fit
+    # per SM: the point of the kernel. Needs a Triton with Gluon and the CUDA tools.
+    import json
+
+    from kernelab.kernels.cuda.sass import find_tool
+    from kernelab.kernels.triton import softmax_shared as shared
+
+    if shared.gluon is None or find_tool("cuobjdump") is None:
+        pytest.skip("needs Gluon (Triton >= 3.4) and cuobjdump")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    probe = subprocess.run(
+        [sys.executable, "-c", _SHARED_ROW_PROBE, "32768", str(sub), str(warps)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    registers, stack, tma_load, shared_bytes = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert tma_load and stack == 0
+    assert registers <= 64, registers  # three programs of 8 warps: 65,536 / (3 x 256) = 85
+    assert 64 * 1024 <= shared_bytes <= 65 * 1024, shared_bytes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("index", range(3), ids=["sub8w8", "sub16w8", "sub8w4"])
+def test_gpu_softmax_shared_row_kernel(softmax, index):
+    from kernelab.kernels.triton import softmax_shared as shared
+
+    config = dict(shared.CONFIGS[index])
+    fn = functools.partial(softmax.softmax, config=config)
+    for dtype, torch_dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        for shape in (
+            {"rows": 1, "cols": 32768},
+            {"rows": 3001, "cols": 4096},
+            {"rows": 257, "cols": 20480},  # 80 lines: whole steps of 8 and of 16
+            {"rows": 4096, "cols": 16384},
+            {"rows": 77, "cols": 2048},
+        ):
+            x = torch.empty(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
+            if shape["cols"] // 256 % config["SUB"]:
+                assert config not in shared.candidates_for(x)
+                continue
+            # the kernel itself runs, not a fallback under its name
+            assert softmax._run_long_rows(x, torch.empty_like(x), config), (config, shape)
+            report = check_implementation(fn, "softmax", shape, dtype, trials=2)
+            assert report.ok, f"{config} {dtype} {shape}: {report.message}"
+    # a row of only -inf is NaN (the documented output); -inf entries get 0
+    x = 3 * torch.randn(6, 8192, device="cuda", dtype=torch.bfloat16)
+    x[2] = float("-inf")
+    x[4, :4000] = float("-inf")
+    y = fn(x)
+    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+    assert (y[4, :4000] == 0).all()
+    expected = torch.softmax(x[[0, 1, 3, 4, 5]].double(), dim=-1)
+    assert torch.allclose(y[[0, 1, 3, 4, 5]].double(), expected, rtol=2e-2, atol=1e-6)
+    # huge logits: one c for the whole row, so its rounding cancels
+    x = (1e4 + torch.randn(8, 32768, device="cuda")).to(torch.bfloat16)
+    expected = torch.softmax(x.double(), dim=-1)
+    assert torch.allclose(fn(x).double(), expected, rtol=2e-2, atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_gpu_softmax_shared_row_is_offered_only_where_it_fits(softmax):
+    bf16 = torch.empty(64, 32768, device="cuda", dtype=torch.bfloat16)
+    # the untuned default of 32K bf16 rows, and a candidate of the row tuner at 4K
+    assert softmax.long_row_candidates_for(bf16)[0]["path"] == "shared-row"
+    assert any(
+        c.get("path") == "shared-row"
+        for c in softmax.softmax_shared.candidates_for(bf16[:, :4096].contiguous())
+    )
+    # not for fp32, a strided row, rows that are not whole steps, or a start 8 bytes off
+    shared = softmax.softmax_shared
+    assert shared.candidates_for(bf16.float()) == []
+    assert shared.candidates_for(bf16[:, :4096]) == []
+    assert shared.candidates_for(bf16[:, :30000].contiguous()) == []
+    assert shared.candidates_for(bf16.view(-1)[4 : 4 + 4096 * 8].view(8, 4096)) == []
+    # 72 lines take steps of 8 only: a winner of steps of 16 tuned at 32K is never reused there
+    assert {c["SUB"] for c in shared.candidates_for(bf16[:, :18432].contiguous())} == {8}
+    assert softmax._long_rows_key(bf16) != softmax._long_rows_key(bf16[:, :18432].contiguous())

@@ -62,6 +62,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernelab.kernels.triton import softmax_shared
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreter_row_tile,
@@ -1219,6 +1220,19 @@ def _nbytes(x2d) -> int:
     return x2d.numel() * x2d.element_size()
 
 
+def _rows_key(x2d) -> tuple:
+    # the shared-memory kernel's steps that divide these rows (none where it does not fit):
+    # a winner tuned on rows it fits is never reused on rows it does not
+    steps = tuple(c["SUB"] for c in softmax_shared.candidates_for(x2d))
+    return (
+        "softmax.rows",
+        triton.next_power_of_2(x2d.shape[1]),
+        x2d.dtype,
+        x2d.device.index,
+        steps,
+    )
+
+
 def _launch_rows(x2d, out, config: dict | None) -> None:
     n_rows, n_cols = x2d.shape
     block_n = triton.next_power_of_2(n_cols)
@@ -1226,18 +1240,22 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
     kwargs = {"BLOCK_N": block_n}
 
     def run(c: dict) -> None:
-        lean = c.get("LEAN", True)
+        if c.get("path") == "shared-row":
+            softmax_shared.launch(x2d, out, c)
+            return
+        tile = {k: v for k, v in c.items() if k != "path"}
+        lean = tile.get("LEAN", True)
         extra = {"LEAN": lean, "FTZ": lean and not interpreting()}
-        launch_row_tiles(_softmax_rows_kernel, args, {**kwargs, **extra}, n_rows, c)
+        launch_row_tiles(_softmax_rows_kernel, args, {**kwargs, **extra}, n_rows, tile)
 
-    if config is not None:
-        config = {k: v for k, v in config.items() if k != "path"}
-    else:
+    if config is None:
         if interpreting():
             config = interpreter_row_tile(block_n)
         else:
-            key = ("softmax.rows", block_n, x2d.dtype, x2d.device.index)
-            config = tuned(_tuned_rows, key, run, row_candidates_for(x2d), nbytes=_nbytes(x2d))
+            # the register row tiles, then (2-byte rows that fit) the shared-memory kernel
+            candidates = row_candidates_for(x2d) + softmax_shared.candidates_for(x2d)
+            key = _rows_key(x2d)
+            config = tuned(_tuned_rows, key, run, candidates, nbytes=_nbytes(x2d))
     run(config)
 
 
@@ -1484,6 +1502,10 @@ def _run_long_rows(x2d, out, config: dict) -> bool:
         return _run_l2(x2d, out, config)
     elif path == "two-pass":
         _launch_two_pass(x2d, out, config["CHUNK"])
+    elif path == "shared-row":
+        if config not in softmax_shared.candidates_for(x2d):
+            return False
+        softmax_shared.launch(x2d, out, config)
     else:
         raise ValueError(f"unknown long-row path {path!r}")
     return True
@@ -1507,7 +1529,19 @@ def long_row_plan(x, config: dict) -> dict:
 
 
 def _long_rows_key(x2d) -> tuple:
-    return ("softmax.long_rows", triton.next_power_of_2(x2d.shape[1]), x2d.dtype, x2d.device.index)
+    # as _rows_key: which shared-memory steps divide these rows is part of the key
+    steps = tuple(c["SUB"] for c in softmax_shared.candidates_for(x2d))
+    block_n = triton.next_power_of_2(x2d.shape[1])
+    return ("softmax.long_rows", block_n, x2d.dtype, x2d.device.index, steps)
+
+
+def long_row_candidates_for(x2d) -> list[dict]:
+    """What the long-row tuner ranks for this tensor: the shared-memory kernel first where it
+    fits (2-byte rows of up to 32K values: at 32K bf16 it measured 4.07-4.10 TB/s against
+    3.83 for the tuned long-row kernels in the same run, softmax_gluon_rows_v1), so it is the
+    untuned default there; then long_row_candidates."""
+    shared = softmax_shared.candidates_for(x2d)
+    return shared + long_row_candidates(x2d.shape[1], x2d.dtype)
 
 
 def _launch_long_rows(x2d, out, config: dict | None) -> None:
@@ -1519,7 +1553,7 @@ def _launch_long_rows(x2d, out, config: dict | None) -> None:
             if not _run_long_rows(x2d, out, c):
                 _launch_two_pass(x2d, out, _path_default("two-pass", x2d.dtype)["CHUNK"])
 
-        candidates = long_row_candidates(x2d.shape[1], x2d.dtype)
+        candidates = long_row_candidates_for(x2d)
         config = tuned(_tuned_long_rows, _long_rows_key(x2d), run, candidates, nbytes=_nbytes(x2d))
     if not _run_long_rows(x2d, out, config):
         chunk = config.get("CHUNK") or _path_default("two-pass", x2d.dtype)["CHUNK"]
@@ -1540,9 +1574,10 @@ def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
     its key in _runtime.TUNING_LOG) for softmax(x): the tuned one, else the default."""
     n_cols = x.shape[-1]
     path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
+    x2d = x if x.stride(1) == 1 else x.contiguous()
     if path == "single-pass":
         block_n = triton.next_power_of_2(n_cols)
-        config = _tuned_rows.get(("softmax.rows", block_n, x.dtype, x.device.index))
+        config = _tuned_rows.get(_rows_key(x2d))
         return {
             "path": path,
             **(config or row_tile_candidates(block_n)[0]),
@@ -1550,8 +1585,8 @@ def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
         }
     if path == "two-pass":
         return {**_path_default("two-pass", x.dtype), "tuner": None}
-    config = _tuned_long_rows.get(_long_rows_key(x))
-    return {**(config or long_row_candidates(n_cols, x.dtype)[0]), "tuner": "softmax.long_rows"}
+    config = _tuned_long_rows.get(_long_rows_key(x2d))
+    return {**(config or long_row_candidates_for(x2d)[0]), "tuner": "softmax.long_rows"}
 
 
 def softmax(

@@ -1,0 +1,171 @@
+"""Softmax with each row waiting in shared memory, not in registers (Gluon, Hopper TMA).
+
+softmax.py's single pass keeps a whole row in registers. At rows of 8-64 KiB that fills the
+register file with one or two programs per SM, and while a program reduces, nothing else of
+that SM is in flight: bf16 rows of 4K-32K values ran at 3.83-4.02 TB/s there (and 3.24 at
+32K in the 32-warp single pass). Triton cannot keep a row in shared memory; Gluon, Triton's
+lower-level language (triton.experimental.gluon), can:
+
+1. one program per row asks the TMA for the row, as LINES / SUB boxes of SUB lines of 256
+   values, straight into shared memory, no registers held, and waits on one mbarrier;
+2. three passes over the shared copy, SUB lines at a time: the running max, the running sum
+   of 2^(x log2 e - c), then the output, 2^(x log2 e - c) / S, stored from registers.
+
+Bytes: rows x cols x itemsize read from HBM once (the TMA) and written once; shared memory is
+read three times. Per value: a max; an FFMA, an ex2 and an add; an FFMA, an ex2 and a
+multiply (the exps are taken twice instead of being held).
+
+A row of 64 KiB (32K bf16 values) leaves room for three programs per SM, 42-51 registers.
+On the H200 (experiments/softmax_gluon_rows_v1.json, one cold median each, same run): bf16
+4.10-4.22 TB/s at 4K-32K columns against 3.83-4.02 for the tuned Triton kernels; fp32 only
+3.26-3.88 (twice the shared bytes per row, fewer programs per SM): offered for 2-byte dtypes.
+
+It runs where the TMA does (compute capability 9.0 and up), never under the interpreter
+(Gluon has none), on rows it can address: contiguous, a multiple of 256 values, 16-byte
+aligned, at most MOST_ROW_BYTES. `fits` says whether a tensor qualifies; the softmax's tuners
+offer these configurations only then, and time them beside the register kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # a Triton without Gluon: the path is never offered
+    gluon = None
+
+from kernelab.kernels.triton._runtime import interpreting
+
+# A TMA box spans at most 256 values along each dimension: a row is seen as lines of 256,
+# and read in steps of 8 or 16 lines, so rows are whole steps of 8 lines (2,048 values).
+LINE_VALUES = 256
+LEAST_STEP_LINES = 8
+# One row per program in shared memory: 64 KiB keeps three programs per SM (227 KiB).
+MOST_ROW_BYTES = 64 << 10
+# (SUB lines per step, warps): each measured on the H200 (softmax_gluon_rows_v1, bf16,
+# TB/s at 4K / 8K / 16K / 32K columns): sub8 w8 4.22 / 4.12 / 4.11 / 4.10, sub16 w8
+# 4.13 / 4.14 / 4.11 / 4.09, sub8 w4 4.15 / 4.12 / 4.10 / 4.07. The tuner picks per shape.
+CONFIGS = (
+    {"path": "shared-row", "SUB": 8, "num_warps": 8},
+    {"path": "shared-row", "SUB": 16, "num_warps": 8},
+    {"path": "shared-row", "SUB": 8, "num_warps": 4},
+)
+
+
+if gluon is not None:
+    LINE = gl.constexpr(LINE_VALUES)
+    LOG2E = gl.constexpr(1.4426950408889634)
+    # Triton 3.6 names the TMA load async_copy_global_to_shared; 3.9 renamed it async_load
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+    @gluon.jit
+    def _softmax_shared_row_kernel(
+        x_desc,
+        out_ptr,
+        out_row_stride,
+        LINES: gl.constexpr,  # lines of LINE values in a row
+        SUB: gl.constexpr,  # lines per step of the passes (and per TMA box)
+        num_warps: gl.constexpr,
+    ):
+        row = gl.program_id(0)
+        # the row as LINES / SUB steps of SUB lines (a step is indexed at run time):
+        # LINES x LINE x itemsize bytes of shared memory
+        steps = gl.allocate_shared_memory(x_desc.dtype, [LINES // SUB, SUB, LINE], x_desc.layout)
+        arrived = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(arrived, count=1)
+        # the row's only read from HBM: one TMA box per step, all on one barrier
+        mbarrier.expect(arrived, (LINES // SUB) * x_desc.block_type.nbytes)
+        for step in range(LINES // SUB):
+            _tma_load(x_desc, [row * LINES + step * SUB, 0], arrived, steps.index(step))
+        mbarrier.wait(arrived, phase=0)
+        mbarrier.invalidate(arrived)
+
+        # a warp reads whole lines: 32 lanes x 8 values, 16 bytes per lane
+        layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        running = gl.full([SUB, LINE], float("-inf"), gl.float32, layout)
+        for step in range(LINES // SUB):
+            running = gl.maximum(running, steps.index(step).load(layout).to(gl.float32))
+        # the row max in log2 units, rounded once: every exp below is taken against this c,
+        # so its rounding cancels in the normalization
+        c = gl.max(gl.max(running, axis=1), axis=0) * LOG2E
+        # a row of only -inf: exps of 0, a sum of 0, and NaN out (0 * inf), the documented
+        # output; without this, -inf - -inf would give the same NaN one step earlier
+        c = gl.where(c == float("-inf"), 0.0, c)
+        total = gl.zeros([SUB, LINE], gl.float32, layout)
+        for step in range(LINES // SUB):
+            x = steps.index(step).load(layout).to(gl.float32)
+            total += gl.exp2(x * LOG2E - c)
+        scale = 1.0 / gl.sum(gl.sum(total, axis=1), axis=0)
+
+        lines = gl.arange(0, SUB, layout=gl.SliceLayout(1, layout))
+        cols = gl.arange(0, LINE, layout=gl.SliceLayout(0, layout))
+        within = lines[:, None] * LINE + cols[None, :]
+        target = out_ptr + row.to(gl.int64) * out_row_stride
+        for step in range(LINES // SUB):
+            x = steps.index(step).load(layout).to(gl.float32)
+            y = gl.exp2(x * LOG2E - c) * scale
+            # the only write: SUB x LINE x itemsize per step
+            gl.store(target + step * SUB * LINE + within, y.to(out_ptr.dtype.element_ty))
+
+
+def shape_fits(n_cols: int, itemsize: int, row_stride: int) -> bool:
+    """Whether rows of this length, item size and stride can take this path: 2-byte values,
+    whole steps of 8 lines of 256, contiguous rows, at most MOST_ROW_BYTES per row."""
+    return (
+        itemsize == 2
+        and n_cols % (LINE_VALUES * LEAST_STEP_LINES) == 0
+        and row_stride == n_cols
+        and 0 < n_cols * itemsize <= MOST_ROW_BYTES
+    )
+
+
+@functools.cache
+def _has_tma(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index) >= (9, 0)
+
+
+def fits(x2d) -> bool:
+    """Whether this 2-D tensor can take the shared-memory path here (see the module doc)."""
+    if gluon is None or interpreting() or x2d.device.type != "cuda":
+        return False
+    if x2d.dim() != 2 or x2d.stride(1) != 1 or x2d.data_ptr() % 16:
+        return False
+    if not shape_fits(x2d.shape[1], x2d.element_size(), x2d.stride(0)):
+        return False
+    if x2d.numel() // LINE_VALUES >= 1 << 31:
+        return False  # TMA coordinates are 32-bit
+    return _has_tma(x2d.device.index if x2d.device.index is not None else 0)
+
+
+def candidates_for(x2d) -> list[dict]:
+    """The configurations the softmax tuners may time for this tensor: those of CONFIGS whose
+    step divides its rows, where it fits; none elsewhere."""
+    if not fits(x2d):
+        return []
+    lines = x2d.shape[1] // LINE_VALUES
+    return [dict(c) for c in CONFIGS if lines % c["SUB"] == 0]
+
+
+def launch(x2d, out, config: dict) -> None:
+    """Softmax of the rows of x2d into out (same shape and dtype, contiguous rows)."""
+    if not fits(x2d):
+        raise ValueError("softmax_shared.launch: this tensor does not fit the path (see fits)")
+    n_rows, n_cols = x2d.shape
+    lines, sub = n_cols // LINE_VALUES, config["SUB"]
+    if lines % sub:
+        raise ValueError(f"softmax_shared.launch: {lines} lines is not whole steps of {sub}")
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    # the rows as lines of 256 values; one TMA box is one step of `sub` lines
+    view = x2d.view(n_rows * lines, LINE_VALUES)
+    x_desc = TensorDescriptor(
+        view, list(view.shape), list(view.stride()), [sub, LINE_VALUES], layout
+    )
+    _softmax_shared_row_kernel[(n_rows,)](
+        x_desc, out, out.stride(0), LINES=lines, SUB=sub, num_warps=config["num_warps"]
+    )
