@@ -1089,8 +1089,8 @@ def _huge_logit_rows(n_rows: int, n_cols: int) -> torch.Tensor:
     return x
 
 
-def _assert_precise_at_huge_logits(fn, config) -> None:
-    x = _huge_logit_rows(24, 70_001)
+def _assert_precise_at_huge_logits(fn, config, n_cols: int = 70_001) -> None:
+    x = _huge_logit_rows(24, n_cols)
     y = fn(x)
     expected = torch.softmax(x.double(), dim=-1)
     finite = [r for r in range(x.shape[0]) if r != 3]
@@ -1324,7 +1324,7 @@ def test_shared_row_softmax_fits_only_rows_its_tma_boxes_can_address():
     fits = shared.shape_fits
     # 2-byte rows of whole steps of 8 lines of 256 values, contiguous, at most 64 KiB
     assert fits(2048, 2, 2048) and fits(32768, 2, 32768) and fits(20480, 2, 20480)
-    assert not fits(32768, 4, 32768)  # fp32: measured slower (twice the shared bytes)
+    assert fits(16384, 4, 16384) and not fits(32768, 4, 32768)  # fp32: 64 KiB at most
     assert not fits(1024, 2, 1024)  # four lines: not a whole step
     assert not fits(30000, 2, 30000)  # not whole lines
     assert not fits(65536, 2, 65536)  # 128 KiB: one program per SM
@@ -1368,8 +1368,9 @@ rows = torch.empty(4 * lines, 256, dtype=torch.bfloat16)
 layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
 desc = TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [sub, 256], layout)
 signature = {"x_desc": mangle_type(desc), "out_ptr": "*bf16", "out_row_stride": "i32",
-             "LINES": "constexpr", "SUB": "constexpr", "num_warps": "constexpr"}
-constexprs = {"LINES": lines, "SUB": sub, "num_warps": warps}
+             "LINES": "constexpr", "SUB": "constexpr", "VEC": "constexpr",
+             "num_warps": "constexpr"}
+constexprs = {"LINES": lines, "SUB": sub, "VEC": 8, "num_warps": warps}
 source = GluonASTSource(
     fn=kernel, signature=signature,
     constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()},
@@ -1417,7 +1418,11 @@ def test_gpu_softmax_shared_row_kernel(softmax, index):
 
     config = dict(shared.CONFIGS[index])
     fn = functools.partial(softmax.softmax, config=config)
-    for dtype, torch_dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+    for dtype, torch_dtype in (
+        ("bf16", torch.bfloat16),
+        ("fp16", torch.float16),
+        ("fp32", torch.float32),
+    ):
         for shape in (
             {"rows": 1, "cols": 32768},
             {"rows": 3001, "cols": 4096},
@@ -1426,7 +1431,7 @@ def test_gpu_softmax_shared_row_kernel(softmax, index):
             {"rows": 77, "cols": 2048},
         ):
             x = torch.empty(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
-            if shape["cols"] // 256 % config["SUB"]:
+            if shape["cols"] // 256 % config["SUB"] or shape["cols"] * x.element_size() > 65536:
                 assert config not in shared.candidates_for(x)
                 continue
             # the kernel itself runs, not a fallback under its name
@@ -1466,3 +1471,39 @@ def test_gpu_softmax_shared_row_is_offered_only_where_it_fits(softmax):
     # 72 lines take steps of 8 only: a winner of steps of 16 tuned at 32K is never reused there
     assert {c["SUB"] for c in shared.candidates_for(bf16[:, :18432].contiguous())} == {8}
     assert softmax._long_rows_key(bf16) != softmax._long_rows_key(bf16[:, :18432].contiguous())
+
+
+def test_shared_split_softmax_offers_rows_of_whole_chunks():
+    from kernelab.kernels.triton import softmax_shared_split as split
+
+    def chunks(cols, itemsize):
+        return [cols * itemsize // c["CHUNK_BYTES"] for c in split.offered(cols, itemsize)]
+
+    # chunks of 64 KiB (steps of 8 and of 16 lines) and of 32 KiB, 2 to 64 per row
+    assert chunks(65536, 2) == [2, 4, 2] and chunks(262144, 2) == [8, 16, 8]
+    assert chunks(32768, 4) == [2, 4, 2] and chunks(262144, 4) == [16, 32, 16]
+    assert chunks(32768, 2) == [2]  # one 64 KiB chunk is the whole row (softmax_shared)
+    assert chunks(70001, 4) == [] and chunks(65536, 1) == [] and chunks(1 << 22, 4) == []
+    assert split.candidates_for(torch.empty(4, 65536, dtype=torch.bfloat16)) == []  # CPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("index", range(3), ids=["c64k-sub8w8", "c32k-sub8w8", "c64k-sub16w4"])
+def test_gpu_softmax_shared_split_kernel(softmax, index):
+    from kernelab.kernels.triton import softmax_shared_split as split
+
+    config = dict(split.CONFIGS[index])
+    fn = functools.partial(softmax.softmax, config=config)
+    for dtype, torch_dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        for shape in (
+            {"rows": 1, "cols": 262_144},
+            {"rows": 301, "cols": 65_536},
+            {"rows": 7, "cols": 131_072},
+        ):
+            x = torch.empty(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
+            # the kernel itself runs, not a fallback under its name
+            assert softmax._run_long_rows(x, torch.empty_like(x), config), (config, shape)
+            report = check_implementation(fn, "softmax", shape, dtype, trials=2)
+            assert report.ok, f"{config} {dtype} {shape}: {report.message}"
+    # -inf rows are NaN, a chunk of only -inf gets 0, huge logits stay within 1e-5 (fp32)
+    _assert_precise_at_huge_logits(fn, config, n_cols=65_536)

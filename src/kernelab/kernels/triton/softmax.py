@@ -62,7 +62,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton import softmax_shared
+from kernelab.kernels.triton import softmax_shared, softmax_shared_split
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreter_row_tile,
@@ -1220,17 +1220,17 @@ def _nbytes(x2d) -> int:
     return x2d.numel() * x2d.element_size()
 
 
+def _shared_offers(x2d) -> tuple:
+    """Which shared-memory configurations fit this tensor (softmax_shared, _split): part of
+    the tuners' keys, so a winner tuned on rows one fits is never reused on rows it does not
+    (the padded row length alone does not say: 18,432 and 32,768 columns share a key)."""
+    offers = softmax_shared.candidates_for(x2d) + softmax_shared_split.candidates_for(x2d)
+    return tuple(tuple(sorted(c.items())) for c in offers)
+
+
 def _rows_key(x2d) -> tuple:
-    # the shared-memory kernel's steps that divide these rows (none where it does not fit):
-    # a winner tuned on rows it fits is never reused on rows it does not
-    steps = tuple(c["SUB"] for c in softmax_shared.candidates_for(x2d))
-    return (
-        "softmax.rows",
-        triton.next_power_of_2(x2d.shape[1]),
-        x2d.dtype,
-        x2d.device.index,
-        steps,
-    )
+    block_n = triton.next_power_of_2(x2d.shape[1])
+    return ("softmax.rows", block_n, x2d.dtype, x2d.device.index, _shared_offers(x2d))
 
 
 def _launch_rows(x2d, out, config: dict | None) -> None:
@@ -1506,6 +1506,10 @@ def _run_long_rows(x2d, out, config: dict) -> bool:
         if config not in softmax_shared.candidates_for(x2d):
             return False
         softmax_shared.launch(x2d, out, config)
+    elif path == "shared-split":
+        if config not in softmax_shared_split.candidates_for(x2d):
+            return False
+        softmax_shared_split.launch(x2d, out, config)
     else:
         raise ValueError(f"unknown long-row path {path!r}")
     return True
@@ -1529,19 +1533,19 @@ def long_row_plan(x, config: dict) -> dict:
 
 
 def _long_rows_key(x2d) -> tuple:
-    # as _rows_key: which shared-memory steps divide these rows is part of the key
-    steps = tuple(c["SUB"] for c in softmax_shared.candidates_for(x2d))
     block_n = triton.next_power_of_2(x2d.shape[1])
-    return ("softmax.long_rows", block_n, x2d.dtype, x2d.device.index, steps)
+    return ("softmax.long_rows", block_n, x2d.dtype, x2d.device.index, _shared_offers(x2d))
 
 
 def long_row_candidates_for(x2d) -> list[dict]:
-    """What the long-row tuner ranks for this tensor: the shared-memory kernel first where it
-    fits (2-byte rows of up to 32K values: at 32K bf16 it measured 4.07-4.10 TB/s against
-    3.83 for the tuned long-row kernels in the same run, softmax_gluon_rows_v1), so it is the
-    untuned default there; then long_row_candidates."""
-    shared = softmax_shared.candidates_for(x2d)
-    return shared + long_row_candidates(x2d.shape[1], x2d.dtype)
+    """What the long-row tuner ranks for this tensor: the shared-memory row kernel first where
+    it fits (rows of up to 64 KiB: at 32K bf16 it measured 4.07-4.10 TB/s against 3.83 for
+    the tuned long-row kernels in the same run, softmax_gluon_rows_v1), so it is the untuned
+    default there; then long_row_candidates; then the split shared-memory kernel (rows of
+    whole chunks; not measured yet, so never the default)."""
+    row = softmax_shared.candidates_for(x2d)
+    split = softmax_shared_split.candidates_for(x2d)
+    return row + long_row_candidates(x2d.shape[1], x2d.dtype) + split
 
 
 def _launch_long_rows(x2d, out, config: dict | None) -> None:

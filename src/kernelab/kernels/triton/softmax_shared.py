@@ -17,8 +17,9 @@ multiply (the exps are taken twice instead of being held).
 
 A row of 64 KiB (32K bf16 values) leaves room for three programs per SM, 42-51 registers.
 On the H200 (experiments/softmax_gluon_rows_v1.json, one cold median each, same run): bf16
-4.10-4.22 TB/s at 4K-32K columns against 3.83-4.02 for the tuned Triton kernels; fp32 only
-3.26-3.88 (twice the shared bytes per row, fewer programs per SM): offered for 2-byte dtypes.
+4.10-4.22 TB/s at 4K-32K columns against 3.83-4.02 for the tuned Triton kernels. fp32 ran
+at 3.26-3.88 there, read 32 bytes per lane: a 2-way shared-memory bank conflict. Reads are
+now 16 bytes per lane in every dtype (VEC) and fp32 rows are offered too; the tuner decides.
 
 It runs where the TMA does (compute capability 9.0 and up), never under the interpreter
 (Gluon has none), on rows it can address: contiguous, a multiple of 256 values, 16-byte
@@ -65,60 +66,84 @@ if gluon is not None:
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
     @gluon.jit
+    def _bring_into_shared(x_desc, first_line, steps, LINES: gl.constexpr, SUB: gl.constexpr):
+        """TMA lines [first_line, first_line + LINES) of 256 values into `steps` (LINES / SUB
+        steps of SUB lines), one box per step on one mbarrier, and wait for all of them: the
+        only read from HBM, LINES x 256 x itemsize bytes, no register held while in flight."""
+        arrived = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(arrived, count=1)
+        mbarrier.expect(arrived, (LINES // SUB) * x_desc.block_type.nbytes)
+        for step in range(LINES // SUB):
+            _tma_load(x_desc, [first_line + step * SUB, 0], arrived, steps.index(step))
+        mbarrier.wait(arrived, phase=0)
+        mbarrier.invalidate(arrived)
+
+    @gluon.jit
+    def _max_log2(steps, LINES: gl.constexpr, SUB: gl.constexpr, layout: gl.constexpr):
+        """The max of the values in shared memory times log2(e), rounded once to fp32 (every
+        exp is taken against this c, so its rounding cancels in the normalization); -inf for
+        values that are all -inf. One read of shared memory, an elementwise max per value."""
+        running = gl.full([SUB, LINE], float("-inf"), gl.float32, layout)
+        for step in range(LINES // SUB):
+            running = gl.maximum(running, steps.index(step).load(layout).to(gl.float32))
+        return gl.max(gl.max(running, axis=1), axis=0) * LOG2E
+
+    @gluon.jit
+    def _exp_sum(steps, c, LINES: gl.constexpr, SUB: gl.constexpr, layout: gl.constexpr):
+        """The sum of 2^(x log2 e - c) over the values in shared memory (c finite): one read,
+        an FFMA, an ex2 and an add per value."""
+        total = gl.zeros([SUB, LINE], gl.float32, layout)
+        for step in range(LINES // SUB):
+            x = steps.index(step).load(layout).to(gl.float32)
+            total += gl.exp2(x * LOG2E - c)
+        return gl.sum(gl.sum(total, axis=1), axis=0)
+
+    @gluon.jit
+    def _write_scaled(
+        steps, c, scale, target, LINES: gl.constexpr, SUB: gl.constexpr, layout: gl.constexpr
+    ):
+        """target[i] = 2^(x_i log2 e - c) * scale for the values in shared memory, in order:
+        one read, an FFMA, an ex2 and a multiply per value, and the only write (LINES x 256 x
+        itemsize bytes)."""
+        lines = gl.arange(0, SUB, layout=gl.SliceLayout(1, layout))
+        cols = gl.arange(0, LINE, layout=gl.SliceLayout(0, layout))
+        within = lines[:, None] * LINE + cols[None, :]
+        for step in range(LINES // SUB):
+            x = steps.index(step).load(layout).to(gl.float32)
+            y = gl.exp2(x * LOG2E - c) * scale
+            gl.store(target + step * SUB * LINE + within, y.to(target.dtype.element_ty))
+
+    @gluon.jit
     def _softmax_shared_row_kernel(
         x_desc,
         out_ptr,
         out_row_stride,
         LINES: gl.constexpr,  # lines of LINE values in a row
         SUB: gl.constexpr,  # lines per step of the passes (and per TMA box)
+        VEC: gl.constexpr,  # values per lane per read: 16 bytes
         num_warps: gl.constexpr,
     ):
         row = gl.program_id(0)
         # the row as LINES / SUB steps of SUB lines (a step is indexed at run time):
         # LINES x LINE x itemsize bytes of shared memory
         steps = gl.allocate_shared_memory(x_desc.dtype, [LINES // SUB, SUB, LINE], x_desc.layout)
-        arrived = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(arrived, count=1)
-        # the row's only read from HBM: one TMA box per step, all on one barrier
-        mbarrier.expect(arrived, (LINES // SUB) * x_desc.block_type.nbytes)
-        for step in range(LINES // SUB):
-            _tma_load(x_desc, [row * LINES + step * SUB, 0], arrived, steps.index(step))
-        mbarrier.wait(arrived, phase=0)
-        mbarrier.invalidate(arrived)
-
-        # a warp reads whole lines: 32 lanes x 8 values, 16 bytes per lane
-        layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        running = gl.full([SUB, LINE], float("-inf"), gl.float32, layout)
-        for step in range(LINES // SUB):
-            running = gl.maximum(running, steps.index(step).load(layout).to(gl.float32))
-        # the row max in log2 units, rounded once: every exp below is taken against this c,
-        # so its rounding cancels in the normalization
-        c = gl.max(gl.max(running, axis=1), axis=0) * LOG2E
+        _bring_into_shared(x_desc, row * LINES, steps, LINES, SUB)
+        # a warp reads whole lines, 16 bytes per lane (no bank conflicts)
+        layout: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [num_warps, 1], [1, 0])
+        c = _max_log2(steps, LINES, SUB, layout)
         # a row of only -inf: exps of 0, a sum of 0, and NaN out (0 * inf), the documented
         # output; without this, -inf - -inf would give the same NaN one step earlier
         c = gl.where(c == float("-inf"), 0.0, c)
-        total = gl.zeros([SUB, LINE], gl.float32, layout)
-        for step in range(LINES // SUB):
-            x = steps.index(step).load(layout).to(gl.float32)
-            total += gl.exp2(x * LOG2E - c)
-        scale = 1.0 / gl.sum(gl.sum(total, axis=1), axis=0)
-
-        lines = gl.arange(0, SUB, layout=gl.SliceLayout(1, layout))
-        cols = gl.arange(0, LINE, layout=gl.SliceLayout(0, layout))
-        within = lines[:, None] * LINE + cols[None, :]
+        scale = 1.0 / _exp_sum(steps, c, LINES, SUB, layout)
         target = out_ptr + row.to(gl.int64) * out_row_stride
-        for step in range(LINES // SUB):
-            x = steps.index(step).load(layout).to(gl.float32)
-            y = gl.exp2(x * LOG2E - c) * scale
-            # the only write: SUB x LINE x itemsize per step
-            gl.store(target + step * SUB * LINE + within, y.to(out_ptr.dtype.element_ty))
+        _write_scaled(steps, c, scale, target, LINES, SUB, layout)
 
 
 def shape_fits(n_cols: int, itemsize: int, row_stride: int) -> bool:
-    """Whether rows of this length, item size and stride can take this path: 2-byte values,
-    whole steps of 8 lines of 256, contiguous rows, at most MOST_ROW_BYTES per row."""
+    """Whether rows of this length, item size and stride can take this path: 2- or 4-byte
+    values, whole steps of 8 lines of 256, contiguous rows, at most MOST_ROW_BYTES per row."""
     return (
-        itemsize == 2
+        itemsize in (2, 4)
         and n_cols % (LINE_VALUES * LEAST_STEP_LINES) == 0
         and row_stride == n_cols
         and 0 < n_cols * itemsize <= MOST_ROW_BYTES
@@ -160,12 +185,14 @@ def launch(x2d, out, config: dict) -> None:
     lines, sub = n_cols // LINE_VALUES, config["SUB"]
     if lines % sub:
         raise ValueError(f"softmax_shared.launch: {lines} lines is not whole steps of {sub}")
-    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    itemsize = x2d.element_size()
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8 * itemsize, rank=2)
     # the rows as lines of 256 values; one TMA box is one step of `sub` lines
     view = x2d.view(n_rows * lines, LINE_VALUES)
     x_desc = TensorDescriptor(
         view, list(view.shape), list(view.stride()), [sub, LINE_VALUES], layout
     )
     _softmax_shared_row_kernel[(n_rows,)](
-        x_desc, out, out.stride(0), LINES=lines, SUB=sub, num_warps=config["num_warps"]
-    )
+        x_desc, out, out.stride(0), LINES=lines, SUB=sub, VEC=16 // itemsize,
+        num_warps=config["num_warps"],
+    )  # fmt: skip
