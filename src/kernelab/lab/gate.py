@@ -58,18 +58,25 @@ def sgemm_criteria(results: ResultSet) -> list[Criterion]:
     ]  # fmt: skip
 
 
-def _softmax_search_space() -> tuple[int, int]:
+def _softmax_search_space() -> tuple[int, int, int]:
     """How many configurations the softmax's tuners choose among, read from the code itself
-    (4096-column rows; 262,144-column fp32 rows for the long-row tuner), so the claim cannot
-    drift from it."""
+    (4096-column rows; 262,144-column fp32 rows for the long-row tuner; the shared-memory
+    kernels' configurations, which join both where a Hopper GPU's TMA can address the rows),
+    so the claim cannot drift from it."""
     try:
         import torch
 
+        from kernelab.kernels.triton import softmax_shared, softmax_shared_split
         from kernelab.kernels.triton._runtime import row_tile_candidates
         from kernelab.kernels.triton.softmax import long_row_candidates
     except ImportError:
-        return 0, 0
-    return len(row_tile_candidates(4096)), len(long_row_candidates(262_144, torch.float32))
+        return 0, 0, 0
+    shared = len(softmax_shared.CONFIGS) + len(softmax_shared_split.CONFIGS)
+    return (
+        len(row_tile_candidates(4096)),
+        len(long_row_candidates(262_144, torch.float32)),
+        shared if softmax_shared.gluon is not None else 0,
+    )
 
 
 def softmax_criteria(results: ResultSet) -> list[Criterion]:
@@ -77,10 +84,11 @@ def softmax_criteria(results: ResultSet) -> list[Criterion]:
     softmax = latest_per_case(results.by_op("softmax"))
     ours = [r for r in softmax if r.implementation == "triton.softmax"]
     columns = sorted({r.shape.get("cols") for r in ours if r.shape.get("cols")})
-    short_space, long_space = _softmax_search_space()
+    short_space, long_space, shared_space = _softmax_search_space()
     autotuned = short_space > 1 and long_space > 1
     tuned_text = (f"triton.softmax tunes over {short_space} row-tile and {long_space} long-row "
-                  "configurations (kernels/triton/softmax.py)")  # fmt: skip
+                  f"configurations, and {shared_space} shared-memory ones (Gluon) on Hopper "
+                  "(kernels/triton/softmax*.py)")  # fmt: skip
     benchmarked = len(columns) >= SOFTMAX_MIN_COLUMN_COUNTS
     phase = Criterion(
         "fused softmax in Triton, autotuned and benchmarked",

@@ -38,6 +38,13 @@ long_row_candidates, each naming its kernel in "path":
    write. What the CPU interpreter runs by default (it runs programs one after another, so
    peers never meet), and the fallback when a split kernel's programs cannot all be
    resident.
+6. "shared-row" (softmax_shared.py, Gluon): one program per row of up to 64 KiB, the row
+   brought by TMA into shared memory instead of registers, three passes over it there.
+   Offered to both tuners where a Hopper GPU's TMA can address the rows (contiguous, whole
+   2,048-value steps, 16-byte aligned); the long-row tuner's default where it fits.
+7. "shared-split" (softmax_shared_split.py, Gluon): longer rows in chunks of 32-64 KiB, one
+   per program, each in shared memory; partials exchanged through global memory, programs
+   ordered by a ticket so that no residency has to be assumed.
 
 Every kernel takes LEAN (the default; False runs the session-1 arithmetic, kept so that a
 benchmark can measure the difference): exp as one FFMA and one ex2.approx.ftz per value
