@@ -710,9 +710,10 @@ def _softmax_coop_deferred_kernel(
     # publish as early as possible, finish the deferred row last.
     # Two more were measured and removed in session 8 (code in commit cf4c7eb): holding no
     # exps and reading the chunk to finish again from L2 (REREAD, v21: bf16 c2048 207 -> 127
-    # registers, 3-35 % slower) and a workspace that the group's last program zeroes at the
-    # end instead of a memset per call (SELF_CLEAN, softmax_workspace_v1: 97.4-100.8 % of
-    # the memset's speed in alternating pairs; the memset itself costs nothing measurable).
+    # registers, the best variant 1-22 % below the winner at each shape) and a workspace
+    # that the group's last program zeroes at the end instead of a memset per call
+    # (SELF_CLEAN, softmax_workspace_v1: 97.4-100.8 % of the memset's speed in alternating
+    # pairs; the memset itself costs nothing measurable).
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).

@@ -15,7 +15,8 @@ Bytes: rows x cols x itemsize read from HBM once (the TMA) and written once; sha
 read three times. Per value: a max; an FFMA, an ex2 and an add; an FFMA, an ex2 and a
 multiply (the exps are taken twice instead of being held).
 
-A row of 64 KiB (32K bf16 values) leaves room for three programs per SM, 42-51 registers.
+A row of 64 KiB (32K bf16 values) leaves room for three programs per SM; 27-57 registers
+across the configurations (Triton 3.6 and 3.9, compiled for sm_90).
 On the H200 (experiments/softmax_gluon_rows_v1.json, one cold median each, same run): bf16
 4.10-4.22 TB/s at 4K-32K columns against 3.83-4.02 for the tuned Triton kernels. fp32 ran
 at 3.26-3.88 there, read 32 bytes per lane: a 2-way shared-memory bank conflict. Reads are
