@@ -1390,8 +1390,8 @@ print(json.dumps([registers, stack, "UTMALDG" in sass, compiled.metadata.shared]
 @pytest.mark.parametrize("sub, warps", [(8, 8), (16, 8), (8, 4)])
 def test_shared_row_softmax_compiles_for_hopper_with_tma_and_few_registers(sub, warps):
     # The row comes in by TMA (UTMALDG) into 64 KiB of shared memory at 32K bf16 values, and
-    # the registers stay few (27-57 compiled for sm_90 by Triton 3.6 and 3.9), so three programs fit
-    # per SM: the point of the kernel. Needs a Triton with Gluon and the CUDA tools.
+    # the registers stay few (27-57 compiled for sm_90 by Triton 3.6 and 3.9), so three
+    # programs fit per SM: the point of the kernel. Needs Gluon and the CUDA tools.
     import json
 
     from kernelab.kernels.cuda.sass import find_tool

@@ -19,8 +19,9 @@ A row of 64 KiB (32K bf16 values) leaves room for three programs per SM; 27-57 r
 across the configurations (Triton 3.6 and 3.9, compiled for sm_90).
 On the H200 (experiments/softmax_gluon_rows_v1.json, one cold median each, same run): bf16
 4.10-4.22 TB/s at 4K-32K columns against 3.83-4.02 for the tuned Triton kernels. fp32 ran
-at 3.26-3.88 there, read 32 bytes per lane: a 2-way shared-memory bank conflict. Reads are
-now 16 bytes per lane in every dtype (VEC) and fp32 rows are offered too; the tuner decides.
+at 3.26-3.88 there, reading 32 bytes per lane (by the bank arithmetic a 2-way conflict; not
+profiled). Reads are now 16 bytes per lane in every dtype (VEC), and fp32 rows of up to 16K
+values took this kernel in the next tuned sweep at 4.11-4.14 (triton_kernels_sweep_20261130-023048).
 
 It runs where the TMA does (compute capability 9.0 and up), never under the interpreter
 (Gluon has none), on rows it can address: contiguous, a multiple of 256 values, 16-byte
