@@ -24,7 +24,7 @@ profiled). Reads are now 16 bytes per lane in every dtype (VEC), and fp32 rows o
 values took this kernel in the next tuned sweep at 4.11-4.14 (triton_kernels_sweep_20261130-023048).
 
 It runs where the TMA does (compute capability 9.0 and up), never under the interpreter
-(Gluon has none), on rows it can address: contiguous, a multiple of 256 values, 16-byte
+(Gluon has none), on rows it can address: contiguous, whole steps of 2,048 values, 16-byte
 aligned, at most MOST_ROW_BYTES. `fits` says whether a tensor qualifies; the softmax's tuners
 offer these configurations only then, and time them beside the register kernels.
 """
