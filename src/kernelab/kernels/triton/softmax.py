@@ -1260,7 +1260,7 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
         if interpreting():
             config = interpreter_row_tile(block_n)
         else:
-            # the register row tiles, then (2-byte rows that fit) the shared-memory kernel
+            # the register row tiles, then (rows that fit) the shared-memory kernel
             candidates = row_candidates_for(x2d) + softmax_shared.candidates_for(x2d)
             key = _rows_key(x2d)
             config = tuned(_tuned_rows, key, run, candidates, nbytes=_nbytes(x2d))
@@ -1586,7 +1586,9 @@ def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
     its key in _runtime.TUNING_LOG) for softmax(x): the tuned one, else the default."""
     n_cols = x.shape[-1]
     path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
-    x2d = x if x.stride(1) == 1 else x.contiguous()
+    # the tensor softmax() launches on (it copies rows of a non-unit stride); for the keys only
+    # its shape, dtype, strides and alignment matter, so an uncopied stand-in serves
+    x2d = x if x.stride(1) == 1 else torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if path == "single-pass":
         block_n = triton.next_power_of_2(n_cols)
         config = _tuned_rows.get(_rows_key(x2d))
