@@ -18,8 +18,8 @@ each, so a row is a group of n_chunks programs:
    writes NaN rather than hang.
 
 Bytes: one read and one write of the tensor; 8 bytes per chunk published and n_chunks x 8
-polled per program. The workspace (rows x chunks + 1 words) is zeroed per call (a memset:
-in session 8 a zeroed workspace per call measured no slower than none, softmax_workspace_v1).
+polled per program. The workspace (rows x chunks + 1 words) is zeroed per call (a memset,
+which measured no slower than a self-cleaning workspace in session 8: softmax_workspace_v1).
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ else:
 MOST_CHUNKS = 64
 # A poll is an L2 round trip (~1 us): 2^22 of them is seconds, then the row comes out NaN.
 MAX_SPINS = 1 << 22
+# Measured on the H200 in the tuner's first pass of triton_kernels_sweep_20261130-023048
+# (one cold median each), TB/s: fp32 at 32K / 65K / 131K / 262K columns, then bf16 at 65K /
+# 131K / 262K: c64k sub8 w8 3.99 / 3.98 / 3.95 / 3.81, 3.84 / 3.77 / 3.68; c32k sub8 w8
+# 3.97 / 3.94 / 3.79 / 3.52, 3.81 / 3.73 / 3.45; c64k sub16 w4 4.05 / 4.05 / 4.04 / 3.98,
+# 3.84 / 3.79 / 3.76. The sweep chose it for fp32 32K, 65K and 262K.
 CONFIGS = (
     {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 8, "num_warps": 8},
     {"path": "shared-split", "CHUNK_BYTES": 32 << 10, "SUB": 8, "num_warps": 8},
