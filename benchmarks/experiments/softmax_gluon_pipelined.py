@@ -33,11 +33,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 from pathlib import Path
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
@@ -139,6 +137,25 @@ def _finish_step(
 
 
 @gluon.jit
+def _step(
+    x_desc, out_ptr, out_row_stride, words_ptr, cur, cur_bar, prev, prev_bar, prev_c, i, n_iter,
+    group, chunk, n_chunks, n_groups, healthy, LINES: gl.constexpr, SUB: gl.constexpr,
+    VEC: gl.constexpr, BLOCK_CHUNKS: gl.constexpr, MAX_SPINS: gl.constexpr,
+    num_warps: gl.constexpr,
+):  # fmt: skip
+    """Step i: publish row i's partials from cur, then finish row i - 1 from prev and refill
+    prev with row i + 2. Returns (row i's c, healthy)."""
+    c = _publish_step(
+        words_ptr, cur, cur_bar, i, n_iter, group, chunk, n_chunks, LINES, SUB, VEC, num_warps
+    )
+    healthy = _finish_step(
+        x_desc, out_ptr, out_row_stride, words_ptr, prev, prev_bar, prev_c, i, n_iter, group,
+        chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS, MAX_SPINS, num_warps,
+    )  # fmt: skip
+    return c, healthy
+
+
+@gluon.jit
 def _pipelined_split_kernel(
     x_desc, out_ptr, out_row_stride, words_ptr, n_rows, n_chunks, n_groups,
     LINES: gl.constexpr, SUB: gl.constexpr, VEC: gl.constexpr, BLOCK_CHUNKS: gl.constexpr,
@@ -167,32 +184,20 @@ def _pipelined_split_kernel(
     c2 = 0.0  # the c of the row in buffer 2, before any
     for base in range(0, n_iter + 1, 3):
         # unrolled by three, so that every buffer is chosen at compile time
-        c0 = _publish_step(
-            words_ptr, buf0, bar0, base, n_iter, group, chunk, n_chunks, LINES, SUB, VEC,
+        c0, healthy = _step(
+            x_desc, out_ptr, out_row_stride, words_ptr, buf0, bar0, buf2, bar2, c2, base, n_iter,
+            group, chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS, MAX_SPINS,
             num_warps,
         )  # fmt: skip
-        healthy = _finish_step(
-            x_desc, out_ptr, out_row_stride, words_ptr, buf2, bar2, c2, base, n_iter, group,
-            chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS, MAX_SPINS,
-            num_warps,
+        c1, healthy = _step(
+            x_desc, out_ptr, out_row_stride, words_ptr, buf1, bar1, buf0, bar0, c0, base + 1,
+            n_iter, group, chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS,
+            MAX_SPINS, num_warps,
         )  # fmt: skip
-        c1 = _publish_step(
-            words_ptr, buf1, bar1, base + 1, n_iter, group, chunk, n_chunks, LINES, SUB, VEC,
-            num_warps,
-        )  # fmt: skip
-        healthy = _finish_step(
-            x_desc, out_ptr, out_row_stride, words_ptr, buf0, bar0, c0, base + 1, n_iter, group,
-            chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS, MAX_SPINS,
-            num_warps,
-        )  # fmt: skip
-        c2 = _publish_step(
-            words_ptr, buf2, bar2, base + 2, n_iter, group, chunk, n_chunks, LINES, SUB, VEC,
-            num_warps,
-        )  # fmt: skip
-        healthy = _finish_step(
-            x_desc, out_ptr, out_row_stride, words_ptr, buf1, bar1, c1, base + 2, n_iter, group,
-            chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS, MAX_SPINS,
-            num_warps,
+        c2, healthy = _step(
+            x_desc, out_ptr, out_row_stride, words_ptr, buf2, bar2, buf1, bar1, c1, base + 2,
+            n_iter, group, chunk, n_chunks, n_groups, healthy, LINES, SUB, VEC, BLOCK_CHUNKS,
+            MAX_SPINS, num_warps,
         )  # fmt: skip
     mbarrier.invalidate(bar0)
     mbarrier.invalidate(bar1)
@@ -242,9 +247,17 @@ CONFIGS = (
 )
 
 
+def _run(x, config: dict):
+    return launch(x, config)[0]
+
+
+def _plan(x, config: dict) -> dict:
+    return launch(x, config)[1]
+
+
 def main(argv=None) -> int:
-    from kernelab.harness.check import check_implementation
-    from kernelab.harness.timing import benchmark
+    from softmax_gluon_rows import run_experiment  # this folder's script
+
     from kernelab.kernels.triton import softmax as library
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -252,52 +265,21 @@ def main(argv=None) -> int:
     parser.add_argument("--cols", default="65536,131072,262144")
     parser.add_argument("--dtypes", default="bf16,fp32")
     args = parser.parse_args(argv)
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    src = torch.empty(GIB // 4, dtype=torch.int32, device="cuda")
-    copy = functools.partial(torch.Tensor.copy_, torch.empty_like(src), src)
-    copy_tbps = 2 * GIB / (benchmark(copy, mode="cold", max_time_s=0.5).median_ms * 1e-3) / 1e12
-    del src, copy
-    print(f"copy {copy_tbps:.3f} TB/s", flush=True)
-    rows = []
-    for dtype in args.dtypes.split(","):
-        for cols in (int(c) for c in args.cols.split(",")):
-            itemsize = torch.empty((), dtype=torch_dtype[dtype]).element_size()
-            shape = {"rows": GIB // (cols * itemsize), "cols": cols}
-            x = torch.randn(shape["rows"], cols, device="cuda", dtype=torch_dtype[dtype])
-            nbytes = 2 * x.numel() * itemsize
-            entries = [("library (tuned)", library.softmax, None)]
-            for config in CONFIGS:
-                name = f"pipelined c{config['CHUNK_BYTES'] >> 10}k sub{config['SUB']} w{config['num_warps']}"
-                entries.append((name, lambda t, c=config: launch(t, c)[0], config))
-            for name, fn, config in entries:
-                row = {"dtype": dtype, "cols": cols, "candidate": name}
-                try:
-                    if config is not None:
-                        row["plan"] = launch(x[:1].contiguous(), config)[1]
-                    report = check_implementation(fn, "softmax", shape, dtype, trials=3)
-                    if not report.ok:
-                        rows.append({**row, "status": f"check FAILED: {report.message}"})
-                        print(rows[-1], flush=True)
-                        continue
-                    timing = benchmark(functools.partial(fn, x), mode="cold", max_time_s=0.5)
-                except Exception as exc:  # one broken variant must not end the run
-                    rows.append({**row, "status": f"error: {type(exc).__name__}: {exc}"[:300]})
-                    print(rows[-1], flush=True)
-                    continue
-                tbps = nbytes / (timing.median_ms * 1e-3) / 1e12
-                row.update(status="ok", median_ms=timing.median_ms, tbps=tbps,
-                           rel_noise=timing.rel_noise)  # fmt: skip
-                rows.append(row)
-                print(
-                    f"{dtype} {cols:>7} {name:30} {tbps:6.3f} TB/s {row.get('plan', '')}",
-                    flush=True,
-                )
-            del x
-            torch.cuda.empty_cache()
-    args.out.mkdir(parents=True, exist_ok=True)
-    document = {"copy_tbps": copy_tbps, "triton": triton.__version__, "rows": rows}
-    (args.out / "softmax_gluon_pipelined.json").write_text(json.dumps(document, indent=1))
-    return 0
+
+    def entries_for(x) -> list:
+        entries = [("library (tuned)", library.softmax, None)]
+        for config in CONFIGS:
+            name = "pipelined c{}k sub{} w{}".format(
+                config["CHUNK_BYTES"] >> 10, config["SUB"], config["num_warps"]
+            )
+            # the plan: a one-row launch compiles it and sizes its resident grid
+            plan = functools.partial(_plan, x[:1].contiguous(), config)
+            entries.append((name, functools.partial(_run, config=config), plan))
+        return entries
+
+    return run_experiment(
+        args.out, args.dtypes, args.cols, entries_for, "softmax_gluon_pipelined.json"
+    )
 
 
 if __name__ == "__main__":

@@ -115,11 +115,78 @@ def softmax_row_in_shared(x, sub: int = 8, warps: int = 4):
     return out
 
 
-def main(argv=None) -> int:
+def copy_ceiling_tbps() -> float:
+    """torch's copy of 1 GiB, cold: the ceiling each softmax here is read against."""
     import torch
 
+    from kernelab.harness.timing import benchmark
+
+    src = torch.empty(GIB // 4, dtype=torch.int32, device="cuda")
+    copy = functools.partial(torch.Tensor.copy_, torch.empty_like(src), src)
+    copy_ms = benchmark(copy, mode="cold", max_time_s=0.5).median_ms
+    return 2 * GIB / (copy_ms * 1e-3) / 1e12
+
+
+def check_and_time(entries, x, dtype: str) -> list[dict]:
+    """Each (name, fn, plan) of entries: checked against the float64 reference on 3 fresh
+    inputs of x's shape, then timed cold on x; one row each (a failure is a row too)."""
     from kernelab.harness.check import check_implementation
     from kernelab.harness.timing import benchmark
+
+    shape = {"rows": x.shape[0], "cols": x.shape[1]}
+    nbytes = 2 * x.numel() * x.element_size()  # one read and one write
+    rows = []
+    for name, fn, plan in entries:
+        row = {"dtype": dtype, "cols": x.shape[1], "candidate": name}
+        try:
+            if plan is not None:
+                row["plan"] = plan()
+            report = check_implementation(fn, "softmax", shape, dtype, trials=3)
+            if not report.ok:
+                rows.append({**row, "status": f"check FAILED: {report.message}"})
+                print(rows[-1], flush=True)
+                continue
+            timing = benchmark(functools.partial(fn, x), mode="cold", max_time_s=0.5)
+        except Exception as exc:  # one broken variant must not end the run
+            rows.append({**row, "status": f"error: {type(exc).__name__}: {exc}"[:300]})
+            print(rows[-1], flush=True)
+            continue
+        tbps = nbytes / (timing.median_ms * 1e-3) / 1e12
+        row.update(status="ok", median_ms=timing.median_ms, tbps=tbps, rel_noise=timing.rel_noise)
+        rows.append(row)
+        print(
+            f"{dtype} {x.shape[1]:>7} {name:32} {tbps:6.3f} TB/s {row.get('plan', '')}", flush=True
+        )
+    return rows
+
+
+def run_experiment(out: Path, dtypes: str, cols: str, entries_for, name: str, fits=None) -> int:
+    """For each dtype and row length (comma lists) that `fits(cols, itemsize)` allows, a 1 GiB
+    input, the (name, fn, plan) entries that entries_for(x) gives, checked and timed
+    (check_and_time); the rows and the copy ceiling to out/name."""
+    import torch
+
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    copy_tbps = copy_ceiling_tbps()
+    print(f"copy {copy_tbps:.3f} TB/s", flush=True)
+    rows = []
+    for dtype in dtypes.split(","):
+        for n_cols in (int(c) for c in cols.split(",")):
+            itemsize = torch.empty((), dtype=torch_dtype[dtype]).element_size()
+            if fits is not None and not fits(n_cols, itemsize):
+                continue
+            shape = (GIB // (n_cols * itemsize), n_cols)
+            x = torch.randn(shape, device="cuda", dtype=torch_dtype[dtype])
+            rows += check_and_time(entries_for(x), x, dtype)
+            del x
+            torch.cuda.empty_cache()
+    out.mkdir(parents=True, exist_ok=True)
+    document = {"copy_tbps": copy_tbps, "triton": triton.__version__, "rows": rows}
+    (out / name).write_text(json.dumps(document, indent=1))
+    return 0
+
+
+def main(argv=None) -> int:
     from kernelab.kernels.triton import softmax as library
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -128,51 +195,21 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", default="bf16,fp32")
     parser.add_argument("--configs", default="8x4,16x4,8x8,16x8", help="SUBxWARPS list")
     args = parser.parse_args(argv)
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    src = torch.empty(GIB // 4, dtype=torch.int32, device="cuda")
-    copy = functools.partial(torch.Tensor.copy_, torch.empty_like(src), src)
-    copy_ms = benchmark(copy, mode="cold", max_time_s=0.5).median_ms
-    copy_tbps = 2 * GIB / (copy_ms * 1e-3) / 1e12
-    del src, copy
-    print(f"copy {copy_tbps:.3f} TB/s", flush=True)
-    rows = []
-    for dtype in args.dtypes.split(","):
-        for cols in (int(c) for c in args.cols.split(",")):
-            itemsize = torch.empty((), dtype=torch_dtype[dtype]).element_size()
-            if cols * itemsize > 64 * 1024:
-                continue  # one row in 64 KiB of shared memory at most here
-            shape = {"rows": GIB // (cols * itemsize), "cols": cols}
-            x = torch.randn(shape["rows"], cols, device="cuda", dtype=torch_dtype[dtype])
-            nbytes = 2 * x.numel() * itemsize
-            entries = [("library (tuned)", library.softmax)]
-            for config in args.configs.split(","):
-                sub, warps = (int(v) for v in config.split("x"))
-                fn = functools.partial(softmax_row_in_shared, sub=sub, warps=warps)
-                entries.append((f"gluon sub{sub} w{warps}", fn))
-            for name, fn in entries:
-                row = {"dtype": dtype, "cols": cols, "candidate": name}
-                try:
-                    report = check_implementation(fn, "softmax", shape, dtype, trials=3)
-                    if not report.ok:
-                        rows.append({**row, "status": f"check FAILED: {report.message}"})
-                        print(rows[-1], flush=True)
-                        continue
-                    timing = benchmark(functools.partial(fn, x), mode="cold", max_time_s=0.5)
-                except Exception as exc:  # one broken variant must not end the run
-                    rows.append({**row, "status": f"error: {type(exc).__name__}: {exc}"[:300]})
-                    print(rows[-1], flush=True)
-                    continue
-                tbps = nbytes / (timing.median_ms * 1e-3) / 1e12
-                row.update(status="ok", median_ms=timing.median_ms, tbps=tbps,
-                           rel_noise=timing.rel_noise)  # fmt: skip
-                rows.append(row)
-                print(f"{dtype} {cols:>6} {name:20} {tbps:6.3f} TB/s", flush=True)
-            del x
-            torch.cuda.empty_cache()
-    args.out.mkdir(parents=True, exist_ok=True)
-    document = {"copy_tbps": copy_tbps, "triton": triton.__version__, "rows": rows}
-    (args.out / "softmax_gluon_rows.json").write_text(json.dumps(document, indent=1))
-    return 0
+
+    def entries_for(x) -> list:
+        entries = [("library (tuned)", library.softmax, None)]
+        for config in args.configs.split(","):
+            sub, warps = (int(v) for v in config.split("x"))
+            fn = functools.partial(softmax_row_in_shared, sub=sub, warps=warps)
+            entries.append((f"gluon sub{sub} w{warps}", fn, None))
+        return entries
+
+    def fits(n_cols: int, itemsize: int) -> bool:
+        return n_cols * itemsize <= 64 * 1024  # one row in 64 KiB of shared memory at most
+
+    return run_experiment(
+        args.out, args.dtypes, args.cols, entries_for, "softmax_gluon_rows.json", fits
+    )
 
 
 if __name__ == "__main__":
