@@ -155,7 +155,9 @@ def _step(
     return c, healthy
 
 
-@gluon.jit
+# n_rows and n_groups are not specialized on (a value of 1 would be compiled in): the
+# occupancy probe (n_groups = 1) and the plan (one row) size the very binary that launches
+@gluon.jit(do_not_specialize=["n_rows", "n_groups"])
 def _pipelined_split_kernel(
     x_desc, out_ptr, out_row_stride, words_ptr, n_rows, n_chunks, n_groups,
     LINES: gl.constexpr, SUB: gl.constexpr, VEC: gl.constexpr, BLOCK_CHUNKS: gl.constexpr,
