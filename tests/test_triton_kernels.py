@@ -1322,7 +1322,7 @@ def test_shared_row_softmax_fits_only_rows_its_tma_boxes_can_address():
     from kernelab.kernels.triton import softmax_shared as shared
 
     fits = shared.shape_fits
-    # 2-byte rows of whole steps of 8 lines of 256 values, contiguous, at most 64 KiB
+    # rows of 2- or 4-byte values in whole steps of 8 lines of 256, contiguous, <= 64 KiB
     assert fits(2048, 2, 2048) and fits(32768, 2, 32768) and fits(20480, 2, 20480)
     assert fits(16384, 4, 16384) and not fits(32768, 4, 32768)  # fp32: 64 KiB at most
     assert not fits(1024, 2, 1024)  # four lines: not a whole step
@@ -1398,7 +1398,7 @@ def test_shared_row_softmax_compiles_for_hopper_with_tma_and_few_registers(sub, 
     from kernelab.kernels.triton import softmax_shared as shared
 
     if shared.gluon is None or find_tool("cuobjdump") is None:
-        pytest.skip("needs Gluon (Triton >= 3.4) and cuobjdump")
+        pytest.skip("needs a Triton with Gluon, and cuobjdump")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     probe = subprocess.run(
         [sys.executable, "-c", _SHARED_ROW_PROBE, "32768", str(sub), str(warps)],
