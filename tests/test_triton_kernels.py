@@ -1348,6 +1348,24 @@ def test_shared_row_softmax_offers_the_steps_that_divide_a_row(monkeypatch):
     assert steps == {18432: [8, 8], 32768: [8, 16, 8]}
 
 
+def test_shared_memory_softmax_turns_itself_off_with_a_warning_where_gluon_fails(monkeypatch):
+    # A Triton or a GPU where the Gluon kernel does not compile or run: the first check
+    # warns once and the shared-memory paths are not offered (the register kernels serve).
+    from kernelab.kernels.triton import softmax_shared as shared
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("PassManager::run failed")
+
+    monkeypatch.setattr(shared, "_launch_row", broken)
+    shared._works_here.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"shared-memory \(Gluon\) kernels are off"):
+            assert shared.works_here(0, torch.bfloat16) is False
+        assert shared.works_here(0, torch.bfloat16) is False  # asked once, then remembered
+    finally:
+        shared._works_here.cache_clear()
+
+
 # Compiles the shared-row kernel for sm_90 with this Triton (no GPU) in a process without
 # TRITON_INTERPRET; prints (registers, spilled bytes, TMA load in the SASS, shared bytes).
 _SHARED_ROW_PROBE = """

@@ -32,6 +32,7 @@ offer these configurations only then, and time them beside the register kernels.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 
@@ -157,6 +158,39 @@ def _has_tma(device_index: int) -> bool:
     return torch.cuda.get_device_capability(device_index) >= (9, 0)
 
 
+def works_here(device_index: int, dtype) -> bool:
+    """Whether the Gluon kernels compile and run on this GPU in this dtype: one launch on a
+    row of 2,048 values, checked against torch, the first time either path is offered. Gluon
+    is experimental (its API moved between Triton 3.6 and 3.9), so a Triton or a GPU where it
+    fails gets the register kernels and a warning, not an error. Not asked (and so not
+    offered) while a CUDA graph is being captured: the check synchronizes."""
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return False
+    return _works_here(device_index, dtype)
+
+
+@functools.cache
+def _works_here(device_index: int, dtype) -> bool:
+    try:
+        n_cols = LINE_VALUES * LEAST_STEP_LINES
+        x = torch.randn(1, n_cols, device=f"cuda:{device_index}", dtype=dtype)
+        out = torch.empty_like(x)
+        _launch_row(x, out, CONFIGS[0])
+        expected = torch.softmax(x.float(), dim=-1).to(dtype)
+        ok = bool(torch.allclose(out.float(), expected.float(), rtol=2e-2, atol=1e-6))
+        reason = "" if ok else "a wrong answer on a test row"
+    except Exception as exc:  # a compiler or driver error of any kind
+        ok, reason = False, f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+    if not ok:
+        warnings.warn(
+            f"triton softmax: the shared-memory (Gluon) kernels are off here ({reason}); "
+            "the register kernels serve every row length",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return ok
+
+
 def fits(x2d) -> bool:
     """Whether this 2-D tensor can take the shared-memory path here (see the module doc)."""
     if gluon is None or interpreting() or x2d.device.type != "cuda":
@@ -167,7 +201,8 @@ def fits(x2d) -> bool:
         return False
     if x2d.numel() // LINE_VALUES >= 1 << 31:
         return False  # TMA coordinates are 32-bit
-    return _has_tma(x2d.device.index if x2d.device.index is not None else 0)
+    index = x2d.device.index if x2d.device.index is not None else 0
+    return _has_tma(index) and works_here(index, x2d.dtype)
 
 
 def candidates_for(x2d) -> list[dict]:
@@ -183,6 +218,10 @@ def launch(x2d, out, config: dict) -> None:
     """Softmax of the rows of x2d into out (same shape and dtype, contiguous rows)."""
     if not fits(x2d):
         raise ValueError("softmax_shared.launch: this tensor does not fit the path (see fits)")
+    _launch_row(x2d, out, config)
+
+
+def _launch_row(x2d, out, config: dict) -> None:
     n_rows, n_cols = x2d.shape
     lines, sub = n_cols // LINE_VALUES, config["SUB"]
     if lines % sub:

@@ -142,7 +142,10 @@ def candidates_for(x2d) -> list[dict]:
         return []
     if x2d.numel() // shared.LINE_VALUES >= 1 << 31:
         return []  # TMA coordinates are 32-bit
-    if not shared._has_tma(x2d.device.index if x2d.device.index is not None else 0):
+    if x2d.element_size() not in (2, 4):
+        return []
+    index = x2d.device.index if x2d.device.index is not None else 0
+    if not shared._has_tma(index) or not shared.works_here(index, x2d.dtype):
         return []
     return offered(x2d.shape[1], x2d.element_size())
 
