@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import torch
 
+# the deferred kernel's exchange helpers (_packed, _combine_stats, _chunk_scale); softmax
+# imports this module too, and the names resolve only when a kernel compiles
+from kernelab.kernels.triton import softmax as _softmax
 from kernelab.kernels.triton import softmax_shared as shared
 from kernelab.kernels.triton._runtime import interpreting
 
@@ -54,7 +57,7 @@ CONFIGS = (
 
 if gluon is not None:
     LINE = shared.LINE
-    VALID = gl.constexpr(1 << 31)  # the tag bit of a published word (a zeroed one has none)
+    VALID = gl.constexpr(1 << 31)  # the tag bit of softmax._packed's word of turn 1
 
     @gluon.jit
     def _softmax_shared_split_kernel(
@@ -82,13 +85,10 @@ if gluon is not None:
         c_safe = gl.where(c == float("-inf"), 0.0, c)  # a chunk of only -inf: exps of 0
         chunk_sum = shared._exp_sum(steps, c_safe, LINES, SUB, layout)
 
-        # publish: c's bits high, the sum's low with its sign bit (a sum is never negative;
-        # a NaN stays NaN) replaced by the tag; 8 bytes
-        c_bits = c.to(gl.int32, bitcast=True).to(gl.int64) << 32
-        sum_bits = chunk_sum.to(gl.int32, bitcast=True).to(gl.int64) & 0x7FFFFFFF
-        gl.atomic_xchg(
-            words_ptr + 1 + ticket, c_bits | VALID | sum_bits, sem="relaxed", scope="gpu"
-        )
+        # publish (c, sum) as the deferred kernel's packed word of turn 1 (softmax._packed:
+        # its tag bit, VALID, is set; a zeroed word has none): 8 bytes
+        word = _softmax._packed(1, c, chunk_sum)
+        gl.atomic_xchg(words_ptr + 1 + ticket, word, sem="relaxed", scope="gpu")
 
         # poll the row's n_chunks words (8 bytes each) until every one carries the tag
         peer_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
@@ -105,12 +105,10 @@ if gluon is not None:
         maxes = (got >> 32).to(gl.int32).to(gl.float32, bitcast=True)
         maxes = gl.where(present, maxes, float("-inf"))
         sums = gl.where(present, (got & 0x7FFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        row_c = gl.max(maxes, axis=0)
-        # a row of only -inf: -inf - -inf = NaN in the sum, the documented output
-        row_sum = gl.sum(sums * gl.exp2(maxes - row_c), axis=0)
-        # a chunk of only -inf contributes 0 (2^(c - C) could overflow when C is very
-        # negative); a wait that gave up poisons the chunk with NaN
-        scale = gl.where(c == float("-inf"), 0.0, gl.exp2(c - row_c)) / row_sum
+        # combined in base 2 as the deferred kernel does (a row of only -inf: NaN, the
+        # documented output; a chunk of only -inf: 0); a wait that gave up poisons with NaN
+        row_c, row_sum = _softmax._combine_stats(maxes, sums, True)
+        scale = _softmax._chunk_scale(c, row_c, row_sum, False)
         scale = gl.where(late == 0, scale, float("nan"))
         target = out_ptr + row * out_row_stride + chunk * (LINES * LINE)
         shared._write_scaled(steps, c_safe, scale, target, LINES, SUB, layout)
