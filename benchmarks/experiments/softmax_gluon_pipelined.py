@@ -16,7 +16,7 @@ per (group, chunk) walks rows n_groups apart, holding three chunk buffers,
 
 so two chunks are in flight per program, none in registers, and the exchange's round trip is
 a whole step off the critical path. The exchange is the deferred kernel's: one packed word per
-chunk per turn, four turn slots, a one-bit tag (softmax._packed, _turn_bit). It needs every
+chunk per turn, four turn slots, a one-bit tag (softmax._packed, _turn_bit, called here). It needs every
 program resident: the grid is what fits (shared memory, threads and registers of the compiled
 kernel), as for the deferred kernel.
 
@@ -41,6 +41,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernelab.kernels.triton import softmax as _softmax
 from kernelab.kernels.triton import softmax_shared as shared
 from kernelab.kernels.triton._runtime import compiled_occupancy
 
@@ -50,12 +51,6 @@ LOG2E = shared.LOG2E
 # Triton 3.6 calls the CTA barrier thread_barrier; 3.9 calls it barrier
 _cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 MAX_SPINS = 1 << 22
-
-
-@gluon.jit
-def _turn_bit(turn):
-    # 1 for turns 1-4, 0 for 5-8, ...: a slot read for turn t holds t or t - 4 (four slots)
-    return ((turn + 3) // 4) % 2
 
 
 @gluon.jit
@@ -80,12 +75,10 @@ def _publish_step(
         c = shared._max_log2(cur, LINES, SUB, layout)
         c_safe = gl.where(c == float("-inf"), 0.0, c)
         chunk_sum = shared._exp_sum(cur, c_safe, LINES, SUB, layout)
-        # publish turn i + 1 in slot i % 4: c's bits high, the sum's low with the tag bit
-        c_bits = c.to(gl.int32, bitcast=True).to(gl.int64) << 32
-        sum_bits = chunk_sum.to(gl.int32, bitcast=True).to(gl.int64) & 0x7FFFFFFF
-        tag = _turn_bit(i + 1).to(gl.int64) << 31
+        # publish turn i + 1 in slot i % 4, the deferred kernel's packed word
         slot = words_ptr + ((group * 4 + i % 4) * n_chunks + chunk)
-        gl.atomic_xchg(slot, c_bits | tag | sum_bits, sem="relaxed", scope="gpu")
+        word = _softmax._packed(i + 1, c, chunk_sum)
+        gl.atomic_xchg(slot, word, sem="relaxed", scope="gpu")
     return c
 
 
@@ -105,7 +98,7 @@ def _finish_step(
         peers = gl.arange(0, BLOCK_CHUNKS, layout=peer_layout)
         present = peers < n_chunks
         slots = words_ptr + (group * 4 + (turn - 1) % 4) * n_chunks + peers
-        want = _turn_bit(turn)
+        want = _softmax._turn_bit(turn)
         got = gl.load(slots, mask=present, other=0, volatile=True)
         late = gl.sum(((((got >> 31) & 1) != want) & present).to(gl.int32), axis=0)
         spins = 0
@@ -118,9 +111,8 @@ def _finish_step(
         maxes = gl.where(present, maxes, float("-inf"))
         sums = (got & 0x7FFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
         sums = gl.where(present, sums, 0.0)
-        row_c = gl.max(maxes, axis=0)
-        row_sum = gl.sum(sums * gl.exp2(maxes - row_c), axis=0)
-        scale = gl.where(prev_c == float("-inf"), 0.0, gl.exp2(prev_c - row_c)) / row_sum
+        row_c, row_sum = _softmax._combine_stats(maxes, sums, True)
+        scale = _softmax._chunk_scale(prev_c, row_c, row_sum, False)
         scale = gl.where(healthy, scale, float("nan"))
         row = group + (i - 1) * n_groups
         target = out_ptr + row.to(gl.int64) * out_row_stride + chunk * (LINES * LINE)
