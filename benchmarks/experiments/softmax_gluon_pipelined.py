@@ -15,10 +15,10 @@ per (group, chunk) walks rows n_groups apart, holding three chunk buffers,
          row's chunk from its buffer -> TMA r + 2 n_groups's chunk into the freed buffer.
 
 so two chunks are in flight per program, none in registers, and the exchange's round trip is
-a whole step off the critical path. The exchange is the deferred kernel's: one packed word per
-chunk per turn, four turn slots, a one-bit tag (softmax._packed, _turn_bit, called here). It needs every
-program resident: the grid is what fits (shared memory, threads and registers of the compiled
-kernel), as for the deferred kernel.
+a whole step off the critical path. The exchange is the deferred kernel's, through its own
+helpers (softmax._packed, _turn_bit, _combine_stats): one packed word per chunk per turn, four
+turn slots, a one-bit tag. It needs every program resident: the grid is what fits (shared
+memory, threads and registers of the compiled kernel), as for the deferred kernel.
 
 Bytes: one read (TMA) and one write of the tensor; per program and row, 8 bytes published and
 n_chunks x 8 polled. Shared memory: 3 x CHUNK_BYTES per program.
