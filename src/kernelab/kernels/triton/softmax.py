@@ -517,8 +517,8 @@ def _settle(
     BASE2: tl.constexpr,
 ):
     """From one poll's words, poll again until every peer's word is this turn's, then combine
-    (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the spin budget, the polls beyond
-    the one given)."""
+    (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the
+    spin budget, the polls beyond the one given)."""
     late = _late(first, second, turn, PACKED)
     spins = 0
     while (late > 0) & (spins < MAX_SPINS):

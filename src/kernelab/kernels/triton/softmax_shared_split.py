@@ -90,7 +90,8 @@ if gluon is not None:
         word = _softmax._packed(1, c, chunk_sum)
         gl.atomic_xchg(words_ptr + 1 + ticket, word, sem="relaxed", scope="gpu")
 
-        # poll the row's n_chunks words (8 bytes each) until every one carries the tag
+        # poll the row's n_chunks words (8 bytes each) until every one carries the tag (not
+        # softmax._poll / _settle: their tl.arange has no layout, which Gluon requires)
         peer_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
         peers = gl.arange(0, BLOCK_CHUNKS, layout=peer_layout)
         present = peers < n_chunks
