@@ -1480,7 +1480,8 @@ def test_gpu_softmax_shared_row_is_offered_only_where_it_fits(softmax):
         c.get("path") == "shared-row"
         for c in softmax.softmax_shared.candidates_for(bf16[:, :4096].contiguous())
     )
-    # not for fp32, a strided row, rows that are not whole steps, or a start 8 bytes off
+    # not for a 128 KiB row (32K fp32), a strided row, rows of partial steps, or a start 8
+    # bytes off
     shared = softmax.softmax_shared
     assert shared.candidates_for(bf16.float()) == []
     assert shared.candidates_for(bf16[:, :4096]) == []
