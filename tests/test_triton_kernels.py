@@ -442,9 +442,10 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         (20_000, torch.float32, ("single-pass", None, False, 0, False)),  # pads to 32K
         (65_536, torch.float32, ("cooperative", 1024, True, 1, True)),
         (131_072, torch.float32, ("cooperative", 1024, True, 1, True)),
-        (262_144, torch.float32, ("cooperative", 1024, True, 1, True)),
-        # longer rows look up the 262K winner; past 256 chunks per row it is not offered, so
-        # the first cooperative candidate leads
+        # two warps of 1024 values each (session 9): half the polled words of c1024
+        (262_144, torch.float32, ("cooperative", 2048, True, 1, True)),
+        # longer rows look up the 262K winner; past 256 chunks per row no deferred config is
+        # offered, so the first cooperative candidate leads
         (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
@@ -497,6 +498,19 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
     # 524K columns: 512 chunks of 1024 are past the limit, 256 of 2048 (bf16) are not
     assert one_warp_chunks(524_288, torch.float32) == []
     assert one_warp_chunks(524_288, torch.bfloat16) == [2048, 2048]
+
+    # the two-warp deferred c2048 is an fp32 candidate only, and also stops at 256 chunks
+    def two_warp_chunks(cols, dtype):
+        return [
+            c["CHUNK"]
+            for c in softmax.long_row_candidates(cols, dtype)
+            if c["path"] == "cooperative" and c["num_warps"] == 2 and c.get("DEFER")
+        ]
+
+    assert two_warp_chunks(65_536, torch.float32) == [2048]
+    assert two_warp_chunks(524_288, torch.float32) == [2048]  # 256 chunks
+    assert two_warp_chunks(1_000_000, torch.float32) == []  # 489
+    assert two_warp_chunks(262_144, torch.bfloat16) == []
     # every one-warp candidate runs the packed early-poll exchange
     for cols, dtype in [(65_536, torch.float32), (131_072, torch.bfloat16)]:
         one_warp = [c for c in softmax.long_row_candidates(cols, dtype) if c.get("num_warps") == 1]

@@ -1010,6 +1010,14 @@ def cooperative_candidates(dtype) -> list[dict]:
     # c2048 kernel from 1,520 to 1,368 SASS instructions and 241 to 209 registers, and the
     # c1024 ones by 4-23 registers (Triton 3.6 for sm_90, compiled here): bf16 131K in 1024-value chunks went from 3.43-3.50 to
     # 3.97 TB/s (16 programs per SM instead of 12).
+    if torch.empty((), dtype=dtype).element_size() == 4:
+        # 2048 values at two warps with the L2 prefetch (session 9, softmax_long_rows_v22):
+        # half the chunks per row of c1024, so half the words each program polls per row
+        # (128 x 8 bytes at 262K columns, against 4 KiB of its own values). fp32 262K: 4.140
+        # TB/s against 4.006 for c1024 l2a1 in the same run; 131K 4.042 (4.079), 65K 3.957
+        # (4.031). 160 registers, no spill, 6 programs per SM. In bf16 it lost everywhere
+        # (3.45-3.60 against 3.78-3.96): there the poll was not what held c1024 back.
+        deferred.append({"CHUNK": 2048, "num_warps": 2, "L2_AHEAD": 1, **fast_exchange})
     if torch.empty((), dtype=dtype).element_size() == 2:
         # 2048 values at one warp: the bf16 winner at 262K columns; in fp32 it needs 255
         # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans). It
@@ -1080,7 +1088,10 @@ MEASURED_WINNERS = {
     (4, 32768): ("single-pass", None, False, 0, False),  # 3.997-4.001 (c1024 pk early 3.89)
     (4, 65536): ("cooperative", 1024, True, 1, True),  # 3.972-3.998 (plain 3.968-3.976)
     (4, 131072): ("cooperative", 1024, True, 1, True),  # 4.058-4.076 (plain 3.943-4.008)
-    (4, 262144): ("cooperative", 1024, True, 1, True),  # 3.980-4.059 (c4096 w4 3.369-3.371)
+    # 4.140 in v22 (session 9; c1024 l2a1 4.006 and c4096 w4 l2a1 4.114 in the same run;
+    # c1024 l2a1 had 3.980-4.059 in v12-v15, and the split shared-memory kernel won the
+    # session-8 sweep here at 3.98)
+    (4, 262144): ("cooperative", 2048, True, 1, True),
     (2, 32768): ("cooperative", 1024, True, 1, True),  # 3.794-3.848 (c2048 l2a2 3.777-3.779)
     (2, 65536): ("cooperative", 1024, True, 1, True),  # 3.916-3.925 (c2048 l2a2 3.786-3.801)
     (2, 131072): ("cooperative", 1024, True, 1, True),  # 3.969 in v15 (masked c2048 3.746)
@@ -1089,11 +1100,12 @@ MEASURED_WINNERS = {
 }
 
 
-# One-warp cooperative programs poll every peer's partials at each row: with the packed
-# early poll they held 4.0 TB/s at 256 chunks per row (262K fp32 columns in 1024-value
+# Deferred cooperative programs poll every peer's partials at each row: one-warp ones with
+# the packed early poll held 4.0 TB/s at 256 chunks per row (262K fp32 columns in 1024-value
 # chunks; the two-word exchange of session 5 had collapsed there to 2.5: 208 registers for
-# the polled words, 9 programs per SM). Past 256 the polled words keep growing, untimed.
-ONE_WARP_MAX_CHUNKS = 256
+# the polled words, 9 programs per SM). Past 256 the polled words keep growing, untimed, so
+# no deferred config (one warp or two) is offered there.
+DEFERRED_MAX_CHUNKS = 256
 # Spilled bytes a cooperative candidate may carry (ptxas on the H200, checked by a GPU test).
 # The early poll holds up to 8 polled words per lane through the exps, and at 256 chunks
 # ptxas spills a few bytes: 4 for the 262K fp32 winner (c1024 l2a1: 4.006 TB/s, where the
@@ -1134,7 +1146,7 @@ def _offered(config: dict, n_cols: int) -> bool:
     n_chunks = triton.cdiv(n_cols, config["CHUNK"])
     if config.get("maxnreg") and n_chunks <= 128:
         return False
-    return config["num_warps"] > 1 or n_chunks <= ONE_WARP_MAX_CHUNKS
+    return not config.get("DEFER") or n_chunks <= DEFERRED_MAX_CHUNKS
 
 
 def long_row_candidates(n_cols: int, dtype) -> list[dict]:
