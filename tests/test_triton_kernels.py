@@ -1362,6 +1362,26 @@ def test_shared_row_softmax_offers_the_steps_that_divide_a_row(monkeypatch):
     assert steps == {18432: [8, 8], 32768: [8, 16, 8]}
 
 
+def test_shared_row_softmax_leads_the_row_tuner_from_8_kib_rows(softmax, monkeypatch):
+    # As if on a Hopper GPU: rows of 8 KiB or more (fp32 2K, bf16 4K) list the shared-memory
+    # kernel first, so it is what small inputs and an untuned run launch; 4 KiB rows (bf16
+    # 2K) keep the register tile first and the shared kernel last. Nothing dropped.
+    from kernelab.kernels.triton import softmax_shared as shared
+
+    monkeypatch.setattr(shared, "fits", lambda x2d: True)
+    for cols, dtype, first in [
+        (2048, torch.float32, "shared-row"),
+        (4096, torch.bfloat16, "shared-row"),
+        (2048, torch.bfloat16, None),
+    ]:
+        x = torch.empty(4, cols, dtype=dtype, device=DEVICE)
+        listed = softmax.single_pass_candidates_for(x)
+        assert listed[0].get("path") == first
+        assert sorted(map(str, listed)) == sorted(
+            map(str, softmax.row_candidates_for(x) + shared.candidates_for(x))
+        )
+
+
 def test_shared_memory_softmax_turns_itself_off_with_a_warning_where_gluon_fails(monkeypatch):
     # A Triton or a GPU where the Gluon kernel does not compile or run: the first check
     # warns once and the shared-memory paths are not offered (the register kernels serve).

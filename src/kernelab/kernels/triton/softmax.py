@@ -1272,8 +1272,7 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
         if interpreting():
             config = interpreter_row_tile(block_n)
         else:
-            # the register row tiles, then (rows that fit) the shared-memory kernel
-            candidates = row_candidates_for(x2d) + softmax_shared.candidates_for(x2d)
+            candidates = single_pass_candidates_for(x2d)
             key = _rows_key(x2d)
             config = tuned(_tuned_rows, key, run, candidates, nbytes=_nbytes(x2d))
     run(config)
@@ -1284,6 +1283,23 @@ def _launch_rows(x2d, out, config: dict | None) -> None:
 # of <= 1,024 values at 98 % of copy, where 2K-8K rows stayed at 93-94 % (session 5).
 WIDE_THREAD_COLS = (2048, 4096, 8192)
 WIDE_THREAD_VALUES = 64
+
+
+# Rows of at least this many bytes take the shared-memory row kernel first where it fits (the
+# untuned default: small inputs, and KERNELAB_TRITON_AUTOTUNE=0). In the tuned sweeps of
+# sessions 8 and 9 (triton_kernels_sweep_20261130-023048 and -033357) it won every such row
+# length the row tuner serves: fp32 2K-16K at 4.09-4.14 TB/s, bf16 4K-16K at 4.08-4.22; the
+# 4 KiB rows (bf16 2K) kept the register tile (4.15-4.16).
+SHARED_ROW_FIRST_MIN_BYTES = 8 << 10
+
+
+def single_pass_candidates_for(x2d) -> list[dict]:
+    """What the row tuner ranks: the register row tiles (row_candidates_for) and, where it
+    fits, the shared-memory row kernel, first for rows of SHARED_ROW_FIRST_MIN_BYTES or more."""
+    shared_rows = softmax_shared.candidates_for(x2d)
+    if shared_rows and x2d.shape[1] * x2d.element_size() >= SHARED_ROW_FIRST_MIN_BYTES:
+        return shared_rows + row_candidates_for(x2d)
+    return row_candidates_for(x2d) + shared_rows
 
 
 def row_candidates_for(x2d) -> list[dict]:
@@ -1604,6 +1620,8 @@ def config_for(x, *, single_pass_max_cols: int | None = None) -> dict:
     if path == "single-pass":
         block_n = triton.next_power_of_2(n_cols)
         config = _tuned_rows.get(_rows_key(x2d))
+        if config is None and not interpreting() and x2d.device.type == "cuda":
+            config = single_pass_candidates_for(x2d)[0]
         return {
             "path": path,
             **(config or row_tile_candidates(block_n)[0]),
