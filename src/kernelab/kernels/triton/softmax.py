@@ -1288,7 +1288,7 @@ WIDE_THREAD_VALUES = 64
 # Rows of at least this many bytes take the shared-memory row kernel first where it fits (the
 # untuned default: small inputs, and KERNELAB_TRITON_AUTOTUNE=0). In the tuned sweeps of
 # sessions 8 and 9 (triton_kernels_sweep_20261130-023048 and -033357) it won every such row
-# length the row tuner serves: fp32 2K-16K at 4.09-4.14 TB/s, bf16 4K-16K at 4.08-4.22; the
+# length the row tuner serves: fp32 2K-16K at 4.09-4.14 TB/s, bf16 4K-16K at 4.09-4.22; the
 # 4 KiB rows (bf16 2K) kept the register tile (4.15-4.16).
 SHARED_ROW_FIRST_MIN_BYTES = 8 << 10
 
