@@ -1579,7 +1579,7 @@ def long_row_candidates_for(x2d) -> list[dict]:
     the tuned long-row kernels in the same run, softmax_gluon_rows_v1), so it is the untuned
     default there; then long_row_candidates; then the split shared-memory kernel (rows of
     whole chunks; it won fp32 32K and 65K in the three tuned sweeps of sessions 8 and 9, by
-    0.8-2.4 % in their final rounds, after the last GPU test run: not yet the default)."""
+    0.8-2.4 % in their final rounds; not yet made the default there)."""
     row = softmax_shared.candidates_for(x2d)
     split = softmax_shared_split.candidates_for(x2d)
     return row + long_row_candidates(x2d.shape[1], x2d.dtype) + split
