@@ -289,6 +289,12 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "STREAM_STORE": True},
+        {"UNROLL": 2},  # two steps per loop iteration: odd and even rows per group
+        # bf16 pairs in words, on whole chunks (elsewhere, and in fp32, the plain loads)
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
+        # and the held exps as bf16 pairs in words
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "HOLD_INPUT": True},
     ],
     ids=str,
 )
@@ -476,6 +482,23 @@ def test_softmax_deferred_kernel_drops_its_masks_only_for_whole_chunks(softmax):
     assert even(512) and even(256)
     assert not even(500) and not even(257)
     assert not even(512, MASKED=True)
+
+
+def test_softmax_deferred_kernel_reads_bf16_pairs_only_where_words_fit(softmax):
+    def pairs(cols, dtype=torch.bfloat16, stride=None, offset=0, **config):
+        storage = torch.empty(3 * (stride or cols) + offset, device=DEVICE, dtype=dtype)
+        x = storage[offset:].as_strided((3, cols), (stride or cols, 1))
+        config = {"CHUNK": 256, "num_warps": 1, "DEFER": True, "PAIRS": True, **config}
+        kwargs, _, _ = softmax._cooperative_setup(x, torch.empty(3, cols, dtype=dtype), config)
+        return kwargs["PAIRS"]
+
+    assert pairs(512) and pairs(256, stride=258)
+    assert not pairs(512, dtype=torch.float32) and not pairs(512, dtype=torch.float16)
+    assert not pairs(500)  # a partial chunk: the masked loads
+    assert not pairs(512, MASKED=True)
+    assert not pairs(256, stride=257)  # a row would start mid-word
+    assert not pairs(256, offset=1)  # words 2 bytes off their alignment
+    assert not pairs(512, PAIRS=False)
 
 
 def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(softmax):
@@ -1062,6 +1085,7 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
     ],
     ids=str,
 )

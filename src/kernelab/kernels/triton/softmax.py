@@ -380,6 +380,100 @@ def _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols, EVEN: tl.constex
 
 
 @triton.jit
+def _load_pairs(x_ptr, row, n_rows, x_row_stride, chunk, CHUNK: tl.constexpr):
+    """One program's whole chunk of a bf16 `row` as CHUNK / 2 32-bit words, two values each
+    (the layout bf16 pairs have in memory). In registers a word is one register, where Triton
+    keeps a loaded bf16 tensor one value per register: half the registers for the chunk in
+    flight, and no PRMT to split the halves out (_unpaired). A row past the last reads the
+    last one again, as _load_chunk's EVEN does. Rows of whole chunks and an even row stride."""
+    words = x_ptr.to(tl.pointer_type(tl.uint32))
+    last = tl.minimum(row, n_rows - 1)
+    cols = chunk * (CHUNK // 2) + tl.arange(0, CHUNK // 2)
+    # read CHUNK * 2 bytes, used once
+    return tl.load(
+        words + tl.cast(last, tl.int64) * (x_row_stride // 2) + cols, eviction_policy="evict_first"
+    )
+
+
+@triton.jit
+def _unpaired(words):
+    """The fp32 values of words of bf16 pairs (_load_pairs), in memory order. A bf16 is the
+    high half of its fp32, so each value is one integer op: the low one shifted up (IMAD.U32
+    by 0x10000), the high one masked (LOP3). Triton's own conversion first moves each half
+    into a register of its own (a PRMT), then shifts: two ops per value."""
+    low = (words << 16).to(tl.float32, bitcast=True)
+    high = (words & 0xFFFF0000).to(tl.float32, bitcast=True)
+    return tl.reshape(tl.join(low, high), [2 * words.shape[0]])
+
+
+@triton.jit
+def _paired(values, PTX: tl.constexpr):
+    """fp32 values (memory order) rounded to bf16 two per 32-bit word, the inverse of
+    _unpaired: one F2FP (cvt.rn.bf16x2.f32) per pair where Triton would hold one bf16 per
+    register. The interpreter, which runs no inline PTX, assembles the words by shifts."""
+    low, high = tl.split(tl.reshape(values, [values.shape[0] // 2, 2]))
+    if PTX:
+        return tl.inline_asm_elementwise(
+            "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,r,r", [high, low], dtype=tl.uint32,
+            is_pure=True, pack=1,
+        )  # fmt: skip
+    else:
+        low_bits = low.to(tl.bfloat16).to(tl.uint16, bitcast=True).to(tl.uint32)
+        high_bits = high.to(tl.bfloat16).to(tl.uint16, bitcast=True).to(tl.uint32)
+        return (high_bits << 16) | low_bits
+
+
+@triton.jit
+def _held_values(held, HELD_PAIRS: tl.constexpr):
+    """The deferred kernel's held exps as fp32 values: unpacked from words (HELD_PAIRS)."""
+    if HELD_PAIRS:
+        return _unpaired(held)
+    else:
+        return held.to(tl.float32)
+
+
+@triton.jit
+def _max_of_pairs(a, b):
+    """Elementwise max of two words of bf16 pairs: one HMNMX2 for two values. Like FMNMX, a
+    NaN loses to a number (the max of a chunk with a NaN is still its largest number; the
+    NaN then reaches the output through its exp)."""
+    return tl.inline_asm_elementwise(
+        "max.bf16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.uint32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
+def _pairs_exp_stats(words, FTZ: tl.constexpr, PTX: tl.constexpr):
+    """_chunk_exp_stats of a chunk of bf16 pairs (_load_pairs). PTX: the max is taken on the
+    pairs (about half the max instructions: ptxas makes the words' tree of HMNMX2 seven
+    3-input VHMNMX per 16 words; exact, a max does not round); the interpreter, which runs no
+    inline PTX, takes it of the fp32 values. Then the exps and their sum in fp32."""
+    x = _unpaired(words)
+    if PTX:
+        top = tl.reduce(words, 0, _max_of_pairs)
+        low = (top << 16).to(tl.float32, bitcast=True)
+        high = (top & 0xFFFF0000).to(tl.float32, bitcast=True)
+        c = tl.maximum(low, high) * LOG2E
+    else:
+        c = tl.max(x, axis=0) * LOG2E
+    e = _exps_against(x, c, FTZ)
+    return e, c, tl.sum(e, axis=0)
+
+
+@triton.jit
+def _load_step(
+    x_ptr, row, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK: tl.constexpr,
+    EVEN: tl.constexpr, PAIRS: tl.constexpr,
+):  # fmt: skip
+    """The deferred kernel's chunk of `row` as it travels between steps: bf16 pairs in words
+    (PAIRS, _load_pairs) or values in the input dtype (_load_chunk)."""
+    if PAIRS:
+        return _load_pairs(x_ptr, row, n_rows, x_row_stride, chunk, CHUNK)
+    else:
+        return _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols, EVEN)
+
+
+@triton.jit
 def _tagged(turn, value):
     """One 64-bit word: the turn in the high half, the fp32 bits of value in the low half."""
     bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
@@ -686,6 +780,9 @@ def _softmax_coop_deferred_kernel(
     EVEN: tl.constexpr = False,
     TREE: tl.constexpr = False,
     STREAM_STORE: tl.constexpr = False,
+    PAIRS: tl.constexpr = False,
+    UNROLL: tl.constexpr = 1,
+    PTX: tl.constexpr = True,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -723,19 +820,25 @@ def _softmax_coop_deferred_kernel(
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
     WORDS: tl.constexpr = 1 if PACKED else 2
-    upcoming = _load_chunk(x_ptr, group, n_rows, n_cols, x_row_stride, cols, EVEN)
+    upcoming = _load_step(x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS)
     if PREFETCH >= 2:
-        after_next = _load_chunk(x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-    if HOLD_INPUT:
+        after_next = _load_step(
+            x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
+        )
+    # held exps in bf16 pairs, one word per two (HOLD_INPUT with PAIRS)
+    HELD_PAIRS: tl.constexpr = HOLD_INPUT and PAIRS
+    if HELD_PAIRS:
+        held_e = tl.zeros([CHUNK // 2], dtype=tl.uint32)
+    elif HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
-    held_max = tl.max(held_e.to(tl.float32), axis=0)
+    held_max = tl.max(_held_values(held_e, HELD_PAIRS), axis=0)
     iteration = 0
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
     extra_polls = 0
-    for row in tl.range(group, n_rows, n_groups):
+    for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
         if L2_AHEAD > 0:
             # L2_AHEAD rows past the last one in registers: into L2, no registers held
             ahead = row + (PREFETCH + L2_AHEAD) * n_groups
@@ -749,18 +852,31 @@ def _softmax_coop_deferred_kernel(
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        x = upcoming.to(tl.float32)
+        if PAIRS:
+            pairs = upcoming
+        else:
+            x = upcoming.to(tl.float32)
         if PREFETCH >= 2:
             upcoming = after_next
-            after_next = _load_chunk(
-                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, EVEN
-            )
+            after_next = _load_step(
+                x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK,
+                EVEN, PAIRS,
+            )  # fmt: skip
         elif not LATE_LOAD:
-            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
-        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
+            upcoming = _load_step(
+                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
+                PAIRS,
+            )  # fmt: skip
+        if PAIRS:
+            e, chunk_max, chunk_sum = _pairs_exp_stats(pairs, FTZ, PTX)
+        else:
+            e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
-            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, EVEN)
+            upcoming = _load_step(
+                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
+                PAIRS,
+            )  # fmt: skip
         _publish(
             stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
             chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
@@ -769,15 +885,17 @@ def _softmax_coop_deferred_kernel(
             if not EARLY_POLL:
                 first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
             spins, met = _finish_deferred(
-                previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
-                row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
+                previous, first, second, n_chunks, iteration,
+                _held_values(held_e, HELD_PAIRS), held_max, out_ptr, row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
                 FTZ, PACKED, EVEN, STREAM_STORE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
-        if HOLD_INPUT:
+        if HELD_PAIRS:
+            held_e = _paired(e, PTX)
+        elif HOLD_INPUT:
             held_e = e.to(x_ptr.dtype.element_ty)
         else:
             held_e = e
@@ -788,7 +906,8 @@ def _softmax_coop_deferred_kernel(
     last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
     first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
     spins, _ = _finish_deferred(
-        last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
+        last, first, second, n_chunks, iteration, _held_values(held_e, HELD_PAIRS), held_max,
+        out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
         STREAM_STORE,
     )  # fmt: skip
@@ -1380,6 +1499,17 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # the output stored evict_first: -0.7 % to +1.2 % beside the same config on the
             # H200 (softmax_long_rows_v20), inside a run's spread; not a candidate
             STREAM_STORE=config.get("STREAM_STORE", False),
+            # two steps per loop iteration: the held exps change registers without moves
+            UNROLL=config.get("UNROLL", 1),
+            PTX=not interpreting(),
+        )
+        # bf16 pairs in words (_load_pairs): whole chunks only, and 4-byte aligned words
+        kwargs["PAIRS"] = (
+            config.get("PAIRS", False)
+            and kwargs["EVEN"]
+            and x2d.dtype == torch.bfloat16
+            and x2d.stride(0) % 2 == 0
+            and x2d.data_ptr() % 4 == 0
         )
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
