@@ -293,8 +293,9 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         # bf16 pairs in words, on whole chunks (elsewhere, and in fp32, the plain loads)
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
-        # and the held exps as bf16 pairs in words
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "HOLD_INPUT": True},
+        # bf16 partials in one 32-bit word (in fp32 the packed word)
+        {"PACKED": True, "EARLY_POLL": True, "NARROW": True},
+        {"PACKED": True, "EARLY_POLL": True, "NARROW": True, "PAIRS": True, "UNROLL": 2},
     ],
     ids=str,
 )
@@ -351,8 +352,8 @@ def test_wait_log_sees_the_peers_that_never_came(softmax):
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
     "prefetch",
-    ["defer", "defer-packed", 2, True, False],
-    ids=["deferred", "deferred-packed", "prefetch-2", "prefetch", "no-prefetch"],
+    ["defer", "defer-packed", "defer-narrow", 2, True, False],
+    ids=["deferred", "deferred-packed", "deferred-narrow", "prefetch-2", "prefetch", "no-prefetch"],
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
@@ -364,6 +365,9 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
     if prefetch.__class__ is str:
         config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": prefetch.endswith("packed")}
+    if prefetch == "defer-narrow":  # one 32-bit word per chunk: bf16 only
+        x = x.to(torch.bfloat16)
+        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "NARROW": True}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
@@ -1086,6 +1090,8 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
+        {"PACKED": True, "EARLY_POLL": True, "NARROW": True},
+        {"PACKED": True, "EARLY_POLL": True, "NARROW": True, "PAIRS": True, "UNROLL": 2},
     ],
     ids=str,
 )

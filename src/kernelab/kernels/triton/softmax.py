@@ -244,22 +244,36 @@ def _chunk_stats(x):
 
 
 @triton.jit
-def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
-    """(e, c, sum of e) of one fp32 chunk, with c = max * log2(e) rounded once to fp32 and
-    e = 2^(x * log2(e) - c) (one FFMA and one ex2 per value). The exps stay in registers: once
-    the row's (C, S) are known the output is e * (2^(c - C) / S) (_chunk_scale), one FMUL per
-    value. The max travels in log2 units because every exp of the chunk was taken against
-    that rounded c: a row combined from exact maxima instead (exp(max - M)) is off by the
-    rounding of c (up to half an ulp: 5e-4 at logits of 1e4, a factor of up to 1 +- 3.4e-4 on
-    every probability of the chunk).
-    (0, -inf, 0) for a chunk of only -inf."""
+def _chunk_max(x, TREE: tl.constexpr = False):
+    """The max of a chunk (TREE: folded in half three times first, _halving_reduce)."""
     if TREE:
-        c = _halving_reduce(x, True) * LOG2E
-        e = _exps_against(x, c, FTZ)
-        return e, c, _halving_reduce(e, False)
-    c = tl.max(x, axis=0) * LOG2E
+        return _halving_reduce(x, True)
+    else:
+        return tl.max(x, axis=0)
+
+
+@triton.jit
+def _exps_and_sum(x, chunk_max, FTZ: tl.constexpr, TREE: tl.constexpr = False):
+    """(e, c, sum of e) of one chunk whose max is chunk_max, with c = max * log2(e) rounded
+    once to fp32 and e = 2^(x * log2(e) - c) in fp32 (one FFMA and one ex2 per value).
+    The exps stay in registers: once the row's (C, S) are known the output is
+    e * (2^(c - C) / S) (_chunk_scale), one FMUL per value. The max travels in log2 units
+    because every exp of the chunk was taken against that rounded c: a row combined from
+    exact maxima instead (exp(max - M)) is off by the rounding of c (up to half an ulp: 5e-4
+    at logits of 1e4, a factor of up to 1 +- 3.4e-4 on every probability of the chunk).
+    (0, -inf, 0) for a chunk of only -inf."""
+    c = chunk_max * LOG2E
     e = _exps_against(x, c, FTZ)
-    return e, c, tl.sum(e, axis=0)
+    if TREE:
+        return e, c, _halving_reduce(e, False)
+    else:
+        return e, c, tl.sum(e, axis=0)
+
+
+@triton.jit
+def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
+    """(e, c, sum of e) of one fp32 chunk (_exps_and_sum of its max)."""
+    return _exps_and_sum(x, _chunk_max(x, TREE), FTZ, TREE)
 
 
 @triton.jit
@@ -407,32 +421,6 @@ def _unpaired(words):
 
 
 @triton.jit
-def _paired(values, PTX: tl.constexpr):
-    """fp32 values (memory order) rounded to bf16 two per 32-bit word, the inverse of
-    _unpaired: one F2FP (cvt.rn.bf16x2.f32) per pair where Triton would hold one bf16 per
-    register. The interpreter, which runs no inline PTX, assembles the words by shifts."""
-    low, high = tl.split(tl.reshape(values, [values.shape[0] // 2, 2]))
-    if PTX:
-        return tl.inline_asm_elementwise(
-            "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,r,r", [high, low], dtype=tl.uint32,
-            is_pure=True, pack=1,
-        )  # fmt: skip
-    else:
-        low_bits = low.to(tl.bfloat16).to(tl.uint16, bitcast=True).to(tl.uint32)
-        high_bits = high.to(tl.bfloat16).to(tl.uint16, bitcast=True).to(tl.uint32)
-        return (high_bits << 16) | low_bits
-
-
-@triton.jit
-def _held_values(held, HELD_PAIRS: tl.constexpr):
-    """The deferred kernel's held exps as fp32 values: unpacked from words (HELD_PAIRS)."""
-    if HELD_PAIRS:
-        return _unpaired(held)
-    else:
-        return held.to(tl.float32)
-
-
-@triton.jit
 def _max_of_pairs(a, b):
     """Elementwise max of two words of bf16 pairs: one HMNMX2 for two values. Like FMNMX, a
     NaN loses to a number (the max of a chunk with a NaN is still its largest number; the
@@ -443,21 +431,18 @@ def _max_of_pairs(a, b):
 
 
 @triton.jit
-def _pairs_exp_stats(words, FTZ: tl.constexpr, PTX: tl.constexpr):
-    """_chunk_exp_stats of a chunk of bf16 pairs (_load_pairs). PTX: the max is taken on the
-    pairs (about half the max instructions: ptxas makes the words' tree of HMNMX2 seven
-    3-input VHMNMX per 16 words; exact, a max does not round); the interpreter, which runs no
-    inline PTX, takes it of the fp32 values. Then the exps and their sum in fp32."""
-    x = _unpaired(words)
+def _max_of_words(words, PTX: tl.constexpr):
+    """The max of a chunk of bf16 pairs (_load_pairs), exact (a max does not round). PTX: taken
+    on the pairs, about half the max instructions (ptxas makes the words' tree of HMNMX2 seven
+    3-input VHMNMX per 16 words); the interpreter, which runs no inline PTX, takes it of the
+    fp32 values."""
     if PTX:
         top = tl.reduce(words, 0, _max_of_pairs)
         low = (top << 16).to(tl.float32, bitcast=True)
         high = (top & 0xFFFF0000).to(tl.float32, bitcast=True)
-        c = tl.maximum(low, high) * LOG2E
+        return tl.maximum(low, high)
     else:
-        c = tl.max(x, axis=0) * LOG2E
-    e = _exps_against(x, c, FTZ)
-    return e, c, tl.sum(e, axis=0)
+        return tl.max(_unpaired(words), axis=0)
 
 
 @triton.jit
@@ -558,9 +543,31 @@ def _packed(turn, chunk_max, chunk_sum):
 
 
 @triton.jit
-def _publish(buffer, chunk, turn, chunk_max, chunk_sum, PACKED: tl.constexpr):
-    """Publish one chunk's partials for `turn`: one packed word, or the two tagged words."""
-    if PACKED:
+def _narrow(turn, chunk_top, chunk_sum):
+    """One 32-bit word for one bf16 chunk's partials: its max (a bf16 value, exactly: the top
+    half of its fp32 bits) in the high half, and the sum of its exps rounded to fp16 in the
+    low half, with fp16's sign bit replaced by the turn bit (_turn_bit). A reader takes
+    c = max * log2(e) again, the same fp32 product the publisher took its exps against.
+    The sum of a chunk's 2^(x log2 e - c) lies in [1, CHUNK] (its max contributes 1), where
+    fp16 keeps 11 significant bits: 2^-12 of relative error on each sum, and so on the row's
+    S, against bf16's 2^-9 rounding of the output (an intermediate rounding the bf16
+    tolerance allows). Half the bytes of the packed word for every peer to poll."""
+    top_bits = chunk_top.to(tl.int32, bitcast=True) & -65536  # 0xFFFF0000
+    sum_bits = chunk_sum.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0x7FFF
+    return top_bits | (_turn_bit(turn) << 15) | sum_bits
+
+
+@triton.jit
+def _publish(
+    buffer, chunk, turn, chunk_max, chunk_sum, PACKED: tl.constexpr, NARROW: tl.constexpr = False
+):
+    """Publish one chunk's partials for `turn`: one narrow word (NARROW: chunk_max is then the
+    chunk's raw bf16 max, not c), one packed word, or the two tagged words."""
+    if NARROW:
+        tl.atomic_xchg(
+            buffer + chunk, _narrow(turn, chunk_max, chunk_sum), sem="relaxed", scope="gpu"
+        )
+    elif PACKED:
         tl.atomic_xchg(
             buffer + chunk, _packed(turn, chunk_max, chunk_sum), sem="relaxed", scope="gpu"
         )
@@ -569,12 +576,18 @@ def _publish(buffer, chunk, turn, chunk_max, chunk_sum, PACKED: tl.constexpr):
 
 
 @triton.jit
-def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr):
+def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr, NARROW: tl.constexpr = False):
     """One volatile read of the n_chunks peers' words for `turn`: (first words, second words);
-    packed, both are the one word per chunk. Absent peers read as published (-inf, 0)."""
+    packed or narrow, both are the one word per chunk. Absent peers read as published
+    (-inf, 0)."""
     peers = tl.arange(0, BLOCK_CHUNKS)
     present = peers < n_chunks
-    if PACKED:
+    if NARROW:
+        # bf16 -inf in the high half, sum 0, this turn's bit
+        absent = MINUS_INF_BITS | (_turn_bit(turn) << 15)
+        words = tl.load(buffer + peers, mask=present, other=absent, volatile=True)
+        return words, words
+    elif PACKED:
         # -inf's fp32 bits (0xFF800000) in the high half, sum 0, this turn's bit
         absent = (tl.cast(MINUS_INF_BITS, tl.int64) << 32) | (
             tl.cast(_turn_bit(turn), tl.int64) << 31
@@ -589,9 +602,12 @@ def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr):
 
 
 @triton.jit
-def _late(first, second, turn, PACKED: tl.constexpr):
+def _late(first, second, turn, PACKED: tl.constexpr, NARROW: tl.constexpr = False):
     """How many peers' words in a poll are not yet this turn's."""
-    if PACKED:
+    if NARROW:
+        stale = ((first >> 15) & 1) != _turn_bit(turn)
+        return tl.sum(stale.to(tl.int32), axis=0)
+    elif PACKED:
         stale = ((first >> 31) & 1) != _turn_bit(turn)
         return tl.sum(stale.to(tl.int32), axis=0)
     else:
@@ -609,17 +625,22 @@ def _settle(
     MAX_SPINS,
     PACKED: tl.constexpr,
     BASE2: tl.constexpr,
+    NARROW: tl.constexpr = False,
 ):
     """From one poll's words, poll again until every peer's word is this turn's, then combine
     (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the
     spin budget, the polls beyond the one given)."""
-    late = _late(first, second, turn, PACKED)
+    late = _late(first, second, turn, PACKED, NARROW)
     spins = 0
     while (late > 0) & (spins < MAX_SPINS):
-        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
-        late = _late(first, second, turn, PACKED)
+        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED, NARROW)
+        late = _late(first, second, turn, PACKED, NARROW)
         spins += 1
-    if PACKED:
+    if NARROW:
+        # each peer's c, the very product its exps were taken against (_narrow)
+        maxes = ((first >> 16) << 16).to(tl.float32, bitcast=True) * LOG2E
+        sums = (first & 0x7FFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    elif PACKED:
         maxes = (first >> 32).to(tl.int32).to(tl.float32, bitcast=True)
         sums = (first & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
     else:
@@ -729,6 +750,7 @@ def _finish_deferred(
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
     STREAM_STORE: tl.constexpr = False,
+    NARROW: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
@@ -737,7 +759,7 @@ def _finish_deferred(
     wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
-        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
+        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True, NARROW
     )
     # A wait that gave up poisons this row and every later one: once a peer has failed to
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
@@ -783,6 +805,7 @@ def _softmax_coop_deferred_kernel(
     PAIRS: tl.constexpr = False,
     UNROLL: tl.constexpr = 1,
     PTX: tl.constexpr = True,
+    NARROW: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -819,21 +842,19 @@ def _softmax_coop_deferred_kernel(
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
-    WORDS: tl.constexpr = 1 if PACKED else 2
-    upcoming = _load_step(x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS)
+    WORDS: tl.constexpr = 1 if PACKED or NARROW else 2
+    upcoming = _load_step(
+        x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
+    )
     if PREFETCH >= 2:
         after_next = _load_step(
             x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
         )
-    # held exps in bf16 pairs, one word per two (HOLD_INPUT with PAIRS)
-    HELD_PAIRS: tl.constexpr = HOLD_INPUT and PAIRS
-    if HELD_PAIRS:
-        held_e = tl.zeros([CHUNK // 2], dtype=tl.uint32)
-    elif HOLD_INPUT:
+    if HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
-    held_max = tl.max(_held_values(held_e, HELD_PAIRS), axis=0)
+    held_max = tl.max(held_e.to(tl.float32), axis=0)
     iteration = 0
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
@@ -846,11 +867,11 @@ def _softmax_coop_deferred_kernel(
         # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row (8
-        # packed). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
+        # packed, 4 narrow). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
         previous = stats_ptr + ((group * 4 + (iteration + 3) % 4) * n_chunks) * WORDS
         if EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
-            first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+            first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED, NARROW)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         if PAIRS:
             pairs = upcoming
@@ -868,34 +889,36 @@ def _softmax_coop_deferred_kernel(
                 PAIRS,
             )  # fmt: skip
         if PAIRS:
-            e, chunk_max, chunk_sum = _pairs_exp_stats(pairs, FTZ, PTX)
+            x = _unpaired(pairs)
+            chunk_top = _max_of_words(pairs, PTX)
         else:
-            e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ, TREE)
+            chunk_top = _chunk_max(x, TREE)
+        # chunk_max: c, the max in log2 units (_exps_and_sum); chunk_top: the max itself
+        e, chunk_max, chunk_sum = _exps_and_sum(x, chunk_top, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_step(
                 x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
                 PAIRS,
             )  # fmt: skip
-        _publish(
-            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
-            chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
-        )  # fmt: skip
+        this_turn = stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS
+        if NARROW:
+            _publish(this_turn, chunk, iteration + 1, chunk_top, chunk_sum, PACKED, NARROW)
+        else:
+            _publish(this_turn, chunk, iteration + 1, chunk_max, chunk_sum, PACKED)
         if iteration > 0:
             if not EARLY_POLL:
-                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED, NARROW)
             spins, met = _finish_deferred(
-                previous, first, second, n_chunks, iteration,
-                _held_values(held_e, HELD_PAIRS), held_max, out_ptr, row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, STREAM_STORE,
+                previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
+                row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
+                FTZ, PACKED, EVEN, STREAM_STORE, NARROW,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
-        if HELD_PAIRS:
-            held_e = _paired(e, PTX)
-        elif HOLD_INPUT:
+        if HOLD_INPUT:
             held_e = e.to(x_ptr.dtype.element_ty)
         else:
             held_e = e
@@ -904,12 +927,11 @@ def _softmax_coop_deferred_kernel(
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
     last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
-    first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+    first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED, NARROW)
     spins, _ = _finish_deferred(
-        last, first, second, n_chunks, iteration, _held_values(held_e, HELD_PAIRS), held_max,
-        out_ptr, last_row,
+        last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        STREAM_STORE,
+        STREAM_STORE, NARROW,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -1503,6 +1525,9 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             UNROLL=config.get("UNROLL", 1),
             PTX=not interpreting(),
         )
+        # partials in one 32-bit word per chunk (_narrow): bf16 only, whose chunk max is a
+        # bf16 value exactly
+        kwargs["NARROW"] = bool(config.get("NARROW")) and x2d.dtype == torch.bfloat16
         # bf16 pairs in words (_load_pairs): whole chunks only, and 4-byte aligned words
         kwargs["PAIRS"] = (
             config.get("PAIRS", False)
@@ -1527,8 +1552,10 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     # per group, int64 words that start at tag 0, which no turn matches (PACKED: one word per
     # chunk, whose zeroed tag bit no turn from 1 to 4 matches)
     slots = 4 if deferred else 2
-    words = 1 if deferred and config.get("PACKED") else 2
-    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=torch.int64)
+    narrow = deferred and kwargs["NARROW"]
+    words = 1 if deferred and (config.get("PACKED") or narrow) else 2
+    word_dtype = torch.int32 if narrow else torch.int64
+    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=word_dtype)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
