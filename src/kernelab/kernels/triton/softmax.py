@@ -1568,6 +1568,7 @@ def cooperative_occupancy(x, config: dict) -> dict:
     kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
     probe = (*args, 2)
     per_sm, info = compiled_occupancy(_cooperative_kernel(config), x2d.device, probe, kwargs)
+    per_sm = min(per_sm, config.get("PER_SM") or per_sm)
     return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks}
 
 
@@ -1579,6 +1580,9 @@ def _run_cooperative(x2d, out, config: dict, wait_log=None) -> bool:
         kwargs.update(wait_log_ptr=wait_log, WAIT_LOG=True)
     kernel = _cooperative_kernel(config)
     resident = resident_programs(kernel, (*args, 2), kwargs)
+    if config.get("PER_SM"):
+        # fewer programs per SM than fit (PER_SM), to find where the walk runs fastest
+        resident = min(resident, config["PER_SM"] * sm_count(x2d.device))
     n_groups = min(x2d.shape[0], resident // n_chunks)
     if n_groups < 1:
         return False
