@@ -293,9 +293,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         # bf16 pairs in words, on whole chunks (elsewhere, and in fp32, the plain loads)
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
-        # bf16 partials in one 32-bit word (in fp32 the packed word)
-        {"PACKED": True, "EARLY_POLL": True, "NARROW": True},
-        {"PACKED": True, "EARLY_POLL": True, "NARROW": True, "PAIRS": True, "UNROLL": 2},
     ],
     ids=str,
 )
@@ -352,8 +349,8 @@ def test_wait_log_sees_the_peers_that_never_came(softmax):
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
     "prefetch",
-    ["defer", "defer-packed", "defer-narrow", 2, True, False],
-    ids=["deferred", "deferred-packed", "deferred-narrow", "prefetch-2", "prefetch", "no-prefetch"],
+    ["defer", "defer-packed", 2, True, False],
+    ids=["deferred", "deferred-packed", "prefetch-2", "prefetch", "no-prefetch"],
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
@@ -365,9 +362,6 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
     if prefetch.__class__ is str:
         config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": prefetch.endswith("packed")}
-    if prefetch == "defer-narrow":  # one 32-bit word per chunk: bf16 only
-        x = x.to(torch.bfloat16)
-        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "NARROW": True}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
@@ -458,8 +452,11 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         # offered, so the first cooperative candidate leads
         (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
+        # bf16 pairs read as words, two steps per loop iteration (session 10); on rows of
+        # partial chunks (100,000 pads to 131K) the same kernel with plain loads
+        (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
+        (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
+        (100_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         # the bf16 262K winner runs under a 128-register cap (16 programs per SM, not 12);
         # past 256 chunks it is not offered either
         (262_144, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
@@ -515,9 +512,10 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
 
     # 1024 values with and without the L2 prefetch, and 2048 for bf16 (with and without
     # its masks); past 128 chunks bf16 also gets 1024 with the prefetch under a register cap
+    # (and for bf16 rows of whole chunks, up to 128 of them, 1024 read as pairs in words)
     assert one_warp_chunks(65_536, torch.float32) == [1024, 1024]
-    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 2048, 2048]
-    assert one_warp_chunks(131_072, torch.bfloat16) == [1024, 1024, 2048, 2048]  # 128 chunks
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
+    assert one_warp_chunks(131_072, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
     assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
     assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
     capped = [c for c in softmax.long_row_candidates(262_144, torch.bfloat16) if "maxnreg" in c]
@@ -542,6 +540,38 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
     for cols, dtype in [(65_536, torch.float32), (131_072, torch.bfloat16)]:
         one_warp = [c for c in softmax.long_row_candidates(cols, dtype) if c.get("num_warps") == 1]
         assert all(c["PACKED"] and c["EARLY_POLL"] and c["DEFER"] for c in one_warp)
+
+
+def test_softmax_paired_steps_are_a_bf16_candidate_on_whole_chunks_up_to_128(softmax):
+    def paired(cols, dtype=torch.bfloat16):
+        return [
+            (c["CHUNK"], c["L2_AHEAD"], c["UNROLL"])
+            for c in softmax.long_row_candidates(cols, dtype)
+            if c.get("PAIRS")
+        ]
+
+    assert paired(32_768) == paired(65_536) == paired(131_072) == [(1024, 1, 2)]
+    assert paired(262_144) == []  # 256 chunks: 143 registers, 12 programs per SM
+    assert paired(100_000) == []  # a partial chunk: it would run the plain loads
+    assert paired(65_536, torch.float32) == paired(65_536, torch.float16) == []
+
+
+def test_softmax_split_winner_goes_first_where_it_was_measured(softmax):
+    split = [
+        {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 8, "num_warps": 8},
+        {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
+    ]
+    others = [{"path": "single-pass"}, {"path": "cooperative", "CHUNK": 1024}]
+    # fp32 32K and 65K (and rows that pad to them): the measured split config leads
+    for cols in (32_768, 65_536, 40_000):
+        ordered = softmax._split_winner_first(others + split, 4, cols)
+        assert ordered[0] == split[1] and sorted(map(str, ordered)) == sorted(
+            map(str, others + split)
+        )
+    # elsewhere, or where it is not offered, nothing moves
+    assert softmax._split_winner_first(others + split, 2, 65_536) == others + split
+    assert softmax._split_winner_first(others + split, 4, 131_072) == others + split
+    assert softmax._split_winner_first(others + split[:1], 4, 65_536) == others + split[:1]
 
 
 def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):
@@ -1090,8 +1120,6 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
-        {"PACKED": True, "EARLY_POLL": True, "NARROW": True},
-        {"PACKED": True, "EARLY_POLL": True, "NARROW": True, "PAIRS": True, "UNROLL": 2},
     ],
     ids=str,
 )

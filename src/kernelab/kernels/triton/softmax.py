@@ -543,31 +543,9 @@ def _packed(turn, chunk_max, chunk_sum):
 
 
 @triton.jit
-def _narrow(turn, chunk_top, chunk_sum):
-    """One 32-bit word for one bf16 chunk's partials: its max (a bf16 value, exactly: the top
-    half of its fp32 bits) in the high half, and the sum of its exps rounded to fp16 in the
-    low half, with fp16's sign bit replaced by the turn bit (_turn_bit). A reader takes
-    c = max * log2(e) again, the same fp32 product the publisher took its exps against.
-    The sum of a chunk's 2^(x log2 e - c) lies in [1, CHUNK] (its max contributes 1), where
-    fp16 keeps 11 significant bits: 2^-12 of relative error on each sum, and so on the row's
-    S, against bf16's 2^-9 rounding of the output (an intermediate rounding the bf16
-    tolerance allows). Half the bytes of the packed word for every peer to poll."""
-    top_bits = chunk_top.to(tl.int32, bitcast=True) & -65536  # 0xFFFF0000
-    sum_bits = chunk_sum.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0x7FFF
-    return top_bits | (_turn_bit(turn) << 15) | sum_bits
-
-
-@triton.jit
-def _publish(
-    buffer, chunk, turn, chunk_max, chunk_sum, PACKED: tl.constexpr, NARROW: tl.constexpr = False
-):
-    """Publish one chunk's partials for `turn`: one narrow word (NARROW: chunk_max is then the
-    chunk's raw bf16 max, not c), one packed word, or the two tagged words."""
-    if NARROW:
-        tl.atomic_xchg(
-            buffer + chunk, _narrow(turn, chunk_max, chunk_sum), sem="relaxed", scope="gpu"
-        )
-    elif PACKED:
+def _publish(buffer, chunk, turn, chunk_max, chunk_sum, PACKED: tl.constexpr):
+    """Publish one chunk's partials for `turn`: one packed word, or the two tagged words."""
+    if PACKED:
         tl.atomic_xchg(
             buffer + chunk, _packed(turn, chunk_max, chunk_sum), sem="relaxed", scope="gpu"
         )
@@ -576,18 +554,12 @@ def _publish(
 
 
 @triton.jit
-def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr, NARROW: tl.constexpr = False):
+def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr):
     """One volatile read of the n_chunks peers' words for `turn`: (first words, second words);
-    packed or narrow, both are the one word per chunk. Absent peers read as published
-    (-inf, 0)."""
+    packed, both are the one word per chunk. Absent peers read as published (-inf, 0)."""
     peers = tl.arange(0, BLOCK_CHUNKS)
     present = peers < n_chunks
-    if NARROW:
-        # bf16 -inf in the high half, sum 0, this turn's bit
-        absent = MINUS_INF_BITS | (_turn_bit(turn) << 15)
-        words = tl.load(buffer + peers, mask=present, other=absent, volatile=True)
-        return words, words
-    elif PACKED:
+    if PACKED:
         # -inf's fp32 bits (0xFF800000) in the high half, sum 0, this turn's bit
         absent = (tl.cast(MINUS_INF_BITS, tl.int64) << 32) | (
             tl.cast(_turn_bit(turn), tl.int64) << 31
@@ -602,12 +574,9 @@ def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr, NARROW: tl
 
 
 @triton.jit
-def _late(first, second, turn, PACKED: tl.constexpr, NARROW: tl.constexpr = False):
+def _late(first, second, turn, PACKED: tl.constexpr):
     """How many peers' words in a poll are not yet this turn's."""
-    if NARROW:
-        stale = ((first >> 15) & 1) != _turn_bit(turn)
-        return tl.sum(stale.to(tl.int32), axis=0)
-    elif PACKED:
+    if PACKED:
         stale = ((first >> 31) & 1) != _turn_bit(turn)
         return tl.sum(stale.to(tl.int32), axis=0)
     else:
@@ -625,22 +594,17 @@ def _settle(
     MAX_SPINS,
     PACKED: tl.constexpr,
     BASE2: tl.constexpr,
-    NARROW: tl.constexpr = False,
 ):
     """From one poll's words, poll again until every peer's word is this turn's, then combine
     (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the
     spin budget, the polls beyond the one given)."""
-    late = _late(first, second, turn, PACKED, NARROW)
+    late = _late(first, second, turn, PACKED)
     spins = 0
     while (late > 0) & (spins < MAX_SPINS):
-        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED, NARROW)
-        late = _late(first, second, turn, PACKED, NARROW)
+        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
+        late = _late(first, second, turn, PACKED)
         spins += 1
-    if NARROW:
-        # each peer's c, the very product its exps were taken against (_narrow)
-        maxes = ((first >> 16) << 16).to(tl.float32, bitcast=True) * LOG2E
-        sums = (first & 0x7FFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    elif PACKED:
+    if PACKED:
         maxes = (first >> 32).to(tl.int32).to(tl.float32, bitcast=True)
         sums = (first & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
     else:
@@ -750,7 +714,6 @@ def _finish_deferred(
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
     STREAM_STORE: tl.constexpr = False,
-    NARROW: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
@@ -759,7 +722,7 @@ def _finish_deferred(
     wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
-        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True, NARROW
+        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
     )
     # A wait that gave up poisons this row and every later one: once a peer has failed to
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
@@ -805,7 +768,6 @@ def _softmax_coop_deferred_kernel(
     PAIRS: tl.constexpr = False,
     UNROLL: tl.constexpr = 1,
     PTX: tl.constexpr = True,
-    NARROW: tl.constexpr = False,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -842,7 +804,7 @@ def _softmax_coop_deferred_kernel(
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
-    WORDS: tl.constexpr = 1 if PACKED or NARROW else 2
+    WORDS: tl.constexpr = 1 if PACKED else 2
     upcoming = _load_step(
         x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
     )
@@ -867,11 +829,11 @@ def _softmax_coop_deferred_kernel(
         # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row (8
-        # packed, 4 narrow). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
+        # packed). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
         previous = stats_ptr + ((group * 4 + (iteration + 3) % 4) * n_chunks) * WORDS
         if EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
-            first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED, NARROW)
+            first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         if PAIRS:
             pairs = upcoming
@@ -890,29 +852,28 @@ def _softmax_coop_deferred_kernel(
             )  # fmt: skip
         if PAIRS:
             x = _unpaired(pairs)
-            chunk_top = _max_of_words(pairs, PTX)
+            top = _max_of_words(pairs, PTX)
         else:
-            chunk_top = _chunk_max(x, TREE)
-        # chunk_max: c, the max in log2 units (_exps_and_sum); chunk_top: the max itself
-        e, chunk_max, chunk_sum = _exps_and_sum(x, chunk_top, FTZ, TREE)
+            top = _chunk_max(x, TREE)
+        # chunk_max: c, the max in log2 units (_exps_and_sum)
+        e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_step(
                 x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
                 PAIRS,
             )  # fmt: skip
-        this_turn = stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS
-        if NARROW:
-            _publish(this_turn, chunk, iteration + 1, chunk_top, chunk_sum, PACKED, NARROW)
-        else:
-            _publish(this_turn, chunk, iteration + 1, chunk_max, chunk_sum, PACKED)
+        _publish(
+            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
+            chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
+        )  # fmt: skip
         if iteration > 0:
             if not EARLY_POLL:
-                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED, NARROW)
+                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, STREAM_STORE, NARROW,
+                FTZ, PACKED, EVEN, STREAM_STORE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
@@ -927,11 +888,11 @@ def _softmax_coop_deferred_kernel(
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
     last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
-    first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED, NARROW)
+    first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        STREAM_STORE, NARROW,
+        STREAM_STORE,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -1117,6 +1078,13 @@ def _softmax_l2_kernel(
             )
 
 
+# The bf16 deferred kernel's pairs-in-words loads and its loop unrolled by two (see
+# _load_pairs and the UNROLL constexpr): offered as one candidate (cooperative_candidates).
+PAIRED_STEPS = {"PAIRS": True, "UNROLL": 2}
+# A paired-steps config needs this many chunks per row or fewer (cooperative_candidates).
+PAIRED_STEPS_MAX_CHUNKS = 128
+
+
 def cooperative_candidates(dtype) -> list[dict]:
     """Configurations of the cooperative kernel to try: 4096 values per program at 4 warps
     and 8192 at 8 (32 values per thread), each prefetching the next row's chunk, with the
@@ -1175,6 +1143,17 @@ def cooperative_candidates(dtype) -> list[dict]:
         deferred.append(
             {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "maxnreg": 128}
         )
+        # 1024 values read as bf16 pairs in words, two steps per loop iteration (session 10,
+        # softmax_long_rows_v23-v26): 14-18 % fewer instructions per step (494 -> 404 SASS
+        # per bf16 step at 64 chunks, Triton 3.6 for sm_90), the same registers. Faster than
+        # the same config without them in every paired run, by little: 65K +0.1 to +0.4 %,
+        # 131K +0.4 to +0.8 % (four runs each). Rows of whole chunks only, up to 128 chunks
+        # (_offered): at 256 ptxas needs 143 registers (12 programs per SM; 3.53 TB/s against
+        # 3.78 for the capped c1024, v23). bf16 only: an fp16 is not the top half of its fp32.
+        if dtype == torch.bfloat16:
+            deferred.append(
+                {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS}
+            )
     return waiting + deferred
 
 
@@ -1234,8 +1213,12 @@ MEASURED_WINNERS = {
     # session-8 sweep here at 3.98)
     (4, 262144): ("cooperative", 2048, True, 1, True),
     (2, 32768): ("cooperative", 1024, True, 1, True),  # 3.794-3.848 (c2048 l2a2 3.777-3.779)
-    (2, 65536): ("cooperative", 1024, True, 1, True),  # 3.916-3.925 (c2048 l2a2 3.786-3.801)
-    (2, 131072): ("cooperative", 1024, True, 1, True),  # 3.969 in v15 (masked c2048 3.746)
+    # bf16 65K-131K: the same c1024 l2a1 reading bf16 pairs in words, two steps per loop
+    # iteration (PAIRED_STEPS; session 10, v23-v26: 65K 3.932-3.982 against 3.926-3.966 for
+    # the plain c1024 l2a1 in the same runs, 131K 3.965-4.008 against 3.936-3.978). Before
+    # them: the plain one, 65K 3.916-3.925 (c2048 l2a2 3.786-3.801), 131K 3.969 in v15.
+    (2, 65536): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
+    (2, 131072): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
     # 3.760-3.791 in v18-v19 (masked c2048 3.733-3.743, uncapped 3.578-3.587)
     (2, 262144): ("cooperative", 1024, True, 1, True, "r128"),
 }
@@ -1278,6 +1261,10 @@ def _identity(config: dict) -> tuple:
         identity += ("masked",)
     if config.get("maxnreg"):
         identity += (f"r{config['maxnreg']}",)
+    if config.get("PAIRS"):
+        identity += ("pairs",)
+    if config.get("UNROLL", 1) > 1:
+        identity += (f"u{config['UNROLL']}",)
     return identity
 
 
@@ -1287,6 +1274,8 @@ def _offered(config: dict, n_cols: int) -> bool:
     n_chunks = triton.cdiv(n_cols, config["CHUNK"])
     if config.get("maxnreg") and n_chunks <= 128:
         return False
+    if config.get("PAIRS") and (n_cols % config["CHUNK"] or n_chunks > PAIRED_STEPS_MAX_CHUNKS):
+        return False  # elsewhere it would run the plain loads: a duplicate, or too many registers
     return not config.get("DEFER") or n_chunks <= DEFERRED_MAX_CHUNKS
 
 
@@ -1308,6 +1297,10 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     candidates += [c for c in l2_split_candidates(dtype) if n_cols > c["SLICE"]]
     winner = _measured_winner(itemsize, block_n)
     first = [c for c in candidates if winner and _identity(c) == winner][:1]
+    if winner and not first:
+        # a paired-steps winner is offered on whole chunks only: elsewhere its plain sibling
+        plain = tuple(part for part in winner if part not in ("pairs", "u2"))
+        first = [c for c in candidates if _identity(c) == plain][:1]
     return first + [c for c in candidates if c not in first]
 
 
@@ -1525,9 +1518,6 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             UNROLL=config.get("UNROLL", 1),
             PTX=not interpreting(),
         )
-        # partials in one 32-bit word per chunk (_narrow): bf16 only, whose chunk max is a
-        # bf16 value exactly
-        kwargs["NARROW"] = bool(config.get("NARROW")) and x2d.dtype == torch.bfloat16
         # bf16 pairs in words (_load_pairs): whole chunks only, and 4-byte aligned words
         kwargs["PAIRS"] = (
             config.get("PAIRS", False)
@@ -1552,10 +1542,8 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     # per group, int64 words that start at tag 0, which no turn matches (PACKED: one word per
     # chunk, whose zeroed tag bit no turn from 1 to 4 matches)
     slots = 4 if deferred else 2
-    narrow = deferred and kwargs["NARROW"]
-    words = 1 if deferred and (config.get("PACKED") or narrow) else 2
-    word_dtype = torch.int32 if narrow else torch.int64
-    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=word_dtype)
+    words = 1 if deferred and config.get("PACKED") else 2
+    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 
@@ -1568,7 +1556,6 @@ def cooperative_occupancy(x, config: dict) -> dict:
     kwargs, args, n_chunks = _cooperative_setup(x2d, out, config)
     probe = (*args, 2)
     per_sm, info = compiled_occupancy(_cooperative_kernel(config), x2d.device, probe, kwargs)
-    per_sm = min(per_sm, config.get("PER_SM") or per_sm)
     return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks}
 
 
@@ -1580,9 +1567,6 @@ def _run_cooperative(x2d, out, config: dict, wait_log=None) -> bool:
         kwargs.update(wait_log_ptr=wait_log, WAIT_LOG=True)
     kernel = _cooperative_kernel(config)
     resident = resident_programs(kernel, (*args, 2), kwargs)
-    if config.get("PER_SM"):
-        # fewer programs per SM than fit (PER_SM), to find where the walk runs fastest
-        resident = min(resident, config["PER_SM"] * sm_count(x2d.device))
     n_groups = min(x2d.shape[0], resident // n_chunks)
     if n_groups < 1:
         return False
@@ -1734,16 +1718,34 @@ def _long_rows_key(x2d) -> tuple:
     return ("softmax.long_rows", block_n, x2d.dtype, x2d.device.index, _shared_offers(x2d))
 
 
+# Where a split shared-memory config (softmax_shared_split) is the measured winner, per
+# (itemsize, padded columns): it goes first among the long-row candidates, the untuned
+# default. fp32 32K and 65K: 64 KiB chunks of 16-line steps at 4 warps won both in the three
+# tuned sweeps of sessions 8 and 9 (triton_kernels_sweep_20261130-023048, -033357, -034917:
+# 4.05-4.09 TB/s, 100.8-102.4 % of the runner-up in the final rounds).
+SPLIT_WINNERS = {
+    (4, 32768): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
+    (4, 65536): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
+}
+
+
+def _split_winner_first(candidates: list[dict], itemsize: int, n_cols: int) -> list[dict]:
+    """candidates with the SPLIT_WINNERS config for this row length first, where offered."""
+    winner = SPLIT_WINNERS.get((itemsize, triton.next_power_of_2(n_cols)))
+    first = [c for c in candidates if winner and c == winner][:1]
+    return first + [c for c in candidates if c not in first]
+
+
 def long_row_candidates_for(x2d) -> list[dict]:
     """What the long-row tuner ranks for this tensor: the shared-memory row kernel first where
     it fits (rows of up to 64 KiB: at 32K bf16 it measured 4.07-4.10 TB/s against 3.83 for
     the tuned long-row kernels in the same run, softmax_gluon_rows_v1), so it is the untuned
     default there; then long_row_candidates; then the split shared-memory kernel (rows of
-    whole chunks; it won fp32 32K and 65K in the three tuned sweeps of sessions 8 and 9, by
-    0.8-2.4 % in their final rounds; not yet made the default there)."""
+    whole chunks), whose SPLIT_WINNERS config goes first where it is the measured winner."""
     row = softmax_shared.candidates_for(x2d)
     split = softmax_shared_split.candidates_for(x2d)
-    return row + long_row_candidates(x2d.shape[1], x2d.dtype) + split
+    candidates = row + long_row_candidates(x2d.shape[1], x2d.dtype) + split
+    return _split_winner_first(candidates, x2d.element_size(), x2d.shape[1])
 
 
 def _launch_long_rows(x2d, out, config: dict | None) -> None:
