@@ -796,6 +796,13 @@ def _softmax_coop_deferred_kernel(
     # that the group's last program zeroes at the end instead of a memset per call
     # (SELF_CLEAN, softmax_workspace_v1: 97.4-100.8 % of the memset's speed in alternating
     # pairs; the memset itself costs nothing measurable).
+    # PAIRS (bf16, whole chunks): the chunk travels as 32-bit words of pairs (_load_pairs),
+    # widened by shifts and its max taken on the pairs (_max_of_words; PTX: inline PTX
+    # allowed, off under the interpreter). UNROLL=2: two steps per loop iteration, so the held
+    # exps change registers without a move each. Together 494 -> 404 SASS per bf16 c1024 step
+    # (session 10, v23-v26: +0.1 to +0.8 % at 65K-131K). Three more were measured there and
+    # removed: exps held as bf16 pairs (c75b106: 20 programs per SM, no faster), one 32-bit
+    # word per chunk's partials (NARROW, e762724) and a per-SM program cap (PER_SM, 61b6043).
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
