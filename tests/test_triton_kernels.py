@@ -293,6 +293,7 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         # bf16 pairs in words, on whole chunks (elsewhere, and in fp32, the plain loads)
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "PREFETCH": 2},
     ],
     ids=str,
 )
