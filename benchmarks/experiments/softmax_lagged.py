@@ -211,8 +211,9 @@ def plan(x, config: dict) -> dict:
 
 
 # Registers, compiled here (Triton 3.6, sm_90) at 64 / 128 / 256 chunks per row: fp32 held
-# exps 166 / 182 / -; bf16 held pairs 133 / 165 / 186 (15 / 12 / 10 programs per SM); under
-# a cap of 128 they spill 24 / 40 / 152 bytes, of 144 8 bytes at 128 chunks.
+# exps 166 / 182 / -; bf16 held pairs 133 / 165 / 186; under a cap of 128 they spill 24 /
+# 40 / 152 bytes, of 144 8 bytes at 128 chunks. The H200's own compile (softmax_lagged_v1):
+# held pairs 130 / 163 / 170 registers, 12 / 12 / 8 programs per SM (the driver's count).
 CONFIGS = (
     {"CHUNK": 1024},
     {"CHUNK": 1024, "HELD_PAIRS": True},
