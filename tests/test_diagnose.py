@@ -84,6 +84,23 @@ def test_details_page_without_a_pipe_breakdown_does_not_invent_a_unit():
     assert (result.bottleneck, result.unit) == ("compute", "SM")
 
 
+@pytest.mark.parametrize(
+    "fixture, dram_pct",
+    [("softmax_bf16_131k_fabric_raw.csv.xz", 79.1), ("copy_bf16_fabric_raw.csv.xz", 85.9)],
+    ids=["softmax-bf16-131k", "copy-bf16"],
+)
+def test_h200_streaming_kernels_are_bound_by_the_l2_fabric(fixture, dram_pct):
+    # kernelab profile on the H200 (session 11): the long-row bf16 softmax winner and a plain
+    # copy (torch.neg, 256 MiB). Both have the L2's busiest part, its fabric, ahead of DRAM.
+    profile = load_csv(NCU / fixture)[0]
+    result = d.diagnose(profile.metrics)
+    assert (result.bottleneck, result.unit) == ("memory", "L2 fabric")
+    fabric = next(e for e in result.evidence if e.metric == m.L2_FABRIC)
+    dram = next(e for e in result.evidence if e.metric == m.DRAM_THROUGHPUT)
+    assert fabric.value > dram.value and dram.value == pytest.approx(dram_pct, abs=0.1)
+    assert fabric.value == pytest.approx(m.number(profile.metrics, m.L2_THROUGHPUT))
+
+
 # --- every outcome from constructed metrics --------------------------------------------------
 
 
@@ -104,6 +121,27 @@ def test_memory_bound_on_l2_points_at_reuse_not_dram():
     result = d.diagnose(kernel(35, 85, dram=30, l2=85, l1=50))
     assert (result.bottleneck, result.unit) == ("memory", "L2")
     assert "tiles" in result.advice[0] and "L2" in result.advice[0]
+
+
+def test_memory_bound_on_the_l2_fabric_names_the_link_between_partitions():
+    # The H200's long-row bf16 softmax (ncu, session 11): memory 78 % (DRAM), L2 93 %, and
+    # the L2's 93 % is its fabric (lts__throughput is the maximum over its sub-units).
+    metrics = kernel(45, 78, dram=78, l2=93.37, l1=11)
+    metrics[m.L2_FABRIC] = 93.37
+    result = d.diagnose(metrics)
+    assert (result.bottleneck, result.unit) == ("memory", "L2 fabric")
+    assert "partitions" in result.advice[0] and "prefetch" in result.advice[0]
+    assert m.L2_FABRIC in metric_names(result)
+    assert result.summary.startswith("memory-bound on L2 fabric")
+
+
+@pytest.mark.parametrize("fabric", [None, 60.0], ids=["no-fabric-metric", "fabric-not-busiest"])
+def test_memory_bound_on_l2_stays_l2_where_the_fabric_does_not_explain_it(fabric):
+    metrics = kernel(35, 85, dram=30, l2=85, l1=50)
+    if fabric is not None:
+        metrics[m.L2_FABRIC] = fabric
+    result = d.diagnose(metrics)
+    assert (result.bottleneck, result.unit) == ("memory", "L2")
 
 
 def test_memory_bound_on_l1_points_at_shared_memory_layout():

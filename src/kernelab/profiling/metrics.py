@@ -84,6 +84,12 @@ L1_THROUGHPUT = (
     "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__throughput.avg.pct_of_peak_sustained_active",
 )
+# The link between the L2's two partitions (GH100): an SM's request for a line homed in the
+# far partition crosses it. One of the sub-units lts__throughput takes its maximum over, and
+# on the H200 the busiest one under streaming kernels: ncu measured a plain bf16 copy (torch.neg,
+# 256 MiB) with it 91.5 % busy and DRAM 86 %, the long-row bf16 softmax 93 % and 78 %
+# (docs/notes/gpu-log.md, session 11).
+L2_FABRIC = "lts__ltcfabric2ltc_cycles_active.avg.pct_of_peak_sustained_elapsed"
 L2_HIT_RATE = "lts__t_sector_hit_rate.pct"
 L1_HIT_RATE = "l1tex__t_sector_hit_rate.pct"
 
@@ -381,6 +387,7 @@ def extra_metrics() -> tuple[str, ...]:
         GMMA_INSTRUCTIONS,
         DRAM_BYTES_READ,
         DRAM_BYTES_WRITE,
+        L2_FABRIC,
         L2_HIT_RATE,
         L1_HIT_RATE,
         *SASS_FLOP_COUNTERS,

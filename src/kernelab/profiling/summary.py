@@ -34,6 +34,7 @@ class KernelSummary:
     dram_gbps: float | None
     dram_pct: float | None
     l2_pct: float | None
+    l2_fabric_pct: float | None  # the fabric between the L2's two partitions, % of peak
     l2_hit_pct: float | None
     l1_pct: float | None
     l1_hit_pct: float | None
@@ -71,6 +72,7 @@ class KernelSummary:
             "dram_gbps": self.dram_gbps,
             "dram_pct": self.dram_pct,
             "l2_pct": self.l2_pct,
+            "l2_fabric_pct": self.l2_fabric_pct,
             "l2_hit_pct": self.l2_hit_pct,
             "l1_pct": self.l1_pct,
             "l1_hit_pct": self.l1_hit_pct,
@@ -229,6 +231,7 @@ def summarize(
         dram_gbps=dram_rate / 1e9 if dram_rate is not None else None,
         dram_pct=number(m.DRAM_THROUGHPUT),
         l2_pct=number(m.L2_THROUGHPUT),
+        l2_fabric_pct=number(m.L2_FABRIC),
         l2_hit_pct=number(m.L2_HIT_RATE),
         l1_pct=number(*m.L1_THROUGHPUT),
         l1_hit_pct=number(m.L1_HIT_RATE),
@@ -294,7 +297,12 @@ def render(summaries: list[KernelSummary], console) -> None:
             ),
             (
                 "L2",
-                f"{_fmt(s.l2_pct, '.1f', ' % of peak')}, hit rate {_fmt(s.l2_hit_pct, '.1f', ' %')}",
+                f"{_fmt(s.l2_pct, '.1f', ' % of peak')}, hit rate {_fmt(s.l2_hit_pct, '.1f', ' %')}"
+                + (
+                    f", fabric {_fmt(s.l2_fabric_pct, '.1f', ' % of peak')}"
+                    if s.l2_fabric_pct is not None
+                    else ""
+                ),
             ),
             (
                 "L1",
