@@ -294,6 +294,11 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "PREFETCH": 2},
+        # re-polls of the stale words only
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "REPOLL_STALE": True},
+        # each row's chunk loaded in its own step, pipelined (on the GPU) through shared memory
+        {"PACKED": True, "EARLY_POLL": True, "STAGES": 3},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "STAGES": 3, "UNROLL": 2},
     ],
     ids=str,
 )
@@ -350,8 +355,8 @@ def test_wait_log_sees_the_peers_that_never_came(softmax):
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
     "prefetch",
-    ["defer", "defer-packed", 2, True, False],
-    ids=["deferred", "deferred-packed", "prefetch-2", "prefetch", "no-prefetch"],
+    ["defer", "defer-packed", "defer-packed-repoll", 2, True, False],
+    ids=["deferred", "deferred-packed", "deferred-repoll", "prefetch-2", "prefetch", "no-prefetch"],
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
@@ -362,9 +367,48 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     x = torch.randn(9, 127, device=DEVICE)
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
     if prefetch.__class__ is str:
-        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": prefetch.endswith("packed")}
+        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": "packed" in prefetch}
+        config["REPOLL_STALE"] = prefetch.endswith("repoll")
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
+
+
+def _repoll_kernel(softmax_module):
+    """A one-program kernel around softmax._repoll_stale: out = the re-polled held words. (A
+    jitted function finds its callees among its module's globals, and the test's `softmax`
+    is the fixture there, so the module goes in under another name.)"""
+    import triton
+    import triton.language as tl
+
+    globals()["_softmax_under_test"] = softmax_module
+
+    @triton.jit
+    def repoll(buffer, held_ptr, out_ptr, n_chunks, turn, BLOCK: tl.constexpr):
+        peers = tl.arange(0, BLOCK)
+        held = tl.load(held_ptr + peers)
+        fresh = _softmax_under_test._repoll_stale(buffer, held, n_chunks, turn, BLOCK)  # noqa: F821
+        tl.store(out_ptr + peers, fresh)
+
+    return repoll
+
+
+def test_repoll_reads_only_the_stale_words_and_keeps_the_rest(softmax):
+    # The re-poll of REPOLL_STALE: 6 peers' packed words for turn 2 (tag bit 1) in memory;
+    # the program's copy from an earlier poll has peers 0, 2 and 5 stale (tag bit 0). It must
+    # take those three from memory and keep its own words for the other three, whatever
+    # memory now holds there (here: stale words that a full re-poll would bring back).
+    repoll = _repoll_kernel(softmax)
+    turn_bit = 1 << 31  # turn 2's tag bit (_turn_bit(2) == 1)
+    fresh = [turn_bit | (10 + i) for i in range(6)]
+    memory = torch.tensor(fresh + [0, 0], dtype=torch.int64, device=DEVICE)
+    memory[[1, 3]] = torch.tensor([7, 8], dtype=torch.int64)  # stale in memory, fresh held
+    held = torch.tensor(
+        [0, turn_bit | 21, 0, turn_bit | 23, turn_bit | 24, 0, 99, 99], dtype=torch.int64
+    ).to(DEVICE)
+    out = torch.empty_like(held)
+    repoll[(1,)](memory, held, out, 6, 2, BLOCK=8)
+    expected = [fresh[0], turn_bit | 21, fresh[2], turn_bit | 23, turn_bit | 24, fresh[5], 99, 99]
+    assert out.tolist() == expected
 
 
 @pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"LEAN": False}], ids=str)
@@ -1121,6 +1165,9 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "REPOLL_STALE": True},
+        {"PACKED": True, "EARLY_POLL": True, "STAGES": 3, "L2_AHEAD": 0},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "STAGES": 3, "L2_AHEAD": 0},
     ],
     ids=str,
 )

@@ -67,6 +67,9 @@ def label(config: dict) -> str:
         # (the v25 and v26 records also name " narrow", NARROW, and " ps<N>", PER_SM: see
         # docs/notes/triton.md, thirteenth design)
         deferred += f" u{config['UNROLL']}" if config.get("UNROLL", 1) > 1 else ""
+        # re-polls of the stale words only; chunk loads pipelined through shared memory
+        deferred += " stale" if config.get("REPOLL_STALE") else ""
+        deferred += f" s{config['STAGES']}" if config.get("STAGES") else ""
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

@@ -574,13 +574,29 @@ def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr):
 
 
 @triton.jit
+def _stale(words, turn):
+    """Per peer: whether its packed word is not yet this turn's."""
+    return ((words >> 31) & 1) != _turn_bit(turn)
+
+
+@triton.jit
 def _late(first, second, turn, PACKED: tl.constexpr):
     """How many peers' words in a poll are not yet this turn's."""
     if PACKED:
-        stale = ((first >> 31) & 1) != _turn_bit(turn)
-        return tl.sum(stale.to(tl.int32), axis=0)
+        return tl.sum(_stale(first, turn).to(tl.int32), axis=0)
     else:
         return _late_peers(first, second, turn)
+
+
+@triton.jit
+def _repoll_stale(buffer, words, n_chunks, turn, BLOCK_CHUNKS):
+    """Poll again only the packed words that are not yet this turn's: a lane whose peer has
+    published issues no request, so a re-poll moves 8 bytes per late peer, not n_chunks x 8
+    (each of which crosses the fabric between the L2's two halves for about half the SMs)."""
+    peers = tl.arange(0, BLOCK_CHUNKS)
+    stale = _stale(words, turn) & (peers < n_chunks)
+    fresh = tl.load(buffer + peers, mask=stale, other=0, volatile=True)
+    return tl.where(stale, fresh, words)
 
 
 @triton.jit
@@ -594,14 +610,20 @@ def _settle(
     MAX_SPINS,
     PACKED: tl.constexpr,
     BASE2: tl.constexpr,
+    REPOLL_STALE: tl.constexpr = False,
 ):
     """From one poll's words, poll again until every peer's word is this turn's, then combine
     (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the
-    spin budget, the polls beyond the one given)."""
+    spin budget, the polls beyond the one given). REPOLL_STALE (packed words only): each
+    poll after the first reads only the words still stale (_repoll_stale)."""
     late = _late(first, second, turn, PACKED)
     spins = 0
     while (late > 0) & (spins < MAX_SPINS):
-        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
+        if PACKED and REPOLL_STALE:
+            first = _repoll_stale(buffer, first, n_chunks, turn, BLOCK_CHUNKS)
+            second = first
+        else:
+            first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
         late = _late(first, second, turn, PACKED)
         spins += 1
     if PACKED:
@@ -714,6 +736,7 @@ def _finish_deferred(
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
     STREAM_STORE: tl.constexpr = False,
+    REPOLL_STALE: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
@@ -722,8 +745,9 @@ def _finish_deferred(
     wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
-        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
-    )
+        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True,
+        REPOLL_STALE,
+    )  # fmt: skip
     # A wait that gave up poisons this row and every later one: once a peer has failed to
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
     # tag would read a never-written slot as turn 5's). The NaN rides on the scalar scale,
@@ -768,6 +792,8 @@ def _softmax_coop_deferred_kernel(
     PAIRS: tl.constexpr = False,
     UNROLL: tl.constexpr = 1,
     PTX: tl.constexpr = True,
+    REPOLL_STALE: tl.constexpr = False,
+    STAGES: tl.constexpr = 0,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -812,10 +838,11 @@ def _softmax_coop_deferred_kernel(
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
     WORDS: tl.constexpr = 1 if PACKED else 2
-    upcoming = _load_step(
-        x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
-    )
-    if PREFETCH >= 2:
+    if STAGES == 0:
+        upcoming = _load_step(
+            x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
+        )
+    if PREFETCH >= 2 and STAGES == 0:
         after_next = _load_step(
             x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
         )
@@ -828,25 +855,48 @@ def _softmax_coop_deferred_kernel(
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
     extra_polls = 0
-    for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
+    # STAGES > 0: Triton's software pipeliner issues each row's chunk load STAGES - 1 steps
+    # ahead as an asynchronous copy into shared memory (cp.async), which holds no registers
+    # and crosses the fabric between the L2's halves once, where the L2 prefetch's line is
+    # fetched by one request and read by another (ncu, session 11: +48 % fabric sectors)
+    for row in tl.range(
+        group, n_rows, n_groups, num_stages=max(STAGES, 1), loop_unroll_factor=UNROLL
+    ):
         if L2_AHEAD > 0:
-            # L2_AHEAD rows past the last one in registers: into L2, no registers held
-            ahead = row + (PREFETCH + L2_AHEAD) * n_groups
+            # L2_AHEAD rows past the last one in registers (or in shared memory): into L2,
+            # no registers held
+            IN_FLIGHT: tl.constexpr = STAGES - 1 if STAGES > 0 else PREFETCH
+            ahead = row + (IN_FLIGHT + L2_AHEAD) * n_groups
             _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK)
         # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row (8
         # packed). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
         previous = stats_ptr + ((group * 4 + (iteration + 3) % 4) * n_chunks) * WORDS
-        if EARLY_POLL:
+        if EARLY_POLL and STAGES > 0:
+            # inside a branch, out of the software pipeliner's reach (it would make the poll
+            # an asynchronous copy issued STAGES - 1 steps early, always stale)
+            first = tl.zeros([BLOCK_CHUNKS], dtype=tl.int64)
+            second = first
+            if iteration > 0:
+                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+        elif EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        if PAIRS:
-            pairs = upcoming
+        if STAGES > 0:
+            current = _load_step(
+                x_ptr, row, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
+            )
         else:
-            x = upcoming.to(tl.float32)
-        if PREFETCH >= 2:
+            current = upcoming
+        if PAIRS:
+            pairs = current
+        else:
+            x = current.to(tl.float32)
+        if STAGES > 0:
+            pass  # the pipeliner has the next rows' loads in flight
+        elif PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_step(
                 x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK,
@@ -864,7 +914,7 @@ def _softmax_coop_deferred_kernel(
             top = _chunk_max(x, TREE)
         # chunk_max: c, the max in log2 units (_exps_and_sum)
         e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
-        if LATE_LOAD and PREFETCH < 2:
+        if LATE_LOAD and PREFETCH < 2 and STAGES == 0:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_step(
                 x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
@@ -880,7 +930,7 @@ def _softmax_coop_deferred_kernel(
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, STREAM_STORE,
+                FTZ, PACKED, EVEN, STREAM_STORE, REPOLL_STALE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
@@ -899,7 +949,7 @@ def _softmax_coop_deferred_kernel(
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        STREAM_STORE,
+        STREAM_STORE, REPOLL_STALE,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -1524,6 +1574,10 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # two steps per loop iteration: the held exps change registers without moves
             UNROLL=config.get("UNROLL", 1),
             PTX=not interpreting(),
+            # re-polls read only the stale packed words (_repoll_stale)
+            REPOLL_STALE=config.get("REPOLL_STALE", False) and config.get("PACKED", False),
+            # loads pipelined through shared memory, STAGES - 1 rows ahead (see the kernel)
+            STAGES=config.get("STAGES", 0),
         )
         # bf16 pairs in words (_load_pairs): whole chunks only, and 4-byte aligned words
         kwargs["PAIRS"] = (
