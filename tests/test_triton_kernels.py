@@ -282,6 +282,7 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"HOLD_INPUT": True},
         {"LATE_LOAD": True, "maxnreg": 128},
         {"L2_AHEAD": 1},  # inline PTX: dropped under the interpreter, runs on the GPU
+        {"L2_AHEAD": 1, "L2_PART": 2},  # half of each chunk prefetched (GPU only, as above)
         {"PACKED": True},  # one word per chunk: 23 rows in one group wrap the tag bit
         {"EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True},
@@ -294,11 +295,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "PREFETCH": 2},
-        # re-polls of the stale words only
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "REPOLL_STALE": True},
-        # each row's chunk loaded in its own step, pipelined (on the GPU) through shared memory
-        {"PACKED": True, "EARLY_POLL": True, "STAGES": 3},
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "STAGES": 3, "UNROLL": 2},
     ],
     ids=str,
 )
@@ -355,8 +351,8 @@ def test_wait_log_sees_the_peers_that_never_came(softmax):
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU every peer is resident and the wait succeeds")
 @pytest.mark.parametrize(
     "prefetch",
-    ["defer", "defer-packed", "defer-packed-repoll", 2, True, False],
-    ids=["deferred", "deferred-packed", "deferred-repoll", "prefetch-2", "prefetch", "no-prefetch"],
+    ["defer", "defer-packed", 2, True, False],
+    ids=["deferred", "deferred-packed", "prefetch-2", "prefetch", "no-prefetch"],
 )
 def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, prefetch):
     # Under the interpreter the programs of a row run one after another, so the first chunk's
@@ -367,48 +363,9 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     x = torch.randn(9, 127, device=DEVICE)
     config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
     if prefetch.__class__ is str:
-        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": "packed" in prefetch}
-        config["REPOLL_STALE"] = prefetch.endswith("repoll")
+        config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": prefetch.endswith("packed")}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
-
-
-def _repoll_kernel(softmax_module):
-    """A one-program kernel around softmax._repoll_stale: out = the re-polled held words. (A
-    jitted function finds its callees among its module's globals, and the test's `softmax`
-    is the fixture there, so the module goes in under another name.)"""
-    import triton
-    import triton.language as tl
-
-    globals()["_softmax_under_test"] = softmax_module
-
-    @triton.jit
-    def repoll(buffer, held_ptr, out_ptr, n_chunks, turn, BLOCK: tl.constexpr):
-        peers = tl.arange(0, BLOCK)
-        held = tl.load(held_ptr + peers)
-        fresh = _softmax_under_test._repoll_stale(buffer, held, n_chunks, turn, BLOCK)  # noqa: F821
-        tl.store(out_ptr + peers, fresh)
-
-    return repoll
-
-
-def test_repoll_reads_only_the_stale_words_and_keeps_the_rest(softmax):
-    # The re-poll of REPOLL_STALE: 6 peers' packed words for turn 2 (tag bit 1) in memory;
-    # the program's copy from an earlier poll has peers 0, 2 and 5 stale (tag bit 0). It must
-    # take those three from memory and keep its own words for the other three, whatever
-    # memory now holds there (here: stale words that a full re-poll would bring back).
-    repoll = _repoll_kernel(softmax)
-    turn_bit = 1 << 31  # turn 2's tag bit (_turn_bit(2) == 1)
-    fresh = [turn_bit | (10 + i) for i in range(6)]
-    memory = torch.tensor(fresh + [0, 0], dtype=torch.int64, device=DEVICE)
-    memory[[1, 3]] = torch.tensor([7, 8], dtype=torch.int64)  # stale in memory, fresh held
-    held = torch.tensor(
-        [0, turn_bit | 21, 0, turn_bit | 23, turn_bit | 24, 0, 99, 99], dtype=torch.int64
-    ).to(DEVICE)
-    out = torch.empty_like(held)
-    repoll[(1,)](memory, held, out, 6, 2, BLOCK=8)
-    expected = [fresh[0], turn_bit | 21, fresh[2], turn_bit | 23, turn_bit | 24, fresh[5], 99, 99]
-    assert out.tolist() == expected
 
 
 @pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"LEAN": False}], ids=str)
@@ -499,9 +456,11 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         # bf16 pairs read as words, two steps per loop iteration (session 10); on rows of
         # partial chunks (100,000 pads to 131K) the same kernel with plain loads
-        (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
+        # at 65K with half of each chunk prefetched into L2 (session 11)
+        (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2", "l2/2")),
         (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
         (100_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
+        (60_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),  # pads to 65K
         # the bf16 262K winner runs under a 128-register cap (16 programs per SM, not 12);
         # past 256 chunks it is not offered either
         (262_144, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
@@ -557,9 +516,10 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
 
     # 1024 values with and without the L2 prefetch, and 2048 for bf16 (with and without
     # its masks); past 128 chunks bf16 also gets 1024 with the prefetch under a register cap
-    # (and for bf16 rows of whole chunks, up to 128 of them, 1024 read as pairs in words)
-    assert one_warp_chunks(65_536, torch.float32) == [1024, 1024]
-    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
+    # (and for bf16 rows of whole chunks, up to 128 of them, 1024 read as pairs in words;
+    # up to 64 chunks in bf16 and 128 in fp32, 1024 with half of each chunk prefetched)
+    assert one_warp_chunks(65_536, torch.float32) == [1024, 1024, 1024]
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 1024, 1024, 2048, 2048]
     assert one_warp_chunks(131_072, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
     assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
     assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
@@ -595,10 +555,29 @@ def test_softmax_paired_steps_are_a_bf16_candidate_on_whole_chunks_up_to_128(sof
             if c.get("PAIRS")
         ]
 
-    assert paired(32_768) == paired(65_536) == paired(131_072) == [(1024, 1, 2)]
+    # (with and without L2_PART=2 up to 64 chunks: see the test below)
+    assert paired(32_768) == paired(65_536) == [(1024, 1, 2)] * 2
+    assert paired(131_072) == [(1024, 1, 2)]
     assert paired(262_144) == []  # 256 chunks: 143 registers, 12 programs per SM
     assert paired(100_000) == []  # a partial chunk: it would run the plain loads
     assert paired(65_536, torch.float32) == paired(65_536, torch.float16) == []
+
+
+def test_softmax_half_l2_prefetch_is_offered_where_it_won(softmax):
+    # L2_PART=2 (session 11): a bf16 candidate up to 64 chunks per row (it won at 65K and
+    # lost at 131K), an fp32 one up to 128 (it won at 131K); everything else prefetches whole
+    # chunks
+    def halves(cols, dtype):
+        return [
+            (c["CHUNK"], c["num_warps"], bool(c.get("PAIRS")))
+            for c in softmax.long_row_candidates(cols, dtype)
+            if c.get("L2_PART", 1) == 2
+        ]
+
+    assert halves(65_536, torch.bfloat16) == [(1024, 1, True)]
+    assert halves(131_072, torch.bfloat16) == halves(262_144, torch.bfloat16) == []
+    assert halves(131_072, torch.float32) == halves(65_536, torch.float32) == [(1024, 1, False)]
+    assert halves(262_144, torch.float32) == []
 
 
 def test_softmax_split_winner_goes_first_where_it_was_measured(softmax):
@@ -1165,9 +1144,7 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "REPOLL_STALE": True},
-        {"PACKED": True, "EARLY_POLL": True, "STAGES": 3, "L2_AHEAD": 0},
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "STAGES": 3, "L2_AHEAD": 0},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "L2_PART": 2},
     ],
     ids=str,
 )

@@ -50,6 +50,8 @@ def label(config: dict) -> str:
     # rows (or blocks) asked of the L2 ahead of the loads (prefetch.global.L2, no registers)
     if config.get("L2_AHEAD"):
         prefetch += f" l2a{config['L2_AHEAD']}"
+        # only 1 / L2_PART of each chunk asked of the L2
+        prefetch += f"/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
     if path == "cooperative":
         deferred = " defer" if config.get("DEFER") else ""
         deferred += " hold-in" if config.get("HOLD_INPUT") else ""
@@ -67,9 +69,9 @@ def label(config: dict) -> str:
         # (the v25 and v26 records also name " narrow", NARROW, and " ps<N>", PER_SM: see
         # docs/notes/triton.md, thirteenth design)
         deferred += f" u{config['UNROLL']}" if config.get("UNROLL", 1) > 1 else ""
-        # re-polls of the stale words only; chunk loads pipelined through shared memory
-        deferred += " stale" if config.get("REPOLL_STALE") else ""
-        deferred += f" s{config['STAGES']}" if config.get("STAGES") else ""
+        # (the v29 and v31 records also name " s<N>", STAGES, the chunk loads pipelined
+        # through shared memory; v28 ran REPOLL_STALE unnamed: both removed, see
+        # docs/notes/triton.md, fourteenth design)
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
     elif path == "l2-split":
         name = (

@@ -574,29 +574,13 @@ def _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED: tl.constexpr):
 
 
 @triton.jit
-def _stale(words, turn):
-    """Per peer: whether its packed word is not yet this turn's."""
-    return ((words >> 31) & 1) != _turn_bit(turn)
-
-
-@triton.jit
 def _late(first, second, turn, PACKED: tl.constexpr):
     """How many peers' words in a poll are not yet this turn's."""
     if PACKED:
-        return tl.sum(_stale(first, turn).to(tl.int32), axis=0)
+        stale = ((first >> 31) & 1) != _turn_bit(turn)
+        return tl.sum(stale.to(tl.int32), axis=0)
     else:
         return _late_peers(first, second, turn)
-
-
-@triton.jit
-def _repoll_stale(buffer, words, n_chunks, turn, BLOCK_CHUNKS):
-    """Poll again only the packed words that are not yet this turn's: a lane whose peer has
-    published issues no request, so a re-poll moves 8 bytes per late peer, not n_chunks x 8
-    (each of which crosses the fabric between the L2's two halves for about half the SMs)."""
-    peers = tl.arange(0, BLOCK_CHUNKS)
-    stale = _stale(words, turn) & (peers < n_chunks)
-    fresh = tl.load(buffer + peers, mask=stale, other=0, volatile=True)
-    return tl.where(stale, fresh, words)
 
 
 @triton.jit
@@ -610,20 +594,14 @@ def _settle(
     MAX_SPINS,
     PACKED: tl.constexpr,
     BASE2: tl.constexpr,
-    REPOLL_STALE: tl.constexpr = False,
 ):
     """From one poll's words, poll again until every peer's word is this turn's, then combine
     (BASE2: maxima in log2 units): (row max, row sum of exp, whether all arrived within the
-    spin budget, the polls beyond the one given). REPOLL_STALE (packed words only): each
-    poll after the first reads only the words still stale (_repoll_stale)."""
+    spin budget, the polls beyond the one given)."""
     late = _late(first, second, turn, PACKED)
     spins = 0
     while (late > 0) & (spins < MAX_SPINS):
-        if PACKED and REPOLL_STALE:
-            first = _repoll_stale(buffer, first, n_chunks, turn, BLOCK_CHUNKS)
-            second = first
-        else:
-            first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
+        first, second = _poll(buffer, n_chunks, turn, BLOCK_CHUNKS, PACKED)
         late = _late(first, second, turn, PACKED)
         spins += 1
     if PACKED:
@@ -736,7 +714,6 @@ def _finish_deferred(
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
     STREAM_STORE: tl.constexpr = False,
-    REPOLL_STALE: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
@@ -745,9 +722,8 @@ def _finish_deferred(
     wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
-        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True,
-        REPOLL_STALE,
-    )  # fmt: skip
+        buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
+    )
     # A wait that gave up poisons this row and every later one: once a peer has failed to
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
     # tag would read a never-written slot as turn 5's). The NaN rides on the scalar scale,
@@ -792,8 +768,7 @@ def _softmax_coop_deferred_kernel(
     PAIRS: tl.constexpr = False,
     UNROLL: tl.constexpr = 1,
     PTX: tl.constexpr = True,
-    REPOLL_STALE: tl.constexpr = False,
-    STAGES: tl.constexpr = 0,
+    L2_PART: tl.constexpr = 1,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
 ):
@@ -829,6 +804,16 @@ def _softmax_coop_deferred_kernel(
     # (session 10, v23-v26: +0.1 to +0.8 % at 65K-131K). Three more were measured there and
     # removed: exps held as bf16 pairs (c75b106: 20 programs per SM, no faster), one 32-bit
     # word per chunk's partials (NARROW, e762724) and a per-SM program cap (PER_SM, 61b6043).
+    # L2_PART > 1 (session 11): the L2 prefetch asks for only the chunk's first 1 / L2_PART.
+    # ncu on the H200 put the L2's busiest part at its fabric (between its two partitions: 93 %
+    # busy here, 91.5 % for a plain copy), and the prefetch makes every line it asks for cross
+    # it twice for about half the SMs (fetched by the prefetch, read by the load: 12.8 M fabric
+    # sectors against 8.7 M without it, bf16 131K). Half the prefetch trades fabric for
+    # latency: bf16 65K +0.9 %, fp32 131K +0.6 %; bf16 131K-262K and fp32 262K lost 3-6 %.
+    # Two more were measured there and removed (code in 4754890): re-polling only the stale
+    # words (REPOLL_STALE: 13 % fewer bytes from L2, the same time) and the chunk loads
+    # pipelined through shared memory by Triton's software pipeliner (STAGES: the fabric
+    # sectors of a plain copy, yet 2-18 % slower; the pipeliner also moved the early poll).
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
@@ -838,11 +823,10 @@ def _softmax_coop_deferred_kernel(
     mask = cols < n_cols
     # words per chunk per turn slot: 1 packed, else 2 (max, sum)
     WORDS: tl.constexpr = 1 if PACKED else 2
-    if STAGES == 0:
-        upcoming = _load_step(
-            x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
-        )
-    if PREFETCH >= 2 and STAGES == 0:
+    upcoming = _load_step(
+        x_ptr, group, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
+    )
+    if PREFETCH >= 2:
         after_next = _load_step(
             x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
         )
@@ -855,48 +839,28 @@ def _softmax_coop_deferred_kernel(
     healthy = True  # every wait so far ended with all peers' partials
     late_finishes = 0
     extra_polls = 0
-    # STAGES > 0: Triton's software pipeliner issues each row's chunk load STAGES - 1 steps
-    # ahead as an asynchronous copy into shared memory (cp.async), which holds no registers
-    # and crosses the fabric between the L2's halves once, where the L2 prefetch's line is
-    # fetched by one request and read by another (ncu, session 11: +48 % fabric sectors)
-    for row in tl.range(
-        group, n_rows, n_groups, num_stages=max(STAGES, 1), loop_unroll_factor=UNROLL
-    ):
+    for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
         if L2_AHEAD > 0:
-            # L2_AHEAD rows past the last one in registers (or in shared memory): into L2,
-            # no registers held
-            IN_FLIGHT: tl.constexpr = STAGES - 1 if STAGES > 0 else PREFETCH
-            ahead = row + (IN_FLIGHT + L2_AHEAD) * n_groups
-            _prefetch_to_l2(x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK)
+            # L2_AHEAD rows past the last one in registers: into L2, no registers held
+            # L2_PART > 1: only the chunk's first 1 / L2_PART (see the comment above the loop)
+            ahead = row + (PREFETCH + L2_AHEAD) * n_groups
+            _prefetch_to_l2(
+                x_ptr, ahead, n_rows, n_cols, x_row_stride, chunk * CHUNK, CHUNK // L2_PART
+            )
         # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row (8
         # packed). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
         previous = stats_ptr + ((group * 4 + (iteration + 3) % 4) * n_chunks) * WORDS
-        if EARLY_POLL and STAGES > 0:
-            # inside a branch, out of the software pipeliner's reach (it would make the poll
-            # an asynchronous copy issued STAGES - 1 steps early, always stale)
-            first = tl.zeros([BLOCK_CHUNKS], dtype=tl.int64)
-            second = first
-            if iteration > 0:
-                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
-        elif EARLY_POLL:
+        if EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
             first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
-        if STAGES > 0:
-            current = _load_step(
-                x_ptr, row, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
-            )
-        else:
-            current = upcoming
         if PAIRS:
-            pairs = current
+            pairs = upcoming
         else:
-            x = current.to(tl.float32)
-        if STAGES > 0:
-            pass  # the pipeliner has the next rows' loads in flight
-        elif PREFETCH >= 2:
+            x = upcoming.to(tl.float32)
+        if PREFETCH >= 2:
             upcoming = after_next
             after_next = _load_step(
                 x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK,
@@ -914,7 +878,7 @@ def _softmax_coop_deferred_kernel(
             top = _chunk_max(x, TREE)
         # chunk_max: c, the max in log2 units (_exps_and_sum)
         e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
-        if LATE_LOAD and PREFETCH < 2 and STAGES == 0:
+        if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_step(
                 x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
@@ -930,7 +894,7 @@ def _softmax_coop_deferred_kernel(
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, STREAM_STORE, REPOLL_STALE,
+                FTZ, PACKED, EVEN, STREAM_STORE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
@@ -949,7 +913,7 @@ def _softmax_coop_deferred_kernel(
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        STREAM_STORE, REPOLL_STALE,
+        STREAM_STORE,
     )  # fmt: skip
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
@@ -1140,6 +1104,11 @@ def _softmax_l2_kernel(
 PAIRED_STEPS = {"PAIRS": True, "UNROLL": 2}
 # A paired-steps config needs this many chunks per row or fewer (cooperative_candidates).
 PAIRED_STEPS_MAX_CHUNKS = 128
+# A config that prefetches only part of each chunk into L2 (L2_PART) is offered up to this
+# many chunks per row, by itemsize: it won at 64 in bf16 (65K) and 128 in fp32 (131K); it
+# lost at 128 and 256 in bf16 and in fp32's two-warp 2048-value chunks at 262K (session 11,
+# softmax_long_rows_v30-v31).
+HALF_PREFETCH_MAX_CHUNKS = {2: 64, 4: 128}
 
 
 def cooperative_candidates(dtype) -> list[dict]:
@@ -1211,6 +1180,18 @@ def cooperative_candidates(dtype) -> list[dict]:
             deferred.append(
                 {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS}
             )
+            # the same, half of each chunk prefetched into L2 (L2_PART, session 11): fewer
+            # lines cross the L2 fabric twice; up to HALF_PREFETCH_MAX_CHUNKS chunks per row
+            deferred.append(
+                {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS}
+                | {"L2_PART": 2}
+            )
+    if torch.empty((), dtype=dtype).element_size() == 4:
+        # c1024 l2a1 with half of each chunk prefetched (session 11, fp32 131K: 4.105 twice
+        # against 4.082 / 4.073 in the same runs)
+        deferred.append(
+            {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "L2_PART": 2}
+        )
     return waiting + deferred
 
 
@@ -1274,7 +1255,9 @@ MEASURED_WINNERS = {
     # iteration (PAIRED_STEPS; session 10, v23-v26: 65K 3.932-3.982 against 3.926-3.966 for
     # the plain c1024 l2a1 in the same runs, 131K 3.965-4.008 against 3.936-3.978). Before
     # them: the plain one, 65K 3.916-3.925 (c2048 l2a2 3.786-3.801), 131K 3.969 in v15.
-    (2, 65536): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
+    # bf16 65K, session 11 (softmax_long_rows_v30-v31): half of each chunk prefetched into
+    # L2, 3.980-3.981 in four runs against 3.943-3.947 for the whole prefetch
+    (2, 65536): ("cooperative", 1024, True, 1, True, "pairs", "u2", "l2/2"),
     (2, 131072): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
     # 3.760-3.791 in v18-v19 (masked c2048 3.733-3.743, uncapped 3.578-3.587)
     (2, 262144): ("cooperative", 1024, True, 1, True, "r128"),
@@ -1306,7 +1289,8 @@ def _measured_winner(itemsize: int, block_n: int) -> tuple | None:
 def _identity(config: dict) -> tuple:
     """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD,
     whether it runs the packed early-poll exchange (PACKED and EARLY_POLL), then "masked" for
-    a config that keeps its masks on whole chunks (MASKED) and "r<N>" for a register cap."""
+    a config that keeps its masks on whole chunks (MASKED), "r<N>" for a register cap,
+    "pairs" and "u<N>" (PAIRS, UNROLL) and "l2/<N>" for a partial L2 prefetch (L2_PART)."""
     identity = (
         config["path"],
         config.get("CHUNK"),
@@ -1322,10 +1306,12 @@ def _identity(config: dict) -> tuple:
         identity += ("pairs",)
     if config.get("UNROLL", 1) > 1:
         identity += (f"u{config['UNROLL']}",)
+    if config.get("L2_PART", 1) > 1:
+        identity += (f"l2/{config['L2_PART']}",)
     return identity
 
 
-def _offered(config: dict, n_cols: int) -> bool:
+def _offered(config: dict, n_cols: int, itemsize: int) -> bool:
     """Whether a cooperative config is a candidate at this row length (see the limits above;
     a register cap only where its uncapped kernel needs more: past 128 chunks per row)."""
     n_chunks = triton.cdiv(n_cols, config["CHUNK"])
@@ -1333,6 +1319,8 @@ def _offered(config: dict, n_cols: int) -> bool:
         return False
     if config.get("PAIRS") and (n_cols % config["CHUNK"] or n_chunks > PAIRED_STEPS_MAX_CHUNKS):
         return False  # elsewhere it would run the plain loads: a duplicate, or too many registers
+    if config.get("L2_PART", 1) > 1 and n_chunks > HALF_PREFETCH_MAX_CHUNKS[itemsize]:
+        return False
     return not config.get("DEFER") or n_chunks <= DEFERRED_MAX_CHUNKS
 
 
@@ -1345,7 +1333,9 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     itemsize = torch.empty((), dtype=dtype).element_size()
     block_n = triton.next_power_of_2(n_cols)
     candidates = [
-        {"path": "cooperative", **c} for c in cooperative_candidates(dtype) if _offered(c, n_cols)
+        {"path": "cooperative", **c}
+        for c in cooperative_candidates(dtype)
+        if _offered(c, n_cols, itemsize)
     ]
     if block_n <= SINGLE_PASS_LONG_MAX_COLS:
         candidates.append(single_pass_long_candidate())
@@ -1356,7 +1346,7 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     first = [c for c in candidates if winner and _identity(c) == winner][:1]
     if winner and not first:
         # a paired-steps winner is offered on whole chunks only: elsewhere its plain sibling
-        plain = tuple(part for part in winner if part not in ("pairs", "u2"))
+        plain = tuple(part for part in winner if part not in ("pairs", "u2", "l2/2"))
         first = [c for c in candidates if _identity(c) == plain][:1]
     return first + [c for c in candidates if c not in first]
 
@@ -1574,10 +1564,7 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # two steps per loop iteration: the held exps change registers without moves
             UNROLL=config.get("UNROLL", 1),
             PTX=not interpreting(),
-            # re-polls read only the stale packed words (_repoll_stale)
-            REPOLL_STALE=config.get("REPOLL_STALE", False) and config.get("PACKED", False),
-            # loads pipelined through shared memory, STAGES - 1 rows ahead (see the kernel)
-            STAGES=config.get("STAGES", 0),
+            L2_PART=config.get("L2_PART", 1),
         )
         # bf16 pairs in words (_load_pairs): whole chunks only, and 4-byte aligned words
         kwargs["PAIRS"] = (
