@@ -3,6 +3,7 @@
 Written in session 8 after its last GPU call; run in session 9 (softmax_gluon_pipelined_v1):
 every configuration correct and slower than the library's tuned softmax in the same run,
 bf16 65K-262K 2.53-3.73 TB/s against 3.80-3.95, fp32 3.55-3.97 against 4.03-4.08. Refuted.
+Session 11 ran it at 4-16 KiB chunks (--configs): no better (softmax_gluon_pipelined_v2).
 
 Why: the split shared-memory kernel (softmax_shared_split.py) took fp32 32K-65K rows to 4.07
 TB/s but left bf16 65K-262K at 3.76-3.84, below the deferred register kernel (3.94-3.97). Each
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 from pathlib import Path
 
 import torch
@@ -259,11 +261,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--cols", default="65536,131072,262144")
     parser.add_argument("--dtypes", default="bf16,fp32")
+    parser.add_argument(
+        "--configs", type=json.loads, default=None, help="JSON list in place of CONFIGS"
+    )
     args = parser.parse_args(argv)
 
     def entries_for(x) -> list:
         entries = [("library (tuned)", library.softmax, None)]
-        for config in CONFIGS:
+        for config in args.configs or CONFIGS:
             name = "pipelined c{}k sub{} w{}".format(
                 config["CHUNK_BYTES"] >> 10, config["SUB"], config["num_warps"]
             )
