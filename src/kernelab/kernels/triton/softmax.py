@@ -809,11 +809,12 @@ def _softmax_coop_deferred_kernel(
     # busy here, 91.5 % for a plain copy), and the prefetch makes every line it asks for cross
     # it twice for about half the SMs (fetched by the prefetch, read by the load: 12.8 M fabric
     # sectors against 8.7 M without it, bf16 131K). Half the prefetch trades fabric for
-    # latency: bf16 65K +0.9 %, fp32 131K +0.6 %; bf16 131K-262K and fp32 262K lost 3-6 %.
-    # Two more were measured there and removed (code in 4754890): re-polling only the stale
-    # words (REPOLL_STALE: 13 % fewer bytes from L2, the same time) and the chunk loads
-    # pipelined through shared memory by Triton's software pipeliner (STAGES: the fabric
-    # sectors of a plain copy, yet 2-18 % slower; the pipeliner also moved the early poll).
+    # latency: bf16 65K +0.9 %, fp32 131K +0.6 %; bf16 131K-262K and fp32 262K lost 2.6-6 %.
+    # Two more were measured there and removed: re-polling only the stale words (REPOLL_STALE,
+    # code in 4754890: 13 % fewer bytes from L2, the same time) and the chunk loads pipelined
+    # through shared memory by Triton's software pipeliner (STAGES: a plain copy's fabric
+    # sectors, yet 1-18 % slower; the pipeliner moves the early poll, so the measured version
+    # carried it from the end of the previous step: docs/notes/triton.md, fourteenth design).
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
