@@ -151,13 +151,12 @@ MEMORY_ADVICE = {
         "friendly (grouped or swizzled) tile order keeps neighbours' data resident."
     ),
     "L2 fabric": (
-        "The L2's busiest part is the fabric between its two partitions: about half of the "
-        "SMs reach each line through it, so it binds streaming kernels before DRAM does (a "
-        "plain copy on the H200 runs it at 91.5 % of peak). Every extra L2 request crossing "
-        "it spends the same budget: a prefetch and a later load of the same line cross twice, "
-        "and polled flags cross on each poll. Pipeline: keep bytes in flight with real loads "
-        "(cp.async or TMA into shared memory, or registers), not L2 prefetches; exchange fewer "
-        "words per byte moved."
+        "The L2's busiest part is the fabric between its two partitions, which a line homed "
+        "in the far partition crosses (a plain copy on the H200 sends about half its sectors "
+        "through it and runs it at 91.5 % of peak: it binds streaming kernels before DRAM "
+        "does). Every extra crossing spends that budget: a line prefetched into L2 and then "
+        "loaded crosses twice. Pipeline: prefer real loads for the bytes in flight (registers, "
+        "or cp.async / TMA into shared memory) to L2 prefetches."
     ),
     "L1": (
         "L1/shared memory is the ceiling: bank conflicts or scattered accesses multiply the "
