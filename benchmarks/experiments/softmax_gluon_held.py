@@ -36,17 +36,11 @@ tolerance catches a wrong scale that bf16's can hide (session 11's inline-PTX po
 
 from __future__ import annotations
 
-import argparse
-import functools
-import json
-from pathlib import Path
-
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from kernelab.kernels.triton import softmax as _softmax
-from kernelab.kernels.triton._runtime import compiled_occupancy
 
 LOG2E = gl.constexpr(1.4426950408889634)
 MINUS_INF_BITS = gl.constexpr(-8388608)  # float32 -inf as a signed int32 (0xFF800000)
@@ -197,6 +191,8 @@ def _held_kernel(
 
 def launch(x, config: dict):
     """Softmax of a contiguous 2-D x (rows of whole chunks) with this kernel; (out, plan)."""
+    from softmax_gluon_rows import resident_groups  # this folder's script
+
     n_rows, n_cols = x.shape
     chunk = config["CHUNK"]
     n_chunks = n_cols // chunk
@@ -206,16 +202,9 @@ def launch(x, config: dict):
         CHUNK=chunk, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
         L2_AHEAD=config.get("L2_AHEAD", 1), MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],
     )  # fmt: skip
-    words = torch.zeros(1, device=x.device, dtype=torch.int64)
-    probe = (x, out, words, n_rows, x.stride(0), out.stride(0), n_chunks, 1)
-    per_sm, info = compiled_occupancy(_held_kernel, x.device, probe, kwargs)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    n_groups = min(n_rows, per_sm * sms // n_chunks)
-    plan = {"per_sm": per_sm, **info, "n_groups": n_groups, "n_chunks": n_chunks}
-    if n_groups < 1:
-        raise ValueError(f"not resident: {plan}")
-    # four turn slots per chunk per group, zeroed: no slot carries a turn's tag yet
-    words = torch.zeros(n_groups * 4 * n_chunks, device=x.device, dtype=torch.int64)
+    probe = (x, out, torch.zeros(1, device=x.device, dtype=torch.int64), n_rows, x.stride(0),
+             out.stride(0), n_chunks, 1)  # fmt: skip
+    n_groups, plan, words = resident_groups(_held_kernel, x.device, probe, kwargs, n_rows, n_chunks)
     _held_kernel[(n_groups * n_chunks,)](
         x, out, words, n_rows, x.stride(0), out.stride(0), n_chunks, n_groups, **kwargs
     )
@@ -231,30 +220,13 @@ CONFIGS = (
 
 
 def main(argv=None) -> int:
-    from softmax_gluon_rows import run_experiment  # this folder's script
+    from softmax_gluon_rows import compare_main  # this folder's script
 
-    from kernelab.kernels.triton import softmax as library
+    def label(config: dict) -> str:
+        return f"held c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("."))
-    parser.add_argument("--cols", default="65536,131072,262144")
-    parser.add_argument("--dtypes", default="bf16,fp32")
-    parser.add_argument(
-        "--configs", type=json.loads, default=None, help="JSON list in place of CONFIGS"
-    )
-    args = parser.parse_args(argv)
-
-    def entries_for(x) -> list:
-        entries = [("library (tuned)", library.softmax, None)]
-        for config in args.configs or CONFIGS:
-            name = "held c{} w{} l2a{}".format(
-                config["CHUNK"], config["num_warps"], config.get("L2_AHEAD", 1)
-            )
-            plan = functools.partial(lambda c: launch(x[:1].contiguous(), c)[1], config)
-            entries.append((name, lambda t, c=config: launch(t, c)[0], plan))
-        return entries
-
-    return run_experiment(args.out, args.dtypes, args.cols, entries_for, "softmax_gluon_held.json")
+    description = __doc__.splitlines()[0]
+    return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_held.json")
 
 
 if __name__ == "__main__":

@@ -33,11 +33,6 @@ inputs) before it is timed cold beside the library's tuned softmax and torch's c
 
 from __future__ import annotations
 
-import argparse
-import functools
-import json
-from pathlib import Path
-
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -46,7 +41,6 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernelab.kernels.triton import softmax as _softmax
 from kernelab.kernels.triton import softmax_shared as shared
-from kernelab.kernels.triton._runtime import compiled_occupancy
 
 GIB = 1 << 30
 LINE = shared.LINE
@@ -203,6 +197,8 @@ def _pipelined_split_kernel(
 
 def launch(x, config: dict):
     """Softmax of a contiguous 2-D x (rows of whole chunks) with this kernel; (out, plan)."""
+    from softmax_gluon_rows import resident_groups  # this folder's script
+
     n_rows, n_cols = x.shape
     itemsize = x.element_size()
     chunk = config["CHUNK_BYTES"] // itemsize
@@ -218,18 +214,12 @@ def launch(x, config: dict):
         BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()), MAX_SPINS=MAX_SPINS,
         num_warps=config["num_warps"],
     )  # fmt: skip
-    # every program must be resident: programs per SM of the compiled kernel (the library's
-    # formula and the driver's answer, the smaller), as for the deferred kernel
-    words = torch.zeros(1, device=x.device, dtype=torch.int64)
-    probe = (x_desc, out, out.stride(0), words, n_rows, n_chunks, 1)
-    per_sm, info = compiled_occupancy(_pipelined_split_kernel, x.device, probe, kwargs)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    n_groups = min(n_rows, per_sm * sms // n_chunks)
-    plan = {"per_sm": per_sm, **info, "n_groups": n_groups, "n_chunks": n_chunks}
-    if n_groups < 1:
-        raise ValueError(f"not resident: {plan}")
-    # four turn slots per chunk per group, zeroed: no slot carries a turn's tag yet
-    words = torch.zeros(n_groups * 4 * n_chunks, device=x.device, dtype=torch.int64)
+    # every program must be resident, as for the deferred kernel
+    probe = (x_desc, out, out.stride(0), torch.zeros(1, device=x.device, dtype=torch.int64),
+             n_rows, n_chunks, 1)  # fmt: skip
+    n_groups, plan, words = resident_groups(
+        _pipelined_split_kernel, x.device, probe, kwargs, n_rows, n_chunks
+    )
     _pipelined_split_kernel[(n_groups * n_chunks,)](
         x_desc, out, out.stride(0), words, n_rows, n_chunks, n_groups, **kwargs
     )
@@ -244,42 +234,15 @@ CONFIGS = (
 )
 
 
-def _run(x, config: dict):
-    return launch(x, config)[0]
-
-
-def _plan(x, config: dict) -> dict:
-    return launch(x, config)[1]
-
-
 def main(argv=None) -> int:
-    from softmax_gluon_rows import run_experiment  # this folder's script
+    from softmax_gluon_rows import compare_main  # this folder's script
 
-    from kernelab.kernels.triton import softmax as library
+    def label(config: dict) -> str:
+        chunk_kib, sub, warps = config["CHUNK_BYTES"] >> 10, config["SUB"], config["num_warps"]
+        return f"pipelined c{chunk_kib}k sub{sub} w{warps}"
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("."))
-    parser.add_argument("--cols", default="65536,131072,262144")
-    parser.add_argument("--dtypes", default="bf16,fp32")
-    parser.add_argument(
-        "--configs", type=json.loads, default=None, help="JSON list in place of CONFIGS"
-    )
-    args = parser.parse_args(argv)
-
-    def entries_for(x) -> list:
-        entries = [("library (tuned)", library.softmax, None)]
-        for config in args.configs or CONFIGS:
-            name = "pipelined c{}k sub{} w{}".format(
-                config["CHUNK_BYTES"] >> 10, config["SUB"], config["num_warps"]
-            )
-            # the plan: a one-row launch compiles it and sizes its resident grid
-            plan = functools.partial(_plan, x[:1].contiguous(), config)
-            entries.append((name, functools.partial(_run, config=config), plan))
-        return entries
-
-    return run_experiment(
-        args.out, args.dtypes, args.cols, entries_for, "softmax_gluon_pipelined.json"
-    )
+    description = __doc__.splitlines()[0]
+    return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_pipelined.json")
 
 
 if __name__ == "__main__":

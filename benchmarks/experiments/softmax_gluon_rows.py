@@ -186,6 +186,50 @@ def run_experiment(out: Path, dtypes: str, cols: str, entries_for, name: str, fi
     return 0
 
 
+def resident_groups(kernel, device, probe: tuple, kwargs: dict, n_rows: int, n_chunks: int):
+    """For a persistent split-row kernel that needs every program resident: (row groups, plan,
+    zeroed workspace). Programs per SM are the compiled kernel's (the library's formula and
+    the driver's answer, the smaller); the workspace has four turn slots per chunk per group,
+    int64 words that carry no turn's tag yet."""
+    import torch
+
+    from kernelab.kernels.triton._runtime import compiled_occupancy
+
+    per_sm, info = compiled_occupancy(kernel, device, probe, kwargs)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    n_groups = min(n_rows, per_sm * sms // n_chunks)
+    plan = {"per_sm": per_sm, **info, "n_groups": n_groups, "n_chunks": n_chunks}
+    if n_groups < 1:
+        raise ValueError(f"not resident: {plan}")
+    words = torch.zeros(n_groups * 4 * n_chunks, device=device, dtype=torch.int64)
+    return n_groups, plan, words
+
+
+def compare_main(argv, description, configs, label, launch, record_name) -> int:
+    """The command line the long-row Gluon experiments share: each configuration (configs, or
+    --configs as a JSON list) named label(config) and run by launch(x, config) -> (out, plan),
+    checked and timed beside the library's tuned softmax (run_experiment)."""
+    from kernelab.kernels.triton import softmax as library
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--cols", default="65536,131072,262144")
+    parser.add_argument("--dtypes", default="bf16,fp32")
+    parser.add_argument("--configs", type=json.loads, default=None, help="JSON list of configs")
+    args = parser.parse_args(argv)
+
+    def entries_for(x) -> list:
+        entries = [("library (tuned)", library.softmax, None)]
+        for config in args.configs or configs:
+            # the plan: a one-row launch compiles it and sizes its resident grid (so the
+            # plan's n_groups reads 1; the timed launches use every resident program)
+            plan = functools.partial(lambda c: launch(x[:1].contiguous(), c)[1], config)
+            entries.append((label(config), lambda t, c=config: launch(t, c)[0], plan))
+        return entries
+
+    return run_experiment(args.out, args.dtypes, args.cols, entries_for, record_name)
+
+
 def main(argv=None) -> int:
     from kernelab.kernels.triton import softmax as library
 
