@@ -29,6 +29,11 @@ TB/s against 3.799 (with it 3.753; c1024 3.470); bf16 131K 3.80-3.82 against 3.9
 
     PYTHONPATH=src python3 benchmarks/experiments/softmax_gluon_held.py --out $OUT
 
+STAGED (written after that run, compiled here for sm_90, never run): the next rows' chunks
+come by cp.async into a third shared buffer instead of through registers and the L2
+prefetch (91 registers and 12 KiB at bf16 c2048, so 18 programs per SM by shared memory),
+two rows ahead, each line crossing the L2 fabric once.
+
 Each configuration is checked against the float64 reference (3 fresh inputs) before it is
 timed cold beside the library's tuned softmax. fp32 rows are there for the check: its
 tolerance catches a wrong scale that bf16's can hide (session 11's inline-PTX poll).
@@ -39,6 +44,7 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from kernelab.kernels.triton import softmax as _softmax
 
@@ -53,6 +59,28 @@ def _load_chunk(x_ptr, row, n_rows, x_row_stride, cols):
     again, never used): CHUNK x itemsize bytes from HBM, evict_first."""
     last = gl.minimum(row, n_rows - 1)
     return gl.load(x_ptr + last.to(gl.int64) * x_row_stride + cols, eviction_policy="evict_first")
+
+
+@gluon.jit
+def _copy_chunk(buffer, x_ptr, row, n_rows, x_row_stride, cols):
+    """cp.async of one program's chunk of `row` into `buffer`, as one commit group (a row past
+    the last copies nothing: the group is empty, so every step commits exactly one)."""
+    last = gl.minimum(row, n_rows - 1)
+    inside = (cols >= 0) & (row < n_rows)
+    async_copy.async_copy_global_to_shared(
+        buffer, x_ptr + last.to(gl.int64) * x_row_stride + cols, mask=inside,
+        eviction_policy="evict_first",
+    )  # fmt: skip
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _finished_buffer(iteration, STAGED: gl.constexpr):
+    """The buffer of the row finished at step `iteration` (the previous row's)."""
+    if STAGED:
+        return (iteration + 2) % 3
+    else:
+        return (iteration + 1) % 2
 
 
 @gluon.jit
@@ -123,7 +151,7 @@ def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.const
 def _held_kernel(
     x_ptr, out_ptr, words_ptr, n_rows, x_row_stride, out_row_stride, n_chunks, n_groups,
     CHUNK: gl.constexpr, BLOCK_CHUNKS: gl.constexpr, L2_AHEAD: gl.constexpr,
-    MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
+    STAGED: gl.constexpr, MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     group = gl.program_id(0) // n_chunks
     chunk = gl.program_id(0) % n_chunks
@@ -134,12 +162,23 @@ def _held_kernel(
     peer_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     peers = gl.arange(0, BLOCK_CHUNKS, layout=peer_layout)
     present = peers < n_chunks
-    # two buffers of the input chunk, by step parity: the row being finished and this row.
-    # Each thread writes and reads back its own values (the same layout), so no barrier.
-    held = gl.allocate_shared_memory(
-        x_ptr.dtype.element_ty, [2, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0])
-    )
-    upcoming = _load_chunk(x_ptr, group, n_rows, x_row_stride, cols)
+    # Each thread writes and reads back its own values (one layout throughout), so no barrier.
+    if STAGED:
+        # three buffers in turn: the row being finished, this row, and the next row's chunk in
+        # flight by cp.async (no registers held, and one fabric crossing per line where the L2
+        # prefetch makes two); two rows ahead are asked for before the first step
+        held = gl.allocate_shared_memory(
+            x_ptr.dtype.element_ty, [3, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0])
+        )
+        _copy_chunk(held.index(0), x_ptr, group, n_rows, x_row_stride, cols)
+        _copy_chunk(held.index(1), x_ptr, group + n_groups, n_rows, x_row_stride, cols)
+    else:
+        # two buffers by step parity, the row being finished and this row; the next row's
+        # chunk travels in registers
+        held = gl.allocate_shared_memory(
+            x_ptr.dtype.element_ty, [2, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0])
+        )
+        upcoming = _load_chunk(x_ptr, group, n_rows, x_row_stride, cols)
     iteration = 0
     healthy = True
     held_c = 0.0
@@ -153,10 +192,14 @@ def _held_kernel(
         # this reads a slot nobody finishes from: the words go unused)
         previous = words_ptr + (group * 4 + (iteration + 3) % 4) * n_chunks
         first = _poll(previous, peers, present, iteration)
-        current = upcoming
-        held.index(iteration % 2).store(current)
-        upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, x_row_stride, cols)
-        x = current.to(gl.float32)
+        if STAGED:
+            async_copy.wait_group(1)  # this row's copy (the older of the two in flight)
+            x = held.index(iteration % 3).load(layout).to(gl.float32)
+        else:
+            current = upcoming
+            held.index(iteration % 2).store(current)
+            upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, x_row_stride, cols)
+            x = current.to(gl.float32)
         c = gl.max(x, axis=0) * LOG2E
         c_safe = gl.where(c == float("-inf"), 0.0, c)
         chunk_sum = gl.sum(gl.exp2(x * LOG2E - c_safe), axis=0)
@@ -173,18 +216,27 @@ def _held_kernel(
             healthy = healthy & met
             scale = gl.where(healthy, scale, float("nan"))
             _finish(
-                held.index((iteration + 1) % 2), held_c, scale, out_ptr, row - n_groups,
-                out_row_stride, cols, layout,
+                held.index(_finished_buffer(iteration, STAGED)), held_c, scale, out_ptr,
+                row - n_groups, out_row_stride, cols, layout,
+            )  # fmt: skip
+        if STAGED:
+            # the buffer just finished (or, at the first step, the free one) takes the chunk
+            # two rows ahead
+            _copy_chunk(
+                held.index((iteration + 2) % 3), x_ptr, row + 2 * n_groups, n_rows, x_row_stride,
+                cols,
             )  # fmt: skip
         held_c = c
         iteration += 1
+    if STAGED:
+        async_copy.wait_group(0)  # copies of rows past the last (masked off) end too
     # the group's last row
     last = words_ptr + (group * 4 + (iteration - 1) % 4) * n_chunks
     first = _poll(last, peers, present, iteration)
     scale, met = _scale_after_wait(last, first, peers, present, iteration, held_c, MAX_SPINS)
     scale = gl.where(healthy & met, scale, float("nan"))
     _finish(
-        held.index((iteration + 1) % 2), held_c, scale, out_ptr,
+        held.index(_finished_buffer(iteration, STAGED)), held_c, scale, out_ptr,
         group + (iteration - 1) * n_groups, out_row_stride, cols, layout,
     )  # fmt: skip
 
@@ -200,7 +252,8 @@ def launch(x, config: dict):
     out = torch.empty_like(x)
     kwargs = dict(
         CHUNK=chunk, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
-        L2_AHEAD=config.get("L2_AHEAD", 1), MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],
+        L2_AHEAD=config.get("L2_AHEAD", 1), STAGED=config.get("STAGED", False),
+        MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],
     )  # fmt: skip
     probe = (x, out, torch.zeros(1, device=x.device, dtype=torch.int64), n_rows, x.stride(0),
              out.stride(0), n_chunks, 1)  # fmt: skip
@@ -216,6 +269,9 @@ CONFIGS = (
     {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 0},
     {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1},
     {"CHUNK": 4096, "num_warps": 2, "L2_AHEAD": 1},
+    # the next rows' chunks by cp.async into shared memory (written after the first run)
+    {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 0, "STAGED": True},
+    {"CHUNK": 4096, "num_warps": 1, "L2_AHEAD": 0, "STAGED": True},
 )
 
 
@@ -223,7 +279,10 @@ def main(argv=None) -> int:
     from softmax_gluon_rows import compare_main  # this folder's script
 
     def label(config: dict) -> str:
-        return f"held c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
+        staged = " staged" if config.get("STAGED") else ""
+        return (
+            f"held c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}{staged}"
+        )
 
     description = __doc__.splitlines()[0]
     return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_held.json")
