@@ -1154,6 +1154,12 @@ def cooperative_candidates(dtype) -> list[dict]:
         # (4.031). 160 registers, no spill, 6 programs per SM. In bf16 it lost everywhere
         # (3.45-3.60 against 3.78-3.96): there the poll was not what held c1024 back.
         deferred.append({"CHUNK": 2048, "num_warps": 2, "L2_AHEAD": 1, **fast_exchange})
+        # c1024 l2a1 with half of each chunk prefetched into L2 (L2_PART, session 11: fewer
+        # lines cross the L2 fabric twice; fp32 131K 4.105 twice against 4.082 / 4.073 in the
+        # same runs); up to HALF_PREFETCH_MAX_CHUNKS chunks per row
+        deferred.append(
+            {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "L2_PART": 2}
+        )
     if torch.empty((), dtype=dtype).element_size() == 2:
         # 2048 values at one warp: the bf16 winner at 262K columns; in fp32 it needs 255
         # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans). It
@@ -1181,18 +1187,11 @@ def cooperative_candidates(dtype) -> list[dict]:
             deferred.append(
                 {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS}
             )
-            # the same, half of each chunk prefetched into L2 (L2_PART, session 11): fewer
-            # lines cross the L2 fabric twice; up to HALF_PREFETCH_MAX_CHUNKS chunks per row
+            # the same with half of each chunk prefetched into L2 (L2_PART, as fp32's above)
             deferred.append(
-                {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS}
-                | {"L2_PART": 2}
-            )
-    if torch.empty((), dtype=dtype).element_size() == 4:
-        # c1024 l2a1 with half of each chunk prefetched (session 11, fp32 131K: 4.105 twice
-        # against 4.082 / 4.073 in the same runs)
-        deferred.append(
-            {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "L2_PART": 2}
-        )
+                {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS,
+                 "L2_PART": 2}
+            )  # fmt: skip
     return waiting + deferred
 
 
