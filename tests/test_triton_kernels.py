@@ -454,9 +454,9 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         # offered, so the first cooperative candidate leads
         (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        # bf16 pairs read as words, two steps per loop iteration (session 10); on rows of
-        # partial chunks (100,000 pads to 131K) the same kernel with plain loads
-        # at 65K with half of each chunk prefetched into L2 (session 11)
+        # bf16 pairs read as words, two steps per loop iteration (session 10), at 65K also
+        # with half of each chunk prefetched into L2 (session 11); on rows of partial chunks
+        # (100,000 pads to 131K, 60,000 to 65K) the same kernel with plain loads
         (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2", "l2/2")),
         (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
         (100_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
