@@ -588,14 +588,14 @@ def test_softmax_split_winner_goes_first_where_it_was_measured(softmax):
     others = [{"path": "single-pass"}, {"path": "cooperative", "CHUNK": 1024}]
     # fp32 32K and 65K (and rows that pad to them): the measured split config leads
     for cols in (32_768, 65_536, 40_000):
-        ordered = softmax._split_winner_first(others + split, 4, cols)
+        ordered = softmax._gluon_winner_first(others + split, 4, cols)
         assert ordered[0] == split[1] and sorted(map(str, ordered)) == sorted(
             map(str, others + split)
         )
     # elsewhere, or where it is not offered, nothing moves
-    assert softmax._split_winner_first(others + split, 2, 65_536) == others + split
-    assert softmax._split_winner_first(others + split, 4, 131_072) == others + split
-    assert softmax._split_winner_first(others + split[:1], 4, 65_536) == others + split[:1]
+    assert softmax._gluon_winner_first(others + split, 2, 65_536) == others + split
+    assert softmax._gluon_winner_first(others + split, 4, 131_072) == others + split
+    assert softmax._gluon_winner_first(others + split[:1], 4, 65_536) == others + split[:1]
 
 
 def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):
@@ -1621,6 +1621,74 @@ def test_shared_split_softmax_offers_rows_of_whole_chunks():
     assert chunks(32768, 2) == [2]  # one 64 KiB chunk is the whole row (softmax_shared)
     assert chunks(70001, 4) == [] and chunks(65536, 1) == [] and chunks(1 << 22, 4) == []
     assert split.candidates_for(torch.empty(4, 65536, dtype=torch.bfloat16)) == []  # CPU
+
+
+def test_held_softmax_offers_2_byte_rows_of_64_to_256_chunks(softmax):
+    from kernelab.kernels.triton import softmax_held as held
+
+    def chunks(cols, itemsize):
+        return [cols // c["CHUNK"] for c in held.offered(cols, itemsize)]
+
+    # 4,096-value chunks, 64 to 256 a row, whole; 2-byte values only (fp32 lost at 262K)
+    assert chunks(262_144, 2) == [64, 64] and chunks(1 << 20, 2) == [256, 256]
+    assert chunks(131_072, 2) == [] and chunks(262_144 + 4096 * 256, 2) == []
+    assert chunks(262_144 + 100, 2) == [] and chunks(262_144, 4) == [] == chunks(262_144, 1)
+    assert held.candidates_for(torch.empty(2, 262_144, dtype=torch.bfloat16)) == []  # CPU
+    # a forced path runs its first config; the bf16 262K winner is that config, and it goes
+    # first only where it is offered
+    assert softmax._path_default("held", torch.bfloat16) == held.CONFIGS[0]
+    others = [{"path": "cooperative", "CHUNK": 1024}]
+    offered = [dict(c) for c in held.CONFIGS]
+    assert softmax._gluon_winner_first(others + offered, 2, 262_144)[0] == held.CONFIGS[0]
+    assert softmax._gluon_winner_first(others + offered[1:], 2, 262_144) == others + offered[1:]
+    assert softmax._gluon_winner_first(others + offered, 2, 131_072) == others + offered
+
+
+def _held_launch(config):
+    """The held kernel itself on any dtype (fp32 too: its tolerance is the tight one)."""
+    from kernelab.kernels.triton import softmax_held as held
+
+    def run(x):
+        out = torch.empty_like(x)
+        assert held._launch(x, out, config), config
+        return out
+
+    return run
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("index", range(2), ids=["c4096w2", "c4096w2-r128"])
+def test_gpu_softmax_held_kernel(softmax, index):
+    from kernelab.kernels.triton import softmax_held as held
+
+    config = dict(held.CONFIGS[index])
+    public = functools.partial(softmax.softmax, config=config)
+    for dtype, torch_dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        for shape in (
+            {"rows": 1, "cols": 262_144},
+            {"rows": 301, "cols": 262_144},
+            {"rows": 7, "cols": 1 << 20},
+        ):
+            x = torch.empty(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
+            # the kernel itself runs, not a fallback under its name
+            assert softmax._run_long_rows(x, torch.empty_like(x), config), (config, shape)
+            report = check_implementation(public, "softmax", shape, dtype, trials=2)
+            assert report.ok, f"{config} {dtype} {shape}: {report.message}"
+    # rows further apart than their length (a row stride of 262,208 values)
+    wide = torch.randn(5, 262_144 + 64, device="cuda", dtype=torch.bfloat16)[:, :262_144]
+    assert held.candidates_for(wide) == [dict(c) for c in held.CONFIGS]
+    expected = torch.softmax(wide.float(), dim=-1)
+    torch.testing.assert_close(public(wide).float(), expected, rtol=2e-2, atol=1e-7)
+    # fp32 through the kernel itself (the tight tolerance), more rows than resident groups
+    report = check_implementation(
+        _held_launch(config), "softmax", {"rows": 301, "cols": 262_144}, "fp32", trials=2
+    )
+    assert report.ok, f"{config} fp32: {report.message}"
+    # -inf rows are NaN, a chunk of only -inf gets 0, huge logits stay within 1e-5 (fp32)
+    _assert_precise_at_huge_logits(_held_launch(config), config, n_cols=262_144)
+    info = softmax.long_row_plan(wide.contiguous(), config)
+    assert info["path"] == "held" and info["chunks_per_row"] == 64 and info["spills"] == 0
+    assert info["per_sm"] >= 6 and info["groups"] >= 1, info
 
 
 @pytest.mark.gpu

@@ -29,10 +29,18 @@ TB/s against 3.799 (with it 3.753; c1024 3.470); bf16 131K 3.80-3.82 against 3.9
 
     PYTHONPATH=src python3 benchmarks/experiments/softmax_gluon_held.py --out $OUT
 
-STAGED (written after that run, compiled here for sm_90, never run): the next rows' chunks
-come by cp.async into a third shared buffer instead of through registers and the L2
-prefetch (91 registers and 12 KiB at bf16 c2048, so 18 programs per SM by shared memory),
-two rows ahead, each line crossing the L2 fabric once.
+Session 12 (H200, v2-v7; gpu-log.md has each run): c4096 w2 with the L2 prefetch, 3.851-
+3.866 at bf16 262K in four runs against 3.762-3.798 for the tuned library, became the
+library's kernels/triton/softmax_held.py (the helpers above are imported from it). Three
+variants, each beside it in the same run, lost:
+  STAGED (the next rows' chunks by cp.async into a third buffer, two rows ahead, no L2
+    prefetch): bf16 262K c2048 3.794, c4096 w2 3.827, c4096 w4 3.840 against 3.851-3.863;
+  HOLD_EXPS (the fp32 exps held instead of the inputs, so no second ex2 at the finish: 27 %
+    fewer SASS instructions at bf16 c4096 w2, same 168 registers, twice the shared memory):
+    bf16 262K 3.590 against 3.857, 131K 3.768 against 3.920;
+  PAD_SLOTS (unused buffers that only move the shared-memory carveout, so shrink the L1):
+    two slots cost 1.4-1.6 % at c4096 w2 (6 programs per SM either way), and 13-16 % at
+    c2048 w1, where they also cut the programs per SM from 16 to 13.
 
 Each configuration is checked against the float64 reference (3 fresh inputs) before it is
 timed cold beside the library's tuned softmax. fp32 rows are there for the check: its
@@ -48,17 +56,16 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from kernelab.kernels.triton import softmax as _softmax
 
-LOG2E = gl.constexpr(1.4426950408889634)
-MINUS_INF_BITS = gl.constexpr(-8388608)  # float32 -inf as a signed int32 (0xFF800000)
-MAX_SPINS = 1 << 22
-
-
-@gluon.jit
-def _load_chunk(x_ptr, row, n_rows, x_row_stride, cols):
-    """One program's chunk of `row` (whole chunks only; a row past the last reads the last
-    again, never used): CHUNK x itemsize bytes from HBM, evict_first."""
-    last = gl.minimum(row, n_rows - 1)
-    return gl.load(x_ptr + last.to(gl.int64) * x_row_stride + cols, eviction_policy="evict_first")
+# the helpers of the library's version of this kernel (its plain configuration, landed in
+# session 12); this script keeps the variants measured beside it
+from kernelab.kernels.triton.softmax_held import (
+    LOG2E,
+    MAX_SPINS,
+    _load_chunk,
+    _poll,
+    _prefetch_to_l2,
+    _scale_after_wait,
+)
 
 
 @gluon.jit
@@ -84,66 +91,16 @@ def _finished_buffer(iteration, STAGED: gl.constexpr):
 
 
 @gluon.jit
-def _prefetch_to_l2(x_ptr, row, n_rows, x_row_stride, first_col, CHUNK: gl.constexpr,
-                    num_warps: gl.constexpr):  # fmt: skip
-    """Ask the L2 for the 128-byte lines of row's chunk (no register waits for them); nothing
-    past the last row."""
-    LINE_VALUES: gl.constexpr = 1024 // x_ptr.dtype.element_ty.primitive_bitwidth
-    LINES: gl.constexpr = CHUNK // LINE_VALUES
-    line_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-    lines = first_col + gl.arange(0, LINES, layout=line_layout) * LINE_VALUES
-    inside = (gl.full([LINES], 0, gl.int32, line_layout) + row < n_rows).to(gl.int32)
-    gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2::evict_last [$1]; "
-        "mov.b32 $0, 0; }",
-        "=r,l,r",
-        [x_ptr + row.to(gl.int64) * x_row_stride + lines, inside],
-        dtype=gl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@gluon.jit
-def _poll(slot, peers, present, turn):
-    """One volatile read of the group's packed words for `turn`; absent peers read as a
-    published (-inf, 0) of this turn."""
-    absent = (gl.full(peers.shape, MINUS_INF_BITS, gl.int64, peers.type.layout) << 32) | (
-        _softmax._turn_bit(turn).to(gl.int64) << 31
-    )
-    return gl.load(slot + peers, mask=present, other=absent, volatile=True)
-
-
-@gluon.jit
-def _late(words, turn):
-    return gl.sum((((words >> 31) & 1) != _softmax._turn_bit(turn)).to(gl.int32), axis=0)
-
-
-@gluon.jit
-def _scale_after_wait(slot, words, peers, present, turn, held_c, MAX_SPINS: gl.constexpr):
-    """Poll until every peer's word is this turn's, then 2^(c - C) / S for the held chunk
-    (c = held_c): (scale, whether every peer came within MAX_SPINS)."""
-    late = _late(words, turn)
-    spins = 0
-    while (late > 0) & (spins < MAX_SPINS):
-        words = _poll(slot, peers, present, turn)
-        late = _late(words, turn)
-        spins += 1
-    maxes = gl.where(
-        present, (words >> 32).to(gl.int32).to(gl.float32, bitcast=True), -float("inf")
-    )
-    sums = gl.where(present, (words & 0x7FFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-    row_c, row_sum = _softmax._combine_stats(maxes, sums, True)
-    return _softmax._chunk_scale(held_c, row_c, row_sum, False), late == 0
-
-
-@gluon.jit
-def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.constexpr):
-    """Write the held chunk of `row`: 2^(x log2 e - c) * scale, read back from shared memory
-    (the only write of the row: CHUNK x itemsize bytes)."""
-    x = held.load(layout).to(gl.float32)
-    c_safe = gl.where(c == float("-inf"), 0.0, c)
-    y = gl.exp2(x * LOG2E - c_safe) * scale
+def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.constexpr,
+            HOLD_EXPS: gl.constexpr):  # fmt: skip
+    """Write the held chunk of `row`, read back from shared memory (the only write of the row:
+    CHUNK x itemsize bytes): exps * scale, or from inputs 2^(x log2 e - c) * scale."""
+    if HOLD_EXPS:
+        y = held.load(layout) * scale
+    else:
+        x = held.load(layout).to(gl.float32)
+        c_safe = gl.where(c == float("-inf"), 0.0, c)
+        y = gl.exp2(x * LOG2E - c_safe) * scale
     gl.store(out_ptr + row.to(gl.int64) * out_row_stride + cols, y.to(out_ptr.dtype.element_ty))
 
 
@@ -151,7 +108,8 @@ def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.const
 def _held_kernel(
     x_ptr, out_ptr, words_ptr, n_rows, x_row_stride, out_row_stride, n_chunks, n_groups,
     CHUNK: gl.constexpr, BLOCK_CHUNKS: gl.constexpr, L2_AHEAD: gl.constexpr,
-    STAGED: gl.constexpr, MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
+    STAGED: gl.constexpr, HOLD_EXPS: gl.constexpr, PAD_SLOTS: gl.constexpr,
+    MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     group = gl.program_id(0) // n_chunks
     chunk = gl.program_id(0) % n_chunks
@@ -163,6 +121,7 @@ def _held_kernel(
     peers = gl.arange(0, BLOCK_CHUNKS, layout=peer_layout)
     present = peers < n_chunks
     # Each thread writes and reads back its own values (one layout throughout), so no barrier.
+    gl.static_assert(not (STAGED and HOLD_EXPS), "HOLD_EXPS holds the exps of registers")
     if STAGED:
         # three buffers in turn: the row being finished, this row, and the next row's chunk in
         # flight by cp.async (no registers held, and one fabric crossing per line where the L2
@@ -175,8 +134,10 @@ def _held_kernel(
     else:
         # two buffers by step parity, the row being finished and this row; the next row's
         # chunk travels in registers
+        HELD_DTYPE: gl.constexpr = gl.float32 if HOLD_EXPS else x_ptr.dtype.element_ty
+        # PAD_SLOTS more buffers nobody uses: they only move the carveout (shrink the L1)
         held = gl.allocate_shared_memory(
-            x_ptr.dtype.element_ty, [2, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0])
+            HELD_DTYPE, [2 + PAD_SLOTS, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0])
         )
         upcoming = _load_chunk(x_ptr, group, n_rows, x_row_stride, cols)
     iteration = 0
@@ -197,12 +158,16 @@ def _held_kernel(
             x = held.index(iteration % 3).load(layout).to(gl.float32)
         else:
             current = upcoming
-            held.index(iteration % 2).store(current)
+            if not HOLD_EXPS:
+                held.index(iteration % 2).store(current)
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, x_row_stride, cols)
             x = current.to(gl.float32)
         c = gl.max(x, axis=0) * LOG2E
         c_safe = gl.where(c == float("-inf"), 0.0, c)
-        chunk_sum = gl.sum(gl.exp2(x * LOG2E - c_safe), axis=0)
+        exps = gl.exp2(x * LOG2E - c_safe)
+        chunk_sum = gl.sum(exps, axis=0)
+        if HOLD_EXPS:
+            held.index(iteration % 2).store(exps)
         # publish turn iteration + 1 in slot iteration % 4: 8 bytes
         word = _softmax._packed(iteration + 1, c, chunk_sum)
         gl.atomic_xchg(
@@ -217,7 +182,7 @@ def _held_kernel(
             scale = gl.where(healthy, scale, float("nan"))
             _finish(
                 held.index(_finished_buffer(iteration, STAGED)), held_c, scale, out_ptr,
-                row - n_groups, out_row_stride, cols, layout,
+                row - n_groups, out_row_stride, cols, layout, HOLD_EXPS,
             )  # fmt: skip
         if STAGED:
             # the buffer just finished (or, at the first step, the free one) takes the chunk
@@ -237,7 +202,7 @@ def _held_kernel(
     scale = gl.where(healthy & met, scale, float("nan"))
     _finish(
         held.index(_finished_buffer(iteration, STAGED)), held_c, scale, out_ptr,
-        group + (iteration - 1) * n_groups, out_row_stride, cols, layout,
+        group + (iteration - 1) * n_groups, out_row_stride, cols, layout, HOLD_EXPS,
     )  # fmt: skip
 
 
@@ -253,8 +218,11 @@ def launch(x, config: dict):
     kwargs = dict(
         CHUNK=chunk, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
         L2_AHEAD=config.get("L2_AHEAD", 1), STAGED=config.get("STAGED", False),
+        HOLD_EXPS=config.get("HOLD_EXPS", False), PAD_SLOTS=config.get("PAD_SLOTS", 0),
         MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],
     )  # fmt: skip
+    if "maxnreg" in config:
+        kwargs["maxnreg"] = config["maxnreg"]
     probe = (x, out, torch.zeros(1, device=x.device, dtype=torch.int64), n_rows, x.stride(0),
              out.stride(0), n_chunks, 1)  # fmt: skip
     n_groups, plan, words = resident_groups(_held_kernel, x.device, probe, kwargs, n_rows, n_chunks)
@@ -280,9 +248,11 @@ def main(argv=None) -> int:
 
     def label(config: dict) -> str:
         staged = " staged" if config.get("STAGED") else ""
-        return (
-            f"held c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}{staged}"
-        )
+        exps = " exps" if config.get("HOLD_EXPS") else ""
+        pad = f" pad{config['PAD_SLOTS']}" if config.get("PAD_SLOTS") else ""
+        cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
+        knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
+        return f"held {knobs}{staged}{exps}{pad}{cap}"
 
     description = __doc__.splitlines()[0]
     return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_held.json")

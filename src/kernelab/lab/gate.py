@@ -66,12 +66,12 @@ def _softmax_search_space() -> tuple[int, int, int]:
     try:
         import torch
 
-        from kernelab.kernels.triton import softmax_shared, softmax_shared_split
+        from kernelab.kernels.triton import softmax_held, softmax_shared, softmax_shared_split
         from kernelab.kernels.triton._runtime import row_tile_candidates
         from kernelab.kernels.triton.softmax import long_row_candidates
     except ImportError:
         return 0, 0, 0
-    shared = len(softmax_shared.CONFIGS) + len(softmax_shared_split.CONFIGS)
+    shared = sum(len(m.CONFIGS) for m in (softmax_shared, softmax_shared_split, softmax_held))
     return (
         len(row_tile_candidates(4096)),
         len(long_row_candidates(262_144, torch.float32)),

@@ -45,6 +45,9 @@ long_row_candidates, each naming its kernel in "path":
 7. "shared-split" (softmax_shared_split.py, Gluon): longer rows in chunks of 32-64 KiB, one
    per program, each in shared memory; partials exchanged through global memory, programs
    ordered by a ticket so that no residency has to be assumed.
+8. "held" (softmax_held.py, Gluon): the deferred cooperative kernel with the row it finishes
+   held as input values in shared memory, not as exps in registers, so bf16 chunks of 4,096
+   values fit two warps; offered on 2-byte rows of 64-256 such chunks (262K values and up).
 
 Every kernel takes LEAN (the default; False runs the session-1 arithmetic, kept so that a
 benchmark can measure the difference): exp as one FFMA and one ex2.approx.ftz per value
@@ -69,7 +72,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton import softmax_shared, softmax_shared_split
+from kernelab.kernels.triton import softmax_held, softmax_shared, softmax_shared_split
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreter_row_tile,
@@ -1410,6 +1413,8 @@ def _path_default(path: str, dtype) -> dict:
         return l2_split_candidates(dtype)[0]
     if path == "single-pass":
         return single_pass_long_candidate()
+    if path == "held":
+        return dict(softmax_held.CONFIGS[0])
     raise ValueError(f"unknown long-row path {path!r}")
 
 
@@ -1422,10 +1427,15 @@ def _nbytes(x2d) -> int:
 
 
 def _shared_offers(x2d) -> tuple:
-    """Which shared-memory configurations fit this tensor (softmax_shared, _split): part of
-    the tuners' keys, so a winner tuned on rows one fits is never reused on rows it does not
-    (the padded row length alone does not say: 18,432 and 32,768 columns share a key)."""
-    offers = softmax_shared.candidates_for(x2d) + softmax_shared_split.candidates_for(x2d)
+    """Which shared-memory configurations fit this tensor (softmax_shared, _split, _held):
+    part of the tuners' keys, so a winner tuned on rows one fits is never reused on rows it
+    does not (the padded row length alone does not say: 18,432 and 32,768 columns share a
+    key)."""
+    offers = (
+        softmax_shared.candidates_for(x2d)
+        + softmax_shared_split.candidates_for(x2d)
+        + softmax_held.candidates_for(x2d)
+    )
     return tuple(tuple(sorted(c.items())) for c in offers)
 
 
@@ -1739,6 +1749,10 @@ def _run_long_rows(x2d, out, config: dict) -> bool:
         if config not in softmax_shared_split.candidates_for(x2d):
             return False
         softmax_shared_split.launch(x2d, out, config)
+    elif path == "held":
+        if config not in softmax_held.candidates_for(x2d):
+            return False
+        return softmax_held.launch(x2d, out, config)
     else:
         raise ValueError(f"unknown long-row path {path!r}")
     return True
@@ -1752,6 +1766,8 @@ def long_row_plan(x, config: dict) -> dict:
     path = config["path"]
     if path == "cooperative":
         return {"path": path, **cooperative_occupancy(x2d, config)}
+    if path == "held" and config in softmax_held.candidates_for(x2d):
+        return {"path": path, **softmax_held.plan(x2d, config)}
     if path not in L2_LIVE_SLICES:
         return {"path": path}
     out = torch.empty_like(x2d)
@@ -1766,20 +1782,23 @@ def _long_rows_key(x2d) -> tuple:
     return ("softmax.long_rows", block_n, x2d.dtype, x2d.device.index, _shared_offers(x2d))
 
 
-# Where a split shared-memory config (softmax_shared_split) is the measured winner, per
-# (itemsize, padded columns): it goes first among the long-row candidates, the untuned
+# Where a Gluon kernel's config (softmax_shared_split, softmax_held) is the measured winner,
+# per (itemsize, padded columns): it goes first among the long-row candidates, the untuned
 # default. fp32 32K and 65K: 64 KiB chunks of 16-line steps at 4 warps won both in the three
 # tuned sweeps of sessions 8 and 9 (triton_kernels_sweep_20261130-023048, -033357, -034917:
-# 4.05-4.09 TB/s, 100.8-102.4 % of the runner-up in the final rounds).
-SPLIT_WINNERS = {
+# 4.05-4.09 TB/s, 100.8-102.4 % of the runner-up in the final rounds). bf16 262K: the held
+# kernel, 3.851-3.866 TB/s in four runs of session 12 against 3.762-3.798 for the tuned
+# library beside it before it joined (softmax_gluon_held_v2..v4, v6).
+GLUON_WINNERS = {
     (4, 32768): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
     (4, 65536): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
+    (2, 262144): {"path": "held", "CHUNK": 4096, "num_warps": 2, "L2_AHEAD": 1},
 }
 
 
-def _split_winner_first(candidates: list[dict], itemsize: int, n_cols: int) -> list[dict]:
-    """candidates with the SPLIT_WINNERS config for this row length first, where offered."""
-    winner = SPLIT_WINNERS.get((itemsize, triton.next_power_of_2(n_cols)))
+def _gluon_winner_first(candidates: list[dict], itemsize: int, n_cols: int) -> list[dict]:
+    """candidates with the GLUON_WINNERS config for this row length first, where offered."""
+    winner = GLUON_WINNERS.get((itemsize, triton.next_power_of_2(n_cols)))
     first = [c for c in candidates if winner and c == winner][:1]
     return first + [c for c in candidates if c not in first]
 
@@ -1788,12 +1807,13 @@ def long_row_candidates_for(x2d) -> list[dict]:
     """What the long-row tuner ranks for this tensor: the shared-memory row kernel first where
     it fits (rows of up to 64 KiB: at 32K bf16 it measured 4.07-4.10 TB/s against 3.83 for
     the tuned long-row kernels in the same run, softmax_gluon_rows_v1), so it is the untuned
-    default there; then long_row_candidates; then the split shared-memory kernel (rows of
-    whole chunks), whose SPLIT_WINNERS config goes first where it is the measured winner."""
+    default there; then long_row_candidates; then the split shared-memory kernel and the
+    held-row kernel (rows of whole chunks), whose GLUON_WINNERS config goes first where it
+    is the measured winner."""
     row = softmax_shared.candidates_for(x2d)
-    split = softmax_shared_split.candidates_for(x2d)
+    split = softmax_shared_split.candidates_for(x2d) + softmax_held.candidates_for(x2d)
     candidates = row + long_row_candidates(x2d.shape[1], x2d.dtype) + split
-    return _split_winner_first(candidates, x2d.element_size(), x2d.shape[1])
+    return _gluon_winner_first(candidates, x2d.element_size(), x2d.shape[1])
 
 
 def _launch_long_rows(x2d, out, config: dict | None) -> None:
@@ -1856,7 +1876,7 @@ def softmax(
     """Softmax over the last dimension of x (2-D, any row stride); a new tensor, x untouched.
 
     single_pass_max_cols, chunk_cols and long_rows (a path: "cooperative", "two-pass",
-    "l2-rows", "l2-split", "single-pass") override the path choice; tests use them to drive the
+    "l2-rows", "l2-split", "single-pass", "held") override the path choice; tests use them to drive the
     long-row paths at small sizes. config launches one candidate instead of the tuned one: a
     row-tile config (row_tile_candidates) for rows that take the single pass, else one of
     long_row_candidates (its "path" says which kernel; a config without one is cooperative).
