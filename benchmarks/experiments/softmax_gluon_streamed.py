@@ -1,9 +1,10 @@
 """The held softmax with registers only for the chunk in flight: every pass reads shared memory.
 
-softmax_gluon_held.py holds the row it will finish as input values in shared memory, but its
-step still widens the whole chunk to fp32 in registers (64 values a thread at bf16 c4096 w2:
-168 registers, 6 programs per SM). Session 12 measured what those registers cost: capped at
-128 (8 programs per SM) the same kernel ran bf16 262K 0.9 % faster (softmax_gluon_held_v4).
+The library's held kernel (kernels/triton/softmax_held.py) holds the row it will finish as
+input values in shared memory, but its step still widens the whole chunk to fp32 in
+registers (64 values a thread at bf16 c4096 w2: 168 registers, 6 programs per SM). Session
+12 measured what those registers cost: capped at 128 (8 programs per SM) the same kernel ran
+bf16 262K 0.9 % faster (softmax_gluon_held_v4).
 
 Here a step stores the arrived chunk to shared memory as it came (bf16 pairs, 32 registers at
 64 values a thread) and reads it back in sub-blocks of one 16-byte vector a thread, twice:
@@ -22,9 +23,9 @@ Bytes per program per row: CHUNK x itemsize read from HBM and written once; shar
 written once and read three times (max, sum, finish). FLOPs per value: a max, an FFMA, an
 ex2 and an add; at the finish an FFMA, an ex2 and a multiply (the exps are taken twice).
 
-The exchange is the held kernel's (kernels/triton/softmax_held.py: four turn slots, the packed word).
-Checked against the float64 reference (3 fresh inputs) before it is timed cold beside the
-library's tuned softmax:
+The exchange is the held kernel's (four turn slots, the packed word). Checked against the
+float64 reference (3 fresh inputs) before it is timed cold beside the library's tuned
+softmax:
 
     PYTHONPATH=src python3 benchmarks/experiments/softmax_gluon_streamed.py --out $OUT
 
@@ -163,8 +164,8 @@ def _streamed_kernel(
             healthy = healthy & met
             scale = gl.where(healthy, scale, float("nan"))
             _finish(
-                _rows_of(held.index((iteration + 1) % 2), SUBS, SUB), held_c, scale, out_ptr, row - n_groups,
-                out_row_stride, first_col, n_subs, SUB, chunk_layout,
+                _rows_of(held.index((iteration + 1) % 2), SUBS, SUB), held_c, scale, out_ptr,
+                row - n_groups, out_row_stride, first_col, n_subs, SUB, chunk_layout,
             )  # fmt: skip
         held_c = c
         iteration += 1
