@@ -13,6 +13,7 @@ import importlib
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -1621,6 +1622,21 @@ def test_shared_split_softmax_offers_rows_of_whole_chunks():
     assert chunks(32768, 2) == [2]  # one 64 KiB chunk is the whole row (softmax_shared)
     assert chunks(70001, 4) == [] and chunks(65536, 1) == [] and chunks(1 << 22, 4) == []
     assert split.candidates_for(torch.empty(4, 65536, dtype=torch.bfloat16)) == []  # CPU
+
+
+def test_a_gluon_kernel_that_fails_its_first_launch_is_turned_off_with_a_warning():
+    from kernelab.kernels.triton.softmax_shared import works_or_warn
+
+    def broken() -> bool:
+        raise RuntimeError("PassManager::run failed\nmore lines")
+
+    with pytest.warns(RuntimeWarning, match=r"the held kernel is off here \(RuntimeError: "):
+        assert works_or_warn("the held kernel is", broken) is False
+    with pytest.warns(RuntimeWarning, match="a wrong answer"):
+        assert works_or_warn("the held kernel is", lambda: False) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert works_or_warn("the held kernel is", lambda: True) is True
 
 
 def test_held_softmax_offers_2_byte_rows_of_64_to_256_chunks(softmax):

@@ -43,14 +43,15 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from kernelab.kernels.triton import softmax as _softmax
 from kernelab.kernels.triton.softmax_held import (
     LOG2E,
     MAX_SPINS,
+    _last_row_scale,
     _load_chunk,
     _poll,
     _prefetch_to_l2,
-    _scale_after_wait,
+    _publish,
+    _scale_so_far,
 )
 
 
@@ -151,18 +152,11 @@ def _streamed_kernel(
         c = _chunk_max(buffer, n_subs, chunk_layout)
         c_safe = gl.where(c == float("-inf"), 0.0, c)
         chunk_sum = _chunk_sum(buffer, c_safe, n_subs, chunk_layout)
-        # publish turn iteration + 1 in slot iteration % 4: 8 bytes
-        word = _softmax._packed(iteration + 1, c, chunk_sum)
-        gl.atomic_xchg(
-            words_ptr + (group * 4 + iteration % 4) * n_chunks + chunk, word, sem="relaxed",
-            scope="gpu",
-        )  # fmt: skip
+        _publish(words_ptr, group, iteration, n_chunks, chunk, c, chunk_sum)
         if iteration > 0:
-            scale, met = _scale_after_wait(
-                previous, first, peers, present, iteration, held_c, MAX_SPINS
+            scale, healthy = _scale_so_far(
+                previous, first, peers, present, iteration, held_c, healthy, MAX_SPINS
             )
-            healthy = healthy & met
-            scale = gl.where(healthy, scale, float("nan"))
             _finish(
                 _rows_of(held.index((iteration + 1) % 2), SUBS, SUB), held_c, scale, out_ptr,
                 row - n_groups, out_row_stride, first_col, n_subs, SUB, chunk_layout,
@@ -170,10 +164,9 @@ def _streamed_kernel(
         held_c = c
         iteration += 1
     # the group's last row
-    last = words_ptr + (group * 4 + (iteration - 1) % 4) * n_chunks
-    first = _poll(last, peers, present, iteration)
-    scale, met = _scale_after_wait(last, first, peers, present, iteration, held_c, MAX_SPINS)
-    scale = gl.where(healthy & met, scale, float("nan"))
+    scale = _last_row_scale(
+        words_ptr, group, iteration, n_chunks, peers, present, held_c, healthy, MAX_SPINS
+    )
     _finish(
         _rows_of(held.index((iteration + 1) % 2), SUBS, SUB), held_c, scale, out_ptr,
         group + (iteration - 1) * n_groups, out_row_stride, first_col, n_subs, SUB, chunk_layout,

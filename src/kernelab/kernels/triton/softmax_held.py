@@ -41,7 +41,6 @@ it is offered on 2-byte rows of 262K values or more only. In the tuned sweep aft
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 
@@ -54,6 +53,7 @@ from kernelab.kernels.triton._runtime import (
     resident_programs,
     sm_count,
 )
+from kernelab.kernels.triton.softmax_shared import works_or_warn
 
 try:
     from triton.experimental import gluon
@@ -141,6 +141,34 @@ if gluon is not None:
         return _softmax._chunk_scale(held_c, row_c, row_sum, False), late == 0
 
     @gluon.jit
+    def _publish(words_ptr, group, iteration, n_chunks, chunk, c, chunk_sum):
+        """This chunk's partials for the step's row: turn iteration + 1 in slot iteration % 4
+        of the group, one packed word (8 bytes), no fence (the turn tag is the signal)."""
+        word = _softmax._packed(iteration + 1, c, chunk_sum)
+        gl.atomic_xchg(
+            words_ptr + (group * 4 + iteration % 4) * n_chunks + chunk, word, sem="relaxed",
+            scope="gpu",
+        )  # fmt: skip
+
+    @gluon.jit
+    def _scale_so_far(slot, words, peers, present, turn, held_c, healthy,
+                      MAX_SPINS: gl.constexpr):  # fmt: skip
+        """_scale_after_wait, NaN from the first wait that gave up on (a wait that gave up
+        poisons every later row of the program): (scale, healthy)."""
+        scale, met = _scale_after_wait(slot, words, peers, present, turn, held_c, MAX_SPINS)
+        healthy = healthy & met
+        return gl.where(healthy, scale, float("nan")), healthy
+
+    @gluon.jit
+    def _last_row_scale(words_ptr, group, iteration, n_chunks, peers, present, held_c,
+                        healthy, MAX_SPINS: gl.constexpr):  # fmt: skip
+        """The scale of the group's last row, which a program finishes after its loop (its
+        turn is `iteration`, in slot (iteration - 1) % 4)."""
+        last = words_ptr + (group * 4 + (iteration - 1) % 4) * n_chunks
+        first = _poll(last, peers, present, iteration)
+        return _scale_so_far(last, first, peers, present, iteration, held_c, healthy, MAX_SPINS)[0]
+
+    @gluon.jit
     def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.constexpr):
         """Write the held chunk of `row` from shared memory: 2^(x log2 e - c) * scale (the
         row's only write, CHUNK x itemsize bytes)."""
@@ -189,18 +217,11 @@ if gluon is not None:
             c = gl.max(x, axis=0) * LOG2E  # the chunk max in log2 units
             c_safe = gl.where(c == float("-inf"), 0.0, c)  # a chunk of only -inf: exps 0
             chunk_sum = gl.sum(gl.exp2(x * LOG2E - c_safe), axis=0)
-            # publish turn iteration + 1 in slot iteration % 4: 8 bytes
-            word = _softmax._packed(iteration + 1, c, chunk_sum)
-            gl.atomic_xchg(
-                words_ptr + (group * 4 + iteration % 4) * n_chunks + chunk, word,
-                sem="relaxed", scope="gpu",
-            )  # fmt: skip
+            _publish(words_ptr, group, iteration, n_chunks, chunk, c, chunk_sum)
             if iteration > 0:
-                scale, met = _scale_after_wait(
-                    previous, first, peers, present, iteration, held_c, MAX_SPINS
+                scale, healthy = _scale_so_far(
+                    previous, first, peers, present, iteration, held_c, healthy, MAX_SPINS
                 )
-                healthy = healthy & met  # a wait that gave up poisons every later row
-                scale = gl.where(healthy, scale, float("nan"))
                 _finish(
                     held.index((iteration + 1) % 2), held_c, scale, out_ptr, row - n_groups,
                     out_row_stride, cols, layout,
@@ -208,10 +229,9 @@ if gluon is not None:
             held_c = c
             iteration += 1
         # the group's last row
-        last = words_ptr + (group * 4 + (iteration - 1) % 4) * n_chunks
-        first = _poll(last, peers, present, iteration)
-        scale, met = _scale_after_wait(last, first, peers, present, iteration, held_c, MAX_SPINS)
-        scale = gl.where(healthy & met, scale, float("nan"))
+        scale = _last_row_scale(
+            words_ptr, group, iteration, n_chunks, peers, present, held_c, healthy, MAX_SPINS
+        )
         _finish(
             held.index((iteration + 1) % 2), held_c, scale, out_ptr,
             group + (iteration - 1) * n_groups, out_row_stride, cols, layout,
@@ -261,24 +281,16 @@ def works_here(device_index: int, dtype) -> bool:
 @functools.cache
 def _works_here(device_index: int, dtype) -> bool:
     config = CONFIGS[0]
-    try:
-        x = torch.randn(3, LEAST_CHUNKS * config["CHUNK"], device=f"cuda:{device_index}",
-                        dtype=dtype)  # fmt: skip
+
+    def attempt() -> bool:
+        n_cols = LEAST_CHUNKS * config["CHUNK"]
+        x = torch.randn(3, n_cols, device=f"cuda:{device_index}", dtype=dtype)
         out = torch.empty_like(x)
         ran = _launch(x, out, config)
         expected = torch.softmax(x.float(), dim=-1)
-        ok = ran and bool(torch.allclose(out.float(), expected, rtol=2e-2, atol=1e-7))
-        reason = "" if ok else "a wrong answer on test rows"
-    except Exception as exc:  # a compiler or driver error of any kind
-        ok, reason = False, f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-    if not ok:
-        warnings.warn(
-            f"triton softmax: the held-row (Gluon) kernel is off here ({reason}); the "
-            "register kernels serve these rows",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return ok
+        return ran and bool(torch.allclose(out.float(), expected, rtol=2e-2, atol=1e-7))
+
+    return works_or_warn("the held-row (Gluon) kernel is", attempt)
 
 
 def _setup(x2d, out, config: dict) -> tuple[tuple, dict, int]:

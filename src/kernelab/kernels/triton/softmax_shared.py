@@ -171,22 +171,31 @@ def works_here(device_index: int, dtype) -> bool:
 
 @functools.cache
 def _works_here(device_index: int, dtype) -> bool:
-    try:
+    def attempt() -> bool:
         n_cols = LINE_VALUES * LEAST_STEP_LINES
         x = torch.randn(1, n_cols, device=f"cuda:{device_index}", dtype=dtype)
         out = torch.empty_like(x)
         _launch_row(x, out, CONFIGS[0])
         expected = torch.softmax(x.float(), dim=-1).to(dtype)
-        ok = bool(torch.allclose(out.float(), expected.float(), rtol=2e-2, atol=1e-6))
+        return bool(torch.allclose(out.float(), expected.float(), rtol=2e-2, atol=1e-6))
+
+    return works_or_warn("the shared-memory (Gluon) kernels are", attempt)
+
+
+def works_or_warn(what: str, attempt) -> bool:
+    """attempt(): a test launch of a Gluon kernel, True where it matched torch. Any error
+    (compiler, driver) counts as False; a False warns that `what` off here and the register
+    kernels serve instead. Gluon is experimental: a Triton where it breaks must not."""
+    try:
+        ok = attempt()
         reason = "" if ok else "a wrong answer on a test row"
     except Exception as exc:  # a compiler or driver error of any kind
         ok, reason = False, f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
     if not ok:
         warnings.warn(
-            f"triton softmax: the shared-memory (Gluon) kernels are off here ({reason}); "
-            "the register kernels serve every row length",
+            f"triton softmax: {what} off here ({reason}); the register kernels serve those rows",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return ok
 
