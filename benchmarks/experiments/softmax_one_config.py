@@ -14,6 +14,16 @@ import argparse
 import json
 
 
+def run(module, x, out, config: dict) -> bool:
+    """One launch of this configuration's kernel itself (never a fallback). A held config
+    runs even where the library does not offer it (another chunk, no L2 prefetch, fp32)."""
+    if config.get("path") == "held":
+        from kernelab.kernels.triton import softmax_held
+
+        return softmax_held._launch(x, out, config)
+    return module._run_long_rows(x, out, config)
+
+
 def main(argv=None) -> int:
     import torch
 
@@ -29,10 +39,10 @@ def main(argv=None) -> int:
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     rows = (args.mib << 20) // (args.cols * torch.empty((), dtype=dtype).element_size())
     x = torch.randn(rows, args.cols, device="cuda", dtype=dtype)
-    if not module._run_long_rows(x, torch.empty_like(x), args.config):
-        raise SystemExit(f"{args.config} cannot be resident at {rows} x {args.cols}")
-    for _ in range(args.launches):
-        y = module.softmax(x, config=args.config)
+    y = torch.empty_like(x)
+    for _ in range(1 + args.launches):
+        if not run(module, x, y, args.config):
+            raise SystemExit(f"{args.config} cannot be resident at {rows} x {args.cols}")
     torch.cuda.synchronize()
     error = (y.float() - torch.softmax(x.float(), dim=-1)).abs().max().item()
     print(f"{rows} x {args.cols} {args.dtype} {args.config}: max abs error {error:.2e}")
