@@ -1876,10 +1876,11 @@ def softmax(
     """Softmax over the last dimension of x (2-D, any row stride); a new tensor, x untouched.
 
     single_pass_max_cols, chunk_cols and long_rows (a path: "cooperative", "two-pass",
-    "l2-rows", "l2-split", "single-pass", "held") override the path choice; tests use them to drive the
-    long-row paths at small sizes. config launches one candidate instead of the tuned one: a
-    row-tile config (row_tile_candidates) for rows that take the single pass, else one of
-    long_row_candidates (its "path" says which kernel; a config without one is cooperative).
+    "l2-rows", "l2-split", "single-pass", "held") override the path choice; tests use them to
+    drive the long-row paths at small sizes. config launches one candidate instead of the
+    tuned one: a row-tile config (row_tile_candidates) for rows that take the single pass,
+    else one of long_row_candidates (its "path" says which kernel; a config without one is
+    cooperative).
     A forced "cooperative" or "l2-split" also runs under the interpreter, where it is only
     correct with one chunk (slice) per row: programs run one after another there, so peers
     never meet.

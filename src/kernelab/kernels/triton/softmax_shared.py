@@ -183,9 +183,10 @@ def _works_here(device_index: int, dtype) -> bool:
 
 
 def works_or_warn(what: str, attempt) -> bool:
-    """attempt(): a test launch of a Gluon kernel, True where it matched torch. Any error
-    (compiler, driver) counts as False; a False warns that `what` off here and the register
-    kernels serve instead. Gluon is experimental: a Triton where it breaks must not."""
+    """Run attempt(), a test launch of a Gluon kernel that is True where it matched torch; a
+    compiler or driver error counts as False. On False, warn "triton softmax: <what> off here
+    (<reason>)", so the register kernels serve those rows: Gluon is experimental, and a
+    Triton where it breaks must still give answers."""
     try:
         ok = attempt()
         reason = "" if ok else "a wrong answer on a test row"
