@@ -3,8 +3,8 @@
 The library's held kernel is the deferred exchange with the row a program finishes held in
 shared memory as its input values, its exps taken again at the finish (its docstring has
 the design). It is offered only where it won (bf16 rows of 262K-1M values, c4096 w2); this
-script times it at any chunk, warps, L2 prefetch and register cap, any dtype and row
-length of whole chunks, checked against the float64 reference (3 fresh inputs) and timed
+script times it at any chunk, warps, L2 prefetch (L2_AHEAD rows ahead, the first
+1 / L2_PART of each chunk) and register cap, any dtype and row length of whole chunks, checked against the float64 reference (3 fresh inputs) and timed
 cold beside the library's tuned softmax:
 
     PYTHONPATH=src python3 benchmarks/experiments/softmax_gluon_held.py --out $OUT \
@@ -60,8 +60,9 @@ def main(argv=None) -> int:
 
     def label(config: dict) -> str:
         cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
+        part = f" l2/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
         knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
-        return f"held {knobs}{cap}"
+        return f"held {knobs}{part}{cap}"
 
     description = __doc__.splitlines()[0]
     return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_held.json")

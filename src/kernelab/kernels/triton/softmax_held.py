@@ -181,8 +181,10 @@ if gluon is not None:
     def _softmax_held_kernel(
         x_ptr, out_ptr, words_ptr, n_rows, x_row_stride, out_row_stride, n_chunks, n_groups,
         CHUNK: gl.constexpr, BLOCK_CHUNKS: gl.constexpr, L2_AHEAD: gl.constexpr,
-        MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
+        L2_PART: gl.constexpr, MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
     ):  # fmt: skip
+        # L2_PART: the L2 prefetch asks for the first 1 / L2_PART of the chunk only (each
+        # prefetched line crosses the L2 fabric twice, session 11); not yet measured here
         group = gl.program_id(0) // n_chunks
         chunk = gl.program_id(0) % n_chunks
         VEC: gl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth  # 16 B a lane
@@ -204,7 +206,7 @@ if gluon is not None:
             if L2_AHEAD > 0:
                 _prefetch_to_l2(
                     x_ptr, row + (1 + L2_AHEAD) * n_groups, n_rows, x_row_stride,
-                    chunk * CHUNK, CHUNK, num_warps,
+                    chunk * CHUNK, CHUNK // L2_PART, num_warps,
                 )  # fmt: skip
             # the previous row's turn is `iteration`, in slot (iteration - 1) % 4 (at
             # iteration 0 this reads a slot nobody finishes from: the words go unused)
@@ -304,6 +306,7 @@ def _setup(x2d, out, config: dict) -> tuple[tuple, dict, int]:
         "CHUNK": config["CHUNK"],
         "BLOCK_CHUNKS": max(2, 1 << (n_chunks - 1).bit_length()),
         "L2_AHEAD": config.get("L2_AHEAD", 1),
+        "L2_PART": config.get("L2_PART", 1),
         "MAX_SPINS": MAX_SPINS,
         "num_warps": config["num_warps"],
     }
