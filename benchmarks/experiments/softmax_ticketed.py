@@ -3,7 +3,7 @@
 Every split-row kernel that reached 3.8+ TB/s at bf16 262K walks: a persistent group of
 programs per row, each looping over the rows n_groups apart (softmax's deferred kernel,
 softmax_held.py). Session 7's skeleton copy of that walk (its loads and stores with the
-softmax taken out) copied at 4.05-4.09 TB/s at c1024 one warp and at 3.6-4.0 at c4096 two
+softmax taken out) copied at 4.05-4.09 TB/s at c1024 one warp and at 3.43-3.995 at c4096 two
 warps, while torch's copy does 4.21-4.25; the same skeleton with one block per program
 instead of a loop copied at 4.08-4.12. The question here: does a softmax whose programs
 live for one chunk each, in launch order like a copy's blocks, beat the walk?
