@@ -322,6 +322,7 @@ def plan(x2d, config: dict) -> dict:
     (formula and driver) of the compiled kernel, chunks per row and resident row groups."""
     probe, kwargs, n_chunks = _setup(x2d, torch.empty_like(x2d), config)
     per_sm, info = compiled_occupancy(_softmax_held_kernel, x2d.device, probe, kwargs)
+    per_sm = min(per_sm, config.get("PER_SM") or per_sm)
     n_groups = min(x2d.shape[0], per_sm * sm_count(x2d.device) // n_chunks)
     return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks, "groups": n_groups}
 
@@ -329,7 +330,9 @@ def plan(x2d, config: dict) -> dict:
 def _launch(x2d, out, config: dict) -> bool:
     """Run the kernel; False when not one row group's programs can be resident."""
     probe, kwargs, n_chunks = _setup(x2d, out, config)
-    n_groups = min(x2d.shape[0], resident_programs(_softmax_held_kernel, probe, kwargs) // n_chunks)
+    # PER_SM (not offered): fewer programs per SM than fit, so fewer rows in flight
+    resident = resident_programs(_softmax_held_kernel, probe, kwargs, config.get("PER_SM"))
+    n_groups = min(x2d.shape[0], resident // n_chunks)
     if n_groups < 1:
         return False
     # four turn slots per chunk per group, zeroed: no word carries a turn's tag yet (8 bytes
