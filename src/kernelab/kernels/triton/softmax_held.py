@@ -36,6 +36,12 @@ kernel joined the tuner; capped at 128 registers 3.860-3.885 (v4, v5). It lost a
 (3.902-3.928 against 3.989-4.006) and in fp32 (262K: 4.012-4.023 against 4.142-4.154), so
 it is offered on 2-byte rows of 262K values or more only. In the tuned sweep after it joined
 (triton_kernels_sweep_20261130-072406) the tuner chose it at bf16 262K: 3.86 TB/s.
+
+Session 13 (softmax_gluon_held_v8..v10): 8,192-value chunks in four warps, 3.896-3.911 TB/s
+at bf16 262K in three runs against 3.864-3.880 for c4096 w2 beside it; it lost at 65K-131K
+and in fp32 (3.59), and wider programs lost everywhere (c8192 w8 3.36-3.37, c16384 w8 3.30,
+c8192 w4 capped at 128 registers 3.47). Fewer programs per SM than fit (PER_SM, 4-5 of
+c4096 w2's 6) lost 10-13 % at 262K.
 """
 
 from __future__ import annotations
@@ -63,12 +69,15 @@ except ImportError:  # a Triton without Gluon: the path is never offered
 
 # (CHUNK, warps, L2 prefetch, register cap): the two measured at bf16 262K (module doc)
 CONFIGS = (
+    # 8,192-value chunks in four warps: the same values per thread as c4096 w2 and the same
+    # warps per SM (3 programs of 4 against 6 of 2), half the partial words polled per row
+    {"path": "held", "CHUNK": 8192, "num_warps": 4, "L2_AHEAD": 1},
     {"path": "held", "CHUNK": 4096, "num_warps": 2, "L2_AHEAD": 1},
     {"path": "held", "CHUNK": 4096, "num_warps": 2, "L2_AHEAD": 1, "maxnreg": 128},
 )
-# Offered on rows of at least this many chunks (262K values at 4,096) and at most this many
+# Offered on rows of at least this many values, of whole chunks, at most MOST_CHUNKS of them
 # (one block of polled words).
-LEAST_CHUNKS = 64
+LEAST_COLS = 262_144
 MOST_CHUNKS = 256
 ITEMSIZES = (2,)
 # A poll is an L2 round trip (~1 us): 2^22 of them is seconds, then the rows come out NaN.
@@ -241,14 +250,13 @@ if gluon is not None:
 
 
 def offered(n_cols: int, itemsize: int) -> list[dict]:
-    """The configurations of CONFIGS for rows of n_cols values of itemsize bytes: whole
-    chunks, LEAST_CHUNKS to MOST_CHUNKS of them, in the dtypes measured to gain."""
-    if itemsize not in ITEMSIZES:
+    """The configurations of CONFIGS for rows of n_cols values of itemsize bytes: at least
+    LEAST_COLS values, whole chunks, at most MOST_CHUNKS of them, in the dtypes measured to
+    gain."""
+    if itemsize not in ITEMSIZES or n_cols < LEAST_COLS:
         return []
     return [
-        dict(c)
-        for c in CONFIGS
-        if n_cols % c["CHUNK"] == 0 and LEAST_CHUNKS <= n_cols // c["CHUNK"] <= MOST_CHUNKS
+        dict(c) for c in CONFIGS if n_cols % c["CHUNK"] == 0 and n_cols // c["CHUNK"] <= MOST_CHUNKS
     ]
 
 
@@ -285,7 +293,7 @@ def _works_here(device_index: int, dtype) -> bool:
     config = CONFIGS[0]
 
     def attempt() -> bool:
-        n_cols = LEAST_CHUNKS * config["CHUNK"]
+        n_cols = LEAST_COLS
         x = torch.randn(3, n_cols, device=f"cuda:{device_index}", dtype=dtype)
         out = torch.empty_like(x)
         ran = _launch(x, out, config)
