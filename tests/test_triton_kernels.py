@@ -771,6 +771,28 @@ def test_final_round_champion_yields_only_to_a_faster_challenger():
     assert _runtime.final_round(None, [{"name": "x"}]) == {"name": "x"}
 
 
+def test_final_round_keeps_the_champion_when_a_match_cannot_be_timed():
+    from types import SimpleNamespace
+
+    from kernelab.errors import KernelabError
+    from kernelab.kernels.triton import _runtime
+
+    def compare(reference, candidate, **kwargs):
+        if candidate() == "b":
+            raise KernelabError("paired timing needs calls whose events cover their work")
+        return SimpleNamespace(pct_of_reference=105.0)
+
+    ranking: list = []
+    finalists = [{"name": n} for n in "abc"]
+    assert _runtime.final_round(lambda c: c["name"], finalists, ranking, compare) == {"name": "c"}
+    refused, won = ranking
+    assert refused["config"] == {"name": "b"} and refused["pct"] is None
+    assert "events cover" in refused["error"] and won["pct"] == 105.0 and "error" not in won
+    # anything else the timer raises is a bug, not a refusal: it propagates
+    with pytest.raises(ZeroDivisionError):
+        _runtime.final_round(lambda c: 1 / 0, finalists, [], compare)
+
+
 # --- norms ------------------------------------------------------------------------------
 
 NORM_SHAPES = [
