@@ -63,7 +63,8 @@ def main(argv=None) -> int:
         part = f" l2/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
         knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
         per_sm = f" ps{config['PER_SM']}" if config.get("PER_SM") else ""
-        return f"held {knobs}{part}{cap}{per_sm}"
+        bulk = f" bulk{config['L2_BULK']}" if config.get("L2_BULK") else ""
+        return f"held {knobs}{part}{cap}{per_sm}{bulk}"
 
     description = __doc__.splitlines()[0]
     return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_held.json")
