@@ -62,9 +62,9 @@ def main(argv=None) -> int:
         cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
         part = f" l2/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
         knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
-        per_sm = f" ps{config['PER_SM']}" if config.get("PER_SM") else ""
-        bulk = f" bulk{config['L2_BULK']}" if config.get("L2_BULK") else ""
-        return f"held {knobs}{part}{cap}{per_sm}{bulk}"
+        # (records v8 and v13-v14 also name " ps<N>", PER_SM, and " bulk<N>", L2_BULK: both
+        # removed, their code is in 478b569 and f08ddbd)
+        return f"held {knobs}{part}{cap}"
 
     description = __doc__.splitlines()[0]
     return compare_main(argv, description, CONFIGS, label, launch, "softmax_gluon_held.json")

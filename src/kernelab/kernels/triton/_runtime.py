@@ -190,9 +190,8 @@ def compiled_occupancy(jit_kernel, device, args: tuple, kwargs: dict) -> tuple[i
 _occupancy_cache: dict[tuple, int] = {}
 
 
-def resident_programs(kernel, args: tuple, kwargs: dict, most_per_sm: int | None = None) -> int:
-    """How many programs of this kernel the whole GPU holds at once (SMs x per-SM occupancy),
-    at most most_per_sm per SM when given (a launch that leaves room on purpose).
+def resident_programs(kernel, args: tuple, kwargs: dict) -> int:
+    """How many programs of this kernel the whole GPU holds at once (SMs x per-SM occupancy).
 
     Read once per (kernel, dtypes, constexprs, launch options) from the binary compiled for
     these arguments, so the launch that follows reuses it. Under the interpreter: a few.
@@ -207,10 +206,7 @@ def resident_programs(kernel, args: tuple, kwargs: dict, most_per_sm: int | None
     key = (id(kernel), device.index, dtypes, ints, tuple(sorted(kwargs.items())))
     if key not in _occupancy_cache:
         _occupancy_cache[key], _ = compiled_occupancy(kernel, device, args, kwargs)
-    per_sm = _occupancy_cache[key]
-    if most_per_sm:
-        per_sm = min(per_sm, most_per_sm)
-    return sm_count(device) * per_sm
+    return sm_count(device) * _occupancy_cache[key]
 
 
 def persistent_grid(kernel, args: tuple, kwargs: dict, n_tiles: int) -> tuple[int]:

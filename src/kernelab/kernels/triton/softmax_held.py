@@ -178,41 +178,6 @@ if gluon is not None:
         return _scale_so_far(last, first, peers, present, iteration, held_c, healthy, MAX_SPINS)[0]
 
     @gluon.jit
-    def _bulk_prefetch_to_l2(x_ptr, row, n_rows, x_row_stride, first_col, CHUNK: gl.constexpr,
-                             HINT: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
-        """Ask the L2 for row's chunk with one bulk prefetch from one lane
-        (cp.async.bulk.prefetch.L2, sm_90), evict_last when HINT; nothing past the last
-        row. CHUNK x itemsize bytes, 16-byte aligned (candidates_for checks the rows)."""
-        BYTES: gl.constexpr = CHUNK * x_ptr.dtype.element_ty.primitive_bitwidth // 8
-        lane_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
-        lanes = gl.arange(0, 32 * num_warps, layout=lane_layout)
-        asks = ((lanes == 0) & (row < n_rows)).to(gl.int32)
-        start = x_ptr + row.to(gl.int64) * x_row_stride + first_col + lanes * 0
-        size = gl.full([32 * num_warps], BYTES, gl.int32, lane_layout)
-        if HINT:
-            gl.inline_asm_elementwise(
-                "{ .reg .pred p; .reg .b64 policy; setp.ne.b32 p, $2, 0; "
-                "createpolicy.fractional.L2::evict_last.b64 policy, 1.0; "
-                "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $3, policy; "
-                "mov.b32 $0, 0; }",
-                "=r,l,r,r",
-                [start, asks, size],
-                dtype=gl.int32,
-                is_pure=False,
-                pack=1,
-            )
-        else:
-            gl.inline_asm_elementwise(
-                "{ .reg .pred p; setp.ne.b32 p, $2, 0; "
-                "@p cp.async.bulk.prefetch.L2.global [$1], $3; mov.b32 $0, 0; }",
-                "=r,l,r,r",
-                [start, asks, size],
-                dtype=gl.int32,
-                is_pure=False,
-                pack=1,
-            )
-
-    @gluon.jit
     def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.constexpr):
         """Write the held chunk of `row` from shared memory: 2^(x log2 e - c) * scale (the
         row's only write, CHUNK x itemsize bytes)."""
@@ -225,8 +190,7 @@ if gluon is not None:
     def _softmax_held_kernel(
         x_ptr, out_ptr, words_ptr, n_rows, x_row_stride, out_row_stride, n_chunks, n_groups,
         CHUNK: gl.constexpr, BLOCK_CHUNKS: gl.constexpr, L2_AHEAD: gl.constexpr,
-        L2_PART: gl.constexpr, L2_BULK: gl.constexpr, MAX_SPINS: gl.constexpr,
-        num_warps: gl.constexpr,
+        L2_PART: gl.constexpr, MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
     ):  # fmt: skip
         # L2_PART: the L2 prefetch asks for the first 1 / L2_PART of the chunk only (each
         # prefetched line crosses the L2 fabric twice, session 11); not yet measured here
@@ -248,14 +212,7 @@ if gluon is not None:
         healthy = True
         held_c = 0.0
         for row in range(group, n_rows, n_groups):
-            if L2_AHEAD > 0 and L2_BULK > 0:
-                # L2_BULK (experiment, not offered): one bulk prefetch a chunk instead of one
-                # prefetch a line; 1 with the evict_last policy, 2 without a hint
-                _bulk_prefetch_to_l2(
-                    x_ptr, row + (1 + L2_AHEAD) * n_groups, n_rows, x_row_stride,
-                    chunk * CHUNK, CHUNK // L2_PART, L2_BULK == 1, num_warps,
-                )  # fmt: skip
-            elif L2_AHEAD > 0:
+            if L2_AHEAD > 0:
                 _prefetch_to_l2(
                     x_ptr, row + (1 + L2_AHEAD) * n_groups, n_rows, x_row_stride,
                     chunk * CHUNK, CHUNK // L2_PART, num_warps,
@@ -358,7 +315,6 @@ def _setup(x2d, out, config: dict) -> tuple[tuple, dict, int]:
         "BLOCK_CHUNKS": max(2, 1 << (n_chunks - 1).bit_length()),
         "L2_AHEAD": config.get("L2_AHEAD", 1),
         "L2_PART": config.get("L2_PART", 1),
-        "L2_BULK": config.get("L2_BULK", 0),
         "MAX_SPINS": MAX_SPINS,
         "num_warps": config["num_warps"],
     }
@@ -374,7 +330,6 @@ def plan(x2d, config: dict) -> dict:
     (formula and driver) of the compiled kernel, chunks per row and resident row groups."""
     probe, kwargs, n_chunks = _setup(x2d, torch.empty_like(x2d), config)
     per_sm, info = compiled_occupancy(_softmax_held_kernel, x2d.device, probe, kwargs)
-    per_sm = min(per_sm, config.get("PER_SM") or per_sm)
     n_groups = min(x2d.shape[0], per_sm * sm_count(x2d.device) // n_chunks)
     return {**info, "per_sm": per_sm, "chunks_per_row": n_chunks, "groups": n_groups}
 
@@ -382,9 +337,7 @@ def plan(x2d, config: dict) -> dict:
 def _launch(x2d, out, config: dict) -> bool:
     """Run the kernel; False when not one row group's programs can be resident."""
     probe, kwargs, n_chunks = _setup(x2d, out, config)
-    # PER_SM (not offered): fewer programs per SM than fit, so fewer rows in flight
-    resident = resident_programs(_softmax_held_kernel, probe, kwargs, config.get("PER_SM"))
-    n_groups = min(x2d.shape[0], resident // n_chunks)
+    n_groups = min(x2d.shape[0], resident_programs(_softmax_held_kernel, probe, kwargs) // n_chunks)
     if n_groups < 1:
         return False
     # four turn slots per chunk per group, zeroed: no word carries a turn's tag yet (8 bytes
