@@ -14,7 +14,7 @@ cold beside the library's tuned softmax:
 fp32 rows are worth keeping in a run for the check: its tolerance catches a wrong scale
 that bf16's can hide (session 11's inline-PTX poll).
 
-History (H200; gpu-log.md sessions 11-12; records experiments/softmax_gluon_held_v1..v7):
+History (H200; gpu-log.md sessions 11-13; records experiments/softmax_gluon_held_v1..v15):
 session 11 wrote it at c2048 one warp (v1: bf16 262K 3.833 without the L2 prefetch against
 the library's 3.799). Session 12 found c4096 w2 with the prefetch, 3.851-3.866 at bf16 262K
 in four runs against 3.762-3.798, and moved it into the library. Three variants measured
@@ -27,6 +27,11 @@ beside it lost, and were removed (their code is in commit c74f337, this file):
   PAD_SLOTS (unused buffers that only move the shared-memory carveout, so shrink the L1):
     two slots cost 1.4-1.6 % at c4096 w2 (6 programs per SM either way), and 13-16 % at
     c2048 w1, where they also cut the programs per SM from 16 to 13.
+Session 13 found c8192 w4 (3.893-3.911 in six runs, v10-v15), now the library's first config,
+and measured beside it: the first half of each chunk prefetched (L2_PART 2, still in the
+library: -2.5 % at 262K, v8), fewer programs per SM than fit (PER_SM: -10 to -13 %, v9-v10),
+two rows ahead (L2_AHEAD 2: -7 %, v13-v15) and one bulk L2 prefetch per chunk (L2_BULK: a
+tie, v14-v15).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import torch
 from kernelab.kernels.triton import softmax_held as held
 
 CONFIGS = (
+    {"CHUNK": 8192, "num_warps": 4, "L2_AHEAD": 1},
     {"CHUNK": 4096, "num_warps": 2, "L2_AHEAD": 1},
     {"CHUNK": 4096, "num_warps": 2, "L2_AHEAD": 1, "maxnreg": 128},
     {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 0},
@@ -62,7 +68,7 @@ def main(argv=None) -> int:
         cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
         part = f" l2/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
         knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
-        # (records v8 and v13-v14 also name " ps<N>", PER_SM, and " bulk<N>", L2_BULK: both
+        # (records v9-v10 also name " ps<N>", PER_SM, and v14-v15 " bulk<N>", L2_BULK: both
         # removed, their code is in 478b569 and f08ddbd)
         return f"held {knobs}{part}{cap}"
 

@@ -18,6 +18,11 @@ Each configuration is checked (the output equals the input, bit for bit) then ti
 (L2 flushed, median), next to torch's copy of the same bytes, in one run:
 
     PYTHONPATH=src python3 benchmarks/experiments/softmax_skeleton_copy.py --out $OUT
+
+Not a ceiling for the held kernel (session 13, experiments/softmax_skeleton_copy_v6..v8,
+bf16 262K with the L2 prefetch): at c4096 w2 the walk copies faster with fewer programs
+per SM (3: 4.050, 4: 3.990-4.007, 6: 3.851), but the held kernel capped at 4-5 per SM lost
+10-13 %; at c8192 w4 the walk copies at 3.60-3.80 while the held kernel runs at 3.90.
 """
 
 from __future__ import annotations

@@ -1789,7 +1789,7 @@ def _long_rows_key(x2d) -> tuple:
 # 4.05-4.09 TB/s, 100.8-102.4 % of the runner-up in the final rounds). bf16 262K: the held
 # kernel, 3.851-3.866 TB/s at c4096 w2 in four runs of session 12 against 3.762-3.798 for
 # the tuned library beside it before it joined (softmax_gluon_held_v2..v4, v6); at c8192 w4
-# 3.896-3.911 in three runs of session 13 against 3.864-3.880 for c4096 w2 (v8..v10).
+# 3.899-3.911 in three runs of session 13 against 3.869-3.880 for c4096 w2 (v11-v13).
 GLUON_WINNERS = {
     (4, 32768): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
     (4, 65536): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},

@@ -37,11 +37,13 @@ kernel joined the tuner; capped at 128 registers 3.860-3.885 (v4, v5). It lost a
 it is offered on 2-byte rows of 262K values or more only. In the tuned sweep after it joined
 (triton_kernels_sweep_20261130-072406) the tuner chose it at bf16 262K: 3.86 TB/s.
 
-Session 13 (softmax_gluon_held_v8..v10): 8,192-value chunks in four warps, 3.896-3.911 TB/s
-at bf16 262K in three runs against 3.864-3.880 for c4096 w2 beside it; it lost at 65K-131K
-and in fp32 (3.59), and wider programs lost everywhere (c8192 w8 3.36-3.37, c16384 w8 3.30,
-c8192 w4 capped at 128 registers 3.47). Fewer programs per SM than fit (PER_SM, 4-5 of
-c4096 w2's 6) lost 10-13 % at 262K.
+Session 13 (softmax_gluon_held_v10..v15): 8,192-value chunks in four warps, 3.893-3.911
+TB/s at bf16 262K in six runs; 3.899-3.911 in the three that timed c4096 w2 beside it
+(3.869-3.880; v11-v13). It lost at 65K-131K and in fp32 (3.59), and other shapes lost
+everywhere (c8192 w8 3.36-3.37, c16384 w8 3.30, c8192 w4 capped at 128 registers 3.47).
+Measured and removed: fewer programs per SM than fit (PER_SM, 4-5 of c4096 w2's 6: -10 to
+-13 % at 262K; v9-v10, code in 478b569) and the prefetch as one cp.async.bulk.prefetch.L2
+per chunk (L2_BULK: a tie with the evict_last policy, -2 % without; v14-v15, f08ddbd).
 """
 
 from __future__ import annotations
