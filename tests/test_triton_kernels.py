@@ -325,6 +325,40 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
     assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
 
 
+@pytest.mark.parametrize(
+    "dtype,knobs",
+    [
+        ("fp32", {}),  # two tagged words a chunk: whole turn numbers
+        ("fp32", {"PACKED": True, "EARLY_POLL": True}),  # one word, a one-bit tag
+        ("bf16", {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2}),
+    ],
+    ids=str,
+)
+def test_softmax_deferred_continues_its_turns_on_kept_words(softmax, monkeypatch, dtype, knobs):
+    # turn_words.REUSE: the exchange words are kept between calls and each group's turns go
+    # on from the base the kernel stored. 9 rows over 4 groups: group 0 finishes 3 rows a
+    # call, groups 1-3 two. Under the interpreter a program is its row's only chunk, so a
+    # publish and a poll that disagree on the slot spin out and write NaN.
+    from kernelab.kernels.triton import turn_words
+
+    monkeypatch.setattr(turn_words, "REUSE", True)
+    turn_words.forget()
+    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True, **knobs}
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    calls = 5
+    for _ in range(calls):
+        x = torch.randn(9, 256, device=DEVICE, dtype=torch_dtype)
+        y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
+        expected = torch.softmax(x.float(), dim=-1)
+        assert torch.isfinite(y.float()).all()
+        torch.testing.assert_close(y.float(), expected, rtol=2e-2, atol=1e-6)
+    # one workspace for all five calls, its bases advanced by the rows each group finished
+    (kept,) = turn_words._kept.values()
+    bases = kept[-9:].tolist()  # max_groups = 9 here (min(rows, 32 x 4 SMs))
+    assert bases == [(3 * calls) % 8] + [(2 * calls) % 8] * 3 + [0] * 5
+    turn_words.forget()
+
+
 def test_wait_log_counts_finishes_and_late_peers(softmax):
     # One chunk per row: a program's only peer is itself, never late; every row is finished.
     config = {"CHUNK": 256, "num_warps": 4, "DEFER": True}
@@ -1694,6 +1728,43 @@ def _held_launch(config):
         return out
 
     return run
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "dtype,n_cols", [("bf16", 65_536), ("bf16", 131_072), ("fp32", 131_072), ("bf16", 262_144)]
+)
+def test_gpu_softmax_kept_words_continue_across_calls(softmax, monkeypatch, dtype, n_cols):
+    # turn_words.REUSE on the GPU, where a row's chunks are many peers: the measured winner
+    # (and at bf16 262K the held kernel) called again and again on kept words, each call on
+    # fresh data, checked against the reference; a stale word read as current would mix
+    # rows up or poison them with NaN.
+    from kernelab.kernels.triton import softmax_held, turn_words
+
+    monkeypatch.setattr(turn_words, "REUSE", True)
+    turn_words.forget()
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    configs = [softmax.long_row_candidates(n_cols, torch_dtype)[0]]
+    if dtype == "bf16" and n_cols >= softmax_held.LEAST_COLS:
+        configs.append(dict(softmax_held.CONFIGS[0]))
+
+    def run(config):
+        def fn(x):
+            out = torch.empty_like(x)
+            assert softmax._run_long_rows(x, out, config), config
+            return out
+
+        return fn
+
+    for config in configs:
+        assert config.get("DEFER") or config["path"] == "held", config
+        for rows in (301, 97, 301):
+            shape = {"rows": rows, "cols": n_cols}
+            report = check_implementation(run(config), "softmax", shape, dtype, trials=3)
+            assert report.ok, f"{config} {shape}: {report.message}"
+    kept = list(turn_words._kept.values())
+    assert len(kept) >= len(configs) and any(k.any() for k in kept)
+    turn_words.forget()
 
 
 @pytest.mark.gpu

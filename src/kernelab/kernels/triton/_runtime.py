@@ -190,6 +190,14 @@ def compiled_occupancy(jit_kernel, device, args: tuple, kwargs: dict) -> tuple[i
 _occupancy_cache: dict[tuple, int] = {}
 
 
+def _compile_key(value):
+    """What of a launch keyword decides the binary: a tensor's dtype and 16-byte alignment
+    (Triton specializes pointers on it), any other value itself."""
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        return ("tensor", str(value.dtype), value.data_ptr() % 16 == 0)
+    return value
+
+
 def resident_programs(kernel, args: tuple, kwargs: dict) -> int:
     """How many programs of this kernel the whole GPU holds at once (SMs x per-SM occupancy).
 
@@ -203,7 +211,9 @@ def resident_programs(kernel, args: tuple, kwargs: dict) -> int:
     # Triton compiles a separate binary (maybe other registers) for integers that are 1 or
     # multiples of 16, so those properties are part of the key.
     ints = tuple((a == 1, a % 16 == 0) for a in args if isinstance(a, int))
-    key = (id(kernel), device.index, dtypes, ints, tuple(sorted(kwargs.items())))
+    # a tensor passed by keyword (a workspace) matters by its dtype and 16-byte alignment
+    options = tuple(sorted((name, _compile_key(value)) for name, value in kwargs.items()))
+    key = (id(kernel), device.index, dtypes, ints, options)
     if key not in _occupancy_cache:
         _occupancy_cache[key], _ = compiled_occupancy(kernel, device, args, kwargs)
     return sm_count(device) * _occupancy_cache[key]

@@ -72,7 +72,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton import softmax_held, softmax_shared, softmax_shared_split
+from kernelab.kernels.triton import softmax_held, softmax_shared, softmax_shared_split, turn_words
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreter_row_tile,
@@ -99,6 +99,7 @@ INTERPRETER_MAX_SPINS = 4
 INTERPRETER_CHUNK = 32
 LOG2E = tl.constexpr(1.4426950408889634)
 MINUS_INF_BITS = tl.constexpr(-8388608)  # float32 -inf as a signed int32 (0xFF800000)
+TURN_PERIOD = tl.constexpr(turn_words.TURN_PERIOD)  # slot and tag bit repeat every 8 turns
 
 
 @triton.jit
@@ -774,6 +775,8 @@ def _softmax_coop_deferred_kernel(
     L2_PART: tl.constexpr = 1,
     wait_log_ptr=None,
     WAIT_LOG: tl.constexpr = False,
+    bases_ptr=None,
+    CONTINUE: tl.constexpr = False,
 ):
     # The cooperative kernel with its wait taken off the critical path: in the step of row r a
     # program publishes r's partials and then finishes row r - n_groups, whose partials its
@@ -821,7 +824,12 @@ def _softmax_coop_deferred_kernel(
     # WAIT_LOG: each program writes (rows finished, finishes that had to poll again, polls
     # beyond the first) to wait_log_ptr[pid * 3 ...]: how often a peer was late (a diagnostic
     # for cooperative_wait_log; off, nothing is counted or written).
+    # CONTINUE: the words were kept from the last call on them (turn_words); this group's
+    # turns go on from bases_ptr[group], advanced at the end. Off, they start at 0.
     group = tl.program_id(0) // n_chunks
+    turn0 = 0
+    if CONTINUE:
+        turn0 = tl.load(bases_ptr + group).to(tl.int32)
     chunk = tl.program_id(0) % n_chunks
     cols = chunk * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
@@ -854,11 +862,13 @@ def _softmax_coop_deferred_kernel(
         # Four turn slots: a program that publishes turn t has gathered t - 2, so every peer
         # has published t - 2 and is at worst still gathering t - 3: turns t - 3 .. t can all
         # be read at once, and four slots keep them apart. 16 bytes per chunk per row (8
-        # packed). The previous row's turn is `iteration`, in slot (iteration - 1) % 4.
-        previous = stats_ptr + ((group * 4 + (iteration + 3) % 4) * n_chunks) * WORDS
+        # packed). The previous row's turn is `turn` (turn0 + iteration), in slot
+        # (turn - 1) % 4; this row's is turn + 1.
+        turn = turn0 + iteration
+        previous = stats_ptr + ((group * 4 + (turn + 3) % 4) * n_chunks) * WORDS
         if EARLY_POLL:
             # (at iteration 0 this reads a slot nobody finishes from: the words go unused)
-            first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+            first, second = _poll(previous, n_chunks, turn, BLOCK_CHUNKS, PACKED)
         # the only read of the row: CHUNK * itemsize per program, kept in registers
         if PAIRS:
             pairs = upcoming
@@ -889,14 +899,14 @@ def _softmax_coop_deferred_kernel(
                 PAIRS,
             )  # fmt: skip
         _publish(
-            stats_ptr + ((group * 4 + iteration % 4) * n_chunks) * WORDS,
-            chunk, iteration + 1, chunk_max, chunk_sum, PACKED,
+            stats_ptr + ((group * 4 + turn % 4) * n_chunks) * WORDS,
+            chunk, turn + 1, chunk_max, chunk_sum, PACKED,
         )  # fmt: skip
         if iteration > 0:
             if not EARLY_POLL:
-                first, second = _poll(previous, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+                first, second = _poll(previous, n_chunks, turn, BLOCK_CHUNKS, PACKED)
             spins, met = _finish_deferred(
-                previous, first, second, n_chunks, iteration, held_e, held_max, out_ptr,
+                previous, first, second, n_chunks, turn, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
                 FTZ, PACKED, EVEN, STREAM_STORE,
             )  # fmt: skip
@@ -912,13 +922,19 @@ def _softmax_coop_deferred_kernel(
         iteration += 1
     # the group's last row (every group has at least one: n_groups <= n_rows)
     last_row = group + (iteration - 1) * n_groups
-    last = stats_ptr + ((group * 4 + (iteration - 1) % 4) * n_chunks) * WORDS
-    first, second = _poll(last, n_chunks, iteration, BLOCK_CHUNKS, PACKED)
+    last_turn = turn0 + iteration
+    last = stats_ptr + ((group * 4 + (last_turn - 1) % 4) * n_chunks) * WORDS
+    first, second = _poll(last, n_chunks, last_turn, BLOCK_CHUNKS, PACKED)
     spins, _ = _finish_deferred(
-        last, first, second, n_chunks, iteration, held_e, held_max, out_ptr, last_row,
+        last, first, second, n_chunks, last_turn, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
         STREAM_STORE,
     )  # fmt: skip
+    if CONTINUE:
+        if chunk == 0:
+            # after the last finish, which needed every peer's words of this call, so every
+            # peer has read the old base (turn_words has the argument)
+            tl.store(bases_ptr + group, (last_turn % TURN_PERIOD).to(tl.int64))
     if WAIT_LOG:
         log = wait_log_ptr + tl.program_id(0) * 3
         tl.store(log, iteration)
@@ -1601,7 +1617,16 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     # chunk, whose zeroed tag bit no turn from 1 to 4 matches)
     slots = 4 if deferred else 2
     words = 1 if deferred and config.get("PACKED") else 2
-    stats = torch.zeros((max_groups, slots, n_chunks, words), device=x2d.device, dtype=torch.int64)
+    shape = (max_groups, slots, n_chunks, words)
+    if deferred:
+        # kept between calls where turn_words.REUSE (the kernel continues the turns)
+        stats, bases, continued = turn_words.exchange_words(
+            x2d.device, "softmax.cooperative", shape, max_groups
+        )
+        if continued:
+            kwargs.update(bases_ptr=bases, CONTINUE=True)
+    else:
+        stats = torch.zeros(shape, device=x2d.device, dtype=torch.int64)
     args = (x2d, out, stats, n_rows, n_cols, x2d.stride(0), out.stride(0), n_chunks)
     return kwargs, args, n_chunks
 

@@ -24,7 +24,8 @@ layout throughout, so no barrier). FLOPs per value: a max, an FFMA, an ex2 and a
 the partials; an FFMA, an ex2 and a multiply at the finish.
 
 The exchange is the deferred kernel's: one packed 64-bit word per chunk, four turn slots
-per group, the turn's tag bit (softmax._packed, _turn_bit, _combine_stats, _chunk_scale).
+per group, the turn's tag bit (softmax._packed, _turn_bit, _combine_stats, _chunk_scale);
+its words may be kept between calls, the turns continuing (turn_words, CONTINUE).
 Every program of the grid must be resident at once (the grid is what fits, from the
 compiled kernel's registers and shared memory); a wait that outlasts MAX_SPINS polls turns
 the program's rows to NaN rather than hang. Rows must be whole chunks.
@@ -55,6 +56,7 @@ import torch
 # the deferred kernel's exchange helpers; softmax imports this module too, and the names
 # resolve only when a kernel compiles
 from kernelab.kernels.triton import softmax as _softmax
+from kernelab.kernels.triton import turn_words
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreting,
@@ -89,6 +91,7 @@ MAX_SPINS = 1 << 22
 if gluon is not None:
     LOG2E = gl.constexpr(1.4426950408889634)
     MINUS_INF_BITS = gl.constexpr(-8388608)  # float32 -inf as a signed int32 (0xFF800000)
+    TURN_PERIOD = gl.constexpr(turn_words.TURN_PERIOD)  # slot and tag repeat every 8 turns
 
     @gluon.jit
     def _load_chunk(x_ptr, row, n_rows, x_row_stride, cols):
@@ -152,12 +155,13 @@ if gluon is not None:
         return _softmax._chunk_scale(held_c, row_c, row_sum, False), late == 0
 
     @gluon.jit
-    def _publish(words_ptr, group, iteration, n_chunks, chunk, c, chunk_sum):
-        """This chunk's partials for the step's row: turn iteration + 1 in slot iteration % 4
-        of the group, one packed word (8 bytes), no fence (the turn tag is the signal)."""
-        word = _softmax._packed(iteration + 1, c, chunk_sum)
+    def _publish(words_ptr, group, turn, n_chunks, chunk, c, chunk_sum):
+        """This chunk's partials for the step's row: turn + 1 (turn is the previous row's)
+        in slot turn % 4 of the group, one packed word (8 bytes), no fence (the turn tag is
+        the signal)."""
+        word = _softmax._packed(turn + 1, c, chunk_sum)
         gl.atomic_xchg(
-            words_ptr + (group * 4 + iteration % 4) * n_chunks + chunk, word, sem="relaxed",
+            words_ptr + (group * 4 + turn % 4) * n_chunks + chunk, word, sem="relaxed",
             scope="gpu",
         )  # fmt: skip
 
@@ -171,13 +175,13 @@ if gluon is not None:
         return gl.where(healthy, scale, float("nan")), healthy
 
     @gluon.jit
-    def _last_row_scale(words_ptr, group, iteration, n_chunks, peers, present, held_c,
+    def _last_row_scale(words_ptr, group, turn, n_chunks, peers, present, held_c,
                         healthy, MAX_SPINS: gl.constexpr):  # fmt: skip
         """The scale of the group's last row, which a program finishes after its loop (its
-        turn is `iteration`, in slot (iteration - 1) % 4)."""
-        last = words_ptr + (group * 4 + (iteration - 1) % 4) * n_chunks
-        first = _poll(last, peers, present, iteration)
-        return _scale_so_far(last, first, peers, present, iteration, held_c, healthy, MAX_SPINS)[0]
+        turn is `turn`, in slot (turn - 1) % 4)."""
+        last = words_ptr + (group * 4 + (turn - 1) % 4) * n_chunks
+        first = _poll(last, peers, present, turn)
+        return _scale_so_far(last, first, peers, present, turn, held_c, healthy, MAX_SPINS)[0]
 
     @gluon.jit
     def _finish(held, c, scale, out_ptr, row, out_row_stride, cols, layout: gl.constexpr):
@@ -193,11 +197,17 @@ if gluon is not None:
         x_ptr, out_ptr, words_ptr, n_rows, x_row_stride, out_row_stride, n_chunks, n_groups,
         CHUNK: gl.constexpr, BLOCK_CHUNKS: gl.constexpr, L2_AHEAD: gl.constexpr,
         L2_PART: gl.constexpr, MAX_SPINS: gl.constexpr, num_warps: gl.constexpr,
+        bases_ptr=None, CONTINUE: gl.constexpr = False,
     ):  # fmt: skip
         # L2_PART: the L2 prefetch asks for the first 1 / L2_PART of the chunk only (each
         # prefetched line crosses the L2 fabric twice, session 11); not yet measured here
         group = gl.program_id(0) // n_chunks
         chunk = gl.program_id(0) % n_chunks
+        # CONTINUE: the words were kept from the last call on them (turn_words); this group's
+        # turns go on from bases_ptr[group], advanced at the end. Off, they start at 0.
+        turn0 = 0
+        if CONTINUE:
+            turn0 = gl.load(bases_ptr + group).to(gl.int32)
         VEC: gl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth  # 16 B a lane
         layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [num_warps], [0])
         cols = chunk * CHUNK + gl.arange(0, CHUNK, layout=layout)
@@ -219,10 +229,11 @@ if gluon is not None:
                     x_ptr, row + (1 + L2_AHEAD) * n_groups, n_rows, x_row_stride,
                     chunk * CHUNK, CHUNK // L2_PART, num_warps,
                 )  # fmt: skip
-            # the previous row's turn is `iteration`, in slot (iteration - 1) % 4 (at
-            # iteration 0 this reads a slot nobody finishes from: the words go unused)
-            previous = words_ptr + (group * 4 + (iteration + 3) % 4) * n_chunks
-            first = _poll(previous, peers, present, iteration)
+            # the previous row's turn is `turn`, in slot (turn - 1) % 4 (at iteration 0 this
+            # reads a slot nobody finishes from: the words go unused)
+            turn = turn0 + iteration
+            previous = words_ptr + (group * 4 + (turn + 3) % 4) * n_chunks
+            first = _poll(previous, peers, present, turn)
             current = upcoming
             held.index(iteration % 2).store(current)
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, x_row_stride, cols)
@@ -230,10 +241,10 @@ if gluon is not None:
             c = gl.max(x, axis=0) * LOG2E  # the chunk max in log2 units
             c_safe = gl.where(c == float("-inf"), 0.0, c)  # a chunk of only -inf: exps 0
             chunk_sum = gl.sum(gl.exp2(x * LOG2E - c_safe), axis=0)
-            _publish(words_ptr, group, iteration, n_chunks, chunk, c, chunk_sum)
+            _publish(words_ptr, group, turn, n_chunks, chunk, c, chunk_sum)
             if iteration > 0:
                 scale, healthy = _scale_so_far(
-                    previous, first, peers, present, iteration, held_c, healthy, MAX_SPINS
+                    previous, first, peers, present, turn, held_c, healthy, MAX_SPINS
                 )
                 _finish(
                     held.index((iteration + 1) % 2), held_c, scale, out_ptr, row - n_groups,
@@ -243,12 +254,18 @@ if gluon is not None:
             iteration += 1
         # the group's last row
         scale = _last_row_scale(
-            words_ptr, group, iteration, n_chunks, peers, present, held_c, healthy, MAX_SPINS
-        )
+            words_ptr, group, turn0 + iteration, n_chunks, peers, present, held_c, healthy,
+            MAX_SPINS,
+        )  # fmt: skip
         _finish(
             held.index((iteration + 1) % 2), held_c, scale, out_ptr,
             group + (iteration - 1) * n_groups, out_row_stride, cols, layout,
         )  # fmt: skip
+        if CONTINUE:
+            if chunk == 0:
+                # after the last finish, which needed every peer's words of this call, so
+                # every peer has read the old base (turn_words has the argument)
+                gl.store(bases_ptr + group, ((turn0 + iteration) % TURN_PERIOD).to(gl.int64))
 
 
 def offered(n_cols: int, itemsize: int) -> list[dict]:
@@ -342,9 +359,13 @@ def _launch(x2d, out, config: dict) -> bool:
     n_groups = min(x2d.shape[0], resident_programs(_softmax_held_kernel, probe, kwargs) // n_chunks)
     if n_groups < 1:
         return False
-    # four turn slots per chunk per group, zeroed: no word carries a turn's tag yet (8 bytes
-    # a word)
-    words = torch.zeros(n_groups * 4 * n_chunks, device=x2d.device, dtype=torch.int64)
+    # four turn slots per chunk per group (8 bytes a word), zeroed: no word carries a turn's
+    # tag yet; or kept from the last call where turn_words.REUSE (the turns continue)
+    words, bases, continued = turn_words.exchange_words(
+        x2d.device, "softmax.held", (n_groups * 4 * n_chunks,), n_groups
+    )
+    if continued:
+        kwargs = {**kwargs, "bases_ptr": bases, "CONTINUE": True}
     x, out, _, n_rows, x_stride, out_stride, _, _ = probe
     _softmax_held_kernel[(n_groups * n_chunks,)](
         x, out, words, n_rows, x_stride, out_stride, n_chunks, n_groups, **kwargs

@@ -1,0 +1,64 @@
+"""The exchange words of the split-row softmax kernels, kept from one call to the next.
+
+The deferred split-row kernels (softmax's cooperative kernel with DEFER, softmax_held) pass
+each chunk's partials to its peers through tagged 64-bit words, and a word must never carry
+the tag a turn waits for before that turn's value is in it. A fresh workspace is zeroed for
+that: one fill kernel per call, which costs 1.75-2.25 us of GPU time in a sequence of calls
+on the H200, 0.3-0.4 % of a bf16 softmax of 1-2 GiB (experiments/softmax_memset_cost_v1,
+session 13, in alternating pairs).
+
+Kept instead, the words stay right if every call continues the turn numbering where the
+last call on them stopped. Turn t lives in slot (t - 1) % 4 with tag bit ((t + 3) // 4) % 2,
+so a slot read for turn t holds t or t - 4 (a zeroed workspace reads as turns -3..0), and
+that stays true across calls when each group starts at the turn its previous call ended on.
+The kernel keeps that base itself, one int64 per group after the words: it reads it first,
+and its chunk-0 program stores base + rows finished (mod 8: slot and tag repeat every eight
+turns) after its last finish, when every peer of the group has already read the old base
+(each peer's published words depend on it, and the last finish needed all of them).
+
+Kept per (device, stream, kernel, workspace shape): launches on one stream run in order, so
+no two use the same words at once. Never while a CUDA graph is being captured (the graph
+gets a zeroed workspace of its own). Off unless KERNELAB_SOFTMAX_REUSE_WORDS=1: written in
+session 13 after its last GPU call; checked under the interpreter, not yet on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+REUSE = os.environ.get("KERNELAB_SOFTMAX_REUSE_WORDS") == "1"
+# Workspaces kept at once (each a few hundred KiB at most); the oldest goes first.
+MOST_KEPT = 32
+# Turns are counted modulo this: slot and tag bit repeat every eight turns.
+TURN_PERIOD = 8
+
+_kept: dict[tuple, tuple] = {}
+
+
+def exchange_words(device, kernel: str, shape: tuple[int, ...], n_groups: int):
+    """(words, bases, continued): int64 words of `shape`, zeroed the first time, and one
+    int64 turn base per group (0 the first time) that the kernel advances; `continued` says
+    whether the kernel must read and advance the bases (REUSE and not capturing a graph).
+    Without reuse both come zeroed from one allocation, so one fill per call as before."""
+    import torch
+
+    n_words = 1
+    for size in shape:
+        n_words *= size
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if not REUSE or capturing:
+        fresh = torch.zeros(n_words + n_groups, device=device, dtype=torch.int64)
+        return fresh[:n_words].view(shape), fresh[n_words:], False
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    key = (device.type, device.index, stream, kernel, tuple(shape), n_groups)
+    if key not in _kept:
+        if len(_kept) >= MOST_KEPT:
+            _kept.pop(next(iter(_kept)))
+        _kept[key] = torch.zeros(n_words + n_groups, device=device, dtype=torch.int64)
+    kept = _kept[key]
+    return kept[:n_words].view(shape), kept[n_words:], True
+
+
+def forget() -> None:
+    """Drop every kept workspace (the next call on each zeroes a new one)."""
+    _kept.clear()
