@@ -805,6 +805,18 @@ def test_final_round_champion_yields_only_to_a_faster_challenger():
     assert _runtime.final_round(None, [{"name": "x"}]) == {"name": "x"}
 
 
+def test_occupancy_key_takes_a_keyword_tensor_by_dtype_and_alignment():
+    from kernelab.kernels.triton import _runtime
+
+    words = torch.zeros(8, dtype=torch.int64)
+    # two workspaces of one dtype and alignment compile to one binary: one key
+    assert _runtime._compile_key(words) == _runtime._compile_key(torch.ones(8, dtype=torch.int64))
+    assert _runtime._compile_key(words) == ("tensor", "torch.int64", words.data_ptr() % 16 == 0)
+    assert _runtime._compile_key(words[1:])[2] != _runtime._compile_key(words)[2]  # 8 B off
+    assert _runtime._compile_key(words.int())[1] == "torch.int32"
+    assert _runtime._compile_key(True) is True and _runtime._compile_key(4) == 4
+
+
 def test_final_round_keeps_the_champion_when_a_match_cannot_be_timed():
     from types import SimpleNamespace
 
