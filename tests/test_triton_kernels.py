@@ -1730,16 +1730,22 @@ def test_held_softmax_offers_2_byte_rows_of_64_to_256_chunks(softmax):
     assert softmax._gluon_winner_first(others + offered, 2, 131_072) == others + offered
 
 
+def _launched_by(launch, config):
+    """x -> out from launch(x, out, config), which must report that it ran."""
+
+    def run(x):
+        out = torch.empty_like(x)
+        assert launch(x, out, config), config
+        return out
+
+    return run
+
+
 def _held_launch(config):
     """The held kernel itself on any dtype (fp32 too: its tolerance is the tight one)."""
     from kernelab.kernels.triton import softmax_held as held
 
-    def run(x):
-        out = torch.empty_like(x)
-        assert held._launch(x, out, config), config
-        return out
-
-    return run
+    return _launched_by(held._launch, config)
 
 
 @pytest.mark.gpu
@@ -1760,19 +1766,12 @@ def test_gpu_softmax_kept_words_continue_across_calls(softmax, monkeypatch, dtyp
     if dtype == "bf16" and n_cols >= softmax_held.LEAST_COLS:
         configs.append(dict(softmax_held.CONFIGS[0]))
 
-    def run(config):
-        def fn(x):
-            out = torch.empty_like(x)
-            assert softmax._run_long_rows(x, out, config), config
-            return out
-
-        return fn
-
     for config in configs:
         assert config.get("DEFER") or config["path"] == "held", config
+        run = _launched_by(softmax._run_long_rows, config)
         for rows in (301, 97, 301):
             shape = {"rows": rows, "cols": n_cols}
-            report = check_implementation(run(config), "softmax", shape, dtype, trials=3)
+            report = check_implementation(run, "softmax", shape, dtype, trials=3)
             assert report.ok, f"{config} {shape}: {report.message}"
     kept = list(turn_words._kept.values())
     assert len(kept) >= len(configs) and any(k.any() for k in kept)

@@ -205,6 +205,25 @@ def resident_groups(kernel, device, probe: tuple, kwargs: dict, n_rows: int, n_c
     return n_groups, plan, words
 
 
+def launch_split_row(kernel, x, chunk: int, kwargs: dict, extra: tuple = ()):
+    """Run a held-row style kernel, whose arguments are (x, out, words, n_rows, x_row_stride,
+    out_row_stride, n_chunks, n_groups, *extra), on a contiguous 2-D x of whole chunks of
+    `chunk` values, every resident row group at once (resident_groups); (out, plan)."""
+    import torch
+
+    n_rows, n_cols = x.shape
+    n_chunks = n_cols // chunk
+    assert x.is_contiguous() and n_cols % chunk == 0 and n_chunks <= 256
+    out = torch.empty_like(x)
+    probe = (x, out, torch.zeros(1, device=x.device, dtype=torch.int64), n_rows, x.stride(0),
+             out.stride(0), n_chunks, 1, *extra)  # fmt: skip
+    n_groups, plan, words = resident_groups(kernel, x.device, probe, kwargs, n_rows, n_chunks)
+    kernel[(n_groups * n_chunks,)](
+        x, out, words, n_rows, x.stride(0), out.stride(0), n_chunks, n_groups, *extra, **kwargs
+    )
+    return out, plan
+
+
 def compare_main(argv, description, configs, label, launch, record_name) -> int:
     """The command line the long-row Gluon experiments share: each configuration (configs, or
     --configs as a JSON list) named label(config) and run by launch(x, config) -> (out, plan),

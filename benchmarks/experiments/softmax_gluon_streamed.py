@@ -39,7 +39,6 @@ shared-memory passes and the loop; what holds the held kernel back is not its re
 
 from __future__ import annotations
 
-import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -175,13 +174,10 @@ def _streamed_kernel(
 
 def launch(x, config: dict):
     """Softmax of a contiguous 2-D x (rows of whole chunks) with this kernel; (out, plan)."""
-    from softmax_gluon_rows import resident_groups  # this folder's script
+    from softmax_gluon_rows import launch_split_row  # this folder's script
 
-    n_rows, n_cols = x.shape
     chunk = config["CHUNK"]
-    n_chunks = n_cols // chunk
-    assert x.is_contiguous() and n_cols % chunk == 0 and n_chunks <= 256
-    out = torch.empty_like(x)
+    n_chunks = x.shape[1] // chunk
     kwargs = dict(
         CHUNK=chunk, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
         L2_AHEAD=config.get("L2_AHEAD", 1), MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],
@@ -189,15 +185,7 @@ def launch(x, config: dict):
     if "maxnreg" in config:
         kwargs["maxnreg"] = config["maxnreg"]
     n_subs = chunk // (16 // x.element_size() * 32 * config["num_warps"])
-    probe = (x, out, torch.zeros(1, device=x.device, dtype=torch.int64), n_rows, x.stride(0),
-             out.stride(0), n_chunks, 1, n_subs)  # fmt: skip
-    n_groups, plan, words = resident_groups(
-        _streamed_kernel, x.device, probe, kwargs, n_rows, n_chunks
-    )
-    _streamed_kernel[(n_groups * n_chunks,)](
-        x, out, words, n_rows, x.stride(0), out.stride(0), n_chunks, n_groups, n_subs, **kwargs
-    )
-    return out, plan
+    return launch_split_row(_streamed_kernel, x, chunk, kwargs, (n_subs,))
 
 
 CONFIGS = (

@@ -28,7 +28,6 @@ sit whole in every warp).
 
 from __future__ import annotations
 
-import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -127,26 +126,14 @@ def _warp_stats_kernel(
 
 def launch(x, config: dict):
     """Softmax of a contiguous 2-D x (rows of whole chunks) with this kernel; (out, plan)."""
-    from softmax_gluon_rows import resident_groups  # this folder's script
+    from softmax_gluon_rows import launch_split_row  # this folder's script
 
-    n_rows, n_cols = x.shape
-    chunk = config["CHUNK"]
-    n_chunks = n_cols // chunk
-    assert x.is_contiguous() and n_cols % chunk == 0 and n_chunks <= 256
-    out = torch.empty_like(x)
+    n_chunks = x.shape[1] // config["CHUNK"]
     kwargs = dict(
-        CHUNK=chunk, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
+        CHUNK=config["CHUNK"], BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
         L2_AHEAD=config.get("L2_AHEAD", 1), MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],
     )  # fmt: skip
-    probe = (x, out, torch.zeros(1, device=x.device, dtype=torch.int64), n_rows, x.stride(0),
-             out.stride(0), n_chunks, 1)  # fmt: skip
-    n_groups, plan, words = resident_groups(
-        _warp_stats_kernel, x.device, probe, kwargs, n_rows, n_chunks
-    )
-    _warp_stats_kernel[(n_groups * n_chunks,)](
-        x, out, words, n_rows, x.stride(0), out.stride(0), n_chunks, n_groups, **kwargs
-    )
-    return out, plan
+    return launch_split_row(_warp_stats_kernel, x, config["CHUNK"], kwargs)
 
 
 CONFIGS = (
