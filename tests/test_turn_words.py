@@ -24,6 +24,7 @@ def reuse(monkeypatch):
 
 def test_without_reuse_every_call_gets_fresh_zeroed_words(monkeypatch):
     monkeypatch.setattr(turn_words, "REUSE", False)
+    assert not turn_words.continues(CPU)
     words, bases, continued = turn_words.exchange_words(CPU, "k", (3, 4, 5, 1), 3)
     assert not continued and words.shape == (3, 4, 5, 1) and bases.shape == (3,)
     assert words.dtype == bases.dtype == torch.int64
@@ -35,6 +36,7 @@ def test_without_reuse_every_call_gets_fresh_zeroed_words(monkeypatch):
 
 
 def test_with_reuse_the_same_words_come_back_for_the_same_key(reuse):
+    assert turn_words.continues(CPU)
     words, bases, continued = turn_words.exchange_words(CPU, "k", (2, 4, 8, 1), 2)
     assert continued and not words.any() and not bases.any()
     words.fill_(5)

@@ -71,7 +71,8 @@ try:
 except ImportError:  # a Triton without Gluon: the path is never offered
     gluon = None
 
-# (CHUNK, warps, L2 prefetch, register cap): the two measured at bf16 262K (module doc)
+# (CHUNK, warps, L2 prefetch, register cap): the three measured best at bf16 262K
+# (module doc)
 CONFIGS = (
     # 8,192-value chunks in four warps: the same values per thread as c4096 w2 and the same
     # warps per SM (3 programs of 4 against 6 of 2), half the partial words polled per row
@@ -340,6 +341,9 @@ def _setup(x2d, out, config: dict) -> tuple[tuple, dict, int]:
     if config.get("maxnreg"):
         kwargs["maxnreg"] = config["maxnreg"]
     workspace = torch.empty(1, device=x2d.device, dtype=torch.int64)
+    if turn_words.continues(x2d.device):
+        # the launch passes the kept bases here: same dtype and alignment, same binary
+        kwargs.update(bases_ptr=workspace, CONTINUE=True)
     probe = (x2d, out, workspace, n_rows, x2d.stride(0), out.stride(0), n_chunks, 1)
     return probe, kwargs, n_chunks
 
@@ -365,7 +369,7 @@ def _launch(x2d, out, config: dict) -> bool:
         x2d.device, "softmax.held", (n_groups * 4 * n_chunks,), n_groups
     )
     if continued:
-        kwargs = {**kwargs, "bases_ptr": bases, "CONTINUE": True}
+        kwargs = {**kwargs, "bases_ptr": bases}
     x, out, _, n_rows, x_stride, out_stride, _, _ = probe
     _softmax_held_kernel[(n_groups * n_chunks,)](
         x, out, words, n_rows, x_stride, out_stride, n_chunks, n_groups, **kwargs

@@ -35,6 +35,16 @@ TURN_PERIOD = 8
 _kept: dict[tuple, tuple] = {}
 
 
+def continues(device) -> bool:
+    """Whether a launch on this device now gets kept words (REUSE, and no CUDA graph being
+    captured): a launcher that sizes its grid from the compiled kernel asks this first, so
+    that it probes the binary it will launch (CONTINUE on or off)."""
+    import torch
+
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return REUSE and not capturing
+
+
 def exchange_words(device, kernel: str, shape: tuple[int, ...], n_groups: int):
     """(words, bases, continued): int64 words of `shape`, zeroed the first time, and one
     int64 turn base per group (0 the first time) that the kernel advances; `continued` says
@@ -45,8 +55,7 @@ def exchange_words(device, kernel: str, shape: tuple[int, ...], n_groups: int):
     n_words = 1
     for size in shape:
         n_words *= size
-    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-    if not REUSE or capturing:
+    if not continues(device):
         fresh = torch.zeros(n_words + n_groups, device=device, dtype=torch.int64)
         return fresh[:n_words].view(shape), fresh[n_words:], False
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
