@@ -1707,7 +1707,7 @@ def test_a_gluon_kernel_that_fails_its_first_launch_is_turned_off_with_a_warning
         assert works_or_warn("the held kernel is", lambda: True) is True
 
 
-def test_held_softmax_offers_2_byte_rows_of_64_to_256_chunks(softmax):
+def test_held_softmax_offers_2_byte_rows_of_262k_values_or_more(softmax):
     from kernelab.kernels.triton import softmax_held as held
 
     def chunks(cols, itemsize):

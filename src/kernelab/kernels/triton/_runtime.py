@@ -413,14 +413,8 @@ def final_round(run, finalists: list[dict], ranking: list | None = None, compare
             )
         except KernelabError as error:
             if ranking is not None:
-                ranking.append(
-                    {
-                        "config": dict(challenger),
-                        "against": dict(champion),
-                        "pct": None,
-                        "error": str(error),
-                    }  # fmt: skip
-                )
+                match_of = {"config": dict(challenger), "against": dict(champion)}
+                ranking.append({**match_of, "pct": None, "error": str(error)})
             continue
         pct = match.pct_of_reference
         if ranking is not None:

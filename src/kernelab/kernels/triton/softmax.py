@@ -46,8 +46,8 @@ long_row_candidates, each naming its kernel in "path":
    per program, each in shared memory; partials exchanged through global memory, programs
    ordered by a ticket so that no residency has to be assumed.
 8. "held" (softmax_held.py, Gluon): the deferred cooperative kernel with the row it finishes
-   held as input values in shared memory, not as exps in registers, so bf16 chunks of 4,096
-   values fit two warps; offered on 2-byte rows of 64-256 such chunks (262K values and up).
+   held as input values in shared memory, not as exps in registers, so bf16 chunks of
+   4,096-8,192 values fit two to four warps; offered on 2-byte rows of 262K values and up.
 
 Every kernel takes LEAN (the default; False runs the session-1 arithmetic, kept so that a
 benchmark can measure the difference): exp as one FFMA and one ex2.approx.ftz per value
@@ -802,7 +802,8 @@ def _softmax_coop_deferred_kernel(
     # registers, the best variant 1-22 % below the winner at each shape) and a workspace
     # that the group's last program zeroes at the end instead of a memset per call
     # (SELF_CLEAN, softmax_workspace_v1: 97.4-100.8 % of the memset's speed in alternating
-    # pairs; the memset itself costs nothing measurable).
+    # pairs, too wide to see the memset's cost; session 13 measured it in pairs against one
+    # more fill: 1.75-2.25 us a call, softmax_memset_cost_v1, and turn_words removes it).
     # PAIRS (bf16, whole chunks): the chunk travels as 32-bit words of pairs (_load_pairs),
     # widened by shifts and its max taken on the pairs (_max_of_words; PTX: inline PTX
     # allowed, off under the interpreter). UNROLL=2: two steps per loop iteration, so the held

@@ -201,7 +201,8 @@ if gluon is not None:
         bases_ptr=None, CONTINUE: gl.constexpr = False,
     ):  # fmt: skip
         # L2_PART: the L2 prefetch asks for the first 1 / L2_PART of the chunk only (each
-        # prefetched line crosses the L2 fabric twice, session 11); not yet measured here
+        # prefetched line crosses the L2 fabric twice, session 11); measured here in session
+        # 13 at bf16 262K: -2.5 % at c4096 w2, -4.4 % at c8192 w4 (softmax_gluon_held_v8, v13)
         group = gl.program_id(0) // n_chunks
         chunk = gl.program_id(0) % n_chunks
         # CONTINUE: the words were kept from the last call on them (turn_words); this group's
