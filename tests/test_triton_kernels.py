@@ -1779,6 +1779,29 @@ def test_gpu_softmax_kept_words_continue_across_calls(softmax, monkeypatch, dtyp
 
 
 @pytest.mark.gpu
+def test_gpu_softmax_configs_of_one_shape_share_kept_words(softmax, monkeypatch):
+    # The tuner times every deferred candidate on the same kept words where their workspace
+    # shapes agree (same chunk, same packing): each must continue the turns another one
+    # left. bf16 131K: the c1024 candidates (three) take turns on one workspace, and the
+    # c2048 ones (two) on another, each call on fresh data and checked.
+    from kernelab.kernels.triton import turn_words
+
+    monkeypatch.setattr(turn_words, "REUSE", True)
+    turn_words.forget()
+    configs = [c for c in softmax.long_row_candidates(131_072, torch.bfloat16) if c.get("DEFER")]
+    chunks = sorted({c["CHUNK"] for c in configs})
+    for round_ in range(2):
+        for config in configs:
+            run = _launched_by(softmax._run_long_rows, config)
+            shape = {"rows": 97 + 200 * round_, "cols": 131_072}
+            report = check_implementation(run, "softmax", shape, "bf16", trials=2)
+            assert report.ok, f"{config} {shape}: {report.message}"
+    shapes = {key[4] for key in turn_words._kept}
+    assert len(shapes) == len(chunks), turn_words._kept.keys()
+    turn_words.forget()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("index", range(3), ids=["c8192w4", "c4096w2", "c4096w2-r128"])
 def test_gpu_softmax_held_kernel(softmax, index):
     from kernelab.kernels.triton import softmax_held as held

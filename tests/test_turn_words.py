@@ -22,6 +22,22 @@ def reuse(monkeypatch):
     turn_words.forget()
 
 
+@pytest.mark.parametrize("setting,expected", [(None, True), ("1", True), ("0", False)])
+def test_words_are_kept_unless_the_environment_says_0(setting, expected):
+    # on by default since session 14 (measured faster on the H200); "0" restores a fill per call
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KERNELAB_SOFTMAX_REUSE_WORDS"}
+    if setting is not None:
+        env["KERNELAB_SOFTMAX_REUSE_WORDS"] = setting
+    code = "from kernelab.kernels.triton import turn_words; print(turn_words.REUSE)"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(expected)
+
+
 def test_without_reuse_every_call_gets_fresh_zeroed_words(monkeypatch):
     monkeypatch.setattr(turn_words, "REUSE", False)
     assert not turn_words.continues(CPU)

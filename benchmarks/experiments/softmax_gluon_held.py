@@ -68,6 +68,7 @@ def main(argv=None) -> int:
         cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
         part = f" l2/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
         knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
+        knobs += " spread" if config.get("SPREAD_POLL") else ""
         # (records v9-v10 also name " ps<N>", PER_SM, and v14-v15 " bulk<N>", L2_BULK: both
         # removed, their code is in 478b569 and f08ddbd)
         return f"held {knobs}{part}{cap}"

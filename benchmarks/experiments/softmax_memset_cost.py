@@ -13,11 +13,14 @@ it before anything is built to avoid it.
 Per shape: the paired median (candidate speed as % of the library call's) with its 95 %
 interval, and the implied cost of one fill in microseconds; a lone fill timed cold too.
 With --kept, also the library with its words kept between calls (turn_words.REUSE: no fill
-at all) against the library as it ships, in alternating pairs (checked first).
+at all) against the library with a fill per call, in alternating pairs (checked first).
+Since session 14 the library keeps its words by default, so "the library" of the first
+comparison has no fill of its own.
 
 Session 13 (experiments/softmax_memset_cost_v1, bf16, H200): one more fill cost 1.75-2.25
 us a call, 99.59-99.68 % of the library's speed (95 % intervals 99.46-99.91 %); a lone
-fill 3.89 us cold. turn_words was written after that call: --kept is not yet measured.
+fill 3.89 us cold. Session 14 (v2_kept, --kept, then off by default): kept words ran at 100.23 %
+(65K), 100.74 % (131K) and 100.26 % (262K) of the call with its fill.
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ WORKSPACE_WORDS = 16896
 
 def _with_words_kept(fn, kept: bool):
     def call():
-        turn_words.REUSE = kept
+        before, turn_words.REUSE = turn_words.REUSE, kept
         try:
             return fn()
         finally:
-            turn_words.REUSE = False
+            turn_words.REUSE = before
 
     return call
 

@@ -17,16 +17,23 @@ turns) after its last finish, when every peer of the group has already read the 
 (each peer's published words depend on it, and the last finish needed all of them).
 
 Kept per (device, stream, kernel, workspace shape): launches on one stream run in order, so
-no two use the same words at once. Never while a CUDA graph is being captured (the graph
-gets a zeroed workspace of its own). Off unless KERNELAB_SOFTMAX_REUSE_WORDS=1: written in
-session 13 after its last GPU call; checked under the interpreter, not yet on a GPU.
+no two use the same words at once. Configurations that share a workspace shape share its
+words, which is right as long as they share the turn protocol (every deferred kernel here
+does: four slots, one tag bit per turn) and index a group's words the same way (by group,
+fixed by the shape). Never while a CUDA graph is being captured (the graph gets a zeroed
+workspace of its own).
+
+On by default since session 14: on the H200 the kept words ran at 100.23 % (100.08-100.36)
+of the call with its fill at bf16 65K, 100.74 % (100.46-101.10) at 131K and 100.26 %
+(100.15-100.33) at 262K, in alternating pairs (experiments/softmax_memset_cost_v2_kept).
+KERNELAB_SOFTMAX_REUSE_WORDS=0 turns it off (a fresh zeroed workspace per call).
 """
 
 from __future__ import annotations
 
 import os
 
-REUSE = os.environ.get("KERNELAB_SOFTMAX_REUSE_WORDS") == "1"
+REUSE = os.environ.get("KERNELAB_SOFTMAX_REUSE_WORDS", "1") != "0"
 # Workspaces kept at once (each a few hundred KiB at most); the oldest goes first.
 MOST_KEPT = 32
 # Turns are counted modulo this: slot and tag bit repeat every eight turns.
