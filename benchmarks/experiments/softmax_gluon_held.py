@@ -68,9 +68,8 @@ def main(argv=None) -> int:
         cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
         part = f" l2/{config['L2_PART']}" if config.get("L2_PART", 1) > 1 else ""
         knobs = f"c{config['CHUNK']} w{config['num_warps']} l2a{config.get('L2_AHEAD', 1)}"
-        knobs += " spread" if config.get("SPREAD_POLL") else ""
-        # (records v9-v10 also name " ps<N>", PER_SM, and v14-v15 " bulk<N>", L2_BULK: both
-        # removed, their code is in 478b569 and f08ddbd)
+        # (records v9-v10 also name " ps<N>", PER_SM, v14-v15 " bulk<N>", L2_BULK, and v16
+        # " spread", SPREAD_POLL: removed, their code is in 478b569, f08ddbd and 664e240)
         return f"held {knobs}{part}{cap}"
 
     description = __doc__.splitlines()[0]

@@ -324,19 +324,6 @@ def _works_here(device_index: int, dtype) -> bool:
     return works_or_warn("the held-row (Gluon) kernel is", attempt)
 
 
-def _poll_block(n_chunks: int, config: dict) -> int:
-    """The polled words' block: n_chunks rounded up to a power of two. Fewer words than the
-    program's threads are held by every warp, and each warp's volatile load goes to the L2
-    (at c8192 w4 each of the 4 warps reads all 32 words: 1 KiB a poll). SPREAD_POLL makes
-    the block one word per thread, so only the first warps' lanes are present and load
-    (256 bytes a poll at c8192 w4); the price is the combine across warps (compiled for
-    sm_90 with Triton 3.6: 31 BAR.SYNC a step against 7, the same 168 registers)."""
-    block = max(2, 1 << (n_chunks - 1).bit_length())
-    if config.get("SPREAD_POLL"):
-        block = max(block, 32 * config["num_warps"])
-    return block
-
-
 def _setup(x2d, out, config: dict) -> tuple[tuple, dict, int]:
     """(the occupancy probe's arguments, launch kwargs, chunks per row). The probe is the
     launch's arguments with a one-word workspace (never launched on: uninitialized, so no
@@ -346,7 +333,7 @@ def _setup(x2d, out, config: dict) -> tuple[tuple, dict, int]:
     n_chunks = n_cols // config["CHUNK"]
     kwargs = {
         "CHUNK": config["CHUNK"],
-        "BLOCK_CHUNKS": _poll_block(n_chunks, config),
+        "BLOCK_CHUNKS": max(2, 1 << (n_chunks - 1).bit_length()),
         "L2_AHEAD": config.get("L2_AHEAD", 1),
         "L2_PART": config.get("L2_PART", 1),
         "MAX_SPINS": MAX_SPINS,
