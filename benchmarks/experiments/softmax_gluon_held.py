@@ -32,6 +32,11 @@ and measured beside it: the first half of each chunk prefetched (L2_PART 2, stil
 library: -2.5 % at 262K, v8), fewer programs per SM than fit (PER_SM: -10 to -13 %, v9-v10),
 two rows ahead (L2_AHEAD 2: -7 %, v13-v15) and one bulk L2 prefetch per chunk (L2_BULK: a
 tie, v14-v15).
+Session 14 (v16, in a log: the JSON did not come back) measured SPREAD_POLL, the polled
+words one per thread so that only the first warp's lanes load them (at c8192 w4 each of the
+four warps otherwise reads all 32 words, 1 KiB a poll): bf16 262K 3.818 against 3.906
+unspread, 131K 3.821 against 3.865; wider shapes spread 2.48-3.55. The combine across warps
+(31 BAR.SYNC a step against 7) costs more than the poll's L2 reads; removed (664e240).
 """
 
 from __future__ import annotations
