@@ -23,10 +23,11 @@ does: four slots, one tag bit per turn) and index a group's words the same way (
 fixed by the shape). Never while a CUDA graph is being captured (the graph gets a zeroed
 workspace of its own).
 
-On by default since session 14: on the H200 the kept words ran at 100.23 % (100.08-100.36)
-of the call with its fill at bf16 65K, 100.74 % (100.46-101.10) at 131K and 100.26 %
-(100.15-100.33) at 262K, in alternating pairs (experiments/softmax_memset_cost_v2_kept).
-KERNELAB_SOFTMAX_REUSE_WORDS=0 turns it off (a fresh zeroed workspace per call).
+On by default since session 14: on the H200, in alternating pairs against the call with its
+fill, the kept words ran at 100.21-100.40 % at bf16 65K, 100.74-102.01 % at 131K and
+100.26-100.57 % at 262K in three runs, every 95 % interval above 100
+(experiments/softmax_memset_cost_v2_kept, v3, v4). KERNELAB_SOFTMAX_REUSE_WORDS=0 turns it
+off (a fresh zeroed workspace per call).
 """
 
 from __future__ import annotations
