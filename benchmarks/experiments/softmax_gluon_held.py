@@ -36,7 +36,7 @@ Session 14 (v16, in a log: the JSON did not come back) measured SPREAD_POLL, the
 words one per thread so that only the first warp's lanes load them (at c8192 w4 each of the
 four warps otherwise reads all 32 words, 1 KiB a poll): bf16 262K 3.818 against 3.906
 unspread, 131K 3.821 against 3.865; wider shapes spread 2.48-3.55. The combine across warps
-(31 BAR.SYNC a step against 7) costs more than the poll's L2 reads; removed (664e240).
+(31 BAR.SYNC in the SASS against 7) costs more than the poll's L2 reads; removed (664e240).
 c16384 w4 (v17: 255 registers, 2 programs per SM) lost by 11 % at 262K (3.464 against
 3.888) and 131K (3.531 against 3.895).
 """
