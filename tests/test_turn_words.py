@@ -40,6 +40,7 @@ def test_words_are_kept_unless_the_environment_says_0(setting, expected):
 
 def test_without_reuse_every_call_gets_fresh_zeroed_words(monkeypatch):
     monkeypatch.setattr(turn_words, "REUSE", False)
+    turn_words.forget()  # earlier tests may have kept words (kept by default)
     assert not turn_words.continues(CPU)
     words, bases, continued = turn_words.exchange_words(CPU, "k", (3, 4, 5, 1), 3)
     assert not continued and words.shape == (3, 4, 5, 1) and bases.shape == (3,)
