@@ -296,6 +296,9 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "PREFETCH": 2},
+        # the row to finish held as its input pairs, its exps taken again at the finish
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "UNROLL": 2},
     ],
     ids=str,
 )

@@ -66,6 +66,8 @@ def label(config: dict) -> str:
         deferred += " st" if config.get("STREAM_STORE") else ""
         # bf16 pairs loaded as 32-bit words; two steps per loop iteration
         deferred += " pairs" if config.get("PAIRS") else ""
+        # the row to finish held as its input pairs, its exps taken again (RECOMPUTE)
+        deferred += " rc" if config.get("RECOMPUTE") else ""
         # (the v25 and v26 records also name " narrow", NARROW, and " ps<N>", PER_SM: see
         # docs/notes/triton.md, thirteenth design)
         deferred += f" u{config['UNROLL']}" if config.get("UNROLL", 1) > 1 else ""

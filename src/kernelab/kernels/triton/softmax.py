@@ -718,12 +718,14 @@ def _finish_deferred(
     PACKED: tl.constexpr,
     EVEN: tl.constexpr,
     STREAM_STORE: tl.constexpr = False,
+    RECOMPUTE: tl.constexpr = False,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
     e * (exp(chunk max - M) / S), or NaN unless this wait and every earlier one (`healthy`)
-    succeeded. Returns (the polls beyond the first, 0 when no peer was late; whether this
-    wait succeeded)."""
+    succeeded. RECOMPUTE: e is the chunk's input as words of bf16 pairs, and the output is
+    2^(x * log2(e) - C) / S, its exps taken again against the row's C. Returns (the polls
+    beyond the first, 0 when no peer was late; whether this wait succeeded)."""
     # the deferred kernel is always lean: its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
         buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
@@ -732,8 +734,17 @@ def _finish_deferred(
     # publish in time, the slots' turn arithmetic no longer holds (a packed word's one-bit
     # tag would read a never-written slot as turn 5's). The NaN rides on the scalar scale,
     # so poisoning costs no select per value.
-    scale = tl.where(met & healthy, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan"))
-    y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
+    if RECOMPUTE:
+        # Against C itself, so the exps cannot be taken before the poll has settled (and
+        # held in registers through it). A chunk of only -inf gives 2^-inf = 0; a row of
+        # only -inf gives -inf - -inf = NaN, its documented output, as its S does anyway.
+        scale = tl.where(met & healthy, 1.0 / row_sum, float("nan"))
+        y = (_exp2(_unpaired(e) * LOG2E - row_max, FTZ) * scale).to(out_ptr.dtype.element_ty)
+    else:
+        scale = tl.where(
+            met & healthy, _chunk_scale(chunk_max, row_max, row_sum, FTZ), float("nan")
+        )
+        y = (e.to(tl.float32) * scale).to(out_ptr.dtype.element_ty)
     # the only write: CHUNK * itemsize per program; STREAM_STORE marks it evict_first, so the
     # output's lines leave L2 before the input's prefetched ones (L2_AHEAD)
     target = out_ptr + tl.cast(row, tl.int64) * out_row_stride + cols
@@ -777,6 +788,7 @@ def _softmax_coop_deferred_kernel(
     WAIT_LOG: tl.constexpr = False,
     bases_ptr=None,
     CONTINUE: tl.constexpr = False,
+    RECOMPUTE: tl.constexpr = False,
 ):
     # The cooperative kernel with its wait taken off the critical path: in the step of row r a
     # program publishes r's partials and then finishes row r - n_groups, whose partials its
@@ -843,7 +855,9 @@ def _softmax_coop_deferred_kernel(
         after_next = _load_step(
             x_ptr, group + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
         )
-    if HOLD_INPUT:
+    if RECOMPUTE:
+        held_e = tl.zeros([CHUNK // 2], dtype=tl.uint32)
+    elif HOLD_INPUT:
         held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
@@ -909,13 +923,15 @@ def _softmax_coop_deferred_kernel(
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, turn, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, STREAM_STORE,
+                FTZ, PACKED, EVEN, STREAM_STORE, RECOMPUTE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
                 late_finishes += tl.where(spins > 0, 1, 0)
                 extra_polls += spins
-        if HOLD_INPUT:
+        if RECOMPUTE:
+            held_e = pairs
+        elif HOLD_INPUT:
             held_e = e.to(x_ptr.dtype.element_ty)
         else:
             held_e = e
@@ -929,7 +945,7 @@ def _softmax_coop_deferred_kernel(
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, last_turn, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        STREAM_STORE,
+        STREAM_STORE, RECOMPUTE,
     )  # fmt: skip
     if CONTINUE:
         if chunk == 0:
@@ -1601,6 +1617,8 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             and x2d.stride(0) % 2 == 0
             and x2d.data_ptr() % 4 == 0
         )
+        # the row to finish held as its input pairs, exps taken again (PAIRS only)
+        kwargs["RECOMPUTE"] = config.get("RECOMPUTE", False) and kwargs["PAIRS"]
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
             kwargs["maxnreg"] = config["maxnreg"]

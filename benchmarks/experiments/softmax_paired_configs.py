@@ -1,0 +1,124 @@
+"""Long-row softmax configurations against the library's tuned call, in alternating pairs.
+
+softmax_long_rows.py times each configuration on its own (one cold median each): at bf16
+65K-262K its ranks move by 1-2 % between calls to the H200, as much as a new idea gains.
+Here each configuration is checked (three fresh inputs against the float64 reference, NaN
+never passes), then timed in alternating cold pairs against softmax.softmax(x) with the
+library's own choice (kernelab.harness.paired), so the ratio is free of the card's drift and
+has a 95 % interval. The configuration's rate is that ratio times the library's rate in the
+same pairs. Its launch plan (registers, spills, programs per SM) goes into the record.
+
+    PYTHONPATH=src python3 benchmarks/experiments/softmax_paired_configs.py --out $OUT \
+        --dtypes bf16 --cols 65536,131072,262144
+
+--configs replaces CONFIGS (a JSON list of long-row configs). Bytes per call: rows x cols x
+itemsize read and the same written, 1 GiB read per shape.
+
+CONFIGS, session 15: the deferred cooperative kernel holding the row it finishes as its
+input pairs and taking the exps again at the finish (RECOMPUTE), written the same session.
+Compiled here for sm_90 (Triton 3.6): bf16 c2048 one warp 159-160 registers (12 programs
+per SM; the same chunk with held fp32 exps needs 184-193), c1024 80 (24 per SM), c4096 at
+two warps 168. A c2048 program holds 4 KiB of the row, as the fp32 c1024 winner does, and
+polls half as many peers per byte as the bf16 c1024 winner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from pathlib import Path
+
+import torch
+
+from kernelab.harness import paired
+from kernelab.harness.check import check_implementation
+from kernelab.kernels.triton import softmax
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+GIB = 1 << 30
+DEFERRED = {
+    "path": "cooperative", "num_warps": 1, "DEFER": True, "L2_AHEAD": 1, "PACKED": True,
+    "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True,
+}  # fmt: skip
+CONFIGS = [
+    {**DEFERRED, "CHUNK": 2048},
+    {**DEFERRED, "CHUNK": 1024},
+    {**DEFERRED, "CHUNK": 4096, "num_warps": 2},
+    {**DEFERRED, "CHUNK": 2048, "L2_PART": 2},
+]
+
+
+def label(config: dict) -> str:
+    from softmax_long_rows import label as long_rows_label  # this folder's script
+
+    return long_rows_label(config)
+
+
+def one_config(x, config: dict, max_time_s: float) -> dict:
+    shape = {"rows": x.shape[0], "cols": x.shape[1]}
+    dtype = {torch.bfloat16: "bf16", torch.float32: "fp32"}[x.dtype]
+    row = {"dtype": dtype, **shape, "candidate": label(config), "config": config}
+    try:
+        row["plan"] = softmax.long_row_plan(x, config)
+        if not softmax._run_long_rows(x, torch.empty_like(x), config):
+            return {**row, "status": "not resident"}
+        candidate = functools.partial(softmax.softmax, config=config)
+        report = check_implementation(candidate, "softmax", shape, dtype, trials=3)
+        if not report.ok:
+            return {**row, "status": f"check FAILED: {report.message}"}
+        match = paired.compare(
+            lambda: softmax.softmax(x), lambda: candidate(x), mode="cold", max_time_s=max_time_s
+        )
+    except Exception as exc:  # one broken configuration must not end the run
+        return {**row, "status": f"error: {type(exc).__name__}: {exc}"[:300]}
+    moved = 2 * x.numel() * x.element_size()
+    library_ms = sorted(match.reference_ms)[len(match.reference_ms) // 2]
+    library_tbps = moved / library_ms / 1e9
+    low, high = match.pct_interval()
+    return {
+        **row, "status": "ok", "pairs": len(match.ratios), "library_tbps": library_tbps,
+        "pct_of_library": match.pct_of_reference, "interval_pct": [low, high],
+        "tbps": library_tbps * match.pct_of_reference / 100,
+        "throttled": match.throttled, "stop_reason": match.stop_reason,
+    }  # fmt: skip
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--dtypes", default="bf16")
+    parser.add_argument("--cols", default="65536,131072,262144")
+    parser.add_argument("--configs", type=json.loads, default=None, help="JSON list of configs")
+    parser.add_argument("--max-time-s", type=float, default=4.0, help="per configuration")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.dtypes.split(","):
+        dtype = DTYPES[name]
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        for n_cols in (int(c) for c in args.cols.split(",")):
+            x = torch.randn(GIB // (n_cols * itemsize), n_cols, device="cuda", dtype=dtype)
+            softmax.softmax(x)  # the library tunes here, before any pair is timed
+            for config in args.configs or CONFIGS:
+                row = one_config(x, config, args.max_time_s)
+                rows.append(row)
+                plan = row.get("plan") or {}
+                if row["status"] != "ok":
+                    print(f"{name} {n_cols:>7} {row['candidate']:40} {row['status']}", flush=True)
+                    continue
+                low, high = row["interval_pct"]
+                print(
+                    f"{name} {n_cols:>7} {row['candidate']:40} {row['pct_of_library']:7.2f} % "
+                    f"({low:.2f}-{high:.2f}) of library {row['library_tbps']:.3f}: "
+                    f"{row['tbps']:.3f} TB/s; regs {plan.get('regs')} /SM {plan.get('per_sm')}",
+                    flush=True,
+                )
+            del x
+            torch.cuda.empty_cache()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "softmax_paired_configs.json").write_text(json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
