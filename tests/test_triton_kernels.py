@@ -492,16 +492,19 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         # offered, so the first cooperative candidate leads
         (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        # bf16 pairs read as words, two steps per loop iteration (session 10), at 65K also
-        # with half of each chunk prefetched into L2 (session 11); on rows of partial chunks
-        # (100,000 pads to 131K, 60,000 to 65K) the same kernel with plain loads
-        (65_536, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2", "l2/2")),
+        # bf16 pairs read as words: at 131K two steps per loop iteration (session 10); at 65K
+        # and 262K c2048 holding the row to finish as its pairs (session 15), at 65K with
+        # half of each chunk prefetched into L2. On rows of partial chunks (100,000 pads to
+        # 131K, 60,000 to 65K, 200,000 to 262K) PARTIAL_CHUNK_WINNERS: plain loads, and at
+        # 262K under a 128-register cap
+        (65_536, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc", "l2/2")),
         (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
+        (262_144, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc")),
         (100_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (60_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),  # pads to 65K
-        # the bf16 262K winner runs under a 128-register cap (16 programs per SM, not 12);
-        # past 256 chunks it is not offered either
-        (262_144, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
+        (200_000, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
+        # past 262K the 262K winner, but past 128 chunks neither it nor (past 256) the capped
+        # c1024 is offered
         (400_000, torch.bfloat16, ("cooperative", 4096, False, 0, False)),
     ],
 )
@@ -555,12 +558,14 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
     # 1024 values with and without the L2 prefetch, and 2048 for bf16 (with and without
     # its masks); past 128 chunks bf16 also gets 1024 with the prefetch under a register cap
     # (and for bf16 rows of whole chunks, up to 128 of them, 1024 read as pairs in words;
-    # up to 64 chunks in bf16 and 128 in fp32, 1024 with half of each chunk prefetched)
+    # up to 64 chunks in bf16 and 128 in fp32, 1024 with half of each chunk prefetched; and
+    # up to 128 chunks 2048 holding the row to finish as its pairs, with the half prefetch
+    # up to 64)
     assert one_warp_chunks(65_536, torch.float32) == [1024, 1024, 1024]
-    assert one_warp_chunks(65_536, torch.bfloat16) == [1024, 1024, 1024, 1024, 2048, 2048]
-    assert one_warp_chunks(131_072, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024] * 4 + [2048] * 4
+    assert one_warp_chunks(131_072, torch.bfloat16) == [1024] * 3 + [2048] * 4
     assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
-    assert one_warp_chunks(262_144, torch.bfloat16) == [1024, 1024, 1024, 2048, 2048]
+    assert one_warp_chunks(262_144, torch.bfloat16) == [1024] * 3 + [2048] * 3
     capped = [c for c in softmax.long_row_candidates(262_144, torch.bfloat16) if "maxnreg" in c]
     assert [(c["CHUNK"], c["L2_AHEAD"], c["maxnreg"]) for c in capped] == [(1024, 1, 128)]
     # 524K columns: 512 chunks of 1024 are past the limit, 256 of 2048 (bf16) are not
@@ -585,35 +590,41 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
         assert all(c["PACKED"] and c["EARLY_POLL"] and c["DEFER"] for c in one_warp)
 
 
-def test_softmax_paired_steps_are_a_bf16_candidate_on_whole_chunks_up_to_128(softmax):
+def test_softmax_pair_reading_configs_are_bf16_candidates_on_whole_chunks_up_to_128(softmax):
     def paired(cols, dtype=torch.bfloat16):
-        return [
-            (c["CHUNK"], c["L2_AHEAD"], c["UNROLL"])
+        return sorted(
+            (c["CHUNK"], c["L2_AHEAD"], c.get("UNROLL", 1), c.get("RECOMPUTE", False))
             for c in softmax.long_row_candidates(cols, dtype)
             if c.get("PAIRS")
-        ]
+        )
 
-    # (with and without L2_PART=2 up to 64 chunks: see the test below)
-    assert paired(32_768) == paired(65_536) == [(1024, 1, 2)] * 2
-    assert paired(131_072) == [(1024, 1, 2)]
-    assert paired(262_144) == []  # 256 chunks: 143 registers, 12 programs per SM
+    # the paired steps (c1024, two steps per iteration) and the held input pairs (c2048),
+    # each with and without L2_PART=2 up to 64 chunks (see the test below)
+    steps, held = (1024, 1, 2, False), (2048, 1, 1, True)
+    assert paired(32_768) == paired(65_536) == [steps, steps, held, held]
+    assert paired(131_072) == [steps, held, held]
+    # 256 chunks of 1024: 143 registers, 12 programs per SM; 128 of 2048 run
+    assert paired(262_144) == [held]
+    assert paired(524_288) == []  # 256 chunks of 2048: never compiled or timed
     assert paired(100_000) == []  # a partial chunk: it would run the plain loads
     assert paired(65_536, torch.float32) == paired(65_536, torch.float16) == []
 
 
 def test_softmax_half_l2_prefetch_is_offered_where_it_won(softmax):
     # L2_PART=2 (session 11): a bf16 candidate up to 64 chunks per row (it won at 65K and
-    # lost at 131K), an fp32 one up to 128 (it won at 131K); everything else prefetches whole
+    # lost at 131K in c1024; c2048 holding its input pairs won at 65K and tied at 131K, 32 and
+    # 64 chunks), an fp32 one up to 128 (it won at 131K); everything else prefetches whole
     # chunks
     def halves(cols, dtype):
-        return [
+        return sorted(
             (c["CHUNK"], c["num_warps"], bool(c.get("PAIRS")))
             for c in softmax.long_row_candidates(cols, dtype)
             if c.get("L2_PART", 1) == 2
-        ]
+        )
 
-    assert halves(65_536, torch.bfloat16) == [(1024, 1, True)]
-    assert halves(131_072, torch.bfloat16) == halves(262_144, torch.bfloat16) == []
+    assert halves(65_536, torch.bfloat16) == [(1024, 1, True), (2048, 1, True)]
+    assert halves(131_072, torch.bfloat16) == [(2048, 1, True)]
+    assert halves(262_144, torch.bfloat16) == []
     assert halves(131_072, torch.float32) == halves(65_536, torch.float32) == [(1024, 1, False)]
     assert halves(262_144, torch.float32) == []
 
@@ -1217,6 +1228,8 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "L2_PART": 2},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "L2_PART": 2},
     ],
     ids=str,
 )
@@ -1273,6 +1286,28 @@ def _assert_precise_at_huge_logits(fn, config, n_cols: int = 70_001) -> None:
     assert (error <= bound).all(), (
         f"{config}: worst {float((error / (expected[finite] + 1e-30)).max()):.2e}"
     )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_cols", [65_536, 262_144])
+def test_gpu_softmax_pair_reading_candidates_are_precise_at_huge_logits(softmax, n_cols):
+    # The bf16 configs that read pairs run only on whole chunks, which the fp32 check below
+    # (70,001 columns) never reaches. The same rows in bf16, against torch in float64 on
+    # those bf16 inputs: within 2^-8 of each probability (the output's own rounding is up to
+    # 2^-9; the held-input kernel takes its exps against the row's max, not the chunk's).
+    x = _huge_logit_rows(24, n_cols).to(torch.bfloat16)
+    expected = torch.softmax(x.double(), dim=-1)
+    finite = [r for r in range(x.shape[0]) if r != 3]
+    configs = [c for c in softmax.long_row_candidates(n_cols, torch.bfloat16) if c.get("PAIRS")]
+    assert any(c.get("RECOMPUTE") for c in configs)
+    for config in configs:
+        y = softmax.softmax(x, config=config)
+        assert torch.isnan(y[3]).all(), config
+        assert torch.isfinite(y[finite]).all() and (y[2::4, :4096] == 0).all(), config
+        error = (y[finite].double() - expected[finite]).abs()
+        assert (error <= 2**-8 * expected[finite] + 1e-30).all(), (
+            f"{config}: worst {float((error / (expected[finite] + 1e-30)).max()):.2e}"
+        )
 
 
 @pytest.mark.gpu
@@ -1723,13 +1758,12 @@ def test_held_softmax_offers_2_byte_rows_of_262k_values_or_more(softmax):
     assert chunks(8192 * 257, 2) == [] and chunks(262_144 + 4096, 2) == [65, 65]
     assert chunks(262_144 + 100, 2) == [] and chunks(262_144, 4) == [] == chunks(262_144, 1)
     assert held.candidates_for(torch.empty(2, 262_144, dtype=torch.bfloat16)) == []  # CPU
-    # a forced path runs its first config; the bf16 262K winner is that config, and it goes
-    # first only where it is offered
+    # a forced path runs its first config; since session 15 the held kernel wins nowhere
+    # (the cooperative c2048 holding its input pairs took bf16 262K), so it never goes first
     assert softmax._path_default("held", torch.bfloat16) == held.CONFIGS[0]
     others = [{"path": "cooperative", "CHUNK": 1024}]
     offered = [dict(c) for c in held.CONFIGS]
-    assert softmax._gluon_winner_first(others + offered, 2, 262_144)[0] == held.CONFIGS[0]
-    assert softmax._gluon_winner_first(others + offered[1:], 2, 262_144) == others + offered[1:]
+    assert softmax._gluon_winner_first(others + offered, 2, 262_144) == others + offered
     assert softmax._gluon_winner_first(others + offered, 2, 131_072) == others + offered
 
 

@@ -1139,7 +1139,10 @@ def _softmax_l2_kernel(
 # The bf16 deferred kernel's pairs-in-words loads and its loop unrolled by two (see
 # _load_pairs and the UNROLL constexpr): offered as one candidate (cooperative_candidates).
 PAIRED_STEPS = {"PAIRS": True, "UNROLL": 2}
-# A paired-steps config needs this many chunks per row or fewer (cooperative_candidates).
+# The row a bf16 deferred program finishes, held as its input pairs in words and its exps
+# taken again at the finish (RECOMPUTE): offered as one candidate (cooperative_candidates).
+HELD_INPUT_PAIRS = {"PAIRS": True, "RECOMPUTE": True}
+# A config that reads pairs needs this many chunks per row or fewer (cooperative_candidates).
 PAIRED_STEPS_MAX_CHUNKS = 128
 # A config that prefetches only part of each chunk into L2 (L2_PART) is offered up to this
 # many chunks per row, by itemsize: it won at 64 in bf16 (65K) and 128 in fp32 (131K); it
@@ -1228,6 +1231,16 @@ def cooperative_candidates(dtype) -> list[dict]:
                 {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS,
                  "L2_PART": 2}
             )  # fmt: skip
+            # 2048 values holding the row to finish as its input pairs, its exps taken again
+            # at the finish (HELD_INPUT_PAIRS, session 15): 160 registers, 12 programs per SM
+            # (the c2048 above holds fp32 exps in 184-209), 4 KiB of the row a program as the
+            # fp32 c1024 has, half the peers per byte of the bf16 c1024. Rows of whole chunks,
+            # up to 128 a row; with and without half of each chunk prefetched (up to 64).
+            # In alternating pairs against the tuned library (softmax_paired_configs_v1):
+            # 262K 103.6 %, 131K 99.8 % (99.9 % with the half prefetch), 65K 100.2 % (101.0 %).
+            held = {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange}
+            deferred.append({**held, **HELD_INPUT_PAIRS})
+            deferred.append({**held, **HELD_INPUT_PAIRS, "L2_PART": 2})
     return waiting + deferred
 
 
@@ -1292,10 +1305,23 @@ MEASURED_WINNERS = {
     # the plain c1024 l2a1 in the same runs, 131K 3.965-4.008 against 3.936-3.978). Before
     # them: the plain one, 65K 3.916-3.925 (c2048 l2a2 3.786-3.801), 131K 3.969 in v15.
     # bf16 65K, session 11 (softmax_long_rows_v30-v31): half of each chunk prefetched into
-    # L2, 3.980-3.981 in four runs against 3.943-3.947 for the whole prefetch
-    (2, 65536): ("cooperative", 1024, True, 1, True, "pairs", "u2", "l2/2"),
+    # L2, 3.980-3.981 in four runs against 3.943-3.947 for the whole prefetch.
+    # bf16 65K and 262K, session 15 (softmax_paired_configs_v1, alternating pairs against
+    # the tuned library of session 14): c2048 holding the row to finish as its input pairs
+    # (HELD_INPUT_PAIRS), 65K with half of each chunk prefetched 101.0 % (4.015 TB/s), 262K
+    # with the whole prefetch 103.6 % (4.024 TB/s, where the held Gluon kernel had led). At
+    # 131K it tied (99.8-99.9 %): the tuner chooses there.
+    (2, 65536): ("cooperative", 2048, True, 1, True, "pairs", "rc", "l2/2"),
     (2, 131072): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
-    # 3.760-3.791 in v18-v19 (masked c2048 3.733-3.743, uncapped 3.578-3.587)
+    (2, 262144): ("cooperative", 2048, True, 1, True, "pairs", "rc"),
+}
+# Where the winner reads bf16 pairs (rows of whole chunks only), what goes first on rows of
+# partial chunks that pad to the same length: the plain c1024 l2a1, and at 262K the same
+# under a 128-register cap (session 7, v18-v19: 3.760-3.791 against 3.578-3.587 uncapped and
+# 3.733-3.743 for the masked c2048; the 262K winner until session 12).
+PARTIAL_CHUNK_WINNERS = {
+    (2, 65536): ("cooperative", 1024, True, 1, True),
+    (2, 131072): ("cooperative", 1024, True, 1, True),
     (2, 262144): ("cooperative", 1024, True, 1, True, "r128"),
 }
 
@@ -1314,11 +1340,11 @@ DEFERRED_MAX_CHUNKS = 256
 MOST_SPILLED_BYTES = 8
 
 
-def _measured_winner(itemsize: int, block_n: int) -> tuple | None:
-    if (itemsize, block_n) in MEASURED_WINNERS:
-        return MEASURED_WINNERS[(itemsize, block_n)]
+def _measured_winner(itemsize: int, block_n: int, winners: dict = MEASURED_WINNERS):
+    if (itemsize, block_n) in winners:
+        return winners[(itemsize, block_n)]
     if block_n > max(cols for size, cols in MEASURED_WINNERS if size == itemsize):
-        return MEASURED_WINNERS.get((itemsize, 262144))
+        return winners.get((itemsize, 262144))
     return None
 
 
@@ -1326,7 +1352,8 @@ def _identity(config: dict) -> tuple:
     """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD,
     whether it runs the packed early-poll exchange (PACKED and EARLY_POLL), then "masked" for
     a config that keeps its masks on whole chunks (MASKED), "r<N>" for a register cap,
-    "pairs" and "u<N>" (PAIRS, UNROLL) and "l2/<N>" for a partial L2 prefetch (L2_PART)."""
+    "pairs", "rc" and "u<N>" (PAIRS, RECOMPUTE, UNROLL) and "l2/<N>" for a partial L2
+    prefetch (L2_PART)."""
     identity = (
         config["path"],
         config.get("CHUNK"),
@@ -1340,6 +1367,8 @@ def _identity(config: dict) -> tuple:
         identity += (f"r{config['maxnreg']}",)
     if config.get("PAIRS"):
         identity += ("pairs",)
+    if config.get("RECOMPUTE"):
+        identity += ("rc",)
     if config.get("UNROLL", 1) > 1:
         identity += (f"u{config['UNROLL']}",)
     if config.get("L2_PART", 1) > 1:
@@ -1381,9 +1410,9 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     winner = _measured_winner(itemsize, block_n)
     first = [c for c in candidates if winner and _identity(c) == winner][:1]
     if winner and not first:
-        # a paired-steps winner is offered on whole chunks only: elsewhere its plain sibling
-        plain = tuple(part for part in winner if part not in ("pairs", "u2", "l2/2"))
-        first = [c for c in candidates if _identity(c) == plain][:1]
+        # a winner that reads pairs is offered on whole chunks only
+        plain = _measured_winner(itemsize, block_n, PARTIAL_CHUNK_WINNERS)
+        first = [c for c in candidates if plain and _identity(c) == plain][:1]
     return first + [c for c in candidates if c not in first]
 
 
@@ -1830,14 +1859,14 @@ def _long_rows_key(x2d) -> tuple:
 # per (itemsize, padded columns): it goes first among the long-row candidates, the untuned
 # default. fp32 32K and 65K: 64 KiB chunks of 16-line steps at 4 warps won both in the three
 # tuned sweeps of sessions 8 and 9 (triton_kernels_sweep_20261130-023048, -033357, -034917:
-# 4.05-4.09 TB/s, 100.8-102.4 % of the runner-up in the final rounds). bf16 262K: the held
-# kernel, 3.851-3.866 TB/s at c4096 w2 in four runs of session 12 against 3.762-3.798 for
-# the tuned library beside it before it joined (softmax_gluon_held_v2..v4, v6); at c8192 w4
-# 3.899-3.911 in three runs of session 13 against 3.869-3.880 for c4096 w2 (v11-v13).
+# 4.05-4.09 TB/s, 100.8-102.4 % of the runner-up in the final rounds). bf16 262K was the
+# held kernel's from session 12 (c4096 w2 3.851-3.866 TB/s against 3.762-3.798 for the
+# tuned library beside it, softmax_gluon_held_v2..v4, v6; c8192 w4 3.899-3.911 in session
+# 13, v11-v13) until session 15, when the cooperative c2048 holding its input pairs beat it
+# by 3.6 % in alternating pairs (MEASURED_WINNERS); the held kernel stays a candidate.
 GLUON_WINNERS = {
     (4, 32768): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
     (4, 65536): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
-    (2, 262144): {"path": "held", "CHUNK": 8192, "num_warps": 4, "L2_AHEAD": 1},
 }
 
 
