@@ -68,6 +68,7 @@ def label(config: dict) -> str:
         deferred += " pairs" if config.get("PAIRS") else ""
         # the row to finish held as its input pairs, its exps taken again (RECOMPUTE)
         deferred += " rc" if config.get("RECOMPUTE") else ""
+        deferred += " ls" if config.get("LOG_SCALE") else ""  # 1 / S in the exponent
         # (the v25 and v26 records also name " narrow", NARROW, and " ps<N>", PER_SM: see
         # docs/notes/triton.md, thirteenth design)
         deferred += f" u{config['UNROLL']}" if config.get("UNROLL", 1) > 1 else ""
