@@ -501,7 +501,7 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
         # 262K under a 128-register cap
         (65_536, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc", "l2/2")),
         (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
-        (262_144, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc")),
+        (262_144, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc", "st")),
         (100_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (60_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),  # pads to 65K
         (200_000, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
@@ -564,10 +564,10 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
     # up to 128 chunks 2048 holding the row to finish as its pairs, with the half prefetch
     # up to 64)
     assert one_warp_chunks(65_536, torch.float32) == [1024, 1024, 1024]
-    assert one_warp_chunks(65_536, torch.bfloat16) == [1024] * 4 + [2048] * 4
-    assert one_warp_chunks(131_072, torch.bfloat16) == [1024] * 3 + [2048] * 4
+    assert one_warp_chunks(65_536, torch.bfloat16) == [1024] * 4 + [2048] * 5
+    assert one_warp_chunks(131_072, torch.bfloat16) == [1024] * 3 + [2048] * 5
     assert one_warp_chunks(262_144, torch.float32) == [1024, 1024]  # 256 chunks
-    assert one_warp_chunks(262_144, torch.bfloat16) == [1024] * 3 + [2048] * 3
+    assert one_warp_chunks(262_144, torch.bfloat16) == [1024] * 3 + [2048] * 4
     capped = [c for c in softmax.long_row_candidates(262_144, torch.bfloat16) if "maxnreg" in c]
     assert [(c["CHUNK"], c["L2_AHEAD"], c["maxnreg"]) for c in capped] == [(1024, 1, 128)]
     # 524K columns: 512 chunks of 1024 are past the limit, 256 of 2048 (bf16) are not
@@ -603,10 +603,11 @@ def test_softmax_pair_reading_configs_are_bf16_candidates_on_whole_chunks_up_to_
     # the paired steps (c1024, two steps per iteration) and the held input pairs (c2048),
     # each with and without L2_PART=2 up to 64 chunks (see the test below)
     steps, held = (1024, 1, 2, False), (2048, 1, 1, True)
-    assert paired(32_768) == paired(65_536) == [steps, steps, held, held]
-    assert paired(131_072) == [steps, held, held]
+    # (the held input pairs also with the output stored evict_first)
+    assert paired(32_768) == paired(65_536) == [steps, steps, held, held, held]
+    assert paired(131_072) == [steps, held, held, held]
     # 256 chunks of 1024: 143 registers, 12 programs per SM; 128 of 2048 run
-    assert paired(262_144) == [held]
+    assert paired(262_144) == [held, held]
     assert paired(524_288) == []  # 256 chunks of 2048: never compiled or timed
     assert paired(100_000) == []  # a partial chunk: it would run the plain loads
     assert paired(65_536, torch.float32) == paired(65_536, torch.float16) == []
@@ -1232,6 +1233,13 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "L2_PART": 2},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "L2_PART": 2},
+        {
+            "PACKED": True,
+            "EARLY_POLL": True,
+            "PAIRS": True,
+            "RECOMPUTE": True,
+            "STREAM_STORE": True,
+        },
     ],
     ids=str,
 )

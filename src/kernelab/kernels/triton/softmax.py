@@ -1248,9 +1248,12 @@ def cooperative_candidates(dtype) -> list[dict]:
             # up to 128 a row; with and without half of each chunk prefetched (up to 64).
             # In alternating pairs against the tuned library (softmax_paired_configs_v1):
             # 262K 103.6 %, 131K 99.8 % (99.9 % with the half prefetch), 65K 100.2 % (101.0 %).
+            # Its output stored evict_first (STREAM_STORE): 262K 100.48 % of the tuned library
+            # (then the plain one) in pairs (softmax_paired_configs_v3; one run).
             held = {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange}
             deferred.append({**held, **HELD_INPUT_PAIRS})
             deferred.append({**held, **HELD_INPUT_PAIRS, "L2_PART": 2})
+            deferred.append({**held, **HELD_INPUT_PAIRS, "STREAM_STORE": True})
     return waiting + deferred
 
 
@@ -1319,11 +1322,12 @@ MEASURED_WINNERS = {
     # bf16 65K and 262K, session 15 (softmax_paired_configs_v1, alternating pairs against
     # the tuned library of session 14): c2048 holding the row to finish as its input pairs
     # (HELD_INPUT_PAIRS), 65K with half of each chunk prefetched 101.0 % (4.015 TB/s), 262K
-    # with the whole prefetch 103.6 % (4.024 TB/s, where the held Gluon kernel had led). At
-    # 131K it tied (99.8-99.9 %): the tuner chooses there.
+    # with the whole prefetch 103.6 % (4.024 TB/s, where the held Gluon kernel had led); at
+    # 262K its output stored evict_first then 100.5 % of it (v3). At 131K it tied
+    # (99.8-99.9 %): the tuner chooses there.
     (2, 65536): ("cooperative", 2048, True, 1, True, "pairs", "rc", "l2/2"),
     (2, 131072): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
-    (2, 262144): ("cooperative", 2048, True, 1, True, "pairs", "rc"),
+    (2, 262144): ("cooperative", 2048, True, 1, True, "pairs", "rc", "st"),
 }
 # Where the winner reads bf16 pairs (rows of whole chunks only), what goes first on rows of
 # partial chunks that pad to the same length: the plain c1024 l2a1, and at 262K the same
@@ -1362,8 +1366,8 @@ def _identity(config: dict) -> tuple:
     """What MEASURED_WINNERS names a long-row candidate by: path, CHUNK, DEFER, L2_AHEAD,
     whether it runs the packed early-poll exchange (PACKED and EARLY_POLL), then "masked" for
     a config that keeps its masks on whole chunks (MASKED), "r<N>" for a register cap,
-    "pairs", "rc" and "u<N>" (PAIRS, RECOMPUTE, UNROLL) and "l2/<N>" for a partial L2
-    prefetch (L2_PART)."""
+    "pairs", "rc", "st" and "u<N>" (PAIRS, RECOMPUTE, STREAM_STORE, UNROLL) and "l2/<N>" for
+    a partial L2 prefetch (L2_PART)."""
     identity = (
         config["path"],
         config.get("CHUNK"),
@@ -1379,6 +1383,8 @@ def _identity(config: dict) -> tuple:
         identity += ("pairs",)
     if config.get("RECOMPUTE"):
         identity += ("rc",)
+    if config.get("STREAM_STORE"):
+        identity += ("st",)
     if config.get("UNROLL", 1) > 1:
         identity += (f"u{config['UNROLL']}",)
     if config.get("L2_PART", 1) > 1:
