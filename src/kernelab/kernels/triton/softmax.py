@@ -23,6 +23,8 @@ long_row_candidates, each naming its kernel in "path":
    takes the wait off the critical path: a program publishes row r's partials, then finishes
    its previous row, whose peers published a step ago (the exps of two rows in registers).
    L2_AHEAD asks the L2 for the chunk of a row further on (prefetch: no registers held).
+   For bf16 the row to finish can wait as the words it was read as instead of as exps,
+   which are then taken again (RECOMPUTE): half the registers per byte.
    The partials carry their turn number in the same 64-bit word and are exchanged without any fence (an arrival counter
    with release/acquire was slower everywhere on the H200 and raced in bf16: removed).
 3. "l2-rows": one program per row at a time (a persistent grid), two passes: the first reads
@@ -52,7 +54,8 @@ long_row_candidates, each naming its kernel in "path":
 Every kernel takes LEAN (the default; False runs the session-1 arithmetic, kept so that a
 benchmark can measure the difference): exp as one FFMA and one ex2.approx.ftz per value
 instead of an FADD, an FMUL by log2(e) and an ex2 with denormal fix-ups; the cooperative
-kernel keeps exp(x - chunk max) in registers instead of exponentiating every value twice.
+kernel keeps exp(x - chunk max) in registers instead of exponentiating every value twice
+(except under RECOMPUTE, where two exps per value cost less than the registers).
 The L2 kernels take PREFETCH: load the next block before reducing the current one.
 
 The split kernels (cooperative, l2-split) need every program of a row resident at once: their
@@ -814,8 +817,9 @@ def _softmax_coop_deferred_kernel(
     # EVEN: every chunk is whole, so no masks (set by the launcher). TREE: the chunk's max and
     # sum fold it in half three times first (_halving_reduce), not one chain of FMNMX / FADD.
     # Two other steps were measured slower on the H200 and removed (session 7; their code is
-    # in commit d9b8d9b): holding the input and making the exps twice (RECOMPUTE, v17: ptxas
-    # gave it no fewer registers) and writing the previous row before this row's exps
+    # in commit d9b8d9b): holding the input and making the exps twice (session 7's RECOMPUTE,
+    # v17: the input held as bf16 values, and ptxas gave it no fewer registers; session 15's,
+    # below, holds the loaded words and won) and writing the previous row before this row's exps
     # (FINISH_FIRST, v19: 407 instructions instead of 459 per bf16 c1024 step, yet up to 29 %
     # slower, because this row's partials went out later). This step's order is the point:
     # publish as early as possible, finish the deferred row last.
@@ -849,6 +853,15 @@ def _softmax_coop_deferred_kernel(
     # for cooperative_wait_log; off, nothing is counted or written).
     # CONTINUE: the words were kept from the last call on them (turn_words); this group's
     # turns go on from bases_ptr[group], advanced at the end. Off, they start at 0.
+    # RECOMPUTE (with PAIRS, session 15): the row to finish is held as the words of bf16 pairs
+    # it was read as (CHUNK / 2 registers, not CHUNK of fp32 exps) and its exps are taken
+    # again at the finish against the row's max (_finish_deferred), so the exps cannot be
+    # hoisted above the poll and held through it. bf16 c2048 at one warp then fits 160
+    # registers (184-209 holding exps), 12 programs per SM, 4 KiB of the row each: the
+    # fp32 c1024 winner's shape at two exps per value. In alternating pairs against the
+    # tuned library (softmax_paired_configs_v1): bf16 262K +3.6 %, 65K +1.0 % with L2_PART=2,
+    # 131K a tie. LOG_SCALE folds 1 / S into the exponent (no FMUL per value): 0.3-0.8 %
+    # slower (v3), an experiment's knob only.
     group = tl.program_id(0) // n_chunks
     turn0 = 0
     if CONTINUE:

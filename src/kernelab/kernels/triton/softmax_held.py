@@ -45,6 +45,11 @@ everywhere (c8192 w8 3.36-3.37, c16384 w8 3.30, c8192 w4 capped at 128 registers
 Measured and removed: fewer programs per SM than fit (PER_SM, 4-5 of c4096 w2's 6: -10 to
 -13 % at 262K; v9-v10, code in 478b569) and the prefetch as one cp.async.bulk.prefetch.L2
 per chunk (L2_BULK: a tie with the evict_last policy, -2 % without; v14-v15, f08ddbd).
+
+Session 15: the register kernel (softmax.py's deferred cooperative kernel) holding the row to
+finish as its input pairs in words, not as exps (RECOMPUTE), beat this kernel at bf16 262K by
+3.6 % in alternating pairs (softmax_paired_configs_v1). This kernel stays a candidate; it no
+longer goes first there.
 """
 
 from __future__ import annotations
