@@ -20,6 +20,12 @@ Compiled here for sm_90 (Triton 3.6): bf16 c2048 one warp 159-160 registers (12 
 per SM; the same chunk with held fp32 exps needs 184-193), c1024 80 (24 per SM), c4096 at
 two warps 168. A c2048 program holds 4 KiB of the row, as the fp32 c1024 winner does, and
 polls half as many peers per byte as the bf16 c1024 winner.
+
+Outcomes on the H200 (records experiments/softmax_paired_configs_v1..v3, % of the library):
+v1 c2048 262K 103.6, 131K 99.8, 65K 100.2 (with L2_PART=2: 102.1 / 99.9 / 101.0); c4096 w2
+103.1 / 98.9 / 99.1; c1024 95.9 / 98.5 / 98.6. v2 (register caps, library now c2048): r144
+and r136 ties at 12 programs per SM, r128 93.3 at 262K. v3: LOG_SCALE 99.3-99.7, TREE 98.8,
+STREAM_STORE 100.5 at 262K.
 """
 
 from __future__ import annotations

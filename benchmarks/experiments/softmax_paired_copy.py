@@ -14,7 +14,9 @@ is checked against torch on fresh data (three inputs) before it is timed.
     PYTHONPATH=src python3 benchmarks/experiments/softmax_paired_copy.py --out $OUT \
         --dtypes bf16 --cols 65536,131072,262144
 
-Written in session 14 after its device time was spent: not yet run on a GPU.
+Written in session 14 after its device time was spent. Session 15 (H200, paired_copy_v1): bf16
+65K 94.45 % of copy, 131K 93.37 %, 262K 91.96 %; fp32 96.6-98.7 %. After the held input pairs
+joined the tuner (v2, bf16): 94.48 / 95.60 / 95.07 % (4.009 / 4.033 / 4.011 TB/s).
 """
 
 from __future__ import annotations
