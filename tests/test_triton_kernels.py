@@ -299,8 +299,9 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         # the row to finish held as its input pairs, its exps taken again at the finish
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "UNROLL": 2},
-        # its 1 / S folded into the exponent
+        # its 1 / S folded into the exponent; two later rows in flight
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "LOG_SCALE": True},
+        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "PREFETCH": 2},
     ],
     ids=str,
 )

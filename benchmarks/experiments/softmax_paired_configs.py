@@ -11,8 +11,9 @@ same pairs. Its launch plan (registers, spills, programs per SM) goes into the r
     PYTHONPATH=src python3 benchmarks/experiments/softmax_paired_configs.py --out $OUT \
         --dtypes bf16 --cols 65536,131072,262144
 
---configs replaces CONFIGS (a JSON list of long-row configs). Bytes per call: rows x cols x
-itemsize read and the same written, 1 GiB read per shape.
+--set picks a list below (CONFIG_SETS); --configs replaces it (a JSON list of long-row
+configs). Bytes per call: rows x cols x itemsize read and the same written, 1 GiB read per
+shape.
 
 CONFIGS, session 15: the deferred cooperative kernel holding the row it finishes as its
 input pairs and taking the exps again at the finish (RECOMPUTE), written the same session.
@@ -53,6 +54,18 @@ CONFIGS = [
     {**DEFERRED, "CHUNK": 4096, "num_warps": 2},
     {**DEFERRED, "CHUNK": 2048, "L2_PART": 2},
 ]
+# --set two-rows (written at the end of session 15, not yet run on a GPU): the held input
+# pairs with two later rows in registers (PREFETCH=2), now that a held row costs half the
+# registers. Compiled here for sm_90 (Triton 3.6) at 128 chunks a row (262K): 180 registers,
+# no stack (11 programs per SM, 12 KiB of rows in flight each against 8 KiB at 12 per SM);
+# capped at 168, 8 bytes of stack and 12 per SM; without the L2 prefetch 190 (10 per SM), so
+# every line crosses the L2's fabric once. At 64 and 32 chunks 195-198 registers.
+TWO_ROWS = [
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2},
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168},
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "L2_AHEAD": 0},
+]
+CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS}
 
 
 def label(config: dict) -> str:
@@ -96,6 +109,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", default="bf16")
     parser.add_argument("--cols", default="65536,131072,262144")
     parser.add_argument("--configs", type=json.loads, default=None, help="JSON list of configs")
+    parser.add_argument("--set", default="session15", choices=sorted(CONFIG_SETS))
     parser.add_argument("--max-time-s", type=float, default=4.0, help="per configuration")
     args = parser.parse_args(argv)
     rows = []
@@ -105,7 +119,7 @@ def main(argv=None) -> int:
         for n_cols in (int(c) for c in args.cols.split(",")):
             x = torch.randn(GIB // (n_cols * itemsize), n_cols, device="cuda", dtype=dtype)
             softmax.softmax(x)  # the library tunes here, before any pair is timed
-            for config in args.configs or CONFIGS:
+            for config in args.configs or CONFIG_SETS[args.set]:
                 row = one_config(x, config, args.max_time_s)
                 rows.append(row)
                 plan = row.get("plan") or {}
