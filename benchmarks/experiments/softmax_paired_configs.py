@@ -57,13 +57,14 @@ CONFIGS = [
 # --set two-rows (written at the end of session 15, not yet run on a GPU): the held input
 # pairs with two later rows in registers (PREFETCH=2), now that a held row costs half the
 # registers. Compiled here for sm_90 (Triton 3.6) at 128 chunks a row (262K): 180 registers,
-# no stack (11 programs per SM, 12 KiB of rows in flight each against 8 KiB at 12 per SM);
-# capped at 168, 8 bytes of stack and 12 per SM; without the L2 prefetch 190 (10 per SM), so
-# every line crosses the L2's fabric once. At 64 and 32 chunks 195-198 registers.
+# no stack, which is only 8 programs per SM (a quarter of the register file holds 2 warps
+# of 169-256 registers, 3 of 129-168); capped at 168, 12 per SM with 8 bytes of stack (24
+# at 32 chunks a row); capped at 168 without the L2 prefetch, 12 per SM and no stack, and
+# every line crosses the L2's fabric once.
 TWO_ROWS = [
-    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2},
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168},
-    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "L2_AHEAD": 0},
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "L2_AHEAD": 0},
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2},
 ]
 CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS}
 
