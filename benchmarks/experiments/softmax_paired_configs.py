@@ -18,7 +18,7 @@ shape.
 CONFIGS, session 15: the deferred cooperative kernel holding the row it finishes as its
 input pairs and taking the exps again at the finish (RECOMPUTE), written the same session.
 Compiled here for sm_90 (Triton 3.6): bf16 c2048 one warp 159-160 registers (12 programs
-per SM; the same chunk with held fp32 exps needs 184-193), c1024 80 (24 per SM), c4096 at
+per SM; the same chunk with held fp32 exps needs 184-193), c1024 80-95 (20-24 per SM), c4096 at
 two warps 168. A c2048 program holds 4 KiB of the row, as the fp32 c1024 winner does, and
 polls half as many peers per byte as the bf16 c1024 winner.
 
