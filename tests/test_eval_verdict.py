@@ -97,6 +97,29 @@ def test_gpumode_buffer_is_poisoned_so_an_unwritten_element_shows():
     assert all(e.buffers == {"[1]"} for e in found.expected)
 
 
+def test_a_buffer_that_already_holds_the_answer_is_still_found_and_poisoned(tmp_path):
+    # torch.empty may hand back the block a previous call filled with this very answer; a
+    # before/after comparison alone then sees an input, and the unwritten element would pass.
+    import shutil
+
+    problem = tmp_path / "relu_prefilled"
+    shutil.copytree(GM / "relu_py", problem)
+    shutil.copy(GM / "utils.py", tmp_path)  # the problem imports ../utils.py, as upstream
+    reference = problem / "reference.py"
+    source = reference.read_text()
+    empty = "y = torch.empty(size, device=device(), dtype=torch.bfloat16)"
+    assert empty in source
+    reference.write_text(source.replace(empty, "y = torch.relu(x)"))
+    found = Evaluator(
+        load_problem(problem, device="cpu", scale=SCALE), Options(seeds=2, repeat_calls=2)
+    )
+    found.prepare()
+    assert all(e.buffers == {"[1]"} for e in found.expected)
+    verdict = found.evaluate(problem / "solutions/wrong/off_by_one.py")
+    assert verdict.status == "fail"
+    assert "1 NaN" in verdict.message
+
+
 def test_every_test_case_and_seed_is_checked():
     found = evaluator("gm-softmax")
     verdict = found.evaluate(GM / "softmax_py/submission.py")

@@ -6,8 +6,10 @@ Correctness, for every case and several seeds (each test case at its own seed an
 1. The inputs are generated and the reference runs on a copy of them, twice: as the problem
    writes it (the eager output: its structure and dtypes are the specification) and with
    every floating tensor upcast to float64 (the exact answer). Inputs the reference writes
-   into are output buffers (GPU MODE preallocates them); the candidate may write those, and
-   receives them filled with NaN, so an element it forgets cannot hold the right answer.
+   into are output buffers (GPU MODE preallocates them): those it changed, and those it
+   overwrites when handed them full of NaN (an empty buffer may already hold the answer).
+   The candidate may write those, and receives them filled with NaN, so an element it
+   forgets cannot hold the right answer.
 2. The candidate receives its own copy, with torch's allocator poisoned (new tensors hold
    NaN: kernelab.harness.check.poisoned_allocations).
 3. It fails when it raises, writes into an input it should only read, returns another
@@ -218,6 +220,7 @@ class Evaluator:
                 f"{where}: the reference failed: {describe_exception(exc)}"
             ) from None
         buffers = set(trees.changed_paths(data, scratch))
+        buffers |= self._written_over_nan(data, skip=buffers)
         eager = trees.clone(eager)  # the reference may return a buffer it reuses
         exact = self._exact(data, eager, where)
         input_dtype = trees.first_float_dtype(data)
@@ -229,6 +232,31 @@ class Evaluator:
         return Expected(
             case, seed, data, eager, exact, buffers, dtype, EAGER_ERROR_MARGIN * eager_error
         )
+
+    def _written_over_nan(self, data, skip: set[str]) -> set[str]:
+        """Floating leaves the reference overwrites although they looked unchanged.
+
+        A buffer from torch.empty may already hold the answer (the allocator hands back the
+        block a previous call wrote for the same seed), so a before/after comparison misses
+        it. Each such leaf is filled with NaN in a fresh copy, the reference runs, and a leaf
+        holding no NaN afterwards was written: it is an output buffer. An input the reference
+        only reads stays NaN.
+        """
+        written = set()
+        for path, tensor in trees.tensors(data):
+            if path in skip or not tensor.is_floating_point() or tensor.numel() == 0:
+                continue
+            probe = trees.clone(data)
+            trees.poison(probe, {path})
+            try:
+                self.problem.reference(probe)
+                _synchronize(self.device)
+            except Exception:  # a reference that rejects NaN inputs: this leaf is an input
+                continue
+            leaf = dict(trees.tensors(probe))[path]
+            if not leaf.isnan().any():
+                written.add(path)
+        return written
 
     def _exact(self, data, eager, where: str):
         """The reference run in float64; the eager output when that is impossible."""
