@@ -61,11 +61,16 @@ CONFIGS = [
 # of 169-256 registers, 3 of 129-168); capped at 168, 12 per SM with 8 bytes of stack (24
 # at 32 chunks a row); capped at 168 without the L2 prefetch, 12 per SM and no stack, and
 # every line crosses the L2's fabric once.
+# The last two (session 16) add the 262K winner's evict_first store (STREAM_STORE) to the
+# capped ones: 168 registers each, 8 bytes of stack with the L2 prefetch, none without.
 TWO_ROWS = [
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168},
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "L2_AHEAD": 0},
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2},
-]
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "STREAM_STORE": True},
+    {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "L2_AHEAD": 0,
+     "STREAM_STORE": True},
+]  # fmt: skip
 CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS}
 
 
