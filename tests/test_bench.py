@@ -48,6 +48,12 @@ def test_sizes_per_op():
         ("vector_add", ("n",), "-5", "not a size"),
         ("vector_add", ("n",), "12Q", "not a size"),
         ("vector_add", ("n",), " , ", "no sizes"),
+        (
+            "softmax",
+            ("rows", "cols"),
+            "8x",
+            r"'' is not a size .* in softmax size '8x' \(ROWSxCOLS\)",
+        ),
     ],
 )
 def test_bad_sizes_are_one_line_errors(op, keys, spec, match):

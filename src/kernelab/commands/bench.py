@@ -12,6 +12,7 @@ or cost model, never a win.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -55,13 +56,19 @@ def parse_sizes(op: str, shape_keys: tuple[str, ...], spec: str) -> list[dict]:
     for item in (part.strip() for part in spec.split(",")):
         if not item:
             continue
-        parts = item.lower().split("x")
+        parts = re.split("[xX]", item)
         if len(parts) == 1 and op == "gemm":
             parts = parts * 3
         if len(parts) != len(shape_keys):
             hint = " or one number for a square problem" if op == "gemm" else ""
             raise KernelabError(f"{op} sizes are {form}{hint}; got '{item}'")
-        shapes.append(dict(zip(shape_keys, (parse_count(p) for p in parts), strict=True)))
+        try:
+            counts = [parse_count(part) for part in parts]
+        except KernelabError as exc:
+            if len(parts) == 1:
+                raise
+            raise KernelabError(f"{exc} in {op} size '{item}' ({form})") from None
+        shapes.append(dict(zip(shape_keys, counts, strict=True)))
     if not shapes:
         raise KernelabError(f"no sizes given; {op} sizes look like {form}")
     return shapes
