@@ -134,6 +134,9 @@ def test_missing_entry_point_fails_with_a_reason(tmp_path):
     empty.write_text("x = 1\n")
     assert "defines no class ModelNew" in evaluator("kb-relu").evaluate(empty).message
     assert "defines no custom_kernel" in evaluator("gm-relu").evaluate(empty).message
+    notes = tmp_path / "solution.txt"
+    notes.write_text("def custom_kernel(data):\n    return data[1]\n")
+    assert "not a Python file (.py)" in evaluator("gm-relu").evaluate(notes).message
 
 
 def test_wrong_dtype_or_structure_is_named(tmp_path):

@@ -120,7 +120,8 @@ def import_file(path: Path, module_name: str):
     decorators that look their module up, like triton.jit's, work)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise KernelabError(f"cannot import {path}")
+        why = "not a Python file (.py)" if path.suffix != ".py" else "no loader for it"
+        raise KernelabError(f"cannot import {path}: {why}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
