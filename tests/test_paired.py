@@ -75,6 +75,11 @@ def test_a_slower_candidate_is_below_100_percent():
     assert result.to_dict()["pairs_ahead"] == 0
 
 
+def test_reference_median_is_of_the_reference_calls_in_any_order():
+    result = PairedTiming([3.0, 1.0, 2.0, 9.0], [1.0] * 4, mode="cold", stop_reason="pairs")
+    assert result.reference_median_ms == pytest.approx(2.5)  # not the candidate's 1.0
+
+
 def test_bad_arguments_are_one_line_errors():
     with pytest.raises(KernelabError):
         paired.compare(lambda: None, lambda: None, mode="graph")

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
                 return softmax.softmax(x)
 
             match = paired.compare(library, with_one_more_fill, mode="cold", max_time_s=6.0)
-            reference_ms = sorted(match.reference_ms)[len(match.reference_ms) // 2]
+            reference_ms = match.reference_median_ms
             pct = match.pct_of_reference
             low, high = match.pct_interval()
             cost_us = (100.0 / pct - 1.0) * reference_ms * 1e3

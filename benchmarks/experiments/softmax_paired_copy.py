@@ -55,7 +55,7 @@ def one_shape(name: str, n_cols: int, max_time_s: float) -> dict:
         lambda: copy_out.copy_(x), lambda: softmax.softmax(x), mode="cold", max_time_s=max_time_s
     )
     moved = 2 * x.numel() * itemsize
-    copy_ms = sorted(match.reference_ms)[len(match.reference_ms) // 2]
+    copy_ms = match.reference_median_ms
     copy_tbps = moved / copy_ms / 1e9
     pct = match.pct_of_reference
     low, high = match.pct_interval()

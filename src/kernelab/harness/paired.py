@@ -59,6 +59,12 @@ class PairedTiming:
         """The candidate's speed as % of the reference's: 100 x the median per-pair ratio."""
         return 100.0 * stats.quantile(sorted(self.ratios), 0.5)
 
+    @property
+    def reference_median_ms(self) -> float:
+        """The reference's median call time: with the bytes a call moves, its rate in these
+        pairs (the candidate's is that rate times pct_of_reference / 100)."""
+        return stats.quantile(sorted(self.reference_ms), 0.5)
+
     def ratio_band(self) -> tuple[float, float]:
         """The 20th and 80th percentile of the per-pair ratio, as % (the band of one pair)."""
         ordered = sorted(self.ratios)
