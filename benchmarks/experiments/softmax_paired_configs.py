@@ -71,7 +71,17 @@ TWO_ROWS = [
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "L2_AHEAD": 0,
      "STREAM_STORE": True},
 ]  # fmt: skip
-CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS}
+# --set poly (session 17): half the exps by a cubic on the FMA pipe (POLY; _exp2_poly), where
+# two MUFU.EX2 per value keep the MUFU about half busy at 4 TB/s. Compiled here for sm_90
+# (Triton 3.6) with the 262K winner's evict_first store: 915 SASS a step and 133 MUFU
+# without it (159 registers); POLY 1 (the finish's high values) 1,172 and 101 (168
+# registers); POLY 2 (the chunk sums' too) 1,406 and 69 (167): 12 programs per SM each.
+POLY = [
+    {**DEFERRED, "CHUNK": 2048, "STREAM_STORE": True, "POLY": 1},
+    {**DEFERRED, "CHUNK": 2048, "STREAM_STORE": True, "POLY": 2},
+    {**DEFERRED, "CHUNK": 2048, "L2_PART": 2, "POLY": 1},
+]
+CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS, "poly": POLY}
 
 
 def label(config: dict) -> str:
