@@ -302,9 +302,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         # its 1 / S folded into the exponent; two later rows in flight
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "LOG_SCALE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "PREFETCH": 2},
-        # half the finish's exps by a polynomial (POLY 1), the chunk sums' too (POLY 2)
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "POLY": 1},
-        {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "POLY": 2},
     ],
     ids=str,
 )
@@ -332,42 +329,6 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
     y = fn(x)
     assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
     assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
-
-
-SOFTMAX_MODULE = None  # the softmax fixture's module, for the kernel below
-
-
-def test_polynomial_exp2_is_within_its_stated_error_and_keeps_zero_and_nan(softmax):
-    # _exp2_poly, the FMA pipe's 2^x (POLY): every exponent from 2^-126 to 1 at fine steps,
-    # then the edges: exactly 1 at 0, 0 for -inf and below -127, NaN for NaN
-    import triton
-    import triton.language as tl
-
-    global SOFTMAX_MODULE
-    SOFTMAX_MODULE = softmax
-
-    @triton.jit
-    def exp2_poly_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask)
-        tl.store(y_ptr + offsets, SOFTMAX_MODULE._exp2_poly(x), mask=mask)
-
-    x = torch.cat(
-        [
-            torch.linspace(-126.0, 0.0, 40_000),
-            torch.tensor([0.0, 2.0**-20, -(2.0**-20), -127.0, -140.0, -1e30]),
-            torch.tensor([float("-inf"), float("nan")]),
-        ]
-    ).to(DEVICE)
-    y = torch.empty_like(x)
-    exp2_poly_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-    reference = torch.exp2(x[:40_003].double())
-    relative = (y[:40_003].double() / reference - 1).abs()
-    assert relative.max().item() < 1.1e-4  # the fit's 1.01e-4 and fp32 rounding
-    assert y[40_000].item() == 1.0
-    assert (y[40_003:40_007] == 0).all()
-    assert torch.isnan(y[40_007])
 
 
 @pytest.mark.parametrize(

@@ -69,8 +69,8 @@ def label(config: dict) -> str:
         # the row to finish held as its input pairs, its exps taken again (RECOMPUTE)
         deferred += " rc" if config.get("RECOMPUTE") else ""
         deferred += " ls" if config.get("LOG_SCALE") else ""  # 1 / S in the exponent
-        # half the exps by a polynomial: the finish's (1), the chunk sums' too (2)
-        deferred += f" poly{config['POLY']}" if config.get("POLY") else ""
+        # (the v5_poly paired records also name " poly<N>", POLY: half the exps by a
+        # polynomial, removed; docs/notes/triton.md, nineteenth design)
         # (the v25 and v26 records also name " narrow", NARROW, and " ps<N>", PER_SM: see
         # docs/notes/triton.md, thirteenth design)
         deferred += f" u{config['UNROLL']}" if config.get("UNROLL", 1) > 1 else ""

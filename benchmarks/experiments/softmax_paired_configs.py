@@ -26,7 +26,11 @@ Outcomes on the H200 (records experiments/softmax_paired_configs_v1..v3, % of th
 v1 c2048 262K 103.6, 131K 99.8, 65K 100.2 (with L2_PART=2: 102.1 / 99.9 / 101.0); c4096 w2
 103.1 / 98.9 / 99.1; c1024 95.9 / 98.5 / 98.6. v2 (register caps, library now c2048): r144
 and r136 ties at 12 programs per SM, r128 93.3 at 262K. v3: LOG_SCALE 99.3-99.7, TREE 98.8,
-STREAM_STORE 100.5 at 262K.
+STREAM_STORE 100.5 at 262K. v4 (session 17, --set two-rows): all five behind, at bf16 262K /
+131K / 65K: r168 98.9 / 99.1 / 97.8; r168 st 99.4 / 99.6 / 98.9; uncapped (184-198
+registers, 8 per SM) 96.4 / 98.2 / 99.2; both without the L2 prefetch 93.7-95.6. v5 (session
+17, a set since removed with its knob, POLY: half the exps by a cubic on the FMA pipe, code
+in 55a8000): the finish's half 99.3 / 100.0 / 99.9, the sums' half too 97.7 / 98.8 / 98.5.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ CONFIGS = [
     {**DEFERRED, "CHUNK": 4096, "num_warps": 2},
     {**DEFERRED, "CHUNK": 2048, "L2_PART": 2},
 ]
-# --set two-rows (written at the end of session 15, not yet run on a GPU): the held input
+# --set two-rows (written at the end of session 15, run in session 17: v4 above): the held input
 # pairs with two later rows in registers (PREFETCH=2), now that a held row costs half the
 # registers. Compiled here for sm_90 (Triton 3.6) at 128 chunks a row (262K): 180 registers,
 # no stack, which is only 8 programs per SM (a quarter of the register file holds 2 warps
@@ -71,17 +75,7 @@ TWO_ROWS = [
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "L2_AHEAD": 0,
      "STREAM_STORE": True},
 ]  # fmt: skip
-# --set poly (session 17): half the exps by a cubic on the FMA pipe (POLY; _exp2_poly), where
-# two MUFU.EX2 per value keep the MUFU about half busy at 4 TB/s. Compiled here for sm_90
-# (Triton 3.6) with the 262K winner's evict_first store: 915 SASS a step and 133 MUFU
-# without it (159 registers); POLY 1 (the finish's high values) 1,172 and 101 (168
-# registers); POLY 2 (the chunk sums' too) 1,406 and 69 (167): 12 programs per SM each.
-POLY = [
-    {**DEFERRED, "CHUNK": 2048, "STREAM_STORE": True, "POLY": 1},
-    {**DEFERRED, "CHUNK": 2048, "STREAM_STORE": True, "POLY": 2},
-    {**DEFERRED, "CHUNK": 2048, "L2_PART": 2, "POLY": 1},
-]
-CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS, "poly": POLY}
+CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS}
 
 
 def label(config: dict) -> str:

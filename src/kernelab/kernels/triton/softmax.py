@@ -119,38 +119,6 @@ def _exp2(x, FTZ: tl.constexpr):
 
 
 @triton.jit
-def _exp2_poly(x):
-    """2^x without the MUFU: 2^round(x) built in the exponent bits, times a cubic in the
-    fraction f in [-0.5, 0.5] (1 + f (c1 + f (c2 + f c3)), fitted here for the least maximum
-    relative error: 1.01e-4, against a bf16 output's half ulp of 2^-9 = 1.95e-3; exact at 0).
-    About ten FMA-pipe instructions (FMNMX, three FADD, three FFMA, shift, add, FMUL) for one
-    MUFU.EX2, FlashAttention 4's trade where the MUFU is the busier pipe. x below -127 gives
-    0 (so does -inf); a NaN stays NaN (the max propagates it and the FMUL carries it)."""
-    x = tl.maximum(x, -127.0, propagate_nan=tl.PropagateNan.ALL)
-    # 1.5 * 2^23: the sum's last mantissa bits hold round(x), its value round(x) + 1.5 * 2^23
-    shifted = x + 12582912.0
-    whole = shifted - 12582912.0
-    f = x - whole
-    p = tl.fma(tl.fma(tl.fma(f, 0.055008616, 0.24221021), f, 0.6932829), f, 1.0)
-    # round(x) sits in the sum's low bits, so shifting them up by 23 puts 2^round(x)'s
-    # exponent field in place (the 1.5 * 2^23 shifts out); + 127 << 23 is the bias
-    power = ((shifted.to(tl.int32, bitcast=True) << 23) + 0x3F800000).to(tl.float32, bitcast=True)
-    return p * power
-
-
-@triton.jit
-def _pair_exps(words, shift, FTZ: tl.constexpr):
-    """2^(x log2(e) - shift) for the values of words of bf16 pairs (_load_pairs), in memory
-    order (as _unpaired): the low value of each pair by the MUFU (_exp2), the high one by
-    the polynomial (_exp2_poly), so half the exps leave the MUFU for the FMA pipe."""
-    low = (words << 16).to(tl.float32, bitcast=True)
-    high = (words & 0xFFFF0000).to(tl.float32, bitcast=True)
-    by_mufu = _exp2(low * LOG2E - shift, FTZ)
-    by_fma = _exp2_poly(high * LOG2E - shift)
-    return tl.reshape(tl.join(by_mufu, by_fma), [2 * words.shape[0]])
-
-
-@triton.jit
 def _exp_shifted(x, shift, LEAN: tl.constexpr, FTZ: tl.constexpr):
     """exp(x - shift). LEAN: 2^(x * log2(e) - shift * log2(e)), one FFMA and one MUFU.EX2 per
     value (within one row tile, the rounding of shift * log2(e) is one common factor, which
@@ -755,7 +723,6 @@ def _finish_deferred(
     STREAM_STORE: tl.constexpr = False,
     RECOMPUTE: tl.constexpr = False,
     LOG_SCALE: tl.constexpr = False,
-    POLY: tl.constexpr = 0,
 ):
     """From a first poll of the partials of `turn` (published by the peers during the
     previous row's step, so normally already there), poll until all are, then write
@@ -783,11 +750,7 @@ def _finish_deferred(
             y = _exp2(_unpaired(e) * LOG2E - shift, FTZ).to(out_ptr.dtype.element_ty)
         else:
             scale = tl.where(met & healthy, 1.0 / row_sum, float("nan"))
-            if POLY >= 1:
-                # half the finish's exps by the FMA pipe (_pair_exps)
-                y = _pair_exps(e, row_max, FTZ) * scale
-            else:
-                y = _exp2(_unpaired(e) * LOG2E - row_max, FTZ) * scale
+            y = _exp2(_unpaired(e) * LOG2E - row_max, FTZ) * scale
             y = y.to(out_ptr.dtype.element_ty)
     else:
         scale = tl.where(
@@ -839,7 +802,6 @@ def _softmax_coop_deferred_kernel(
     CONTINUE: tl.constexpr = False,
     RECOMPUTE: tl.constexpr = False,
     LOG_SCALE: tl.constexpr = False,
-    POLY: tl.constexpr = 0,
 ):
     # The cooperative kernel with its wait taken off the critical path: in the step of row r a
     # program publishes r's partials and then finishes row r - n_groups, whose partials its
@@ -899,10 +861,10 @@ def _softmax_coop_deferred_kernel(
     # fp32 c1024 winner's shape at two exps per value. In alternating pairs against the
     # tuned library (softmax_paired_configs_v1): bf16 262K +3.6 %, 65K +1.0 % with L2_PART=2,
     # 131K a tie. LOG_SCALE folds 1 / S into the exponent (no FMUL per value): 0.3-0.8 %
-    # slower (v3), an experiment's knob only.
-    # POLY (RECOMPUTE only, session 17): half the exps by a polynomial on the FMA pipe
-    # (_pair_exps), where two MUFU.EX2 per value keep that pipe about half busy at 4 TB/s;
-    # 1: the finish's, 2: the chunk sums' too. An experiment's knob.
+    # slower (v3), an experiment's knob only. Half the exps by a cubic on the FMA pipe instead
+    # of the MUFU (POLY, session 17, code in 55a8000; ncu at bf16 262K: XU pipe 52.7 % busy)
+    # was slower too: 99.3-100.0 % with the finish's half (XU 40.1 %, ALU 30.9 -> 45.3 %),
+    # 97.7-98.8 % with the sums' half as well (softmax_paired_configs_v5_poly). Removed.
     group = tl.program_id(0) // n_chunks
     turn0 = 0
     if CONTINUE:
@@ -970,12 +932,7 @@ def _softmax_coop_deferred_kernel(
         else:
             top = _chunk_max(x, TREE)
         # chunk_max: c, the max in log2 units (_exps_and_sum)
-        if RECOMPUTE and POLY >= 2:
-            chunk_max = top * LOG2E
-            shift = tl.where(chunk_max == -float("inf"), 0.0, chunk_max)
-            chunk_sum = tl.sum(_pair_exps(pairs, shift, FTZ), axis=0)
-        else:
-            e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
+        e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
         if LATE_LOAD and PREFETCH < 2:
             # issued once x is spent (exps taken): a chunk of registers fewer at the peak
             upcoming = _load_step(
@@ -992,7 +949,7 @@ def _softmax_coop_deferred_kernel(
             spins, met = _finish_deferred(
                 previous, first, second, n_chunks, turn, held_e, held_max, out_ptr,
                 row - n_groups, out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy,
-                FTZ, PACKED, EVEN, STREAM_STORE, RECOMPUTE, LOG_SCALE, POLY,
+                FTZ, PACKED, EVEN, STREAM_STORE, RECOMPUTE, LOG_SCALE,
             )  # fmt: skip
             healthy = healthy & met
             if WAIT_LOG:
@@ -1014,7 +971,7 @@ def _softmax_coop_deferred_kernel(
     spins, _ = _finish_deferred(
         last, first, second, n_chunks, last_turn, held_e, held_max, out_ptr, last_row,
         out_row_stride, cols, mask, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ, PACKED, EVEN,
-        STREAM_STORE, RECOMPUTE, LOG_SCALE, POLY,
+        STREAM_STORE, RECOMPUTE, LOG_SCALE,
     )  # fmt: skip
     if CONTINUE:
         if chunk == 0:
@@ -1725,8 +1682,6 @@ def _cooperative_setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         kwargs["RECOMPUTE"] = config.get("RECOMPUTE", False) and kwargs["PAIRS"]
         # its 1 / S folded into the exponent (an experiment of session 15, not a candidate)
         kwargs["LOG_SCALE"] = config.get("LOG_SCALE", False) and kwargs["RECOMPUTE"]
-        # half the exps by a polynomial on the FMA pipe (an experiment of session 17)
-        kwargs["POLY"] = config.get("POLY", 0) if kwargs["RECOMPUTE"] else 0
         if config.get("maxnreg") and not interpreting():
             # a register cap (ptxas .maxnreg): more programs per SM, some values spilled to L1
             kwargs["maxnreg"] = config["maxnreg"]
