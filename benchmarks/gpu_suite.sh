@@ -11,6 +11,13 @@
 # Each part's log, with its 25 slowest tests, goes to $OUT (or the current folder) as
 # gpu-suite-part-<p>.log; the exit status is the first failing part's. The tests run with
 # autotuning off (KERNELAB_TRITON_AUTOTUNE=0: every candidate is still checked, none timed).
+#
+# GPU_SUITE_WORKERS=N (default 1) runs parts a and b in N pytest-xdist processes, where the
+# H200 machine has it. Their time is mostly Triton compiling kernels on one CPU core each
+# (the machine has 16), and they time nothing, so sharing the GPU cannot change a result;
+# the processes' kernels take turns on the GPU. Part c has timer and ncu tests and always
+# runs alone. Not yet tried on the GPU (session 17 ran the CPU side of
+# tests/test_triton_kernels.py with -n 2 here: the same 242 passed).
 set -u -o pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,11 +30,21 @@ pytest=(python3 -m pytest -m gpu -q -p no:cacheprovider --durations=25)
 # a hung kernel (a cooperative wait that never ends) fails its test instead of the call
 if python3 -c "import pytest_timeout" 2>/dev/null; then pytest+=(--timeout 200); fi
 
+workers=${GPU_SUITE_WORKERS:-1}
+parallel=()
+if [ "$workers" -gt 1 ]; then
+    if python3 -c "import xdist" 2>/dev/null; then
+        parallel=(-n "$workers")
+    else
+        echo "gpu_suite.sh: GPU_SUITE_WORKERS=$workers but pytest-xdist is missing: one process" >&2
+    fi
+fi
+
 status=0
 for part in "${@:-a}"; do
     case $part in
-        a) args=(tests/test_triton_kernels.py -k "softmax or shared") ;;
-        b) args=(tests/test_triton_kernels.py -k "not (softmax or shared)") ;;
+        a) args=("${parallel[@]}" tests/test_triton_kernels.py -k "softmax or shared") ;;
+        b) args=("${parallel[@]}" tests/test_triton_kernels.py -k "not (softmax or shared)") ;;
         c) args=(--ignore=tests/test_triton_kernels.py tests) ;;
         *) echo "gpu_suite.sh: unknown part '$part' (a, b or c)" >&2; exit 2 ;;
     esac
