@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from kernelab.harness.check import check_implementation
 from kernelab.kernels.triton import softmax
 
 GIB = 1 << 30
@@ -86,6 +87,11 @@ def main(argv=None) -> int:
         itemsize = torch.empty((), dtype=dtype).element_size()
         x = torch.randn(nbytes // (cols * itemsize), cols, device="cuda", dtype=dtype)
         softmax.softmax(x)  # the library tunes here, outside the timed calls
+        # the tuned call checked on fresh data of this shape before it is timed
+        shape = {"rows": x.shape[0], "cols": cols}
+        report = check_implementation(softmax.softmax, "softmax", shape, dtype_name, trials=1)
+        if not report.ok:
+            raise SystemExit(f"softmax {dtype_name} {shape}: {report.message}")
         for _ in range(3):
             softmax.softmax(x)
         torch.cuda.synchronize()
