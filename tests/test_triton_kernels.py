@@ -302,6 +302,8 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         # its 1 / S folded into the exponent; two later rows in flight
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "LOG_SCALE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "RECOMPUTE": True, "PREFETCH": 2},
+        # one row group for every row (GROUPS, an experiment's cap on the grid)
+        {"PACKED": True, "EARLY_POLL": True, "GROUPS": 1},
     ],
     ids=str,
 )
@@ -362,6 +364,65 @@ def test_softmax_deferred_continues_its_turns_on_kept_words(softmax, monkeypatch
     (kept,) = turn_words._kept.values()
     bases = kept[-9:].tolist()  # max_groups = 9 here (min(rows, 32 x 4 SMs))
     assert bases == [(3 * calls) % 8] + [(2 * calls) % 8] * 3 + [0] * 5
+    turn_words.forget()
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {},
+        {"STREAM_STORE": True},
+        # bf16 pairs in words, the row to finish held as them and its exps taken again
+        {"PAIRS": True, "RECOMPUTE": True},
+    ],
+    ids=str,
+)
+def test_softmax_flat_kernel_with_one_chunk_per_row(softmax, dtype, knobs):
+    # path "flat": every resident program takes units p, p + P, ... of one flat sequence of
+    # chunks, each unit's partials in a word of its own. 1 to 23 rows over the interpreter's
+    # few programs (so programs run 1 to 6 units), a strided input, whole chunks.
+    config = {"path": "flat", "CHUNK": 256, "num_warps": 4, **knobs}
+    fn = functools.partial(softmax.softmax, single_pass_max_cols=16, config=config)
+    for shape in (
+        {"rows": 1, "cols": 200},
+        {"rows": 9, "cols": 200},
+        {"rows": 23, "cols": 64},
+        {"rows": 7, "cols": 129, "stride": 131},
+        {"rows": 11, "cols": 256},
+        {"rows": 5, "cols": 256, "stride": 272},
+    ):
+        assert_correct(fn, "softmax", shape, dtype)
+    x = torch.randn(6, 45, device=DEVICE)
+    x[2] = float("-inf")
+    x[4, :40] = float("-inf")
+    y = fn(x)
+    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+    assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
+
+
+def test_softmax_flat_kernel_flips_its_tag_every_call_on_kept_words(softmax, monkeypatch):
+    # The kept words carry one call's tag bit; the last program to end advances the epoch, so
+    # the next call's waits cannot take the last call's words for its own. Two shapes of the
+    # same unit count share one workspace (9 rows of 256 or of 200 values, one 256-value chunk
+    # each: under the interpreter a row of more chunks would wait for peers that run later).
+    from kernelab.kernels.triton import turn_words
+
+    monkeypatch.setattr(turn_words, "REUSE", True)
+    turn_words.forget()
+    config = {"path": "flat", "CHUNK": 256, "num_warps": 4}
+    calls = 5
+    for call in range(calls):
+        shape = (9, 256) if call % 2 == 0 else (9, 200)
+        x = torch.randn(*shape, device=DEVICE)
+        y = softmax.softmax(x, single_pass_max_cols=16, config=config)
+        assert torch.isfinite(y).all()
+        torch.testing.assert_close(y, torch.softmax(x, dim=-1), rtol=1e-4, atol=1e-6)
+    (kept,) = turn_words._kept.values()
+    words, epoch, ended = kept[:9], int(kept[9]), int(kept[10])
+    assert epoch == calls and ended == 0
+    # every word carries the last call's tag: bit 31, 1 for even epochs (turn 1), 0 for odd
+    assert (((words >> 31) & 1) == (1 if (calls - 1) % 2 == 0 else 0)).all()
     turn_words.forget()
 
 
@@ -461,6 +522,7 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
                 "single-pass",
                 "l2-rows",
                 "l2-split",
+                "flat",
             }
             assert len({str(sorted(c.items())) for c in candidates}) == len(candidates)
             # a split row has at least two slices
@@ -487,22 +549,23 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
     [
         (32_768, torch.float32, ("single-pass", None, False, 0, False)),
         (20_000, torch.float32, ("single-pass", None, False, 0, False)),  # pads to 32K
-        (65_536, torch.float32, ("cooperative", 1024, True, 1, True)),
-        (131_072, torch.float32, ("cooperative", 1024, True, 1, True)),
+        # the flat kernel's two-warp c2048 (session 18), also on rows of partial chunks
+        (65_536, torch.float32, ("flat", 2048, False, 1, False)),
+        (131_072, torch.float32, ("flat", 2048, False, 1, False)),
+        (40_000, torch.float32, ("flat", 2048, False, 1, False)),  # pads to 65K
         # two warps of 1024 values each (session 9): half the polled words of c1024
         (262_144, torch.float32, ("cooperative", 2048, True, 1, True)),
         # longer rows look up the 262K winner; past 256 chunks per row no deferred config is
         # offered, so the first cooperative candidate leads
         (1_000_000, torch.float32, ("cooperative", 4096, False, 0, False)),
         (32_768, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
-        # bf16 pairs read as words: at 131K two steps per loop iteration (session 10); at 65K
-        # and 262K c2048 holding the row to finish as its pairs (session 15), at 65K with
-        # half of each chunk prefetched into L2. On rows of partial chunks (100,000 pads to
-        # 131K, 60,000 to 65K, 200,000 to 262K) PARTIAL_CHUNK_WINNERS: plain loads, and at
+        # bf16 pairs read as words: the flat kernel's c2048 holding the row to finish as its
+        # pairs, its output evict_first (session 18). On rows of partial chunks (100,000 pads
+        # to 131K, 60,000 to 65K, 200,000 to 262K) PARTIAL_CHUNK_WINNERS: plain loads, and at
         # 262K under a 128-register cap
-        (65_536, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc", "l2/2")),
-        (131_072, torch.bfloat16, ("cooperative", 1024, True, 1, True, "pairs", "u2")),
-        (262_144, torch.bfloat16, ("cooperative", 2048, True, 1, True, "pairs", "rc", "st")),
+        (65_536, torch.bfloat16, ("flat", 2048, False, 1, False, "pairs", "rc", "st")),
+        (131_072, torch.bfloat16, ("flat", 2048, False, 1, False, "pairs", "rc", "st")),
+        (262_144, torch.bfloat16, ("flat", 2048, False, 1, False, "pairs", "rc", "st")),
         (100_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),
         (60_000, torch.bfloat16, ("cooperative", 1024, True, 1, True)),  # pads to 65K
         (200_000, torch.bfloat16, ("cooperative", 1024, True, 1, True, "r128")),
@@ -589,7 +652,11 @@ def test_softmax_one_warp_cooperative_candidates_stop_at_256_chunks_per_row(soft
     assert two_warp_chunks(262_144, torch.bfloat16) == []
     # every one-warp candidate runs the packed early-poll exchange
     for cols, dtype in [(65_536, torch.float32), (131_072, torch.bfloat16)]:
-        one_warp = [c for c in softmax.long_row_candidates(cols, dtype) if c.get("num_warps") == 1]
+        one_warp = [
+            c
+            for c in softmax.long_row_candidates(cols, dtype)
+            if c.get("num_warps") == 1 and c["path"] == "cooperative"
+        ]
         assert all(c["PACKED"] and c["EARLY_POLL"] and c["DEFER"] for c in one_warp)
 
 
@@ -598,7 +665,7 @@ def test_softmax_pair_reading_configs_are_bf16_candidates_on_whole_chunks_up_to_
         return sorted(
             (c["CHUNK"], c["L2_AHEAD"], c.get("UNROLL", 1), c.get("RECOMPUTE", False))
             for c in softmax.long_row_candidates(cols, dtype)
-            if c.get("PAIRS")
+            if c.get("PAIRS") and c["path"] == "cooperative"
         )
 
     # the paired steps (c1024, two steps per iteration) and the held input pairs (c2048),
@@ -612,6 +679,26 @@ def test_softmax_pair_reading_configs_are_bf16_candidates_on_whole_chunks_up_to_
     assert paired(524_288) == []  # 256 chunks of 2048: never compiled or timed
     assert paired(100_000) == []  # a partial chunk: it would run the plain loads
     assert paired(65_536, torch.float32) == paired(65_536, torch.float16) == []
+
+
+def test_softmax_flat_candidates_are_offered_where_they_were_measured(softmax):
+    def flat(cols, dtype=torch.bfloat16):
+        return sorted(
+            (c["CHUNK"], c["num_warps"], bool(c.get("PAIRS")), bool(c.get("STREAM_STORE")))
+            for c in softmax.long_row_candidates(cols, dtype)
+            if c["path"] == "flat"
+        )
+
+    # bf16: c2048 reading pairs, with and without the evict_first store, on whole chunks of
+    # rows that pad to 65K and more, up to 128 chunks; fp32: c2048 at two warps and c1024 at
+    # one, on any row that pads to 65K and more, up to 256 chunks; fp16 none
+    held = [(2048, 1, True, False), (2048, 1, True, True)]
+    assert flat(65_536) == flat(131_072) == flat(262_144) == held
+    assert flat(32_768) == flat(100_000) == flat(524_288) == []
+    fp32 = [(1024, 1, False, False), (2048, 2, False, False)]
+    assert flat(40_000, torch.float32) == flat(262_144, torch.float32) == fp32
+    assert flat(32_768, torch.float32) == flat(65_536, torch.float16) == []
+    assert flat(524_288, torch.float32) == [(2048, 2, False, False)]  # 512 chunks of 1024
 
 
 def test_softmax_half_l2_prefetch_is_offered_where_it_won(softmax):
@@ -657,7 +744,7 @@ def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests
         variants = softmax.long_row_variants(cols, dtype)
         assert all(c in variants for c in candidates)
         for c in candidates:
-            if c.get("DEFER"):
+            if c.get("DEFER") or c["path"] == "flat":
                 continue  # always lean; its variants come from the waiting candidates
             assert {**c, "LEAN": False} in variants
             if c["path"].startswith("l2"):
@@ -1265,6 +1352,48 @@ def test_gpu_softmax_deferred_packed_and_early_poll(softmax, config, knobs):
             {"rows": 301, "cols": 40_000, "stride": 40_064},
         ):
             report = check_implementation(fn, "softmax", shape, dtype, trials=1)
+            assert report.ok, f"{config} {dtype} {shape}: {report.message}"
+    _assert_precise_at_huge_logits(fn, config)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, "L2_PART": 2},
+        {"CHUNK": 2048, "num_warps": 2, "L2_AHEAD": 1},
+        {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 1, "PAIRS": True, "RECOMPUTE": True},
+        {
+            "CHUNK": 2048,
+            "num_warps": 1,
+            "L2_AHEAD": 1,
+            "PAIRS": True,
+            "RECOMPUTE": True,
+            "STREAM_STORE": True,
+        },
+    ],
+    ids=str,
+)
+def test_gpu_softmax_flat_kernel(softmax, config):
+    # path "flat": rows of 8 to 256 chunks split between two rounds of every resident program,
+    # a strided input and ragged chunks, each shape three times on fresh data (the kept words'
+    # epoch flips each call: a stale word taken for this call's would corrupt a row), then the
+    # numerics at huge logits.
+    from kernelab.kernels.triton import softmax_flat
+
+    config = {"path": "flat", **config}
+    fn = functools.partial(softmax.softmax, config=config)
+    for dtype in ("fp32", "bf16"):
+        for shape in (
+            {"rows": 2000, "cols": 16_384},
+            {"rows": 64, "cols": 262_144},
+            {"rows": 301, "cols": 40_000, "stride": 40_064},
+        ):
+            torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+            x = torch.empty(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
+            # the flat kernel itself, not the two-pass fallback, must run
+            assert softmax_flat.launch(x, torch.empty_like(x), config), config
+            report = check_implementation(fn, "softmax", shape, dtype, trials=3)
             assert report.ok, f"{config} {dtype} {shape}: {report.message}"
     _assert_precise_at_huge_logits(fn, config)
 

@@ -74,10 +74,18 @@ def label(config: dict) -> str:
         # (the v25 and v26 records also name " narrow", NARROW, and " ps<N>", PER_SM: see
         # docs/notes/triton.md, thirteenth design)
         deferred += f" u{config['UNROLL']}" if config.get("UNROLL", 1) > 1 else ""
+        # at most this many row groups (GROUPS, an experiment's knob)
+        deferred += f" g{config['GROUPS']}" if config.get("GROUPS") else ""
         # (the v29 and v31 records also name " s<N>", STAGES, the chunk loads pipelined
         # through shared memory; v28 ran REPOLL_STALE unnamed: both removed, see
         # docs/notes/triton.md, fourteenth design)
         name = f"coop c{config['CHUNK']} {warps}{prefetch}{deferred}"
+    elif path == "flat":
+        # softmax_flat: every resident program over one flat sequence of chunks
+        knobs = " st" if config.get("STREAM_STORE") else ""
+        knobs += " pairs" if config.get("PAIRS") else ""
+        knobs += " rc" if config.get("RECOMPUTE") else ""
+        name = f"flat c{config['CHUNK']} {warps}{prefetch}{knobs}"
     elif path == "l2-split":
         name = (
             f"l2-split s{config['SLICE']} b{config['BLOCK']} {warps} ps{config['PER_SM']}{prefetch}"

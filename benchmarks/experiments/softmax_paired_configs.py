@@ -75,7 +75,25 @@ TWO_ROWS = [
     {**DEFERRED, "CHUNK": 2048, "PREFETCH": 2, "maxnreg": 168, "L2_AHEAD": 0,
      "STREAM_STORE": True},
 ]  # fmt: skip
-CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS}
+# --set flat (session 18): softmax_flat, the deferred kernel over every resident program (no
+# row groups), in the library winners' shapes: bf16 c2048 one warp with the held pairs
+# (168 registers against 160, still 12 programs per SM), fp32 c1024 one warp and c2048 two.
+FLAT = {"path": "flat", "num_warps": 1, "L2_AHEAD": 1}
+FLAT_BF16 = {**FLAT, "CHUNK": 2048, "PAIRS": True, "RECOMPUTE": True}
+FLAT_SET = {
+    "bf16": [FLAT_BF16, {**FLAT_BF16, "STREAM_STORE": True}, {**FLAT_BF16, "L2_PART": 2}],
+    "fp32": [
+        {**FLAT, "CHUNK": 1024},
+        {**FLAT, "CHUNK": 1024, "L2_PART": 2},
+        {**FLAT, "CHUNK": 2048, "num_warps": 2},
+    ],
+}
+# a set is one list for every dtype, or a list per dtype
+CONFIG_SETS = {"session15": CONFIGS, "two-rows": TWO_ROWS, "flat": FLAT_SET}
+
+
+def configs_for(configs: list | dict, dtype: str) -> list[dict]:
+    return configs[dtype] if isinstance(configs, dict) else configs
 
 
 def label(config: dict) -> str:
@@ -129,7 +147,7 @@ def main(argv=None) -> int:
         for n_cols in (int(c) for c in args.cols.split(",")):
             x = torch.randn(GIB // (n_cols * itemsize), n_cols, device="cuda", dtype=dtype)
             softmax.softmax(x)  # the library tunes here, before any pair is timed
-            for config in args.configs or CONFIG_SETS[args.set]:
+            for config in args.configs or configs_for(CONFIG_SETS[args.set], name):
                 row = one_config(x, config, args.max_time_s)
                 rows.append(row)
                 plan = row.get("plan") or {}

@@ -50,6 +50,10 @@ long_row_candidates, each naming its kernel in "path":
 8. "held" (softmax_held.py, Gluon): the deferred cooperative kernel with the row it finishes
    held as input values in shared memory, not as exps in registers, so bf16 chunks of
    4,096-8,192 values fit two to four warps; offered on 2-byte rows of 262K values and up.
+9. "flat" (softmax_flat.py): the deferred cooperative kernel without row groups: every
+   resident program takes every P-th chunk of the whole input, so no program slot is left
+   over when the groups do not divide the grid (48 of 1,584 at bf16 262K) and the last
+   round is never a partial one. Each chunk's partials get a word of their own.
 
 Every kernel takes LEAN (the default; False runs the session-1 arithmetic, kept so that a
 benchmark can measure the difference): exp as one FFMA and one ex2.approx.ftz per value
@@ -75,7 +79,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton import softmax_held, softmax_shared, softmax_shared_split, turn_words
+from kernelab.kernels.triton import (
+    softmax_flat,
+    softmax_held,
+    softmax_shared,
+    softmax_shared_split,
+    turn_words,
+)
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreter_row_tile,
@@ -1322,8 +1332,12 @@ MEASURED_WINNERS = {
     # Ranges span the runs that timed the config; "in v15": timed once, after the change
     # that made it the winner. "pk early": PACKED and EARLY_POLL.
     (4, 32768): ("single-pass", None, False, 0, False),  # 3.997-4.001 (c1024 pk early 3.89)
-    (4, 65536): ("cooperative", 1024, True, 1, True),  # 3.972-3.998 (plain 3.968-3.976)
-    (4, 131072): ("cooperative", 1024, True, 1, True),  # 4.058-4.076 (plain 3.943-4.008)
+    # fp32 65K-131K until session 18: c1024 l2a1 pk early, 3.972-3.998 and 4.058-4.076 in
+    # session 6. Then the flat kernel's c2048 at two warps (softmax_flat: every resident
+    # program, no row groups), in alternating pairs against the tuned library: 102.9 % and
+    # 101.1 % (softmax_paired_configs_v7, one run).
+    (4, 65536): ("flat", 2048, False, 1, False),
+    (4, 131072): ("flat", 2048, False, 1, False),
     # 4.140 in v22 (session 9; c1024 l2a1 4.006 and c4096 w4 l2a1 4.114 in the same run;
     # c1024 l2a1 had 3.980-4.059 in v12-v15, and the split shared-memory kernel won the
     # session-8 sweep here at 3.98)
@@ -1341,9 +1355,12 @@ MEASURED_WINNERS = {
     # with the whole prefetch 103.6 % (4.024 TB/s, where the held Gluon kernel had led); at
     # 262K its output stored evict_first then 100.5 % of it (v3). At 131K it tied
     # (99.8-99.9 %): the tuner chooses there.
-    (2, 65536): ("cooperative", 2048, True, 1, True, "pairs", "rc", "l2/2"),
-    (2, 131072): ("cooperative", 1024, True, 1, True, "pairs", "u2"),
-    (2, 262144): ("cooperative", 2048, True, 1, True, "pairs", "rc", "st"),
+    # Session 18: the same c2048 holding its input pairs with the output evict_first, in the
+    # flat kernel (softmax_flat), against the tuned library in alternating pairs: 65K
+    # 101.5 %, 131K 100.7 %, 262K 100.8 % (softmax_paired_configs_v7, one run).
+    (2, 65536): ("flat", 2048, False, 1, False, "pairs", "rc", "st"),
+    (2, 131072): ("flat", 2048, False, 1, False, "pairs", "rc", "st"),
+    (2, 262144): ("flat", 2048, False, 1, False, "pairs", "rc", "st"),
 }
 # Where the winner reads bf16 pairs (rows of whole chunks only), what goes first on rows of
 # partial chunks that pad to the same length: the plain c1024 l2a1, and at 262K the same
@@ -1439,6 +1456,7 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     if block_n * itemsize <= L2_ROWS_MAX_BYTES:
         candidates += l2_row_candidates(dtype)
     candidates += [c for c in l2_split_candidates(dtype) if n_cols > c["SLICE"]]
+    candidates += softmax_flat.candidates_for(n_cols, dtype)
     winner = _measured_winner(itemsize, block_n)
     first = [c for c in candidates if winner and _identity(c) == winner][:1]
     if winner and not first:
@@ -1462,8 +1480,8 @@ def long_row_variants(n_cols: int, dtype) -> list[dict]:
     variants = []
     for config in long_row_candidates(n_cols, dtype):
         variants.append(config)
-        if config.get("DEFER"):
-            continue  # the deferred kernel is always lean, and its variants are below
+        if config.get("DEFER") or config["path"] == "flat":
+            continue  # the deferred kernels are always lean, and their variants are below
         variants.append({**config, "LEAN": False})
         if config["path"] == "cooperative":
             variants.append({**config, "PREFETCH": 2})
@@ -1509,6 +1527,9 @@ def _path_default(path: str, dtype) -> dict:
         return single_pass_long_candidate()
     if path == "held":
         return dict(softmax_held.CONFIGS[0])
+    if path == "flat":
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        return dict(softmax_flat.CANDIDATES[4 if itemsize == 4 else 2][0])
     raise ValueError(f"unknown long-row path {path!r}")
 
 
@@ -1732,7 +1753,9 @@ def _run_cooperative(x2d, out, config: dict, wait_log=None) -> bool:
         kwargs.update(wait_log_ptr=wait_log, WAIT_LOG=True)
     kernel = _cooperative_kernel(config)
     resident = resident_programs(kernel, (*args, 2), kwargs)
-    n_groups = min(x2d.shape[0], resident // n_chunks)
+    # GROUPS (an experiment's knob, not a candidate): at most this many row groups, to see
+    # how the rate falls with the programs in flight
+    n_groups = min(x2d.shape[0], resident // n_chunks, config.get("GROUPS", x2d.shape[0]))
     if n_groups < 1:
         return False
     kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
@@ -1860,6 +1883,8 @@ def _run_long_rows(x2d, out, config: dict) -> bool:
         if config not in softmax_held.candidates_for(x2d):
             return False
         return softmax_held.launch(x2d, out, config)
+    elif path == "flat":
+        return softmax_flat.launch(x2d, out, config)
     else:
         raise ValueError(f"unknown long-row path {path!r}")
     return True
@@ -1875,6 +1900,8 @@ def long_row_plan(x, config: dict) -> dict:
         return {"path": path, **cooperative_occupancy(x2d, config)}
     if path == "held" and config in softmax_held.candidates_for(x2d):
         return {"path": path, **softmax_held.plan(x2d, config)}
+    if path == "flat":
+        return {"path": path, **softmax_flat.plan(x2d, config)}
     if path not in L2_LIVE_SLICES:
         return {"path": path}
     out = torch.empty_like(x2d)
