@@ -315,6 +315,13 @@ def test_softmax_deferred_cooperative_with_one_chunk_per_row(softmax, dtype, kno
     fn = functools.partial(
         softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
     )
+    _assert_right_on_rows_of_one_chunk(fn, dtype)
+
+
+def _assert_right_on_rows_of_one_chunk(fn, dtype) -> None:
+    """A split-row softmax in 256-value chunks, under the interpreter too: 1 to 23 rows of
+    one chunk each (a strided input, whole and partial chunks), then rows of -inf (NaN) and
+    a row whose first 40 values are -inf (zeros there)."""
     for shape in (
         {"rows": 1, "cols": 200},
         {"rows": 9, "cols": 200},
@@ -384,21 +391,7 @@ def test_softmax_flat_kernel_with_one_chunk_per_row(softmax, dtype, knobs):
     # few programs (so programs run 1 to 6 units), a strided input, whole chunks.
     config = {"path": "flat", "CHUNK": 256, "num_warps": 4, **knobs}
     fn = functools.partial(softmax.softmax, single_pass_max_cols=16, config=config)
-    for shape in (
-        {"rows": 1, "cols": 200},
-        {"rows": 9, "cols": 200},
-        {"rows": 23, "cols": 64},
-        {"rows": 7, "cols": 129, "stride": 131},
-        {"rows": 11, "cols": 256},
-        {"rows": 5, "cols": 256, "stride": 272},
-    ):
-        assert_correct(fn, "softmax", shape, dtype)
-    x = torch.randn(6, 45, device=DEVICE)
-    x[2] = float("-inf")
-    x[4, :40] = float("-inf")
-    y = fn(x)
-    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
-    assert (y[4, :40] == 0).all() and torch.allclose(y[4, 40:], torch.softmax(x[4, 40:], -1))
+    _assert_right_on_rows_of_one_chunk(fn, dtype)
 
 
 def test_softmax_flat_kernel_flips_its_tag_every_call_on_kept_words(softmax, monkeypatch):
