@@ -6,7 +6,7 @@ group of n_chunks programs, and the grid holds as many whole groups as fit: at b
 (128 chunks of 2,048 values a row, 12 one-warp programs per SM) that is 12 groups, 1,536 of
 the 1,584 programs the H200 holds; the 48 left over could not make a 13th group. Capping the
 groups measured how much the programs in flight matter there: 11 groups (8 % fewer programs)
-ran at 98.0 % of 12, and at 65K 45 of 49 groups at 98.4 % (softmax_paired_configs_v6,
+ran at 98.0 % of 12, and at 65K 45 of 49 groups at 98.4 % (softmax_paired_configs_v6_groups,
 session 18). The rows also end unevenly: 8,192 rows over 49 groups take 168 rounds, the last
 with 9 of the 49 groups busy.
 
@@ -31,7 +31,8 @@ word once, all with one tag bit: the packed word's bit (softmax._packed) for tur
 5, which differ in it. The bit comes from an epoch word after the unit words, which the last
 program to end (counted by an atomic after the words) advances; every program read the epoch
 before it counted itself. A zeroed workspace (epoch 0, tag 1) never matches its zeroed words
-(tag 0), so a fresh or graph-captured workspace is right too.
+(tag 0), so a fresh workspace is right too; so, by the same argument, is the one a CUDA graph
+captures and replays (the epoch lives on the device; not yet tested on a GPU).
 
 Bytes per program per unit: CHUNK x itemsize read from HBM (the L2 prefetch asks for the
 same lines two rounds early) and written once; 8 bytes published, n_chunks x 8 polled (L2).
