@@ -1391,6 +1391,31 @@ def test_gpu_softmax_flat_kernel(softmax, config):
     _assert_precise_at_huge_logits(fn, config)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gpu_softmax_flat_kernel_replays_in_a_cuda_graph(softmax, dtype):
+    # Captured in a CUDA graph the flat kernel gets a workspace of its own (turn_words), whose
+    # zero fill is captured with it: each replay zeroes the words and the epoch, then runs the
+    # kernel. Three replays, each on fresh data in the captured input.
+    n_cols = 262_144 if dtype == torch.bfloat16 else 131_072
+    config = softmax.long_row_candidates(n_cols, dtype)[0]
+    assert config["path"] == "flat", config
+    fn = functools.partial(softmax.softmax, config=config)
+    captured = torch.randn(64, n_cols, device="cuda", dtype=dtype)
+    fn(captured)  # compiled and its occupancy read before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(captured)
+    for _ in range(3):
+        captured.copy_(torch.randn_like(captured))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = torch.softmax(captured.double(), dim=-1)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out.double(), expected, rtol=2**-7, atol=1e-9)
+
+
 def _huge_logit_rows(n_rows: int, n_cols: int) -> torch.Tensor:
     """fp32 rows whose softmax is easy to get wrong with split rows: 1e4 + N(0, 1) (every chunk
     contributes, and a max rounded in log2 units must be the one the exps were taken

@@ -31,8 +31,8 @@ word once, all with one tag bit: the packed word's bit (softmax._packed) for tur
 5, which differ in it. The bit comes from an epoch word after the unit words, which the last
 program to end (counted by an atomic after the words) advances; every program read the epoch
 before it counted itself. A zeroed workspace (epoch 0, tag 1) never matches its zeroed words
-(tag 0), so a fresh workspace is right too; so, by the same argument, is the one a CUDA graph
-captures and replays (the epoch lives on the device; not yet tested on a GPU).
+(tag 0), so a fresh workspace is right too, as is the one a CUDA graph captures with its
+zero fill (test_gpu_softmax_flat_kernel_replays_in_a_cuda_graph, on the H200).
 
 Bytes per program per unit: CHUNK x itemsize read from HBM (the L2 prefetch asks for the
 same lines two rounds early) and written once; 8 bytes published, n_chunks x 8 polled (L2).
