@@ -719,8 +719,8 @@ def test_softmax_split_winner_goes_first_where_it_was_measured(softmax):
         {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
     ]
     others = [{"path": "single-pass"}, {"path": "cooperative", "CHUNK": 1024}]
-    # fp32 32K and 65K (and rows that pad to them): the measured split config leads
-    for cols in (32_768, 65_536, 40_000):
+    # fp32 32K (and rows that pad to it): the measured split config leads
+    for cols in (32_768, 20_000):
         ordered = softmax._gluon_winner_first(others + split, 4, cols)
         assert ordered[0] == split[1] and sorted(map(str, ordered)) == sorted(
             map(str, others + split)
@@ -728,7 +728,9 @@ def test_softmax_split_winner_goes_first_where_it_was_measured(softmax):
     # elsewhere, or where it is not offered, nothing moves
     assert softmax._gluon_winner_first(others + split, 2, 65_536) == others + split
     assert softmax._gluon_winner_first(others + split, 4, 131_072) == others + split
-    assert softmax._gluon_winner_first(others + split[:1], 4, 65_536) == others + split[:1]
+    # fp32 65K: the flat kernel's c2048 w2 beat it in session 18 (MEASURED_WINNERS leads)
+    assert softmax._gluon_winner_first(others + split, 4, 65_536) == others + split
+    assert softmax._gluon_winner_first(others + split[:1], 4, 32_768) == others + split[:1]
 
 
 def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):

@@ -1335,7 +1335,7 @@ MEASURED_WINNERS = {
     # fp32 65K-131K until session 18: c1024 l2a1 pk early, 3.972-3.998 and 4.058-4.076 in
     # session 6. Then the flat kernel's c2048 at two warps (softmax_flat: every resident
     # program, no row groups), in alternating pairs against the tuned library: 102.9 % and
-    # 101.1 % (softmax_paired_configs_v7, one run).
+    # 101.1 % (softmax_paired_configs_v7_flat, one run).
     (4, 65536): ("flat", 2048, False, 1, False),
     (4, 131072): ("flat", 2048, False, 1, False),
     # 4.140 in v22 (session 9; c1024 l2a1 4.006 and c4096 w4 l2a1 4.114 in the same run;
@@ -1357,7 +1357,7 @@ MEASURED_WINNERS = {
     # (99.8-99.9 %): the tuner chooses there.
     # Session 18: the same c2048 holding its input pairs with the output evict_first, in the
     # flat kernel (softmax_flat), against the tuned library in alternating pairs: 65K
-    # 101.5 %, 131K 100.7 %, 262K 100.8 % (softmax_paired_configs_v7, one run).
+    # 101.5 %, 131K 100.7 %, 262K 100.8 % (softmax_paired_configs_v7_flat, one run).
     (2, 65536): ("flat", 2048, False, 1, False, "pairs", "rc", "st"),
     (2, 131072): ("flat", 2048, False, 1, False, "pairs", "rc", "st"),
     (2, 262144): ("flat", 2048, False, 1, False, "pairs", "rc", "st"),
@@ -1925,9 +1925,11 @@ def _long_rows_key(x2d) -> tuple:
 # tuned library beside it, softmax_gluon_held_v2..v4, v6; c8192 w4 3.899-3.911 in session
 # 13, v11-v13) until session 15, when the cooperative c2048 holding its input pairs beat it
 # by 3.6 % in alternating pairs (MEASURED_WINNERS); the held kernel stays a candidate.
+# fp32 65K was the split kernel's until session 18, when the flat kernel's c2048 w2 beat it
+# by 102.7-103.0 % in the tuner's final round of three tuned sweeps
+# (triton_kernels_sweep_20261130-134619, -135914, -140053): MEASURED_WINNERS leads there.
 GLUON_WINNERS = {
     (4, 32768): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
-    (4, 65536): {"path": "shared-split", "CHUNK_BYTES": 64 << 10, "SUB": 16, "num_warps": 4},
 }
 
 

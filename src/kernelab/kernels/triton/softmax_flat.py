@@ -51,7 +51,7 @@ from kernelab.kernels.triton import turn_words
 from kernelab.kernels.triton._runtime import compiled_occupancy, interpreting, resident_programs
 
 # The tuner's candidates, measured in alternating pairs against the tuned library on the H200
-# (softmax_paired_configs_v7, session 18, one run; % of the library, which ran the grouped
+# (softmax_paired_configs_v7_flat, session 18, one run; % of the library, which ran the grouped
 # kernel's winners): bf16 c2048 one warp holding its input pairs, the output evict_first:
 # 65K 101.5 %, 131K 100.7 %, 262K 100.8 % (without evict_first 101.0 / 100.4 / 100.6; with
 # half of each chunk prefetched 100.2 / 99.0 / 97.9, not offered). fp32: c2048 two warps
