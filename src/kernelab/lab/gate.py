@@ -191,7 +191,8 @@ def hgemm_criterion(results: ResultSet) -> Criterion:
 def _hgemm_verdict(name: str, pct: dict[str, dict[int, float]], how: str) -> Criterion:
     """PASS when one step meets every size's target; the evidence names the closest step."""
     if not pct:
-        return Criterion(name, False, "no hgemm ladder records", "kernelab")
+        return Criterion(name, False, f"no hgemm ladder timings with samples to judge ({how})",
+                         "kernelab")  # fmt: skip
 
     def shortfall(step: str) -> float:  # how far the step is from the target at its worst size
         got = pct[step]
@@ -420,17 +421,18 @@ def opinion_criterion(docs: Path | None, results: ResultSet) -> Criterion:
 
 def records_criterion(results: ResultSet) -> Criterion:
     """The records themselves: every file read, and no stored figure its samples deny. A
-    file the gate could not read is a hole in what it judged, so it fails here, named."""
+    file the gate could not read is a hole in what it judged, so it fails here, named, on
+    the phase's bar: every other verdict stands on these records."""
     name = "every record file read, every stored figure agrees with its samples"
     problems = [f"unreadable {u}" for u in results.unreadable]
     problems += results.disagreements
     if not problems:
         return Criterion(name, True, f"{len(results.files)} files read; every figure recomputed "
-                         "from the samples matches what its record stored", "records")  # fmt: skip
+                         "from the samples matches what its record stored", "phase")  # fmt: skip
     shown = "; ".join(problems[:5]) + (
         f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
     )
-    return Criterion(name, False, shown, "records")
+    return Criterion(name, False, shown, "phase")
 
 
 def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:

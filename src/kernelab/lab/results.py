@@ -92,6 +92,8 @@ class ResultSet:
 
 def _record_from_sweep_row(row: dict) -> Record:
     """A benchmarks/triton_kernels.py record (TB/s, flat timing fields) as a Record."""
+    if not row.get("samples_ms") and row.get("median_ms") is None:
+        raise KernelabError(f"{row.get('implementation')} has neither samples nor a median")
     tbps = row.get("achieved_tbps")
     return Record(
         op=row["op"],
