@@ -292,9 +292,12 @@ def profile_criterion(results: ResultSet) -> Criterion:
         lines.append(f"{label}: {p.get('bottleneck')}/{p.get('unit')}")
     if compared == 0:
         problems.append("no profiled kernel has timed records to compare its ncu time with")
+    unmatched = len(results.profiles) - compared
     evidence = (f"{len(results.profiles)} kernels profiled on {results.machine()} "
                 f"({'; '.join(lines)}); {compared} ncu times agree with the records' samples "
                 f"within {PROFILE_TIME_AGREE:.0%}")  # fmt: skip
+    if unmatched:
+        evidence += f", {unmatched} without a cold timed record of the same shape to compare"
     if problems:
         evidence = "; ".join(problems[:4]) + (
             f" and {len(problems) - 4} more" if len(problems) > 4 else ""
