@@ -13,20 +13,24 @@ from kernelab.lab.results import ResultSet, load_results
 from kernelab.lab.run import run_lab
 
 
-def _record(impl: str, op: str, shape: dict, dtype: str, **kw) -> Record:
+def _record(impl: str, op: str, shape: dict, dtype: str, median_ms: float = 1.0, **kw) -> Record:
+    """A record whose samples give `median_ms`, or, with achieved_gbps, the time its shape's
+    bytes take at that rate: the gate and the tables read the samples, not stored rates."""
+    from kernelab.kernels.reference import get_op
+
+    if kw.get("achieved_gbps"):
+        median_ms = get_op(op).cost(shape, dtype).bytes / kw["achieved_gbps"] / 1e6
     return Record(op=op, implementation=impl, shape=shape, dtype=dtype, mode="cold",
-                  samples_ms=[1.0], stats={"median": 1.0}, gpu="NVIDIA H200", gpu_id="h200",
-                  timestamp="2026-11-29T16:00:00+00:00", **kw)  # fmt: skip
+                  samples_ms=[median_ms], stats={"median": median_ms}, gpu="NVIDIA H200",
+                  gpu_id="h200", timestamp="2026-11-29T16:00:00+00:00", **kw)  # fmt: skip
 
 
 def _ladder(pct: float) -> list[Record]:
     size = {"m": 4096, "n": 4096, "k": 4096}
     return [
-        _record(
-            "torch.mm", "gemm", size, "fp32", extra={"ladder": "sgemm", "pct_of_cublas": 100.0}
-        ),
-        _record("sgemm:05", "gemm", size, "fp32", extra={"ladder": "sgemm", "pct_of_cublas": 30.0}),
-        _record("sgemm:11", "gemm", size, "fp32", extra={"ladder": "sgemm", "pct_of_cublas": pct}),
+        _record("torch.mm", "gemm", size, "fp32", extra={"ladder": "sgemm"}),
+        _record("sgemm:05", "gemm", size, "fp32", 100 / 30.0, extra={"ladder": "sgemm"}),
+        _record("sgemm:11", "gemm", size, "fp32", 100 / pct, extra={"ladder": "sgemm"}),
     ]
 
 
@@ -79,20 +83,17 @@ def test_an_interrupted_lab_keeps_what_it_measured(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "records" / "stages.json").read_text())["compile"] == "ok"
 
 
-def test_gate_passes_and_fails_on_what_was_measured(tmp_path):
+def test_gate_judges_the_phase_bar_and_ours_apart(tmp_path):
+    """75 % of cuBLAS meets the phase's bar, not ours; tests/test_gate.py flips every
+    criterion on a folder of records."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "triton-vs-cutlass-vs-cuda.md").write_text("Triton when ... measured 786 TFLOP/s")
-    good = ResultSet(folder=None, records=_ladder(93.0) + _softmax(4.1),
-                     profiles=[{"implementation": "torch.mm", "bottleneck": "compute", "unit": "Tensor",
-                                "dram_gbps": 900.0, "sm_pct": 80.0, "tensor_pct": 90.0}])  # fmt: skip
-    good.hgemm_summary = {"timing": [
-        {"impl": impl, "size": size, "mode": "cold", "tflops": 800.0, "median_ms": ms}
-        for size in (2048, 4096, 8192)
-        for impl, ms in (("torch.mm", 1.0), ("hgemm:06", 0.99))
-    ]}  # fmt: skip
-    results = _by_name(gate.evaluate_gate(good, docs))
-    assert all(c.passed for c in results.values()), [c for c in results.values() if not c.passed]
+    good = _by_name(
+        gate.evaluate_gate(ResultSet(folder=None, records=_ladder(93.0) + _softmax(4.1)), docs)
+    )
+    assert good["SGEMM at >= 90 % of cuBLAS fp32 (4096^3)"].passed
+    assert good["softmax >= 4.0 TB/s at every row length"].passed
+    assert good["fused softmax in Triton, autotuned and benchmarked"].passed
 
     weak = ResultSet(folder=None, records=_ladder(75.0) + _softmax(3.2, columns=(1024,)))
     (docs / "triton-vs-cutlass-vs-cuda.md").write_text("TODO (H200): fill")
@@ -105,10 +106,10 @@ def test_gate_passes_and_fails_on_what_was_measured(tmp_path):
     assert not results["Nsight Compute metrics pulled and the top bottleneck named"].passed
     assert not results["an informed opinion on Triton vs CUTLASS vs raw CUDA"].passed
 
-    empty = _by_name(gate.evaluate_gate(ResultSet(folder=None), None))
-    assert not empty["SGEMM at 70-80 % of cuBLAS fp32"].passed
-    assert empty["ridge point and memory/compute bound for any kernel and GPU"].passed
-    assert empty["the numbers of H100, B200 and MI300X known cold"].passed
+    # nothing measured: no criterion can pass, the roofline and the numbers included
+    empty = gate.evaluate_gate(ResultSet(folder=None), None)
+    assert [c.name for c in empty if c.passed] == ["every record file read, every stored "
+                                                   "figure agrees with its samples"]  # fmt: skip
 
 
 def test_exit_check_reads_a_results_folder(tmp_path, capsys):
@@ -175,16 +176,10 @@ def test_kernel_table_compares_inside_one_run_and_shows_the_latest(tmp_path):
     old = [_record("triton.softmax", "softmax", case, "fp32", achieved_gbps=3000.0),
            _record("torch.softmax", "softmax", case, "fp32", achieved_gbps=2000.0)]  # fmt: skip
     new = [
-        replace(r, timestamp="2026-11-29T18:00:00+00:00", achieved_gbps=g)
-        for r, g in zip(
-            [
-                _record("triton.softmax", "softmax", case, "fp32"),
-                _record("eager.softmax", "softmax", case, "fp32"),
-            ],  # fmt: skip
-            (4000.0, 2500.0),
-            strict=True,
-        )
-    ]
+        replace(_record(impl, "softmax", case, "fp32", achieved_gbps=g),
+                timestamp="2026-11-29T18:00:00+00:00")
+        for impl, g in (("triton.softmax", 4000.0), ("eager.softmax", 2500.0))
+    ]  # fmt: skip
     save_records(old, tmp_path / "a_old.json")
     save_records(new, tmp_path / "b_new.json")
     report = Report("t")
@@ -203,6 +198,12 @@ def test_hgemm_gate_needs_one_step_at_target_against_the_faster_cublas():
     def gate_on(rows):
         results = ResultSet(folder=None)
         results.hgemm_summary = {"timing": rows}
+        results.hgemm_records = [  # the samples behind each timing row
+            _record(r["impl"], "gemm", {"m": r["size"], "n": r["size"], "k": r["size"]}, "bf16",
+                    r["median_ms"]) for r in rows]  # fmt: skip
+        for record, row in zip(results.hgemm_records, rows, strict=True):
+            record.mode = row["mode"]
+        gate.derive_all(results)
         return gate.hgemm_criterion(results)
 
     cublas = [row("torch.mm", s, 1.0) for s in (2048, 4096, 8192)]
@@ -219,28 +220,30 @@ def test_hgemm_gate_needs_one_step_at_target_against_the_faster_cublas():
     assert not gate.hgemm_criterion(ResultSet(folder=None)).passed
 
 
-def test_hgemm_gate_prefers_interleaved_rounds_when_the_run_made_them():
+def test_hgemm_gate_never_judges_interleaved_rounds_which_keep_no_samples():
     def rounds(impl, size, median):
         return {"impl": impl, "size": size, "mode": "cold", "pct_median": median}
 
     results = ResultSet(folder=None)
-    results.hgemm_summary = {
-        "timing": [{"impl": "hgemm:10", "size": 4096, "mode": "cold", "median_ms": 0.5,
-                    "tflops": 1.0}, {"impl": "torch.mm", "size": 4096, "mode": "cold",
-                    "median_ms": 1.0, "tflops": 1.0}],  # 200 % in one timing: not the verdict
-        "rounds": [rounds("hgemm:10", 2048, 95.0), rounds("hgemm:10", 4096, 99.0),
-                   rounds("hgemm:10", 8192, 101.0)],
-    }  # fmt: skip
+    results.hgemm_summary = {"rounds": [rounds("hgemm:10", s, 120.0) for s in (2048, 4096, 8192)]}
     criterion = gate.hgemm_criterion(results)
-    assert not criterion.passed and "interleaved rounds" in criterion.evidence
-    results.hgemm_summary["rounds"][1] = rounds("hgemm:10", 4096, 100.5)
-    assert gate.hgemm_criterion(results).passed
+    assert not criterion.passed and "interleaved rounds keep no samples" in criterion.evidence
 
 
 def _paired(impl, size, median, ci=(0.0, 0.0)):
+    """A paired row whose pairs (cuBLAS time, step time) give `median` % as their median."""
+    reference = [1.0, 1.01, 0.99]
     return {"impl": impl, "size": size, "mode": "cold", "pairs": 400, "pct_median": median,
             "pct_ci95": list(ci), "pct_p20": median - 1, "pct_p80": median + 1,
-            "pairs_ahead": 200}  # fmt: skip
+            "pairs_ahead": 200, "reference_ms": reference,
+            "candidate_ms": [r * 100 / median for r in reference]}  # fmt: skip
+
+
+def _judge_hgemm(results: ResultSet):
+    """The hgemm criterion on a hand-built summary, its figures derived from the pairs anew."""
+    results.derived = False
+    gate.derive_all(results)
+    return gate.hgemm_criterion(results)
 
 
 def test_hgemm_gate_prefers_paired_calls_over_rounds():
@@ -255,14 +258,14 @@ def test_hgemm_gate_prefers_paired_calls_over_rounds():
         "paired": [_paired("hgemm:17", 2048, 94.6), _paired("hgemm:17", 4096, 99.9),
                    _paired("hgemm:17", 8192, 103.1)],
     }  # fmt: skip
-    criterion = gate.hgemm_criterion(results)
+    criterion = _judge_hgemm(results)
     assert not criterion.passed and "alternating pairs" in criterion.evidence
     assert "4096^3 99.9 %" in criterion.evidence
     # hot pairs are reported, not judged
     results.hgemm_summary["paired"].append({**_paired("hgemm:17", 4096, 101.0), "mode": "hot"})
-    assert not gate.hgemm_criterion(results).passed
+    assert not _judge_hgemm(results).passed
     results.hgemm_summary["paired"][1] = _paired("hgemm:17", 4096, 100.2)
-    assert gate.hgemm_criterion(results).passed
+    assert _judge_hgemm(results).passed
 
 
 def test_hgemm_section_shows_the_paired_table():
@@ -283,15 +286,21 @@ def test_softmax_gate_judges_each_row_length_by_its_latest_run():
     from dataclasses import replace
 
     case = {"rows": 2048, "cols": 262144}
-    old = _record("triton.softmax", "softmax", case, "bf16", achieved_gbps=2590.0)
-    new = replace(old, timestamp="2026-11-29T19:56:53+00:00", achieved_gbps=4100.0)
-    results = ResultSet(folder=None)
-    results.records = [old, new]
-    fast = _by_name(gate.softmax_criteria(results))["softmax >= 4.0 TB/s at every row length"]
+
+    def run(tbps, when):
+        record = _record("triton.softmax", "softmax", case, "bf16", achieved_gbps=tbps * 1000)
+        return replace(record, timestamp=when)
+
+    def verdict(records):
+        results = ResultSet(folder=None, records=records)
+        gate.derive_all(results)
+        return _by_name(gate.softmax_criteria(results))["softmax >= 4.0 TB/s at every row length"]
+
+    old, new = run(2.59, "2026-11-29T16:00:00+00:00"), run(4.1, "2026-11-29T19:56:53+00:00")
+    fast = verdict([old, new])
     # the 2.59 TB/s of the older run no longer counts once the row length is re-measured
     assert fast.passed and "1 measured shapes" in fast.evidence
-    results.records = [replace(new, achieved_gbps=3110.0), old]
-    slow = _by_name(gate.softmax_criteria(results))["softmax >= 4.0 TB/s at every row length"]
+    slow = verdict([run(3.11, "2026-11-29T19:56:53+00:00"), run(2.59, "2026-11-29T16:00:00+00:00")])
     assert not slow.passed and "3.11 TB/s" in slow.evidence
 
 

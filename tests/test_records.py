@@ -143,3 +143,65 @@ def test_shapes_must_match_to_pair():
     new = [make_record((2.0, 0.0), shape={"cols": 2, "rows": 1}), make_record((2.0, 0.0))]
     (only,) = compare_records(old, new)  # key order in the dict does not matter
     assert only.shape == {"cols": 2, "rows": 1} and only.label == "SLOW"
+
+
+def _git_repo(folder):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+    folder.mkdir()
+    git("init", "-q")
+    (folder / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return head
+
+
+def test_source_state_names_the_commit_and_whether_it_was_edited(tmp_path):
+    import shutil
+
+    from kernelab.harness.records import source_state
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed here")
+    head = _git_repo(tmp_path / "repo")
+    code = tmp_path / "repo" / "code.py"
+    assert source_state(code) == (head, False)
+    (tmp_path / "repo" / "new_results.json").write_text("[]")  # untracked: still clean
+    assert source_state(code) == (head, False)
+    code.write_text("x = 2\n")
+    assert source_state(code) == (head, True)
+    outside = tmp_path / "plain" / "code.py"
+    outside.parent.mkdir()
+    outside.write_text("x = 1\n")
+    assert source_state(outside) == (None, None)  # not in any checkout
+
+
+def test_source_state_without_git_is_unknown(tmp_path, monkeypatch):
+    import subprocess
+
+    from kernelab.harness import records
+
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    assert records.source_state(tmp_path / "x.py") == (None, None)
+
+
+def test_records_carry_the_commit_and_old_records_stay_unknown(tmp_path, monkeypatch):
+    from kernelab.harness import records
+
+    monkeypatch.setattr(records, "_this_source", lambda: ("abc123", True))
+    record = make_record()
+    assert (record.git_commit, record.git_dirty) == ("abc123", True)
+    path = save_records([record], tmp_path / "r.json")
+    raw = json.loads(path.read_text())[0]
+    assert raw["git_commit"] == "abc123" and raw["git_dirty"] is True
+    del raw["git_commit"], raw["git_dirty"]  # a record written before the fields existed
+    old = Record.from_dict(raw)
+    assert old.git_commit is None and old.git_dirty is None

@@ -167,7 +167,8 @@ def exit_check(
     loaded = load_results(folder)
     gate = evaluate_gate(loaded, lab_run.docs_dir())
     data = {"results": str(folder), "machine": loaded.machine(), "gate": [c.to_dict() for c in gate],
-            "phase_passed": all(c.passed for c in gate if c.bar == "phase")}  # fmt: skip
+            "phase_passed": all(c.passed for c in gate if c.bar == "phase"),
+            "unreadable": loaded.unreadable}  # fmt: skip
 
     def render(console) -> None:
         console.print(f"results: {folder} ({loaded.machine()})")

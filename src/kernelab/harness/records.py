@@ -8,9 +8,11 @@ folder, then a rename), so an interrupted run never leaves half a file behind.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +29,46 @@ MIN_NOISE = 0.01
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True,
+                              text=True, timeout=10, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):  # no git here, or it hung
+        return None
+
+
+def source_state(source_file: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git checkout that tracks `source_file` (default: this module,
+    so: the code that measured). (None, None) when git does not track it (an installed
+    wheel, a tarball, a venv inside some other repository) or git is missing. Dirty means
+    tracked files differ from the commit, as in `git describe --dirty`; untracked files (new
+    result records) do not count."""
+    source_file = (source_file or Path(__file__)).resolve()
+    folder = source_file.parent
+    tracked = _git(folder, "ls-files", "--error-unmatch", "--", source_file.name)
+    if tracked is None or tracked.returncode != 0:
+        return None, None
+    head = _git(folder, "rev-parse", "HEAD")
+    if head is None or head.returncode != 0:
+        return None, None
+    diff = _git(folder, "diff", "--quiet", "HEAD", "--")
+    dirty = None if diff is None or diff.returncode not in (0, 1) else diff.returncode == 1
+    return head.stdout.strip(), dirty
+
+
+@functools.lru_cache(maxsize=1)
+def _this_source() -> tuple[str | None, bool | None]:
+    return source_state()
+
+
+def current_commit() -> str | None:
+    return _this_source()[0]
+
+
+def current_dirty() -> bool | None:
+    return _this_source()[1]
 
 
 @dataclass
@@ -54,6 +96,10 @@ class Record:
     check: dict = field(default_factory=dict)  # error, threshold, ok
     warnings: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+    # The source the measuring code came from, taken when the record is made; None when it is
+    # unknown (no git checkout, no git, or a record written before records carried it).
+    git_commit: str | None = field(default_factory=current_commit)
+    git_dirty: bool | None = field(default_factory=current_dirty)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -92,7 +138,9 @@ class Record:
             raise KernelabError(f"record lacks {', '.join(missing)}")
         if "median" not in data["stats"]:
             raise KernelabError("record stats lack a median")
-        known = {k: v for k, v in data.items() if k in names}
+        # an older record has no git fields: unknown, never the commit of whoever reads it
+        known = {"git_commit": None, "git_dirty": None}
+        known.update({k: v for k, v in data.items() if k in names})
         unknown = {k: v for k, v in data.items() if k not in names}
         record = cls(**known)
         if unknown:  # written by a newer minor version: keep, do not drop, what we cannot read

@@ -8,9 +8,13 @@ may hold, by file content rather than by name:
   - profile documents ({"profiles": [KernelSummary dicts]}, written by the lab);
   - the SGEMM ladder's summary (its correctness checks and tuning runs);
   - a `kernelab hierarchy` record (latencies and bandwidths of each memory level);
-  - in subfolders by name: hgemm/summary.json (benchmarks/hgemm_ladder.py) and
-    timeline/timeline_example.json (benchmarks/timeline_example.py);
+  - in subfolders by name: hgemm/summary.json and hgemm/records.json
+    (benchmarks/hgemm_ladder.py) and timeline/timeline_example.json
+    (benchmarks/timeline_example.py);
   - anything else, which is listed as "not understood" rather than dropped silently.
+A file that cannot be read (not JSON, or a record in it malformed) is listed as unreadable,
+with the reason, and the gate reports it. Every figure is then recomputed from the samples
+(kernelab.lab.derive): what a record stored beside its samples is not believed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelab.errors import KernelabError
 from kernelab.harness.records import Record
 
 
@@ -42,9 +47,13 @@ class ResultSet:
     ladder_summary: dict | None = None
     hierarchy: dict | None = None
     hgemm_summary: dict | None = None  # hgemm/summary.json: the Hopper ladder's run
+    hgemm_records: list[Record] = field(default_factory=list)  # hgemm/records.json: samples
     timeline_example: dict | None = None  # timeline/timeline_example.json: the inference example
     files: list[str] = field(default_factory=list)
     not_understood: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # "file: why"
+    disagreements: list[str] = field(default_factory=list)  # stored figures their samples deny
+    derived: bool = False  # whether kernelab.lab.derive has recomputed the figures
 
     @property
     def empty(self) -> bool:
@@ -83,6 +92,8 @@ class ResultSet:
 
 def _record_from_sweep_row(row: dict) -> Record:
     """A benchmarks/triton_kernels.py record (TB/s, flat timing fields) as a Record."""
+    if not row.get("samples_ms") and row.get("median_ms") is None:
+        raise KernelabError(f"{row.get('implementation')} has neither samples nor a median")
     tbps = row.get("achieved_tbps")
     return Record(
         op=row["op"],
@@ -101,6 +112,8 @@ def _record_from_sweep_row(row: dict) -> Record:
         achieved_gbps=tbps * 1000 if tbps is not None else row.get("achieved_gbps"),
         check=row.get("check", {}),
         extra={**row.get("extra", {}), "timer": row.get("timer")},
+        git_commit=row.get("git_commit"),  # unknown for a row that did not carry it
+        git_dirty=row.get("git_dirty"),
     )
 
 
@@ -116,12 +129,33 @@ def _records_from(items: list) -> list[Record] | None:
     return out
 
 
-def _from_file(records: list[Record], path: Path) -> list[Record]:
-    """Mark each record with the file it came from: one file is one run, and a comparison
-    must stay inside one run."""
+def _from_file(records: list[Record], name: str) -> list[Record]:
+    """Mark each record with the file it came from (relative to the results folder): one
+    file is one run, and a comparison must stay inside one run."""
     for record in records:
-        record.extra = {**record.extra, "source_file": path.name}
+        record.extra = {**record.extra, "source_file": name}
     return records
+
+
+def _read(path: Path, name: str, results: ResultSet):
+    """The JSON in `path`, or None with the reason added to results.unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        results.unreadable.append(f"{name}: {reason}")
+        return None
+
+
+def _records_or_report(items: list, name: str, results: ResultSet) -> list[Record] | None:
+    """The records in one file, marked with it; a malformed one makes the whole file
+    unreadable (reported), since a run with a hole in it is not the run that was measured."""
+    try:
+        records = _records_from(items)
+    except (KernelabError, KeyError, TypeError, ValueError) as exc:
+        results.unreadable.append(f"{name}: a malformed record ({exc})")
+        return None
+    return None if records is None else _from_file(records, name)
 
 
 def load_results(folder: Path | None) -> ResultSet:
@@ -133,17 +167,23 @@ def load_results(folder: Path | None) -> ResultSet:
         ("timeline_example", "timeline/timeline_example.json"),
     ):
         path = folder / relative
-        try:
-            setattr(results, attribute, json.loads(path.read_text()) if path.is_file() else None)
-            if path.is_file():
-                results.files.append(relative)
-        except (OSError, json.JSONDecodeError):
-            results.not_understood.append(relative)
+        if path.is_file() and (data := _read(path, relative, results)) is not None:
+            setattr(results, attribute, data)
+            results.files.append(relative)
+    path = folder / "hgemm" / "records.json"
+    if path.is_file() and (data := _read(path, "hgemm/records.json", results)) is not None:
+        reported = len(results.unreadable)
+        hgemm = _records_or_report(
+            data if isinstance(data, list) else [], "hgemm/records.json", results
+        )
+        if hgemm is not None:
+            results.hgemm_records = hgemm
+            results.files.append("hgemm/records.json")
+        elif len(results.unreadable) == reported:  # else it was reported as unreadable
+            results.not_understood.append("hgemm/records.json")
     for path in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            results.not_understood.append(path.name)
+        data = _read(path, path.name, results)
+        if data is None:
             continue
         results.files.append(path.name)
         if isinstance(data, dict) and "ceilings" in data and "gpu" in data:
@@ -156,10 +196,23 @@ def load_results(folder: Path | None) -> ResultSet:
             continue  # the lab's bookkeeping and its analytic rooflines: no measurements
         elif isinstance(data, dict) and isinstance(data.get("profiles"), list):
             results.profiles.extend(data["profiles"])
-        elif isinstance(data, dict) and isinstance(data.get("records"), list):
-            results.records.extend(_from_file(_records_from(data["records"]) or [], path))
-        elif isinstance(data, list) and (records := _records_from(data)) is not None:
-            results.records.extend(_from_file(records, path))
+        elif (
+            isinstance(data, dict)
+            and isinstance(data.get("records"), list)
+            or isinstance(data, list)
+        ):
+            items = data["records"] if isinstance(data, dict) else data
+            reported = len(results.unreadable)
+            records = _records_or_report(items, path.name, results)
+            if records is not None:
+                results.records.extend(records)
+            elif len(results.unreadable) > reported:
+                results.files.remove(path.name)  # reported as unreadable instead
+            else:
+                results.not_understood.append(path.name)
         else:
             results.not_understood.append(path.name)
+    from kernelab.lab.derive import derive_all
+
+    derive_all(results)
     return results

@@ -1,0 +1,226 @@
+"""The exit-criteria gate judges the samples, not the figures stored beside them: a folder of
+records that passes every criterion, then each criterion flipped to FAIL by changing only
+what was measured (the samples, a profile's metrics, a file's bytes), stored figures left as
+they were."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelab.cli import main
+from kernelab.harness.records import Record, save_records
+from kernelab.harness.stats import summarize
+from kernelab.lab import gate
+from kernelab.lab.results import load_results
+
+SGEMM = "SGEMM at >= 90 % of cuBLAS fp32 (4096^3)"
+SGEMM_PHASE = "SGEMM at 70-80 % of cuBLAS fp32"
+SOFTMAX_FAST = "softmax >= 4.0 TB/s at every row length"
+SOFTMAX_BENCHED = "fused softmax in Triton, autotuned and benchmarked"
+HGEMM = "Hopper bf16 GEMM at >= 100 % of cuBLAS (4096^3, 8192^3), >= 90 % (2048^3)"
+ROOFLINE = "ridge point and memory/compute bound for any kernel and GPU"
+PROFILE = "Nsight Compute metrics pulled and the top bottleneck named"
+NUMBERS = "the numbers of H100, B200 and MI300X known cold"
+OPINION = "an informed opinion on Triton vs CUTLASS vs raw CUDA"
+RECORDS = "every record file read, every stored figure agrees with its samples"
+
+CUBE = {"m": 4096, "n": 4096, "k": 4096}
+SOFTMAX_FILES = {"softmax_run_a": 512, "softmax_run_b": 4096, "softmax_run_c": 65536}
+
+
+def _samples(median_ms: float) -> list[float]:
+    return [median_ms * f for f in (0.99, 1.0, 1.0, 1.01, 1.0, 0.995, 1.005)]
+
+
+def _record(impl, op, shape, dtype, median_ms, flops=0.0, nbytes=0.0, **extra) -> Record:
+    samples = _samples(median_ms)
+    return Record(op=op, implementation=impl, shape=shape, dtype=dtype, mode="cold",
+                  samples_ms=samples, stats=summarize(samples).to_dict(), gpu="NVIDIA H200",
+                  gpu_id="h200", timestamp="2026-11-30T10:00:00+00:00", flops=flops,
+                  bytes=nbytes, achieved_tflops=flops / median_ms / 1e9 if flops else None,
+                  achieved_gbps=nbytes / median_ms / 1e6 if nbytes else None, extra=extra)  # fmt: skip
+
+
+def _gemm(impl, dtype, median_ms, **extra) -> Record:
+    width = 4 if dtype == "fp32" else 2
+    return _record(impl, "gemm", dict(CUBE), dtype, median_ms, flops=2 * 4096**3,
+                   nbytes=3 * 4096 * 4096 * width, **extra)  # fmt: skip
+
+
+def _softmax(cols: int, tbps: float) -> Record:
+    rows = 2**26 // cols
+    nbytes = 2 * 2 * rows * cols  # read and write, bf16
+    return _record("triton.softmax", "softmax", {"rows": rows, "cols": cols}, "bf16",
+                   nbytes / (tbps * 1e9), flops=5 * rows * cols, nbytes=nbytes)  # fmt: skip
+
+
+PAGE = """# Triton, CUTLASS or raw CUDA
+
+Triton first for memory-bound kernels; CUTLASS or CuTe for the last percent of a Hopper GEMM;
+raw CUDA for teaching and for what no DSL exposes. Triton hides the shared memory; CUTLASS
+exposes the warp specialization; CUDA exposes everything and asks you to write it.
+
+The run `softmax_run_a` measured 4.10 TB/s at 512 columns.
+The run `softmax_run_b` measured 4.10 TB/s at 4096 columns.
+The run `softmax_run_c` measured 4.10 TB/s at 65536 columns.
+
+""" + " ".join(["Each choice costs something the others do not, measured here."] * 60)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Records that pass every criterion, each figure what its samples give."""
+    out = tmp_path / "records"
+    cublas_fp32_ms = 2 * 4096**3 / 51e12 * 1e3  # 51 TFLOP/s: cuBLAS fp32 on an H200
+    save_records([_gemm("torch.mm", "fp32", cublas_fp32_ms, ladder="sgemm", pct_of_cublas=100.0),
+                  _gemm("sgemm:13", "fp32", cublas_fp32_ms / 0.93, ladder="sgemm",
+                        pct_of_cublas=93.0)], out / "sgemm_ladder_records.json")  # fmt: skip
+    save_records([_softmax(1024, 4.1)], out / "softmax_run_extra.json")
+    for name, cols in SOFTMAX_FILES.items():
+        save_records([_softmax(cols, 4.1)], out / f"{name}.json")
+    cublas_bf16_ms = 2 * 4096**3 / 780e12 * 1e3
+    save_records([_gemm("torch.mm", "bf16", cublas_bf16_ms, ladder="hgemm")],
+                 out / "hgemm" / "records.json")  # fmt: skip
+    paired = []
+    for size in (2048, 4096, 8192):
+        reference = [1.0, 1.02, 0.98, 1.0, 1.01]
+        paired.append({"impl": "hgemm:18", "size": size, "mode": "cold", "pct_median": 102.0,
+                       "reference_ms": reference, "candidate_ms": [r / 1.02 for r in reference]})  # fmt: skip
+    (out / "hgemm" / "summary.json").write_text(json.dumps({"paired": paired}))
+    profile = {"implementation": "torch.mm", "shape": dict(CUBE), "dtype": "bf16",
+               "name": "nvjet_sm90", "device": "NVIDIA H200", "grid": [2, 66, 1],
+               "duration_ns": cublas_bf16_ms * 1e6, "sm_pct": 90.0, "memory_pct": 70.0,
+               "dram_pct": 20.0, "dram_gbps": 960.0, "tensor_pct": 90.0,
+               "bottleneck": "compute", "unit": "Tensor",
+               "ncu_rules": [{"rule": "SOLBottleneck", "message": "Compute is more utilized"}]}  # fmt: skip
+    (out / "profiles.json").write_text(json.dumps({"profiles": [profile]}))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "triton-vs-cutlass-vs-cuda.md").write_text(PAGE)
+    return out
+
+
+def _gate(out):
+    return {c.name: c for c in gate.evaluate_gate(load_results(out), out.parent / "docs")}
+
+
+def _edit(path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _scale_samples(path, factor, implementation=None):
+    """Scale the samples of a record file, leaving every stored figure as it was."""
+
+    def change(records):
+        for r in records:
+            if implementation in (None, r["implementation"]):
+                r["samples_ms"] = [s * factor for s in r["samples_ms"]]
+
+    _edit(path, change)
+
+
+def _scale_all(out, factor):
+    for path in [*out.glob("*_run_*.json"), out / "sgemm_ladder_records.json",
+                 out / "hgemm" / "records.json"]:  # fmt: skip
+        _scale_samples(path, factor)
+    _edit(out / "hgemm" / "summary.json", lambda s: [
+        row.update(candidate_ms=[c * factor for c in row["candidate_ms"]],
+                   reference_ms=[r * factor for r in row["reference_ms"]]) for row in s["paired"]])  # fmt: skip
+
+
+def test_the_folder_passes_every_criterion(folder):
+    verdicts = _gate(folder)
+    assert all(c.passed for c in verdicts.values()), [c for c in verdicts.values() if not c.passed]
+    assert "93.0 %" in verdicts[SGEMM].evidence and "4.10 TB/s" in verdicts[SOFTMAX_FAST].evidence
+
+
+def test_a_slower_step_fails_the_sgemm_bar_whatever_its_stored_pct_says(folder):
+    _scale_samples(folder / "sgemm_ladder_records.json", 3.0, "sgemm:13")
+    verdicts = _gate(folder)
+    assert not verdicts[SGEMM].passed and not verdicts[SGEMM_PHASE].passed
+    assert "31.0 %" in verdicts[SGEMM].evidence  # 93 / 3, from the samples; 93 is still stored
+    assert not verdicts[RECORDS].passed and "stored % of cuBLAS 93" in verdicts[RECORDS].evidence
+
+
+def test_slower_softmax_samples_fail_the_bandwidth_target_and_the_opinion(folder):
+    _scale_samples(folder / "softmax_run_b.json", 3.0)
+    verdicts = _gate(folder)
+    assert not verdicts[SOFTMAX_FAST].passed and "1.37 TB/s" in verdicts[SOFTMAX_FAST].evidence
+    assert not verdicts[OPINION].passed  # the page says 4.10 where the samples now give 1.37
+    assert "softmax_run_b" in verdicts[OPINION].evidence
+
+
+def test_softmax_without_samples_is_not_benchmarked(folder):
+    for name in SOFTMAX_FILES:
+        _edit(folder / f"{name}.json", lambda rs: [r.update(samples_ms=[]) for r in rs])
+    verdicts = _gate(folder)
+    assert not verdicts[SOFTMAX_BENCHED].passed  # one row length left with samples
+    assert not verdicts[SOFTMAX_FAST].passed
+    assert "not judged, no samples" in verdicts[SOFTMAX_FAST].evidence
+
+
+def test_slower_pairs_fail_the_hgemm_target_and_pairs_without_samples_are_not_judged(folder):
+    summary = folder / "hgemm" / "summary.json"
+    _edit(summary, lambda s: s["paired"][1].update(
+        candidate_ms=[c * 3 for c in s["paired"][1]["candidate_ms"]]))  # fmt: skip
+    assert not _gate(folder)[HGEMM].passed
+    _edit(summary, lambda s: [row.pop("candidate_ms") for row in s["paired"]])
+    criterion = _gate(folder)[HGEMM]
+    assert not criterion.passed and "not judged, no pair samples" in criterion.evidence
+
+
+@pytest.mark.parametrize("factor", [3.0, 1 / 3])
+def test_samples_off_by_3x_fail_the_roofline_numbers_and_profile(folder, factor):
+    _scale_all(folder, factor)
+    verdicts = _gate(folder)
+    for name in (ROOFLINE, NUMBERS, PROFILE, SOFTMAX_FAST if factor > 1 else OPINION):
+        assert not verdicts[name].passed, name
+    # a uniform change keeps every ratio: the ladders still pass against their cuBLAS
+    assert verdicts[SGEMM].passed and verdicts[HGEMM].passed
+    if factor < 1:
+        assert "FASTER THAN THE ROOF" in verdicts[ROOFLINE].evidence
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"bottleneck": "memory"}, "make it 'compute'"),
+        ({"dram_gbps": 3000.0}, "implies 15000 GB/s"),
+        ({"sm_pct": 140.0}, "outside 0-100"),
+        ({"ncu_rules": []}, "not from an ncu report"),
+        ({"duration_ns": 1e6}, "ncu timed 1.0000 ms"),
+    ],
+)
+def test_a_profile_whose_metrics_do_not_hold_fails(folder, change, says):
+    _edit(folder / "profiles.json", lambda d: d["profiles"][0].update(change))
+    criterion = _gate(folder)[PROFILE]
+    assert not criterion.passed and says in criterion.evidence
+
+
+def test_a_thin_opinion_page_fails(folder):
+    page = folder.parent / "docs" / "triton-vs-cutlass-vs-cuda.md"
+    page.write_text(PAGE.split("\n\n", 3)[2])  # the three cited figures alone: too short
+    criterion = _gate(folder)[OPINION]
+    assert not criterion.passed and "words, under 500" in criterion.evidence
+
+
+def test_an_unreadable_record_file_is_reported_not_skipped(folder, capsys):
+    (folder / "softmax_run_c.json").write_text('[{"op": "softmax", "implementation": ')
+    # a second file, valid JSON, with a malformed record
+    (folder / "broken_record.json").write_text(json.dumps([{"implementation": "x", "op": "y"}]))
+    results = load_results(folder)
+    assert [u.split(":")[0] for u in results.unreadable] == ["broken_record.json",
+                                                            "softmax_run_c.json"]  # fmt: skip
+    assert "softmax_run_c.json" not in results.files
+    assert main(["exit-check", "--results", str(folder), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    statuses = {c["name"]: c for c in data["gate"]}
+    assert statuses[RECORDS]["status"] == "FAIL" and data["phase_passed"] is False
+    assert [u.split(":")[0] for u in data["unreadable"]] == ["broken_record.json",
+                                                             "softmax_run_c.json"]  # fmt: skip
+    assert "softmax_run_c.json" in statuses[RECORDS]["evidence"]
+    assert "broken_record.json" in statuses[RECORDS]["evidence"]
