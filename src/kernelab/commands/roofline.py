@@ -98,7 +98,7 @@ def verdict(p: Placement) -> str:
 
 
 def _render(console, p: Placement) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")

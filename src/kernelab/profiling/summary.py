@@ -276,7 +276,7 @@ def _bytes(value) -> str:
 
 def render(summaries: list[KernelSummary], console) -> None:
     """Draw each kernel's report for a person."""
-    from rich.table import Table
+    from kernelab.output import Table
 
     for s in summaries:
         d = s.diagnosis
