@@ -191,7 +191,12 @@ def register(app) -> None:
 
         if not profiles:
             raise KernelabError(f"{report}: the report holds no kernel")
-        summaries = [summarize(p, gpu=gpu, predicted=predicted) for p in profiles]
+        from kernelab.profiling.summary import measured_copy_gbps
+
+        copy = measured_copy_gbps(profiles[0], gpu)
+        summaries = [
+            summarize(p, gpu=gpu, predicted=predicted, copy_ceiling_gbps=copy) for p in profiles
+        ]
         data = _payload(
             summaries,
             report=report,
