@@ -174,7 +174,7 @@ MEMORY_ADVICE = {
 }
 
 AT_DRAM_ROOF_ADVICE = (
-    "Nothing left at this level: the kernel moves its bytes about as fast as a plain copy "
+    "The kernel moves its bytes about as fast as a plain copy "
     "does, so no tile order, prefetch or occupancy change makes it faster. Only fewer bytes "
     "help: fuse it with its neighbours (one read and one write for the pair), or store a "
     "narrower dtype."
