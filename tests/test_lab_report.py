@@ -38,7 +38,7 @@ def test_bullets_nest_in_markdown_and_html(tmp_path):
     md = to_markdown(report, tmp_path)
     assert "- decode\n  - a gemm\n- prefill" in md
     page = to_html(report)
-    assert "<ul><li>decode</li><ul><li>a gemm</li></ul><li>prefill</li></ul>" in page
+    assert "<ul><li>decode<ul><li>a gemm</li></ul></li><li>prefill</li></ul>" in page
 
 
 def test_triton_table_heading_names_only_the_baselines_timed_and_units_show(tmp_path):

@@ -92,17 +92,21 @@ def _html_cell(value) -> str:
 
 
 def _html_list(items: list[tuple[int, str]]) -> str:
-    """Nested <ul> from (depth, text) items: a deeper item opens a list inside the one above."""
-    out, depth = ["<ul>"], 0
+    """Nested <ul> from (depth, text) items: a deeper item opens a list inside the item above."""
+    out, depth = [], -1
     for level, text in items:
-        while depth < level:
+        level = min(level, depth + 1)  # a list never skips a level
+        if level > depth:
             out.append("<ul>")
-            depth += 1
-        while depth > level:
-            out.append("</ul>")
-            depth -= 1
-        out.append(f"<li>{html.escape(text)}</li>")
-    out += ["</ul>"] * (depth + 1)
+            depth = level
+        else:
+            out.append("</li>")
+            while depth > level:
+                out.append("</ul></li>")
+                depth -= 1
+        out.append(f"<li>{html.escape(text)}")
+    if depth >= 0:
+        out.append("</li>" + "</ul></li>" * depth + "</ul>")
     return "".join(out)
 
 
