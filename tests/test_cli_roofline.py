@@ -227,7 +227,7 @@ def test_measured_ceilings_are_used_when_present(capsys, monkeypatch):
 def test_plot_png_and_svg(capsys, tmp_path):
     import matplotlib.image
 
-    png, svg = tmp_path / "roof.png", tmp_path / "sub" / "roof.svg"
+    png, svg = tmp_path / "roof.png", tmp_path / "roof.svg"  # the folder must exist (issue 32)
     data, err = run_json(capsys, [*GEMM_4096, "--time-ms", "0.2", "--plot", str(png)])
     assert data["plot"] == str(png) and str(png) in err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

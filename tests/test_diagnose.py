@@ -234,3 +234,42 @@ def test_diagnosis_serializes_to_plain_data():
     data = d.diagnose(kernel(25, 92, dram=92)).to_dict()
     assert set(data) >= {"bottleneck", "unit", "evidence", "advice", "summary"}
     assert all(set(e) == {"metric", "value", "threshold", "meaning"} for e in data["evidence"])
+
+
+def _dram_gbps(profile) -> float:
+    return m.number(profile.metrics, m.DRAM_BYTES_PER_SECOND) / 1e9
+
+
+def test_softmax_at_the_copys_rate_is_named_for_the_dram_roof():
+    """Issue 32: the H200 softmax moves its bytes at over 90 % of what a plain copy moves
+    (both under ncu): it sits on the DRAM roof, and no L2 advice applies."""
+    softmax = load_csv(NCU / "softmax_bf16_131k_fabric_raw.csv.xz")[0]
+    copy = _dram_gbps(load_csv(NCU / "copy_bf16_fabric_raw.csv.xz")[0])
+    pct = 100 * _dram_gbps(softmax) / copy
+    assert pct >= d.AT_ROOF_PCT  # the premise, from the two real reports
+
+    result = d.diagnose(softmax.metrics, copy_ceiling_gbps=copy)
+    assert (result.bottleneck, result.unit) == ("memory", "DRAM")
+    assert f"{pct:.0f} % of the measured copy ceiling" in result.summary
+    assert "nothing left at this level" in result.summary
+    assert result.advice == [d.AT_DRAM_ROOF_ADVICE]
+    assert not any("L2" in advice for advice in result.advice)
+    rate = result.evidence[0]
+    assert rate.metric == m.DRAM_BYTES_PER_SECOND and rate.value == pytest.approx(pct * copy / 100)
+
+
+def test_below_the_roof_the_metrics_alone_decide():
+    softmax = load_csv(NCU / "softmax_bf16_131k_fabric_raw.csv.xz")[0]
+    twice = 2 * _dram_gbps(softmax)  # a ceiling the kernel reaches half of
+    assert d.diagnose(softmax.metrics, copy_ceiling_gbps=twice) == d.diagnose(softmax.metrics)
+    assert d.diagnose(softmax.metrics).unit == "L2 fabric"
+
+
+@pytest.mark.parametrize(
+    ("achieved", "ceiling", "expected"),
+    [(4060.0, 4249.0, 100 * 4060 / 4249), (3000.0, 4249.0, None), (None, 4249.0, None),
+     (4000.0, None, None), (4000.0, 0.0, None)],
+)  # fmt: skip
+def test_dram_roof_pct(achieved, ceiling, expected):
+    got = d.dram_roof_pct(achieved, ceiling)
+    assert got == (pytest.approx(expected) if expected is not None else None)

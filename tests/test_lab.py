@@ -188,7 +188,7 @@ def test_kernel_table_compares_inside_one_run_and_shows_the_latest(tmp_path):
     (row,) = table.rows
     assert row[3] == "4.00 TB/s"
     # The baseline is the new run's eager, never the old run's torch.softmax.
-    assert row[5] == "eager.softmax: 2.50"
+    assert row[5] == "eager.softmax: 2.50 TB/s"
 
 
 def test_hgemm_gate_needs_one_step_at_target_against_the_faster_cublas():

@@ -114,3 +114,45 @@ def test_plotting_leaves_pyplot_and_the_backend_alone(tmp_path):
         "assert dict.__getitem__(matplotlib.rcParams, 'backend') == before\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _text_boxes(fig):
+    """The window extents of every visible, non-empty text in the figure (tick labels aside)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for artist in fig.findobj(Text):
+        if not artist.get_visible() or not artist.get_text().strip():
+            continue
+        if any(artist in axis.get_ticklabels(which="both") for ax in fig.axes
+               for axis in (ax.xaxis, ax.yaxis)):  # fmt: skip
+            continue
+        boxes.append((artist.get_text(), artist.get_window_extent(renderer)))
+    return boxes
+
+
+def test_labels_of_kernels_close_on_the_slope_do_not_overlap():
+    """Issue 32: the lab's memory-bound kernels sit close together on the slope and their
+    labels were drawn on top of one another."""
+    from kernelab.roofline.costs import layernorm, rmsnorm
+    from kernelab.roofline.plot import draw_roofline
+
+    placements = [
+        place(softmax(8192, 8192, dtype="bf16"), H100, time_ms=0.09),
+        place(layernorm(16384, 4096, dtype="bf16"), H100, time_ms=0.09),
+        place(rmsnorm(16384, 4096, dtype="bf16"), H100, time_ms=0.09),
+        place(gemm(8192, 8192, 8192, dtype="fp8"), H100, time_ms=0.9),
+        place(gemm(8192, 8192, 8192), H100, time_ms=1.6),
+    ]
+    boxes = _text_boxes(draw_roofline(H100, placements))
+    labels = [text for text, _ in boxes]
+    assert sum("softmax rows=8192" in t or "layernorm" in t or "rmsnorm" in t for t in labels) == 3
+    overlapping = [
+        (a, b)
+        for i, (a, box_a) in enumerate(boxes)
+        for b, box_b in boxes[i + 1 :]
+        if box_a.overlaps(box_b)
+    ]
+    assert overlapping == []

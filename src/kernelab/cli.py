@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Annotated
 
 import typer
 
@@ -54,11 +55,30 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from kernelab import __version__
+
+        print(f"kernelab {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print kernelab's version and exit ('kernelab version' lists the GPU software).",
+        ),
+    ] = False,
+) -> None:
     """A GPU kernel lab: roofline, tile and pipeline lenses, checked and timed kernels."""
 
 

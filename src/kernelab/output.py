@@ -15,12 +15,66 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
+from rich.measure import Measurement
+from rich.table import Table as RichTable
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
-console = Console()
-err_console = Console(stderr=True)
+# Wide enough that no table or line of ours is ever wrapped or clipped when there is no screen.
+PIPED_WIDTH = 10_000
+
+
+class _Console(Console):
+    """A console that fits the terminal when there is one and, writing to a pipe or a file,
+    never wraps or clips: there is no screen to fit, and a reader (grep, a log, a diff) wants
+    whole lines and whole table cells, not rich's default of 80 columns and "...". Decided
+    at each print, so a console made at import time follows pytest's capture and redirects."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(PIPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+    def print(self, *objects, **kwargs) -> None:
+        # A table wider than the terminal (see Table) is printed whole, not cropped at the edge.
+        if any(isinstance(o, RichTable) for o in objects):
+            kwargs.setdefault("crop", False)
+        super().print(*objects, **kwargs)
+
+
+class Table(RichTable):
+    """A rich table that never clips a cell to "..." (rich's default on a narrow terminal).
+
+    When the terminal is narrower than the table, cells wrap at their spaces; when even the
+    longest words of every column do not fit side by side, the table is drawn whole at its
+    natural width and the terminal wraps its lines. A figure cut to "1,4..." is worse than
+    either.
+    """
+
+    def add_column(self, *args, **kwargs) -> None:
+        kwargs.setdefault("overflow", "fold")
+        super().add_column(*args, **kwargs)
+
+    def widths(self, console) -> Measurement:
+        """The narrowest this table can be drawn without breaking a word, and its natural width."""
+        return self.__rich_measure__(console, console.options.update(max_width=PIPED_WIDTH))
+
+    def __rich_console__(self, console, options):
+        fits = self.widths(console)
+        if fits.minimum > options.max_width:
+            options = options.update(max_width=fits.maximum)
+        yield from super().__rich_console__(console, options)
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 
 def to_jsonable(value: Any) -> Any:

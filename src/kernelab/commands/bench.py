@@ -110,7 +110,7 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 
 
 def _render(result: dict):
-    from rich.table import Table
+    from kernelab.output import Table
 
     def render(console) -> None:
         table = Table(

@@ -26,7 +26,7 @@ def _shape_text(shape: dict) -> str:
 
 
 def render_measured(measured, cached_at: str | None):
-    from rich.table import Table
+    from kernelab.output import Table
 
     def render(console) -> None:
         title = f"{measured.gpu} ({measured.gpu_id or 'not in the catalog'}), driver {measured.driver or '?'}"

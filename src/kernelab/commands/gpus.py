@@ -9,9 +9,8 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
-from rich.table import Table
 
-from kernelab.output import JsonOption, emit
+from kernelab.output import JsonOption, Table, emit
 
 TABLE_DTYPES = ("fp32", "tf32", "bf16", "fp8")
 
@@ -39,39 +38,62 @@ def _size(num_bytes: int) -> str:
     return f"{num_bytes / 2**10:,.0f} KiB"
 
 
-def _render_catalog(console: Console, specs) -> None:
+# The catalog's columns; on a terminal too narrow for all of them, only the first few
+# the roofline needs (the rest stay in --json and `kernelab gpu NAME`).
+NARROW_COLUMNS = ("id", "arch", "GB/s", "bf16", "bf16 ridge")
+
+
+def _catalog_rows(specs) -> tuple[list[str], list[list[str]]]:
+    columns = ["id", "name", "arch", "SMs", "boost MHz", "mem GB", "GB/s", "L2 MiB",
+               *TABLE_DTYPES, "bf16 ridge", "TDP W"]  # fmt: skip
+    rows = []
+    for spec in specs:
+        ridges = spec.ridges()
+        rows.append(
+            [
+                spec.id,
+                spec.name,
+                spec.architecture,
+                str(spec.sm_count),
+                _number(spec.boost_clock_mhz),
+                _number(spec.memory_gb),
+                _number(spec.memory_bandwidth_gbps),
+                _number(spec.l2_kib / 1024),
+                *(_number(spec.peak_tflops.get(d), 1) for d in TABLE_DTYPES),
+                _number(ridges.get("bf16"), 0),
+                _number(spec.tdp_w),
+            ]
+        )
+    return columns, rows
+
+
+def _catalog_table(columns: list[str], rows: list[list[str]]) -> Table:
     table = Table(
         title="GPU catalog: dense peak TFLOP/s; ridge in FLOP/byte (kernelab gpu NAME for sources)",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    table.add_column("id", no_wrap=True)
-    table.add_column("name", overflow="fold")
-    table.add_column("arch", no_wrap=True)
-    for column in ("SMs", "boost MHz", "mem GB", "GB/s", "L2 MiB"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for dtype in TABLE_DTYPES:
-        table.add_column(dtype, justify="right", no_wrap=True)
-    table.add_column("bf16 ridge", justify="right", no_wrap=True)
-    table.add_column("TDP W", justify="right", no_wrap=True)
-    for spec in specs:
-        ridges = spec.ridges()
-        table.add_row(
-            spec.id,
-            spec.name,
-            spec.architecture,
-            str(spec.sm_count),
-            _number(spec.boost_clock_mhz),
-            _number(spec.memory_gb),
-            _number(spec.memory_bandwidth_gbps),
-            _number(spec.l2_kib / 1024),
-            *(_number(spec.peak_tflops.get(d), 1) for d in TABLE_DTYPES),
-            _number(ridges.get("bf16"), 0),
-            _number(spec.tdp_w),
+    for column in columns:
+        left = column in ("id", "name", "arch")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column != "name")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _render_catalog(console: Console, specs) -> None:
+    columns, rows = _catalog_rows(specs)
+    table = _catalog_table(columns, rows)
+    if console.is_terminal and table.widths(console).minimum > console.width:
+        keep = [columns.index(c) for c in NARROW_COLUMNS]
+        table = _catalog_table([columns[i] for i in keep], [[r[i] for i in keep] for r in rows])
+        console.print(table)
+        console.print(
+            f"{len(columns) - len(keep)} more columns on a wider terminal, "
+            "through a pipe, or with --json",
+            style="dim",
         )
-    # Piped output has no terminal width to fit; print the table whole rather than clipped.
-    if not console.is_terminal:
-        console = Console(file=console.file, width=max(console.width, 170))
+        return
     console.print(table)
 
 

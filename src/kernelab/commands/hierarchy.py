@@ -39,9 +39,9 @@ def _number(value: float | None, digits: int = 1) -> str:
 
 def render_record(record, spec, path: str | None):
     from rich import box
-    from rich.table import Table
 
     from kernelab.lenses.hierarchy import LUO_2024, comparison, hierarchy_rows
+    from kernelab.output import Table
 
     def render(console) -> None:
         title = f"{record.gpu} ({record.gpu_id or 'not in the catalog'}): where the data lives"

@@ -86,7 +86,7 @@ _VERDICT_STYLE = {
 
 
 def _render_verification(result: dict, console) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(
         title=f"SGEMM ladder verified with Nsight Compute at {result['size']}^3 "
@@ -134,7 +134,7 @@ def _render_verification(result: dict, console) -> None:
 
 
 def _render_compile(rows: list[dict], console) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(title="SGEMM ladder: what ptxas and the SASS say (sm_90)")
     for column in ("step", "technique", "regs", "threads", "smem (static/dyn)", "spills", "SASS"):
@@ -160,7 +160,7 @@ def _render_compile(rows: list[dict], console) -> None:
 
 
 def _render_timing(result: dict, console) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     for size in result["sizes"]:
         table = Table(title=f"SGEMM fp32 {size}^3 on {result['gpu']} ({result['mode']} L2)")
@@ -456,7 +456,7 @@ def _lens_footnote(result: dict, console) -> None:
 
 
 def _render_hgemm_compile(result: dict, console) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(title="Hopper bf16 GEMM ladder: what ptxas and the SASS say (sm_90a)")
     for column in ("step", "technique", "regs", "threads", "smem (static/dyn)", "spills", "SASS"):
@@ -494,9 +494,8 @@ def _render_hgemm_compile(result: dict, console) -> None:
 
 
 def _render_hgemm_timing(result: dict, console) -> None:
-    from rich.table import Table
-
     from kernelab.kernels.cuda.hgemm.ladder import same_mode
+    from kernelab.output import Table
 
     names = list(dict.fromkeys(r["impl"] for r in result["timing"]))
     for mode in result["modes"]:
@@ -551,7 +550,7 @@ def _render_hgemm_timing(result: dict, console) -> None:
 
 
 def _render_hgemm_profile(result: dict, console) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(
         title=f"Hopper bf16 GEMM ladder under Nsight Compute at {result['size']}^3 on "

@@ -30,7 +30,7 @@ def _gpu(name: str):
 
 
 def _table(console, rows) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")

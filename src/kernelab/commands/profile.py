@@ -54,6 +54,23 @@ def _is_command(target: list[str], kernel: str | None, nvtx: str | None) -> bool
     return os.sep in first or shutil.which(first) is not None
 
 
+def kernels_matching(profiles, pattern: str, report) -> list:
+    """The profiles whose function name (short or demangled) matches the regex `pattern`,
+    the same test --kernel applies when profiling; none is a one-line error naming some."""
+    import re
+
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise KernelabError(f"--kernel '{pattern}' is not a regular expression: {exc}") from None
+    kept = [p for p in profiles if regex.search(p.name) or regex.search(p.demangled_name or "")]
+    if not kept:
+        names = sorted({p.name for p in profiles})
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise KernelabError(f"{report}: no kernel matches --kernel '{pattern}' (it holds {shown})")
+    return kept
+
+
 def _payload(summaries, *, report, mode: str, extra: dict, profiles, all_metrics: bool) -> dict:
     kernels = []
     for summary, profile in zip(summaries, profiles, strict=True):
@@ -130,7 +147,11 @@ def register(app) -> None:
         if import_path is not None:
             if target:
                 raise KernelabError("give either --import FILE or something to profile, not both")
+            if nvtx is not None:
+                raise KernelabError("--nvtx selects kernels while profiling, not in --import")
             profiles = report_module.load(import_path)
+            if kernel is not None:
+                profiles = kernels_matching(profiles, kernel, import_path)
             report, mode = import_path, "import"
         elif not target:
             raise KernelabError(
@@ -170,7 +191,12 @@ def register(app) -> None:
 
         if not profiles:
             raise KernelabError(f"{report}: the report holds no kernel")
-        summaries = [summarize(p, gpu=gpu, predicted=predicted) for p in profiles]
+        from kernelab.profiling.summary import measured_copy_gbps
+
+        copy = measured_copy_gbps(profiles[0], gpu)
+        summaries = [
+            summarize(p, gpu=gpu, predicted=predicted, copy_ceiling_gbps=copy) for p in profiles
+        ]
         data = _payload(
             summaries,
             report=report,

@@ -98,7 +98,7 @@ def verdict(p: Placement) -> str:
 
 
 def _render(console, p: Placement) -> None:
-    from rich.table import Table
+    from kernelab.output import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
@@ -221,6 +221,11 @@ def roofline(
         raise KernelabError(f"--time-ms must be a positive number of milliseconds, got {time_ms}")
     if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
         raise KernelabError(f"--plot needs a .png or .svg file name, got '{plot}'")
+    if plot is not None and not plot.parent.is_dir():
+        # A typo in a path should not quietly grow a tree of folders.
+        raise KernelabError(f"--plot: no folder {plot.parent} (create it first)")
+    if plot is not None and plot.is_dir():
+        raise KernelabError(f"--plot {plot} is a folder; give a file name ending .png or .svg")
 
     cost = COST_MODELS[op_name](**arguments, dtype=dtype)
     spec = _gpu(gpu)

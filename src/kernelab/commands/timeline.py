@@ -13,6 +13,7 @@ shapes were recorded, and with --drill N Nsight Compute's diagnosis of the top N
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -101,9 +102,17 @@ def register(app) -> None:
         else:
             from kernelab.timeline.capture import profile_script
 
-            result = profile_script(
-                target, out_dir=out, warmup=warmup, steps=steps, top=top, gpu=gpu
-            )
+            if out.exists() and not out.is_dir():
+                raise KernelabError(f"--out {out} is a file; give a folder for the trace")
+            made_out = not out.exists()
+            try:
+                result = profile_script(
+                    target, out_dir=out, warmup=warmup, steps=steps, top=top, gpu=gpu
+                )
+            except KernelabError:
+                if made_out:  # a failed run leaves no folder of half a trace behind
+                    shutil.rmtree(out, ignore_errors=True)
+                raise
             if drill:
                 from kernelab.timeline.drill import drill as run_drill
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 from kernelab.lab import charts
 from kernelab.lab.gate import Criterion
-from kernelab.lab.report import Heading, Image, Paragraph, Report, Table
+from kernelab.lab.report import Bullets, Heading, Image, Paragraph, Report, Table
 from kernelab.lab.results import ResultSet, latest_per_case
 
 RATE_OPS = {"gemm"}  # ops reported in TFLOP/s; the rest are memory-bound and read in TB/s
@@ -21,18 +23,100 @@ def _fmt(value, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def gate_section(report: Report, gate: list[Criterion]) -> None:
+def shape_text(shape) -> str:
+    """A shape as `m=1 n=2048 k=5632`, not as a Python or JSON dict."""
+    if isinstance(shape, str):
+        try:
+            shape = json.loads(shape)
+        except ValueError:
+            return shape
+    if not isinstance(shape, dict):
+        return str(shape)
+    return " ".join(f"{k}={v}" for k, v in shape.items())
+
+
+_DICT_IN_TEXT = re.compile(r"\{[^{}]*\}")
+
+
+def plain_dicts(text: str) -> str:
+    """`text` with each dict written into it ("{'m': 1, 'n': 2048}") as `m=1 n=2048`."""
+
+    def plain(match: re.Match) -> str:
+        try:
+            value = ast.literal_eval(match.group(0))
+        except (ValueError, SyntaxError):
+            return match.group(0)
+        return shape_text(value) if isinstance(value, dict) else match.group(0)
+
+    return _DICT_IN_TEXT.sub(plain, text)
+
+
+def provenance_section(report: Report, state, results: ResultSet, source_note: str) -> None:
+    """Which numbers this machine produced and which come from committed records, said once
+    up front, so a PASS measured on the H200 never reads as this machine's own."""
+    here = "; ".join(f"{k}: {v}" for k, v in state.done.items()) or "nothing yet"
+    if state.on_gpu:
+        items = [(0, f"This run, on this machine's GPU: {here}."), (0, source_note)]
+    elif results.empty:
+        items = [(0, f"This machine (no CUDA GPU): {here}."), (0, source_note)]
+    else:
+        items = [
+            (0, f"This machine (no CUDA GPU) ran the analytic and CPU parts: {here}. They are "
+                "the datasheet roofline table, the CUDA compile report and the Triton checks "
+                "under the interpreter."),
+            (0, f"Every timing, ceiling, profile and the exit criteria's PASS/FAIL come from "
+                f"committed records, not from this machine: {results.folder}, {results.machine()}. "
+                "To measure your own, see 'What to run next on a GPU' at the end."),
+        ]  # fmt: skip
+    report.add(Heading("Where the numbers come from"), Bullets(items))
+
+
+def gate_section(report: Report, gate: list[Criterion], on_gpu: bool, machine: str) -> None:
+    judged_on = "this run" if on_gpu else "committed records"
     report.add(
-        Heading("Exit criteria"),
+        Heading("Exit criteria" + ("" if on_gpu else ", judged on the committed records")),
         Paragraph(
             "Each criterion passes or fails on the records below; 'phase' is the "
             "curriculum's bar, 'kernelab' our stricter target."
+            + (
+                ""
+                if on_gpu
+                else f" No criterion below was measured on this machine: they are "
+                f"judged on the committed records of {machine}."
+            )
         ),  # fmt: skip
         Table(
-            ["criterion", "bar", "status", "evidence"],
-            [[c.name, c.bar, "PASS" if c.passed else "FAIL", c.evidence] for c in gate],
+            ["criterion", "bar", "status", "judged on", "evidence"],
+            [
+                [c.name, c.bar, "PASS" if c.passed else "FAIL", judged_on, plain_dicts(c.evidence)]
+                for c in gate
+            ],
         ),  # fmt: skip
     )
+
+
+def next_on_gpu_section(report: Report, out: Path) -> None:
+    """On a machine without a GPU: the exact commands that measure what this run could not."""
+    records = out / "records"
+    report.add(
+        Heading("What to run next on a GPU"),
+        Paragraph("This machine has no CUDA GPU, so the measured sections above are the "
+                  "committed records. On a machine with one, from a checkout of kernelab:"),
+        Bullets([
+            (0, f"kernelab lab --out {out}: the whole phase measured on that GPU (add --quick "
+                "for minutes instead of a quarter hour); this report, rewritten with its numbers"),
+            (0, f"kernelab exit-check --results {records}: the exit criteria on your records"),
+            (0, "kernelab ceilings: that GPU's copy bandwidth and cuBLAS peaks, the ceilings "
+                "every % above is measured against"),
+            (0, "kernelab ladder sgemm and kernelab ladder hgemm --pairs 200: the two CUDA "
+                "ladders against cuBLAS"),
+            (0, "kernelab bench triton.softmax --sizes 8192x8192 --dtype bf16: one kernel, "
+                "checked and timed"),
+            (0, "kernelab profile triton.softmax --rows 8192 --cols 8192 --dtype bf16: Nsight "
+                "Compute's view and the bottleneck named"),
+            (0, "python3 -m pytest -q -m gpu: the tests that need a GPU"),
+        ]),
+    )  # fmt: skip
 
 
 def roofline_section(report: Report, records_dir: Path, figures: Path) -> None:
@@ -124,7 +208,7 @@ def ceilings_section(report: Report, results: ResultSet) -> None:
     for name, c in results.ceilings["ceilings"].items():
         unit = "TB/s" if c["unit"] == "bytes/s" else "TFLOP/s"
         rows.append([name, _fmt(c["rate"] / 1e12), _fmt(c["datasheet"] / 1e12 if c["datasheet"] else None),
-                     unit, _fmt(100 * c["ratio"] if c["ratio"] else None, ".1f"), str(c["shape"])])  # fmt: skip
+                     unit, _fmt(100 * c["ratio"] if c["ratio"] else None, ".1f"), shape_text(c["shape"])])  # fmt: skip
     report.add(Heading("Measured ceilings"),
                Table(["ceiling", "measured", "datasheet", "unit", "% of datasheet", "at"], rows))  # fmt: skip
 
@@ -238,6 +322,23 @@ def _case_order(case: tuple) -> tuple:
     return op, dtype, tuple(sorted(json.loads(shape).items()))
 
 
+def baseline_kinds(names) -> str:
+    """What the baselines in the Triton table are, in words, from the names the runs timed:
+    the heading names only what the table holds (torch.compile only when it was timed)."""
+    kinds = []
+    if any(n.startswith(("eager.", "torch.")) and "compile" not in n for n in names):
+        kinds.append("torch eager")
+    if any("compile" in n for n in names):
+        kinds.append("torch.compile")
+    if any(n.startswith("cublas.") for n in names):
+        kinds.append("cuBLAS")
+    if any(n.startswith("triton") for n in names):
+        kinds.append("other Triton variants")
+    if not kinds:
+        return "no baseline"
+    return ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
+
+
 def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
     others = [r for r in results.records if r not in results.ladder() and r.op != "gemm" or
               r.dtype != "fp32" and r.op == "gemm"]  # fmt: skip
@@ -252,7 +353,7 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
         runs.setdefault(case, {}).setdefault(r.extra.get("source_file", ""), {})[
             r.implementation
         ] = r
-    rows = []
+    rows, names = [], set()
     for (op, shape, dtype), by_run in sorted(runs.items(), key=lambda kv: _case_order(kv[0])):
         candidates = [impls for impls in by_run.values() if _ours(impls)]
         if not candidates:
@@ -264,7 +365,9 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
         def rate(r, op=op):
             return r.achieved_tflops if op in RATE_OPS else (r.achieved_gbps or 0) / 1000
 
-        base = ", ".join(f"{n}: {_fmt(rate(r))}" for n, r in sorted(impls.items()) if r is not ours)
+        baselines = [(n, r) for n, r in sorted(impls.items()) if r is not ours]
+        names.update(n for n, _ in baselines)
+        base = ", ".join(f"{n}: {_fmt(rate(r))} {unit}" for n, r in baselines)
         vendor = next((impls[n] for n in ("cublas.gemm", "torch.mm") if n in impls), None)
         if op in RATE_OPS:
             pct = f"{100 * rate(ours) / rate(vendor):.1f} % of cuBLAS" if vendor else ""
@@ -274,8 +377,8 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
                 if copy and ours.achieved_gbps
                 else ""
             )
-        rows.append([op, shape, dtype, f"{_fmt(rate(ours))} {unit}", pct, base])
-    report.add(Heading("Triton kernels against torch eager and torch.compile"),
+        rows.append([op, shape_text(shape), dtype, f"{_fmt(rate(ours))} {unit}", pct, base])
+    report.add(Heading(f"Triton kernels against {baseline_kinds(names)}"),
                Table(["op", "shape", "dtype", "triton", "of the ceiling", "baselines"], rows))  # fmt: skip
     path = charts.softmax_chart(latest_per_case(others), figures / "softmax.png", copy)
     if path:
@@ -374,21 +477,49 @@ def timeline_section(report: Report, results: ResultSet) -> None:
     example = results.timeline_example
     if not example or not example.get("findings"):
         return
-    report.add(Heading("From a model to its hot kernel: the inference example"),
-               Paragraph("\n".join(example["findings"])))  # fmt: skip
+    items = []
+    for line in example["findings"]:
+        depth = (len(line) - len(line.lstrip())) // 2
+        items.append((depth, plain_dicts(line.strip().removeprefix("- "))))
+    report.add(Heading("From a model to its hot kernel: the inference example"), Bullets(items))
     if example.get("misses"):
         report.add(Paragraph("Expectations missed: " + "; ".join(example["misses"])))
+
+
+def _timed_gbps(results: ResultSet, profile: dict) -> float | None:
+    """The latest timed DRAM rate (GB/s) of the profiled case: the same implementation,
+    dtype and shape; else, for a row-wise op (softmax, norms), the same row length, since
+    its rate depends on the row length, not on the row count once the rows fill the GPU."""
+    shape = profile.get("shape") or {}
+    same = [r for r in results.records
+            if r.implementation == profile.get("implementation")
+            and r.dtype == profile.get("dtype") and r.achieved_gbps]  # fmt: skip
+    exact = [r for r in same if r.shape == shape]
+    if not exact and set(shape) == {"rows", "cols"}:
+        exact = [
+            r for r in same if set(r.shape) == {"rows", "cols"} and r.shape["cols"] == shape["cols"]
+        ]
+    return max(exact, key=lambda r: r.timestamp).achieved_gbps if exact else None
 
 
 def profiles_section(report: Report, results: ResultSet) -> None:
     if not results.profiles:
         return
+    from kernelab.profiling.diagnose import AT_DRAM_ROOF_ADVICE, at_roof_summary, dram_roof_pct
+
+    copy = results.ceilings["ceilings"]["copy"]["rate"] / 1e9 if results.ceilings else None
     rows = []
     for p in results.profiles:
         stall = p["stalls"][0]["reason"] if p.get("stalls") else "-"
-        rows.append([p.get("implementation", p.get("name")), f"{p['bottleneck']} / {p.get('unit')}",
+        bottleneck, step = f"{p['bottleneck']} / {p.get('unit')}", (p.get("advice") or ["-"])[0]
+        # The timed rate (no profiler replays) of the same case says whether it sits on the roof.
+        timed = _timed_gbps(results, p) or p.get("dram_gbps")
+        if dram_roof_pct(timed, copy) is not None:
+            bottleneck = "memory / DRAM (at the roof)"
+            step = f"{at_roof_summary(timed, copy)} (timed). {AT_DRAM_ROOF_ADVICE}"
+        rows.append([p.get("implementation", p.get("name")), bottleneck,
                      _fmt(p.get("sm_pct"), ".0f"), _fmt(p.get("dram_gbps"), ".0f"), _fmt(p.get("tensor_pct"), ".0f"),
-                     stall, (p.get("advice") or ["-"])[0]])  # fmt: skip
+                     stall, step])  # fmt: skip
     report.add(Heading("Nsight Compute: the bottleneck of each key kernel"),
                Table(["kernel", "bottleneck", "SM %", "DRAM GB/s", "tensor %", "top stall", "next step"], rows))  # fmt: skip
 
@@ -407,7 +538,7 @@ def cpu_sections(report: Report, records_dir: Path) -> None:
     if interp:
         report.add(Heading("Triton kernels checked on the CPU (TRITON_INTERPRET=1)"),
                    Table(["implementation", "shape", "dtype", "check", "error"],
-                         [[r["implementation"], str(r.get("shape", "")), r.get("dtype", ""),
+                         [[r["implementation"], shape_text(r.get("shape", "")), r.get("dtype", ""),
                            "PASS" if r["ok"] else "FAIL", _fmt(r.get("error"), ".2e")]
                           for r in interp["interpreter_checks"]]))  # fmt: skip
 
@@ -419,9 +550,9 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
             "on a machine without a GPU: analytic rooflines, compile report and interpreter "
             "checks here; timings, ceilings and profiles need a CUDA GPU and come from "
             "committed records")  # fmt: skip
-    report.add(Paragraph(f"Run {mode}. Stages: " + "; ".join(f"{k}: {v}" for k, v in state.done.items())),
-               Paragraph(source_note))  # fmt: skip
-    gate_section(report, gate)
+    report.add(Paragraph(f"Run {mode}."))
+    provenance_section(report, state, results, source_note)
+    gate_section(report, gate, state.on_gpu, results.machine())
     roofline_section(report, state.records_dir, figures)
     ceilings_section(report, results)
     compiled = _read(state.records_dir / "compile.json").get("compile", [])
@@ -432,4 +563,6 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     profiles_section(report, results)
     timeline_section(report, results)
     cpu_sections(report, state.records_dir)
+    if not state.on_gpu:
+        next_on_gpu_section(report, state.out)
     return report

@@ -21,6 +21,13 @@ class Paragraph:
 
 
 @dataclass
+class Bullets:
+    """A list; each item (depth, text), depth 0 at the margin and 1 under the item above."""
+
+    items: list[tuple[int, str]]
+
+
+@dataclass
 class Table:
     header: list[str]
     rows: list[list[str]]
@@ -52,6 +59,8 @@ def to_markdown(report: Report, relative_to: Path) -> str:
             lines += [f"{'#' * block.level} {block.text}", ""]
         elif isinstance(block, Paragraph):
             lines += [block.text, ""]
+        elif isinstance(block, Bullets):
+            lines += [f"{'  ' * depth}- {text}" for depth, text in block.items] + [""]
         elif isinstance(block, Table):
             lines.append("| " + " | ".join(_cell(h) for h in block.header) + " |")
             lines.append("|" + "---|" * len(block.header))
@@ -82,6 +91,25 @@ def _html_cell(value) -> str:
     return f"<td{css}>{html.escape(text)}</td>"
 
 
+def _html_list(items: list[tuple[int, str]]) -> str:
+    """Nested <ul> from (depth, text) items: a deeper item opens a list inside the item above."""
+    out, depth = [], -1
+    for level, text in items:
+        level = min(level, depth + 1)  # a list never skips a level
+        if level > depth:
+            out.append("<ul>")
+            depth = level
+        else:
+            out.append("</li>")
+            while depth > level:
+                out.append("</ul></li>")
+                depth -= 1
+        out.append(f"<li>{html.escape(text)}")
+    if depth >= 0:
+        out.append("</li>" + "</ul></li>" * depth + "</ul>")
+    return "".join(out)
+
+
 def to_html(report: Report) -> str:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -93,6 +121,8 @@ def to_html(report: Report) -> str:
             parts.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
             parts.append(f"<p>{html.escape(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            parts.append(_html_list(block.items))
         elif isinstance(block, Table):
             head = "".join(f"<th>{html.escape(str(h))}</th>" for h in block.header)
             body = "".join(

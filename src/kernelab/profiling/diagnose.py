@@ -49,6 +49,13 @@ NOTABLE_STALL_CYCLES = 0.5
 # the maximum over its sub-units, the fabric among them: within rounding, it is the fabric).
 FABRIC_EXPLAINS_PCT = 0.5
 
+# A kernel that moves DRAM bytes at this share of the measured copy ceiling (a plain
+# device-to-device copy: the fastest this GPU moves bytes in practice) sits on the DRAM roof,
+# whatever unit inside the memory system is busiest on the way: the copy itself runs the L2
+# fabric at over 90 % on the H200. At most a tenth is left, within a few times the copy's
+# own run-to-run spread, so this level is done and the next step is fewer bytes.
+AT_ROOF_PCT = 90.0
+
 BOTTLENECKS = ("compute", "memory", "latency", "small-grid", "balanced", "unknown")
 
 
@@ -165,6 +172,31 @@ MEMORY_ADVICE = {
         "accesses and ldmatrix or TMA; keep reused values in registers."
     ),
 }
+
+AT_DRAM_ROOF_ADVICE = (
+    "The kernel moves its bytes about as fast as a plain copy "
+    "does, so no tile order, prefetch or occupancy change makes it faster. Only fewer bytes "
+    "help: fuse it with its neighbours (one read and one write for the pair), or store a "
+    "narrower dtype."
+)
+
+
+def dram_roof_pct(achieved_gbps: float | None, copy_ceiling_gbps: float | None) -> float | None:
+    """The DRAM rate as a % of the measured copy ceiling, when it is at the roof (at least
+    AT_ROOF_PCT); None when it is below or either figure is missing."""
+    if not achieved_gbps or not copy_ceiling_gbps or copy_ceiling_gbps <= 0:
+        return None
+    pct = 100.0 * achieved_gbps / copy_ceiling_gbps
+    return pct if pct >= AT_ROOF_PCT else None
+
+
+def at_roof_summary(achieved_gbps: float, copy_ceiling_gbps: float) -> str:
+    pct = 100.0 * achieved_gbps / copy_ceiling_gbps
+    return (
+        f"at the DRAM roof: {achieved_gbps / 1e3:.2f} TB/s, {pct:.0f} % of the measured copy "
+        f"ceiling ({copy_ceiling_gbps / 1e3:.2f} TB/s); nothing left at this level"
+    )
+
 
 STALL_ADVICE = {
     "long_scoreboard": (
@@ -311,8 +343,40 @@ def _classify(sm: float, mem: float, small_grid: bool) -> str:
     return "compute" if sm > mem else "memory"
 
 
-def diagnose(metrics: dict) -> Diagnosis:
-    """The bottleneck of one kernel, its unit, the evidence and what to try next."""
+def diagnose(metrics: dict, copy_ceiling_gbps: float | None = None) -> Diagnosis:
+    """The bottleneck of one kernel, its unit, the evidence and what to try next.
+
+    `copy_ceiling_gbps`: this GPU's measured copy bandwidth (`kernelab ceilings`). With it, a
+    kernel whose DRAM rate is at least AT_ROOF_PCT of that ceiling is named for the roof it
+    sits on, DRAM, however busy a unit on the way (the L2 fabric) reads; Nsight Compute's
+    own memory speed-of-light figure is the DRAM's in that case too.
+    """
+    found = _diagnose(metrics)
+    rate = m.number(metrics, m.DRAM_BYTES_PER_SECOND)
+    roof_pct = dram_roof_pct(rate / 1e9 if rate else None, copy_ceiling_gbps)
+    if roof_pct is None:
+        return found
+    evidence = [
+        Evidence(
+            m.DRAM_BYTES_PER_SECOND, rate / 1e9, AT_ROOF_PCT / 100 * copy_ceiling_gbps,
+            f"DRAM GB/s: {roof_pct:.0f} % of the measured copy ceiling "
+            f"({copy_ceiling_gbps:.0f} GB/s); the roof from {AT_ROOF_PCT:.0f} %",
+        ),
+        *found.evidence,
+    ]  # fmt: skip
+    return Diagnosis(
+        bottleneck="memory",
+        unit="DRAM",
+        summary=at_roof_summary(rate / 1e9, copy_ceiling_gbps),
+        evidence=evidence,
+        advice=[AT_DRAM_ROOF_ADVICE],
+        top_stall=found.top_stall,
+        occupancy_limiter=found.occupancy_limiter,
+    )
+
+
+def _diagnose(metrics: dict) -> Diagnosis:
+    """The diagnosis from Nsight Compute's metrics alone (no measured ceiling)."""
     sm = m.number(metrics, m.SM_THROUGHPUT)
     mem = m.number(metrics, m.MEMORY_THROUGHPUT)
     if sm is None or mem is None:

@@ -198,15 +198,36 @@ def _predicted(cost, spec, time_ms, dram_bytes) -> dict | None:
     return data
 
 
+def measured_copy_gbps(profile: KernelProfile, gpu=None) -> float | None:
+    """The measured copy ceiling (GB/s) of the profile's GPU from `kernelab ceilings`' cache
+    (or $KERNELAB_CEILINGS); None when it was never measured there or the GPU is unknown."""
+    try:
+        spec = _resolve_gpu(gpu, profile)
+        if spec is None:
+            return None
+        from kernelab.harness.ceilings import measured_ceilings_for
+
+        measured = measured_ceilings_for(spec)
+    except (KernelabError, ImportError):
+        return None
+    return measured.bandwidth / 1e9 if measured is not None else None
+
+
 # --- the summary ----------------------------------------------------------------------------
 
 
 def summarize(
-    profile: KernelProfile, *, gpu=None, dtype: str | None = None, predicted=None
+    profile: KernelProfile,
+    *,
+    gpu=None,
+    dtype: str | None = None,
+    predicted=None,
+    copy_ceiling_gbps: float | None = None,
 ) -> KernelSummary:
     """One kernel's report. `gpu`: a GPUSpec or catalog id (default: match ncu's device
     name); `dtype`: the precision whose roof applies (default: the one with most FLOPs);
-    `predicted`: the cost model's OpCost for the op the kernel implements."""
+    `predicted`: the cost model's OpCost for the op the kernel implements;
+    `copy_ceiling_gbps`: the GPU's measured copy bandwidth, to name a kernel at the DRAM roof."""
     metrics = profile.metrics
     number = profile.metric
     flops = m.count_flops(metrics)
@@ -253,7 +274,7 @@ def summarize(
         roofline=placement,
         roofline_note=note,
         predicted=predicted_block,
-        diagnosis=diagnose(metrics),
+        diagnosis=diagnose(metrics, copy_ceiling_gbps),
         ncu_rules=[r for r in profile.rules if r.get("type") in ("OPT", "WRN", "ERR")],
     )
 
@@ -276,7 +297,7 @@ def _bytes(value) -> str:
 
 def render(summaries: list[KernelSummary], console) -> None:
     """Draw each kernel's report for a person."""
-    from rich.table import Table
+    from kernelab.output import Table
 
     for s in summaries:
         d = s.diagnosis

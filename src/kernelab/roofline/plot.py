@@ -1,7 +1,9 @@
 """The roofline chart: a GPU's roofs and where ops sit under them, as PNG or SVG.
 
 The figure is drawn on its own Agg-backed Figure, never through pyplot, so it neither
-needs a display nor changes the backend or state of anything else in the process.
+needs a display nor changes the backend or state of anything else in the process. Each
+point has its own colour and marker and is named in a key below the axes, not by text next
+to it: memory-bound kernels sit close together on the slope, and their labels overlapped.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from kernelab.roofline.costs import plain_number, shape_label
 from kernelab.roofline.model import Ceilings, Placement
 
 FORMATS = (".png", ".svg")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 # The roofs drawn for points of a math dtype: its own and its neighbours in precision, so
 # the chart shows what a change of dtype or math mode would buy.
@@ -53,10 +56,10 @@ def _roofs(ceilings: Ceilings, placements: Sequence[Placement], main: str) -> di
 def _point_label(p: Placement) -> str:
     head = f"{p.op} {shape_label(p.shape)} {p.dtype}".strip()
     if p.faster_than_light:
-        return f"{head}\n{plain_number(p.achieved_tflops)} TFLOP/s: FASTER THAN LIGHT, check it"
+        return f"{head}: {plain_number(p.achieved_tflops)} TFLOP/s: FASTER THAN LIGHT, check it"
     if p.achieved_tflops is not None:
-        return f"{head}\n{plain_number(p.achieved_tflops)} TFLOP/s ({p.sol_pct:.0f}% of SoL)"
-    return f"{head}\n{plain_number(p.attainable_tflops)} TFLOP/s attainable"
+        return f"{head}: {plain_number(p.achieved_tflops)} TFLOP/s ({p.sol_pct:.0f}% of SoL)"
+    return f"{head}: {plain_number(p.attainable_tflops)} TFLOP/s attainable"
 
 
 def plot_roofline(
@@ -73,7 +76,14 @@ def plot_roofline(
         raise KernelabError(
             f"cannot write a plot to '{path}': use a .png or .svg file name, not '{suffix or path.name}'"
         )
+    fig = draw_roofline(ceilings, placements, title=title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=suffix[1:])
+    return path
 
+
+def draw_roofline(ceilings: Ceilings, placements: Sequence[Placement], *, title=None):
+    """The roofline chart as a matplotlib Figure (Agg canvas), not yet written anywhere."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -137,18 +147,17 @@ def plot_roofline(
         fontsize=9,
     )
 
-    for p in drawable:
+    palette = [f"C{i}" for i in range(10) if i != 3]  # C3 is red, kept for faster-than-light
+    for i, p in enumerate(drawable):
         rate = p.achieved_tflops if p.achieved_tflops is not None else p.attainable_tflops
-        color = "red" if p.faster_than_light else "tab:orange"
-        ax.scatter([p.intensity], [rate], s=40, color=color, zorder=3)
-        ax.annotate(
-            _point_label(p),
-            xy=(p.intensity, rate),
-            xytext=(6, -22),
-            textcoords="offset points",
-            fontsize=8,
-            color="red" if p.faster_than_light else "black",
-        )
+        color = "red" if p.faster_than_light else palette[i % len(palette)]
+        ax.scatter([p.intensity], [rate], s=40, color=color, zorder=3,
+                   marker=MARKERS[i % len(MARKERS)], label=_point_label(p))  # fmt: skip
+    if drawable:
+        key = fig.legend(loc="outside lower center", fontsize=8, frameon=False)
+        for text, p in zip(key.get_texts(), drawable, strict=True):
+            if p.faster_than_light:
+                text.set_color("red")
 
     rates = [p.achieved_tflops or p.attainable_tflops for p in drawable]
     y_lo = min([x_lo * bandwidth / 1e12, *(r for r in rates if r > 0)]) / 2
@@ -160,8 +169,7 @@ def plot_roofline(
     ax.grid(True, which="both", alpha=0.25)
     if left_out:
         names = ", ".join(f"{p.op} {shape_label(p.shape)}" for p in left_out)
-        fig.text(0.01, 0.01, f"not drawn (no FLOPs, no place on a log axis): {names}", fontsize=8)
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=suffix[1:])
-    return path
+        ax.set_xlabel(
+            f"arithmetic intensity (FLOP/byte)\nnot drawn (no FLOPs, no place on a log axis): {names}"
+        )
+    return fig

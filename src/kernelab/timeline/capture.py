@@ -373,10 +373,10 @@ def profile_script(
     sys.stderr.write(done.stdout)  # the workload's own output, kept off a --json stdout
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise KernelabError(
-            f"the profiled workload failed (exit {done.returncode}): "
-            + (lines[-1].removeprefix("kernelab: ") if lines else "no output")
-        )
+        last = lines[-1] if lines else "no output"
+        if last.startswith("kernelab: "):  # the child already said what failed, in one line
+            raise KernelabError(last.removeprefix("kernelab: "))
+        raise KernelabError(f"the profiled workload failed (exit {done.returncode}): {last}")
     sys.stderr.write(done.stderr)
     capture = json.loads((out / CAPTURE_NAME).read_text())
     return _summarise(out / TRACE_NAME, capture, top=top, gpu=gpu)

@@ -1,0 +1,94 @@
+"""How commands print for a person: whole tables and lines when piped, no "..." at 80 columns."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelab.output import Table, _Console
+
+REPO = Path(__file__).resolve().parents[1]
+HIERARCHY_RECORD = REPO / "benchmarks" / "results" / "h200" / "hierarchy.json"
+
+
+def _piped(*argv: str) -> str:
+    """The command's stdout through a pipe, with no COLUMNS to hint at a width."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelab.cli", *argv], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _terminal(width: int) -> tuple[_Console, io.StringIO]:
+    buffer = io.StringIO()
+    return _Console(file=buffer, force_terminal=True, width=width, color_system=None), buffer
+
+
+def test_gpus_piped_has_every_column_and_name_whole():
+    from kernelab.hardware.catalog import CATALOG
+
+    text = _piped("gpus")
+    assert "…" not in text
+    assert "TDP W" in text and "bf16 ridge" in text
+    for spec in CATALOG.values():
+        assert spec.id in text
+
+
+@pytest.mark.skipif(not HIERARCHY_RECORD.exists(), reason="needs the committed H200 record")
+def test_hierarchy_import_piped_is_whole():
+    text = _piped("hierarchy", "--import", str(HIERARCHY_RECORD))
+    assert "…" not in text
+    assert "H800 cycles" in text and "random order, TLB misses" in text
+
+
+def test_gpus_on_an_80_column_terminal_keeps_whole_figures():
+    from kernelab.commands.gpus import NARROW_COLUMNS, _render_catalog
+    from kernelab.hardware.catalog import CATALOG
+
+    console, buffer = _terminal(80)
+    _render_catalog(console, list(CATALOG.values()))
+    text = buffer.getvalue()
+    assert "…" not in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert all(column in text for column in NARROW_COLUMNS)
+    h200 = next(line for line in text.splitlines() if line.strip().startswith("h200 "))
+    assert "4,800" in h200  # the bandwidth whole, not "4,8…"
+    assert "more columns" in text
+
+
+def test_a_table_wider_than_the_terminal_is_printed_whole():
+    console, buffer = _terminal(40)
+    table = Table()
+    for header in ("implementation", "median ms", "bandwidth"):
+        table.add_column(header, no_wrap=True)
+    table.add_row("triton.softmax_flat", "0.012345", "4.06 TB/s")
+    console.print(table)
+    text = buffer.getvalue()
+    assert "…" not in text
+    assert "triton.softmax_flat" in text and "0.012345" in text and "4.06 TB/s" in text
+
+
+def test_a_table_that_can_wrap_fits_the_terminal():
+    console, buffer = _terminal(40)
+    table = Table()
+    table.add_column("what")
+    table.add_column("ms", no_wrap=True)
+    table.add_row("a long description that can wrap at its spaces", "1.25")
+    console.print(table)
+    lines = buffer.getvalue().splitlines()
+    assert all(len(line) <= 40 for line in lines)
+    assert "1.25" in buffer.getvalue() and "description" in buffer.getvalue()
+
+
+def test_piped_lines_are_not_wrapped_at_80():
+    console = _Console(file=io.StringIO())
+    line = " ".join(["word"] * 40)
+    console.print(line)
+    assert console.file.getvalue() == line + "\n"
