@@ -621,7 +621,10 @@ class Evaluator:
             {"kind": "calls", "label": label, "calls": calls, "sampled": sampled,
              "mode": self.options.mode}
         )  # fmt: skip
-        return reply, (time.perf_counter() - begin) * 1e3
+        wall_ms = (time.perf_counter() - begin) * 1e3
+        if sampled and "raised" not in reply:
+            reply["outputs"] = worker.ask({"kind": "outputs"}).get("outputs")
+        return reply, wall_ms
 
     def _check_sampled(self, reply: dict, pool: list[Expected], sampled: list[int], during: str):
         """The failure message for the first sampled output that is wrong, or None."""
@@ -676,8 +679,10 @@ class Evaluator:
         if failure:
             return failure
         samples = reply.get("samples_ms")
-        if not isinstance(samples, list) or len(samples) != calls or not all(
-            isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples
+        if (
+            not isinstance(samples, list)
+            or len(samples) != calls
+            or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
         ):
             return f"{case.label}: the worker did not report {calls} times"
         data = [e.data for e in pool]
@@ -685,7 +690,6 @@ class Evaluator:
             wall_ms,
             calls,
             observed.loop_cost_ms(data, buffers=buffers, calls=calls, mode=self.options.mode),
-            observed.encode_cost_ms([pool[i % len(pool)].eager for i in sampled]),
         )
         samples, bounded = observed.bound(samples, floor)
         timing = self._timing(samples, [bounded] if bounded else [])

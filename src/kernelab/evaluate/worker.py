@@ -9,8 +9,12 @@ requests, one reply each, until told to stop:
     {"kind": "call", "data"}                        one call    -> {"out", "given", "snapshot"}
     {"kind": "pool", "label", "pool", "buffers"}    keep the input sets of a timing case
     {"kind": "calls", "label", "calls", "sampled", "mode"}
-                                                    timed calls -> {"samples_ms", "outputs"}
+                                                    timed calls -> {"samples_ms"}
+    {"kind": "outputs"}                             the sampled outputs of those calls
     {"kind": "stop"}
+
+The sampled outputs travel in a reply of their own, so that the judge's clock around the
+timed calls (kernelab.evaluate.observed) does not hold the time to send them.
 
 It knows nothing of the verdict: it is handed inputs and sends back what the solution made of
 them, as tensors. Its stdout and stderr (the solution's prints, faulthandler's report of a
@@ -75,10 +79,13 @@ def serve(read_fd: int, write_fd: int) -> int:
     try:
         problem = load_problem(setup["problem"], device=setup["device"], scale=setup["scale"])
     except Exception as exc:
-        send(write_fd, {"failed": f"the worker could not load the problem: {describe_exception(exc)}"})
+        send(
+            write_fd,
+            {"failed": f"the worker could not load the problem: {describe_exception(exc)}"},
+        )
         return 0
     send(write_fd, {"ready": True})
-    run, pools = None, {}
+    run, pools, outputs = None, {}, {}
     while True:
         try:
             request = receive(read_fd, trusted=True)
@@ -110,10 +117,12 @@ def serve(read_fd: int, write_fd: int) -> int:
                     run, pool, buffers=buffers, calls=request["calls"],
                     sampled=set(request["sampled"]), mode=request["mode"],
                 )  # fmt: skip
-                answer = {"samples_ms": samples, "outputs": _plain(outputs)}
+                answer = {"samples_ms": samples}
             except Exception as exc:
-                answer = {"raised": describe_exception(exc)}
+                outputs, answer = {}, {"raised": describe_exception(exc)}
             reply(answer)
+        elif kind == "outputs":
+            reply({"outputs": _plain(outputs)})
 
 
 if __name__ == "__main__":
