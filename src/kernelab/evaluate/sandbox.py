@@ -232,7 +232,8 @@ class Worker:
 
     def close(self) -> None:
         """Kill the worker's whole process group (whatever state it is in) and free its pipes."""
-        if self.process is not None and self.process.returncode is None:
+        if self.process is not None:
+            # The group outlives its leader when the solution started processes of its own.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
