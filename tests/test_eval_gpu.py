@@ -28,7 +28,7 @@ def run_suite(name: str, out: Path) -> dict:
             "--device", "cuda", "--seed", "7", "--max-time", "0.2", "--timeout", "120",
             "--json", "--out", str(records), *SUITES[name],
         ],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]  # the known-wrong solutions
     (out / f"eval_{name}.json").write_text(done.stdout)
@@ -74,3 +74,57 @@ def test_suite_on_the_gpu(name, out_dir):
     records = json.loads((out_dir / f"eval_{name}_records.json").read_text())
     implementations = {r["implementation"] for r in records}
     assert "eager" in implementations and "slow" in implementations
+
+
+# --- cheats on the GPU: each solution judged alone, its time on the judge's terms ----------
+
+RELU = EVAL / "kernelbench" / "relu.py"
+CHEATS = EVAL / "cheats"
+
+
+def judged_on_gpu(solution: Path) -> tuple[int, dict]:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "kernelab.cli", "eval", str(RELU), str(solution),
+            "--device", "cuda", "--seed", "7", "--max-time", "0.2", "--timeout", "300",
+            "--no-compile", "--json",
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.stdout, done.stderr[-2000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.gpu
+def test_gpu_unsynchronised_side_stream_output_fails():
+    code, verdict = judged_on_gpu(EVAL / "kernelbench/solutions/relu/wrong/side_stream.py")
+    assert code == 1 and verdict["status"] == "fail", verdict["message"]
+    assert "not ready on the caller's stream" in verdict["message"], verdict["message"]
+
+
+@pytest.mark.gpu
+def test_gpu_side_stream_work_while_timed_is_inside_the_clock():
+    # A 20M-cycle spin (>= 10 ms at any clock up to 2 GHz) on a side stream during timed
+    # calls only: a clock stopped on the caller's stream would read microseconds.
+    code, verdict = judged_on_gpu(CHEATS / "side_stream_when_timed.py")
+    [timed] = verdict["timings"]
+    assert timed["solution_ms"] >= 8.0, timed
+    assert timed["speedup_vs_eager"] < 0.1, timed
+    assert verdict["status"] in ("pass", "suspect"), verdict["message"]  # correct, just slow
+
+
+@pytest.mark.gpu
+def test_gpu_work_finished_after_returning_fails_in_a_sampled_call():
+    code, verdict = judged_on_gpu(CHEATS / "finishes_after_return.py")
+    assert code == 1 and verdict["status"] == "fail", verdict["message"]
+    assert "during timing, call" in verdict["message"], verdict["message"]
+
+
+@pytest.mark.gpu
+def test_gpu_patched_event_times_are_overruled_by_the_judge():
+    # elapsed_time patched to report 1/1000; each call really spins >= 5 ms.
+    code, verdict = judged_on_gpu(CHEATS / "lies_about_events.py")
+    assert code == 1 and verdict["status"] == "suspect", verdict["message"]
+    assert "tampered with" in verdict["message"]
+    [timed] = verdict["timings"]
+    assert timed["solution_ms"] >= 3.0, timed

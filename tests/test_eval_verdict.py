@@ -1,8 +1,10 @@
-"""Verdicts on the CPU: every fixture solution judged in-process (no sandbox), each wrong one
-rejected with a message that says why; the op recognisers; the thresholds' edge rules.
+"""Verdicts on the CPU: every fixture solution judged by an Evaluator in this process (the
+judge), the solution in its worker, each wrong one rejected with a message that says why;
+the op recognisers; the thresholds' edge rules.
 
-Timing needs a GPU (test_eval_gpu.py); here the candidate is called `repeat_calls` times in
-its place, and the re-check on unseen inputs runs after those calls.
+Without a GPU the candidate is called `repeat_calls` times in place of timing (sampled
+outputs checked), then re-checked on unseen inputs. The timed path runs here too, on the
+host clock, with this process presented as an H200 for the roofline.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ WHY = {
     "low_precision": ("exceeds the threshold",),
     "mutates_input": ("the solution wrote into input 0",),
     "cached": ("exceeds the threshold",),
-    "degrades": ("after 20 calls, on new inputs",),
+    "degrades": ("during 20 calls, call", "after 20 calls, on new inputs"),
 }
 
 CASES = [(key, path) for key in PROBLEMS for path in solutions_of(key)]
@@ -220,79 +222,86 @@ def test_options_are_validated():
         Options(mode="warm").validate()
 
 
-# --- the timing path, with a stand-in timer (the real one needs CUDA: test_eval_gpu.py) ---
+# --- the timing path, on the host clock (a GPU's events: test_eval_gpu.py) ---------------
 
 
 @pytest.fixture
-def fake_gpu_timer(monkeypatch):
-    """benchmark() replaced by a fixed per-call time; this process presented as an H200."""
+def as_h200(monkeypatch):
+    """This process presented as an H200 to the roofline placement (the judge's side)."""
     import kernelab.harness.ceilings as ceilings
-    import kernelab.harness.timing as timing
     from kernelab.harness.ceilings import DeviceIdentity
-    from kernelab.harness.stats import summarize
 
-    settings = {"ms": 1.0, "fenced": False}
-
-    def benchmark(fn, **kwargs):
-        for _ in range(20):  # the real timer makes hundreds of calls
-            fn()
-        samples = [settings["ms"]] * 10
-        return timing.Timing(
-            samples, kwargs.get("mode", "cold"), summarize(samples), "converged",
-            fenced=settings["fenced"],
-        )  # fmt: skip
-
-    monkeypatch.setattr(timing, "benchmark", benchmark)
     identity = DeviceIdentity(0, "NVIDIA H200", "h200", None, (9, 0))
     monkeypatch.setattr(ceilings, "this_gpu", lambda command="kernelab": identity)
     monkeypatch.setattr(ceilings, "measured_ceilings_for", lambda spec, path=None: None)
-    return settings
 
 
-def timed_evaluator(key: str) -> Evaluator:
-    problem = load_problem(PROBLEMS[key], device="cpu", scale=SCALE)
-    found = Evaluator(problem, Options(seeds=1, seed=99, compile=False))
-    found.timing = True  # as on a GPU; synchronisation is a no-op on the CPU device
+def timed_evaluator(problem_path: Path, **options) -> Evaluator:
+    problem = load_problem(problem_path, device="cpu", scale=SCALE)
+    settings = {"seeds": 1, "seed": 99, "compile": False, "max_time_s": 0.05, **options}
+    found = Evaluator(problem, Options(**settings))
+    found.timing = True  # as on a GPU; the loop times with the host clock on the CPU
     found.prepare()
     return found
 
 
-def test_timed_verdict_reports_speedups_placement_and_records(fake_gpu_timer):
-    found = timed_evaluator("kb-matmul")
+def test_timed_verdict_reports_speedups_placement_and_records(as_h200):
+    found = timed_evaluator(PROBLEMS["kb-matmul"])
     found.measure_baselines()
-    assert found.baselines["default"]["eager"]["median_ms"] == 1.0
-    fake_gpu_timer["ms"] = 0.5
+    eager = found.baselines["default"]["eager"]["median_ms"]
+    assert eager > 0
     verdict = found.evaluate(KB / "solutions/matmul/correct/model_new.py")
     assert verdict.status == "pass", verdict.message
     [timed] = verdict.timings
-    assert timed.speedup_vs_eager == pytest.approx(2.0)
+    assert timed.solution_ms > 0 and timed.eager_ms == eager
+    assert timed.speedup_vs_eager == pytest.approx(eager / timed.solution_ms)
     assert timed.compiled_ms is None  # compile off
     sheet = timed.placement["datasheet"]
-    assert sheet["gpu"] == "h200" and sheet["time_ms"] == 0.5
-    assert "2.00x eager PyTorch" in verdict.message
+    assert sheet["gpu"] == "h200" and sheet["time_ms"] == pytest.approx(timed.solution_ms)
+    assert "x eager PyTorch" in verdict.message
     [record] = verdict.records
     assert record["implementation"] == "model_new" and record["op"] == "kernelbench:matmul"
+    assert len(record["samples_ms"]) >= found.options.min_samples
     assert [r["implementation"] for r in found.baseline_records] == ["eager"]
     assert verdict.cases[-1].kind == "recheck" and verdict.cases[-1].ok
 
 
-def test_faster_than_the_floor_is_suspect_not_celebrated(fake_gpu_timer):
-    found = timed_evaluator("kb-relu")
-    fake_gpu_timer["ms"] = 1e-9  # a few bytes per femtosecond
-    verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+def test_faster_than_the_floor_is_suspect_not_celebrated(as_h200, tmp_path):
+    # A declared cost of an exabyte: any real time is under the H200's roofline floor.
+    problem = tmp_path / "relu_exabyte.py"
+    problem.write_text(
+        (KB / "relu.py").read_text()
+        + "\n\ndef roofline_cost(x):\n    return {'flops': 1.0, 'bytes': 1e18}\n"
+    )
+    verdict = timed_evaluator(problem).evaluate(KB / "solutions/relu/correct/model_new.py")
     assert verdict.status == "suspect"
     assert "under the roofline floor" in verdict.message
     assert "eager PyTorch" not in verdict.message
 
 
-def test_a_call_that_leaves_work_running_fails(fake_gpu_timer):
-    found = timed_evaluator("kb-relu")
-    fake_gpu_timer["fenced"] = True
+def test_a_worker_that_under_reports_its_time_is_bounded_by_the_judge(as_h200):
+    # It slows its own process's clock a thousandfold and sleeps 20 ms per call.
+    found = timed_evaluator(PROBLEMS["kb-relu"], max_time_s=0.2)
+    verdict = found.evaluate(EVAL / "cheats/lies_about_time.py")
+    assert verdict.status == "suspect", verdict.message
+    assert "tampered with" in verdict.message
+    [timed] = verdict.timings
+    assert timed.solution_ms >= 10.0  # the judge's floor, not the worker's ~0.02 ms
+    assert any("the judge observed at least" in w for w in timed.warnings)
+
+
+def test_an_honest_time_is_left_as_the_worker_measured_it(as_h200):
+    found = timed_evaluator(PROBLEMS["kb-relu"])
     verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
-    assert verdict.status == "fail" and "still running" in verdict.message
+    assert verdict.status == "pass", verdict.message
+    [timed] = verdict.timings
+    assert not any("the judge observed" in w for w in timed.warnings), timed.warnings
 
 
-def test_behaviour_after_timing_is_checked_again(fake_gpu_timer):
-    verdict = timed_evaluator("gm-relu").evaluate(GM / "relu_py/solutions/wrong/degrades.py")
+def test_behaviour_during_and_after_timing_is_checked(as_h200):
+    found = timed_evaluator(PROBLEMS["gm-relu"])
+    verdict = found.evaluate(GM / "relu_py/solutions/wrong/degrades.py")
     assert verdict.status == "fail"
-    assert verdict.message.startswith("after timing, on new inputs")
+    assert "during timing, call" in verdict.message or verdict.message.startswith(
+        "after timing, on new inputs"
+    ), verdict.message

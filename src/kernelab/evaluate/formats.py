@@ -53,6 +53,7 @@ class Problem:
     checker_name: str = ""
     declared_cost: Callable[[Any], dict] | None = None  # data -> {"flops", "bytes", ...}
     notes: list[str] = field(default_factory=list)
+    scale: float = 1.0  # the --scale it was loaded with (its workers load it the same way)
 
     def timing_cases(self) -> list[Case]:
         return self.benchmarks or self.tests
@@ -109,10 +110,13 @@ def load_problem(path: str | Path, *, device, scale: float = 1.0) -> Problem:
     if kind == "kernelbench":
         from kernelab.evaluate.kernelbench import load_kernelbench
 
-        return load_kernelbench(path, device=device, scale=scale)
-    from kernelab.evaluate.gpumode import load_gpumode
+        problem = load_kernelbench(path, device=device, scale=scale)
+    else:
+        from kernelab.evaluate.gpumode import load_gpumode
 
-    return load_gpumode(path if path.is_dir() else path.parent, device=device, scale=scale)
+        problem = load_gpumode(path if path.is_dir() else path.parent, device=device, scale=scale)
+    problem.scale = scale
+    return problem
 
 
 def import_file(path: Path, module_name: str):

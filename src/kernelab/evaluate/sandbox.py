@@ -1,70 +1,87 @@
-"""Each problem in its own process, with a time limit: a crash or a hang is a verdict.
+"""The judge and its workers: the solution runs in a process of its own, the verdict never does.
 
-The parent writes a job (problem, solutions, options) to a file and starts
-`python -m kernelab.evaluate.sandbox JOB` in a new session. The worker loads the problem,
-computes its references and baselines, then evaluates the solutions one after another,
-appending one JSON line per event to the job's events file:
+The judge is the process that calls run_problem (the `kernelab eval` command itself). It
+loads the problem, generates every input, computes the references and times the baselines;
+it never imports a solution. For each solution it starts a fresh worker,
+`python -m kernelab.evaluate.worker`, in a new session, talking over two pipes that only the
+two of them hold (kernelab.evaluate.channel): the judge sends inputs, the worker sends back
+what the solution made of them, as tensors, and the judge compares them with its own torch.
+Nothing the worker writes is a verdict, and nothing the worker can reach (a file, a patched
+function, the stack of its timer) is read as one.
 
-    {"event": "ready", ...}                 setup done (references, baselines)
-    {"event": "setup_failed", "message"}    the problem itself could not be evaluated
-    {"event": "start", "solution": P}       P is being evaluated: its clock starts
-    {"event": "verdict", "solution": P, "verdict": {...}}
-
-The worker's stdout and stderr (the candidate's prints, faulthandler's report of a
-segfault) go to a log file, never to the parent's output. The parent watches the events:
-setup gets max(timeout, SETUP_SECONDS), each solution `timeout` seconds from its start.
-When the limit passes the whole process group is killed and the solution is reported as a
-timeout; when the worker dies without a verdict the solution is reported as a crash, with
-the exit code or signal and the log's last words. A fresh worker then takes the solutions
-left, reusing the baselines already measured.
-
-The solutions of one problem share its worker: the references are computed before any of
-them is imported, but a solution that patches torch could affect those evaluated after it.
+Limits: the worker's setup (importing torch, loading the problem) gets max(timeout,
+SETUP_SECONDS); from then on the solution has `timeout` seconds in all. When they pass, or
+when the judge is interrupted (Ctrl-C) or fails, the worker's whole process group is killed.
+When the worker dies, the verdict is a crash with the exit code or signal and its log's last
+words. The log (the solution's prints, faulthandler's report of a segfault) is read from a
+pipe and capped: its first LOG_HEAD_BYTES and last LOG_TAIL_BYTES are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
 SETUP_SECONDS = 120.0
-POLL_SECONDS = 0.05
+LOG_HEAD_BYTES = 8 * 1024
+LOG_TAIL_BYTES = 32 * 1024
 LOG_TAIL_CHARS = 400
+STOP_SECONDS = 5.0
 
 
-@dataclasses.dataclass
-class ProblemRun:
-    """What the workers reported for one problem."""
+class CappedLog:
+    """A reader thread that drains a pipe and keeps its head and tail, never more."""
 
-    verdicts: dict  # solution path -> verdict dict
-    setup_error: str | None = None  # the problem could not be set up: why
-    baselines: dict | None = None
-    baseline_records: list = dataclasses.field(default_factory=list)
-    notes: list = dataclasses.field(default_factory=list)
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self.total += len(chunk)
+                room = LOG_HEAD_BYTES - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail += chunk
+                if len(self.tail) > LOG_TAIL_BYTES:
+                    del self.tail[: len(self.tail) - LOG_TAIL_BYTES]
+
+    def text(self) -> str:
+        with self._lock:
+            dropped = self.total - len(self.head) - len(self.tail)
+            gap = f"\n[... {dropped} bytes of output dropped ...]\n" if dropped > 0 else ""
+            return (bytes(self.head).decode(errors="replace") + gap
+                    + bytes(self.tail).decode(errors="replace"))  # fmt: skip
+
+    def close(self) -> None:
+        self._thread.join(timeout=STOP_SECONDS)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
-def _placeholder(problem: str, solution: str, status: str, message: str) -> dict:
-    from kernelab.evaluate.formats import detect_format
-    from kernelab.evaluate.verdict import Verdict
-
-    return Verdict(problem=Path(problem).stem, format=detect_format(problem), solution=solution,
-                   status=status, message=message).to_dict()  # fmt: skip
-
-
-def _log_words(log_path: Path, prefer: str | None = None) -> str:
+def log_words(text: str, prefer: str | None = None) -> str:
     """The last meaningful lines of a worker's log, on one line; after a fatal error, the
     error and the innermost frame in the file `prefer` (else the innermost frame)."""
-    try:
-        text = log_path.read_text(errors="replace")
-    except OSError:
-        return ""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
     if fatal is not None:
@@ -77,7 +94,7 @@ def _log_words(log_path: Path, prefer: str | None = None) -> str:
     return words[-LOG_TAIL_CHARS:]
 
 
-def _exit_description(code: int) -> str:
+def exit_description(code: int) -> str:
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -86,69 +103,158 @@ def _exit_description(code: int) -> str:
     return f"exit code {code}"
 
 
-def _crash_message(code: int | None, log_words: str) -> str:
+def crash_message(code: int | None, words: str) -> str:
     if code == 0:
         head = "the process exited (code 0) before a verdict: the solution ended it"
     else:
-        head = f"the process died while evaluating it ({_exit_description(code or 0)})"
-    return f"{head}: {log_words}" if log_words else head
+        head = f"the process died while evaluating it ({exit_description(code or 0)})"
+    return f"{head}: {words}" if words else head
 
 
-def _read_events(path: Path, offset: int) -> tuple[list[dict], int]:
-    """Complete JSON lines appended since `offset`; the new offset."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read()
-    except FileNotFoundError:
-        return [], offset
-    end = chunk.rfind(b"\n") + 1
-    events = [json.loads(line) for line in chunk[:end].splitlines() if line.strip()]
-    return events, offset + end
+class WorkerGone(Exception):
+    """The worker cannot answer any more: status "crash" or "timeout", and why."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
-def _run_worker(job: dict, workdir: Path, timeout: float, on_event):
-    """Run one worker until it ends or overruns; return (how, exit code, the solution being
-    evaluated or None, the log's path): how is "done", "died" or "timeout"."""
-    job_path = workdir / f"job-{time.monotonic_ns()}.json"
-    events_path = job_path.with_suffix(".events")
-    log_path = job_path.with_suffix(".log")
-    job = {**job, "events": str(events_path)}
-    job_path.write_text(json.dumps(job))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kernelab.evaluate.sandbox", str(job_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
+class Worker:
+    """One solution's process, as the judge sees it: ask() sends a request, waits for the
+    reply within the solution's time, and turns a death or an overrun into WorkerGone."""
+
+    def __init__(self, problem, solution: str | Path, timeout: float):
+        self.problem = problem
+        self.solution = str(solution)
+        self.timeout = timeout
+        self.process: subprocess.Popen | None = None
+        self.log: CappedLog | None = None
+        self.deadline = 0.0
+        self._to_worker = self._from_worker = -1
+
+    def __enter__(self) -> Worker:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        from kernelab.evaluate.channel import send
+
+        child_reads, self._to_worker = os.pipe()
+        self._from_worker, child_writes = os.pipe()
+        log_read, log_write = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kernelab.evaluate.worker", str(child_reads),
+                 str(child_writes)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_write,
+                stderr=log_write,
+                pass_fds=(child_reads, child_writes),
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+        finally:
+            for fd in (child_reads, child_writes, log_write):
+                os.close(fd)
+        self.log = CappedLog(log_read)
+        os.set_blocking(self._to_worker, False)
+        self.deadline = time.monotonic() + max(self.timeout, SETUP_SECONDS)
+        setup = {
+            "problem": str(self.problem.path),
+            "device": str(self.problem.device),
+            "scale": self.problem.scale,
+        }
+        send(self._to_worker, setup)
+        ready = self._receive(setting_up=True)
+        if "failed" in ready:
+            raise WorkerGone("crash", ready["failed"])
+        self.deadline = time.monotonic() + self.timeout  # the solution's clock starts
+
+    def ask(self, request: dict) -> dict:
+        from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, send
+
+        try:
+            send(self._to_worker, request, deadline=self.deadline)
+        except ChannelTimeout:
+            self._overrun(setting_up=False)
+        except ChannelClosed:
+            self._died()
+        return self._receive(setting_up=False)
+
+    def _receive(self, setting_up: bool) -> dict:
+        from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, receive
+
+        try:
+            reply = receive(self._from_worker, trusted=False, deadline=self.deadline)
+        except ChannelTimeout:
+            self._overrun(setting_up)
+        except ChannelClosed:
+            self._died()
+        except Exception as exc:  # a reply the judge refuses to unpickle
+            from kernelab.evaluate.formats import describe_exception
+
+            self.close()
+            raise WorkerGone(
+                "crash", f"the worker sent a reply the judge cannot read: {describe_exception(exc)}"
+            ) from None
+        if not isinstance(reply, dict):
+            self.close()
+            raise WorkerGone("crash", "the worker sent a reply that is not a message")
+        return reply
+
+    def _overrun(self, setting_up: bool):
+        self.close()
+        if setting_up:
+            limit = max(self.timeout, SETUP_SECONDS)
+            raise WorkerGone("timeout", f"the worker's setup timed out after {limit:g} s")
+        raise WorkerGone(
+            "timeout", f"no verdict after {self.timeout:g} s: the solution hangs or is far too slow"
         )
-    offset, current = 0, None
-    deadline = time.monotonic() + max(timeout, SETUP_SECONDS)
-    how = "done"
-    while True:
-        code = process.poll()
-        events, offset = _read_events(events_path, offset)
-        for event in events:
-            if event["event"] == "start":
-                current = event["solution"]
-                deadline = time.monotonic() + timeout
-            elif event["event"] == "verdict":
-                current = None
-                deadline = time.monotonic() + timeout
-            on_event(event)
-        if code is not None:
-            how = "done" if current is None and code == 0 else "died"
-            break
-        if time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            how = "timeout"
-            break
-        time.sleep(POLL_SECONDS)
-    return how, process.returncode, current, log_path
+
+    def _died(self):
+        code = None
+        if self.process is not None:
+            try:
+                code = self.process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        self.close()
+        words = log_words(self.log.text(), prefer=self.solution) if self.log else ""
+        raise WorkerGone("crash", crash_message(code, words))
+
+    def close(self) -> None:
+        """Kill the worker's whole process group (whatever state it is in) and free its pipes."""
+        if self.process is not None:
+            # The group outlives its leader when the solution started processes of its own.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        for fd in (self._to_worker, self._from_worker):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._to_worker = self._from_worker = -1
+        if self.log is not None:
+            self.log.close()
+
+
+@dataclasses.dataclass
+class ProblemRun:
+    """What the judge found for one problem."""
+
+    verdicts: dict  # solution path -> verdict dict
+    setup_error: str | None = None  # the problem could not be set up: why
+    baselines: dict | None = None
+    baseline_records: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
 
 
 def run_problem(
@@ -160,134 +266,28 @@ def run_problem(
     options,
     timeout: float,
 ) -> ProblemRun:
-    """Evaluate `solutions` of `problem` in worker processes; every solution gets a verdict."""
-    from kernelab.output import note
-
-    remaining = [str(s) for s in solutions]
-    outcome = ProblemRun(verdicts={})
-    with tempfile.TemporaryDirectory(prefix="kernelab-eval-") as folder:
-        workdir = Path(folder)
-        while remaining:
-            ready = False
-
-            def on_event(event):
-                nonlocal ready
-                kind = event["event"]
-                if kind == "ready":
-                    ready = True
-                    outcome.baselines = event.get("baselines") or outcome.baselines
-                    if not outcome.baseline_records:
-                        outcome.baseline_records = event.get("baseline_records", [])
-                    outcome.notes = event.get("notes", [])
-                elif kind == "setup_failed":
-                    outcome.setup_error = event["message"]
-                elif kind == "start":
-                    note(f"evaluating {event['solution']}")
-                elif kind == "verdict":
-                    outcome.verdicts[event["solution"]] = event["verdict"]
-                    remaining.remove(event["solution"])
-
-            job = {
-                "problem": str(problem),
-                "solutions": list(remaining),
-                "device": device,
-                "scale": scale,
-                "options": dataclasses.asdict(options),
-                "baselines": outcome.baselines,
-            }
-            how, code, current, log_path = _run_worker(job, workdir, timeout, on_event)
-            if outcome.setup_error is not None:
-                break
-            log_words = _log_words(log_path, prefer=current)
-            if not ready:
-                limit = max(timeout, SETUP_SECONDS)
-                outcome.setup_error = (
-                    f"setting up the problem timed out after {limit:g} s"
-                    if how == "timeout"
-                    else f"the worker died while setting up the problem ({_exit_description(code)}): {log_words}"
-                )
-                break
-            if current is not None:
-                if how == "timeout":
-                    verdict = _placeholder(
-                        problem, current, "timeout",
-                        f"no verdict after {timeout:g} s: the solution hangs or is far too slow",
-                    )  # fmt: skip
-                else:
-                    verdict = _placeholder(
-                        problem, current, "crash", _crash_message(code, log_words)
-                    )
-                outcome.verdicts[current] = verdict
-                remaining.remove(current)
-            elif how != "done" and remaining:
-                outcome.setup_error = (
-                    f"the worker ended unexpectedly ({_exit_description(code)}): {log_words}"
-                )
-                break
-    return outcome
-
-
-# --- the worker --------------------------------------------------------------------------
-
-
-def _worker(job_path: str) -> int:
-    import faulthandler
-
-    faulthandler.enable()
-    job = json.loads(Path(job_path).read_text())
-    events = open(job["events"], "a")  # noqa: SIM115 - kept open for the worker's life
-
-    def emit(event: dict) -> None:
-        events.write(json.dumps(event) + "\n")
-        events.flush()
-        os.fsync(events.fileno())
-
+    """Judge `solutions` of `problem`, each in its own worker; every solution gets a verdict
+    unless the problem itself cannot be set up (then setup_error says why)."""
     from kernelab.errors import KernelabError
     from kernelab.evaluate.formats import describe_exception, load_problem
-    from kernelab.evaluate.verdict import Evaluator, Options
+    from kernelab.evaluate.verdict import Evaluator
+    from kernelab.output import note
 
+    outcome = ProblemRun(verdicts={})
     try:
-        problem = load_problem(job["problem"], device=job["device"], scale=job["scale"])
-        evaluator = Evaluator(problem, Options(**job["options"]))
-        if job.get("baselines"):
-            evaluator.baselines = job["baselines"]
+        evaluator = Evaluator(load_problem(problem, device=device, scale=scale), options)
         evaluator.prepare()
         evaluator.measure_baselines()
     except KernelabError as exc:
-        emit({"event": "setup_failed", "message": str(exc)})
-        return 0
+        outcome.setup_error = str(exc)
+        return outcome
     except Exception as exc:
-        emit(
-            {
-                "event": "setup_failed",
-                "message": f"setting up the problem raised {describe_exception(exc)}",
-            }
-        )
-        return 0
-    emit(
-        {
-            "event": "ready",
-            "baselines": evaluator.baselines,
-            "baseline_records": evaluator.baseline_records,
-            "notes": evaluator.notes,
-        }
-    )
-    for solution in job["solutions"]:
-        emit({"event": "start", "solution": solution})
-        try:
-            verdict = evaluator.evaluate(solution).to_dict()
-        except KernelabError as exc:
-            verdict = _placeholder(job["problem"], solution, "error", str(exc))
-        except Exception as exc:
-            verdict = _placeholder(
-                job["problem"], solution, "fail",
-                f"evaluating it raised {describe_exception(exc)}",
-            )  # fmt: skip
-        verdict["format"] = problem.format
-        verdict["problem"] = problem.name
-        emit({"event": "verdict", "solution": solution, "verdict": verdict})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker(sys.argv[1]))
+        outcome.setup_error = f"setting up the problem raised {describe_exception(exc)}"
+        return outcome
+    outcome.baselines = evaluator.baselines
+    outcome.baseline_records = evaluator.baseline_records
+    outcome.notes = evaluator.notes
+    for solution in solutions:
+        note(f"evaluating {solution}")
+        outcome.verdicts[str(solution)] = evaluator.evaluate(solution, timeout=timeout).to_dict()
+    return outcome

@@ -8,8 +8,8 @@ The naming rule, one level deep in DIR:
   KernelBench  a file foo.py defining `class Model` and get_inputs(). Its solutions:
                foo_solution*.py beside it and every .py file under solutions/foo/.
 
-Each problem runs in its own worker process (kernelab.evaluate.sandbox), one after another
-so that timings never share the GPU.
+Problems are judged one after another, each solution in a worker process of its own
+(kernelab.evaluate.sandbox), so that timings never share the GPU.
 """
 
 from __future__ import annotations

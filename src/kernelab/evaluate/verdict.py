@@ -1,5 +1,10 @@
 """The verdict on one solution: is it correct, how fast is it, and where does it sit.
 
+The Evaluator is the judge: it runs in a process that never imports the solution. Every
+reference, comparison and decision below happens here, with the judge's own torch; the
+solution runs in its worker (kernelab.evaluate.sandbox, kernelab.evaluate.worker), which
+receives inputs and sends back outputs, as tensors.
+
 Correctness, for every case and several seeds (each test case at its own seed and
 `seeds - 1` more; each benchmark case at its own):
 
@@ -10,26 +15,30 @@ Correctness, for every case and several seeds (each test case at its own seed an
    overwrites when handed them full of NaN (an empty buffer may already hold the answer).
    The candidate may write those, and receives them filled with NaN, so an element it
    forgets cannot hold the right answer.
-2. The candidate receives its own copy, with torch's allocator poisoned (new tensors hold
-   NaN: kernelab.harness.check.poisoned_allocations).
+2. The candidate receives its own copy (sent to its worker), with torch's allocator poisoned
+   there (new tensors hold NaN: kernelab.harness.check.poisoned_allocations); the worker
+   sends back the output and the inputs as the call left them.
 3. It fails when it raises, writes into an input it should only read, returns another
    structure, dtype or shape, or misses the exact answer by more than kernelab's
    scale-aware threshold (kernelab.harness.check.compare: all-zeros and constant outputs
    fail even where a plain allclose passes them). The threshold is the larger of the dtype's
    derived threshold and twice the eager reference's own error, so a problem whose reference
    itself runs in TF32 (a cuDNN convolution) does not reject a kernel as precise as it.
-4. On a GPU, a copy of the output is taken on the caller's stream right after the call, before
+4. On a GPU, the worker copies the output on the caller's stream right after the call, before
    any synchronisation: a candidate whose work runs on another stream that the caller's
    stream never waits for returns an output that is not ready there, and that copy is wrong.
 5. The problem's own checker (GPU MODE's check_implementation, KernelBench's allclose) must
    pass too.
 
-Then the candidate runs many times: timed on a GPU (kernelab.harness.timing.benchmark, the
-same timer and mode for eager PyTorch and torch.compile of the reference, reported as
-speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Afterwards its
-output is checked again on inputs it has never seen, which catches a result cached from the
-correctness pass and behaviour that changes after N calls. A timed call that returns while
-its work still runs elsewhere (the timer's fenced flag) fails as well.
+Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a GPU, with the
+same loop and mode for eager PyTorch and torch.compile of the reference (reported as
+speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
+the next of POOL_SETS input sets, copied into the same tensors (new values at the same
+addresses), and the outputs of some calls, chosen by the judge, come back and are checked
+against the reference of their set: an answer remembered from an earlier call, or an empty
+tensor returned when a timer is on the stack, fails. The judge bounds the reported time by
+its own wall clock around the batch (kernelab.evaluate.observed). Afterwards the output is
+checked again on inputs it has never seen, which catches behaviour that changes after N calls.
 
 Roofline: the cost is declared by the problem or recognised from the reference's aten ops
 (kernelab.evaluate.recognise); on a catalog GPU the candidate's time is placed on the
@@ -51,6 +60,14 @@ from kernelab.evaluate.formats import Case, Problem, describe_exception
 
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error")
 EAGER_ERROR_MARGIN = 2.0
+POOL_SETS = 3  # input sets the timed calls rotate through
+SAMPLED_EXTRA = 3  # checked timed calls besides the last POOL_SETS
+WARMUP_CALLS = 3  # untimed: compilation, autotuning, lazy allocation
+PROBE_CALLS = 3  # sized on the judge's clock: how many calls fit in --max-time
+MAX_TIMED_CALLS = 2000
+DEFAULT_TIMEOUT_S = 300.0
+# Warnings that make a correct verdict "suspect" rather than a celebrated time.
+SUSPECT_MARKS = ("speed of light", "tampered with")
 
 
 @dataclass
@@ -155,6 +172,17 @@ def _dtype_name(dtype) -> str | None:
     return name
 
 
+def _same_structure(a, b) -> bool:
+    """Whether two trees have the same paths, with tensors where the other has tensors."""
+    import torch
+
+    ours, theirs = trees.leaves(a), trees.leaves(b)
+    return len(ours) == len(theirs) and all(
+        p == q and isinstance(x, torch.Tensor) == isinstance(y, torch.Tensor)
+        for (p, x), (q, y) in zip(ours, theirs, strict=True)
+    )
+
+
 def _relative_error(out, ref) -> float:
     import torch
 
@@ -176,6 +204,7 @@ class Evaluator:
         self.timing = self.options.timing and self.on_gpu
         self.expected: list[Expected] = []
         self.rechecks: dict[str, Expected] = {}  # timing case label -> unseen inputs
+        self.pools: dict[str, list[Expected]] = {}  # timing case label -> rotated input sets
         self.costs: dict[str, Any] = {}  # timing case label -> Recognition
         self.baselines: dict[str, dict] = {}  # case label -> {"eager": {...}, "compiled": ...}
         self.baseline_records: list[dict] = []
@@ -201,6 +230,22 @@ class Evaluator:
         for case in self.problem.timing_cases():
             self.rechecks[case.label] = self._expect(case, rng.randrange(2**31))
             self.costs[case.label] = self._cost(self.rechecks[case.label])
+            self.pools[case.label] = self._pool(case, rng)
+        if self.timing and self.options.mode == "graph":
+            self.notes.append(
+                "graph mode does not apply to eval (every call gets new inputs, loaded outside "
+                "the clock): calls are timed one by one, as in hot mode"
+            )
+
+    def _pool(self, case: Case, rng: random.Random) -> list[Expected]:
+        from kernelab.evaluate.timed_calls import compatible
+
+        pool = [self._expect(case, rng.randrange(2**31)) for _ in range(POOL_SETS)]
+        why = compatible([expected.data for expected in pool])
+        if why is None:
+            return pool
+        self.notes.append(f"{case.label}: timed calls all get one input set ({why})")
+        return pool[:1]
 
     def _expect(self, case: Case, seed: int) -> Expected:
         problem = self.problem
@@ -360,23 +405,20 @@ class Evaluator:
             limit = allowance if relaxed else result.threshold
         return True, worst, limit, f"relative norm error {worst:.3g} <= {limit or 0:.3g}"
 
-    def _check(self, run, expected: Expected, kind: str) -> CaseResult:
-        from kernelab.harness.check import poisoned_allocations
-
+    def _check(self, worker, expected: Expected, kind: str) -> CaseResult:
         given = trees.clone(expected.data)
         trees.poison(given, expected.buffers)
         result = CaseResult(expected.case.label, kind, expected.seed, False, None, None, "")
-        _synchronize(self.device)
-        try:
-            with poisoned_allocations():
-                out = run(given)
-                # Taken on the caller's stream before any synchronisation (rule 4).
-                snapshot = trees.clone(out) if self.on_gpu else None
-            _synchronize(self.device)
-        except KernelabError:
-            raise
-        except Exception as exc:
-            result.message = f"the solution raised {describe_exception(exc)}"
+        reply = worker.ask({"kind": "call", "data": given})
+        if "raised" in reply:
+            result.message = f"the solution raised {reply['raised']}"
+            return result
+        out, snapshot = reply.get("out"), reply.get("snapshot")
+        if self.on_gpu and snapshot is None:
+            snapshot = out  # nothing to compare: the output itself must be right
+        given = reply.get("given")
+        if not _same_structure(given, expected.data):
+            result.message = "the worker did not send back the inputs it was given"
             return result
         mutation = trees.mutation_message(expected.data, given, expected.buffers)
         if mutation:
@@ -408,18 +450,39 @@ class Evaluator:
 
     # --- timing --------------------------------------------------------------------------
 
-    def _time(self, fn):
-        from kernelab.harness.timing import benchmark
+    def _calls_for(self, per_call_ms: float) -> int:
+        """Timed calls in one batch: --max-time's worth, at least --min-samples."""
+        fit = int(self.options.max_time_s * 1e3 / max(per_call_ms, 1e-6))
+        return max(self.options.min_samples, min(MAX_TIMED_CALLS, fit))
 
-        return benchmark(
-            fn,
-            mode=self.options.mode,
-            min_samples=self.options.min_samples,
-            max_time_s=self.options.max_time_s,
-        )
+    def _timing(self, samples: list[float], warnings: list[str]):
+        from kernelab.harness.stats import summarize
+        from kernelab.harness.timing import Timing
+
+        mode = "cold" if self.options.mode == "cold" else "hot"
+        return Timing(samples, mode, summarize(samples), "fixed calls", warnings=warnings)
+
+    def _time_here(self, call, label: str):
+        """Time a trusted callable (a baseline) with the solution's loop, in the judge."""
+        import time
+
+        from kernelab.evaluate.timed_calls import run_calls
+
+        pool = [expected.data for expected in self.pools[label]]
+        buffers = self.pools[label][0].buffers
+        mode = self.options.mode
+
+        def batch(calls: int) -> list[float]:
+            return run_calls(call, pool, buffers=buffers, calls=calls, sampled=set(), mode=mode)[0]
+
+        batch(WARMUP_CALLS)
+        begin = time.perf_counter()
+        batch(PROBE_CALLS)
+        per_call = (time.perf_counter() - begin) * 1e3 / PROBE_CALLS
+        return self._timing(batch(self._calls_for(per_call)), [])
 
     def measure_baselines(self) -> dict[str, dict]:
-        """Eager PyTorch and torch.compile of the reference at each timing case (GPU only)."""
+        """Eager PyTorch and torch.compile of the reference at each timing case (when timing)."""
         if not self.timing or self.baselines:
             return self.baselines
         from kernelab.output import note
@@ -433,19 +496,16 @@ class Evaluator:
                     f"torch.compile of the reference failed: {describe_exception(exc)}"
                 )
         for case in self.problem.timing_cases():
-            expected = self.rechecks[case.label]
             entry: dict = {}
             found = self.costs.get(case.label)
             note(f"{self.problem.name} {case.label}: timing eager PyTorch")
-            eager_data = trees.clone(expected.data)
-            timing = self._time(lambda d=eager_data: self.problem.reference(d))
+            timing = self._time_here(self.problem.reference, case.label)
             entry["eager"] = {"median_ms": timing.median_ms, "rel_noise": timing.rel_noise}
             self.baseline_records.append(self._record(case, "eager", timing, found))
             if compiled is not None:
                 note(f"{self.problem.name} {case.label}: timing torch.compile")
-                compiled_data = trees.clone(expected.data)
                 try:
-                    timing = self._time(lambda d=compiled_data, c=compiled: c(d))
+                    timing = self._time_here(compiled, case.label)
                     entry["compiled"] = {
                         "median_ms": timing.median_ms,
                         "rel_noise": timing.rel_noise,
@@ -483,7 +543,10 @@ class Evaluator:
 
     # --- the verdict ---------------------------------------------------------------------
 
-    def evaluate(self, solution_path: str | Path) -> Verdict:
+    def evaluate(self, solution_path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Verdict:
+        """The verdict on one solution, run in a worker of its own for at most `timeout` s."""
+        from kernelab.evaluate.sandbox import Worker, WorkerGone
+
         solution_path = Path(solution_path)
         if not self.expected:
             self.prepare()
@@ -501,67 +564,135 @@ class Evaluator:
             ],
         )
         try:
-            run = self.problem.load_solution(solution_path)
-        except Exception as exc:
-            verdict.message = f"the solution failed to load: {describe_exception(exc)}"
-            return verdict
+            with Worker(self.problem, solution_path, timeout) as worker:
+                self._judge_in(worker, verdict)
+        except WorkerGone as gone:
+            verdict.status, verdict.message = gone.status, gone.message
+            verdict.timings, verdict.records = [], []
+        return verdict
 
+    def _judge_in(self, worker, verdict: Verdict) -> None:
+        loaded = worker.ask({"kind": "solution", "path": verdict.solution})
+        if "failed" in loaded:
+            verdict.message = f"the solution failed to load: {loaded['failed']}"
+            return
         for expected in self.expected:
-            result = self._check(run, expected, expected.case.kind)
+            result = self._check(worker, expected, expected.case.kind)
             verdict.cases.append(result)
             if not result.ok:
                 verdict.message = self._where(result) + result.message
-                return verdict
+                return
 
         self.measure_baselines()
         for case in self.problem.timing_cases():
             recheck = self.rechecks[case.label]
-            failure = self._exercise(run, case, verdict)
+            failure = self._exercise(worker, case, verdict)
             if failure:
                 verdict.message = failure
-                return verdict
-            result = self._check(run, recheck, "recheck")
+                return
+            result = self._check(worker, recheck, "recheck")
             verdict.cases.append(result)
             if not result.ok:
                 calls = "timing" if self.timing else f"{self.options.repeat_calls} calls"
                 verdict.message = (
                     f"after {calls}, on new inputs: " + self._where(result) + result.message
                 )
-                return verdict
+                return
 
         self._conclude(verdict)
-        return verdict
 
     def _where(self, result: CaseResult) -> str:
         return f"{result.case}, seed {result.seed}: "
 
-    def _exercise(self, run, case: Case, verdict: Verdict) -> str | None:
-        """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU); the
-        failure message, or None."""
-        first = next(e for e in self.expected if e.case.label == case.label)
-        given = trees.clone(first.data)
+    def _sampled(self, calls: int) -> list[int]:
+        """The timed calls whose outputs come back: the last POOL_SETS (every input set, after
+        any warm-up a cache needs) and SAMPLED_EXTRA more, drawn at random."""
+        last = set(range(max(0, calls - POOL_SETS), calls))
+        rng = random.Random(self.options.seed) if self.options.seed is not None else random
+        extra = rng.sample(range(calls), min(calls, SAMPLED_EXTRA))
+        return sorted(last | set(extra))
+
+    def _calls(self, worker, label: str, calls: int, sampled: list[int]) -> tuple[dict, float]:
+        """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
+        import time
+
+        begin = time.perf_counter()
+        reply = worker.ask(
+            {"kind": "calls", "label": label, "calls": calls, "sampled": sampled,
+             "mode": self.options.mode}
+        )  # fmt: skip
+        wall_ms = (time.perf_counter() - begin) * 1e3
+        if sampled and "raised" not in reply:
+            reply["outputs"] = worker.ask({"kind": "outputs"}).get("outputs")
+        return reply, wall_ms
+
+    def _check_sampled(self, reply: dict, pool: list[Expected], sampled: list[int], during: str):
+        """The failure message for the first sampled output that is wrong, or None."""
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, dict) or set(outputs) != set(sampled):
+            return f"{during}: the worker did not send back the outputs of calls {sampled}"
+        for index in sampled:
+            expected = pool[index % len(pool)]
+            ok, _, _, message = self._judge(outputs[index], expected)
+            if not ok:
+                return (
+                    f"{during}, call {index + 1} (input set {index % len(pool)}, seed "
+                    f"{expected.seed}): {message}"
+                )
+        return None
+
+    def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
+        """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), on rotating
+        inputs, checking the sampled outputs; the failure message, or None."""
+        from kernelab.evaluate import observed
+
+        pool = self.pools[case.label]
+        buffers = pool[0].buffers
+        worker.ask(
+            {"kind": "pool", "label": case.label, "pool": [e.data for e in pool],
+             "buffers": sorted(buffers)}
+        )  # fmt: skip
         if not self.timing:
-            try:
-                for _ in range(self.options.repeat_calls):
-                    run(given)
-            except Exception as exc:
-                return f"{case.label}: a repeated call raised {describe_exception(exc)}"
-            return None
+            calls = self.options.repeat_calls
+            if calls == 0:
+                return None
+            sampled = self._sampled(calls)
+            reply, _ = self._calls(worker, case.label, calls, sampled)
+            if "raised" in reply:
+                return f"{case.label}: a repeated call raised {reply['raised']}"
+            return self._check_sampled(reply, pool, sampled, f"during {calls} calls")
+
         from kernelab.output import note
 
         note(f"{self.problem.name} {case.label}: timing {Path(verdict.solution).name}")
-        try:
-            timing = self._time(lambda: run(given))
-        except KernelabError:
-            raise
-        except Exception as exc:
-            return f"{case.label}: the solution raised while timed: {describe_exception(exc)}"
-        if timing.fenced:
-            return (
-                f"{case.label}: the call returns while work it started is still running "
-                "(on a stream the caller's stream does not wait for): its result is not "
-                "ordered with the caller's work"
-            )
+        warm, _ = self._calls(worker, case.label, WARMUP_CALLS, [])
+        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS, [])
+        for reply in (warm, probe):
+            if "raised" in reply:
+                return f"{case.label}: the solution raised while timed: {reply['raised']}"
+        calls = self._calls_for(probe_ms / PROBE_CALLS)
+        sampled = self._sampled(calls)
+        reply, wall_ms = self._calls(worker, case.label, calls, sampled)
+        if "raised" in reply:
+            return f"{case.label}: the solution raised while timed: {reply['raised']}"
+        failure = self._check_sampled(reply, pool, sampled, f"{case.label}: during timing")
+        if failure:
+            return failure
+        samples = reply.get("samples_ms")
+        if (
+            not isinstance(samples, list)
+            or len(samples) != calls
+            or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
+        ):
+            return f"{case.label}: the worker did not report {calls} times"
+        data = [e.data for e in pool]
+        floor = observed.floor_ms(
+            wall_ms,
+            calls,
+            observed.loop_cost_ms(data, buffers=buffers, calls=calls, mode=self.options.mode),
+        )
+        samples, bounded = observed.bound(samples, floor)
+        timing = self._timing(samples, [bounded] if bounded else [])
         base = self.baselines.get(case.label, {})
         eager = base.get("eager", {}).get("median_ms")
         compiled = base.get("compiled", {}).get("median_ms")
@@ -628,12 +759,13 @@ class Evaluator:
             (timed.case, w)
             for timed in verdict.timings
             for w in timed.warnings
-            if "speed of light" in w
+            if any(mark in w for mark in SUSPECT_MARKS)
         ]
         if flagged:
             verdict.status = "suspect"
             case, warning = flagged[0]
-            verdict.message += f"; but at {case} it timed under the roofline floor: {warning}"
+            why = "timed under the roofline floor" if "speed of light" in warning else "lied"
+            verdict.message += f"; but at {case} it {why}: {warning}"
             return
         speedups = [t.speedup_vs_eager for t in verdict.timings if t.speedup_vs_eager]
         if speedups:

@@ -1,0 +1,65 @@
+"""The judge's own bound on a time the worker reports.
+
+The per-call times come from inside the solution's process, where the solution can patch the
+clock, the events, or the loop that reads them. What it cannot change is how long the judge
+waited: the judge sends "make N calls" and reads the short reply (the sampled outputs come
+in a later one) on its own clock. That wait holds the N calls plus the loop's own steps
+(loading each input set, the NaN fill, the L2 flush, the synchronisations, the events). The
+judge measures those itself, in its own process (the same loop around a call that does
+nothing), allows OVERHEAD_MARGIN times them, gives up a further (1 - WALL_SHARE) of the wall
+time and SLACK_MS to scheduling noise (a shared machine, a garbage collection, the pipes),
+and divides the rest by N:
+
+    floor = max(0, WALL_SHARE * wall - OVERHEAD_MARGIN * loop - SLACK_MS) / N
+
+The floor errs low, so an honest
+solution should never meet it: what it guarantees is that a solution's reported time is at
+least about WALL_SHARE of what the judge saw, less overheads; small lies (a few percent, or a
+few ms in all) go through. A worker whose mean time is below the floor is overruled (its
+samples are scaled up to it); one that also claims less than the floor / LIE_FACTOR, with
+more than LIE_MIN_MS unexplained in all, is lying rather than noisy: "suspect".
+"""
+
+from __future__ import annotations
+
+import time
+
+OVERHEAD_MARGIN = 1.5
+WALL_SHARE = 0.9
+SLACK_MS = 20.0
+LIE_FACTOR = 1.5
+LIE_MIN_MS = 20.0
+NULL_CALLS_MAX = 50  # the loop's own cost is measured on this many calls and scaled
+
+
+def floor_ms(wall_ms: float, calls: int, loop_ms: float) -> float:
+    spare = WALL_SHARE * wall_ms - OVERHEAD_MARGIN * loop_ms - SLACK_MS
+    return max(0.0, spare) / max(1, calls)
+
+
+def loop_cost_ms(pool: list, *, buffers: set[str], calls: int, mode: str) -> float:
+    """The judge's wall time for the timed loop's own work over `calls` calls."""
+    from kernelab.evaluate.timed_calls import run_calls
+
+    measured = min(calls, NULL_CALLS_MAX)
+    begin = time.perf_counter()
+    run_calls(lambda data: None, pool, buffers=buffers, calls=measured, sampled=set(), mode=mode)
+    return (time.perf_counter() - begin) * 1e3 * calls / max(1, measured)
+
+
+def bound(samples_ms: list[float], floor: float) -> tuple[list[float], str | None]:
+    """The samples, scaled up so that their mean is at least the floor, and a warning when
+    they had to be (None when the worker's figures stand)."""
+    mean = sum(samples_ms) / len(samples_ms)
+    if mean >= floor or floor <= 0:
+        return samples_ms, None
+    factor = floor / max(mean, 1e-12)
+    scaled = [sample * factor for sample in samples_ms]
+    warning = (
+        f"the judge observed at least {floor:.4g} ms per call (its own wall clock around the "
+        f"batch, less the loop's overhead); the worker reported {mean:.4g} ms: reported times "
+        "are scaled up to the judge's floor"
+    )
+    if floor > LIE_FACTOR * mean and (floor - mean) * len(samples_ms) > LIE_MIN_MS:
+        warning += " (far below what the judge saw: the timing was tampered with)"
+    return scaled, warning
