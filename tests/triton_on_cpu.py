@@ -1,7 +1,9 @@
 """Run kernelab's Triton kernels on Triton's CPU interpreter when there is no GPU.
 
-Import this before any kernel module: without CUDA it sets TRITON_INTERPRET=1, which
-triton.jit reads when a kernel is defined. `interpreted_kernels()` then makes sure that the
+Import this before triton and any kernel module: without CUDA it sets TRITON_INTERPRET=1,
+which triton.jit reads when a kernel is defined (with triton imported first, kernels that
+call other jitted functions failed under the interpreter: "Cannot call @triton.jit'd outside
+of the scope of a kernel", Triton 3.9). `interpreted_kernels()` then makes sure that the
 kernel modules hold interpreter builds, reloading one that was imported before the variable
 was set (the same check as tests/test_triton_kernels.py makes per module).
 """
