@@ -218,6 +218,21 @@ def test_ladder_op_traces_into_an_exported_graph_without_running(ladder, step, d
     assert (tuple(value.shape), value.dtype) == ((5, 7), dtype)
 
 
+@pytest.mark.skipif(DEVICE == "cuda", reason="on a GPU the compiled ladder ops run (gpu tests)")
+@pytest.mark.parametrize("name", ["sgemm:13", "hgemm:18"])
+def test_compiled_ladder_op_traces_whole_and_passes_the_kernels_error_through(name):
+    """fullgraph=True: the op (a partial with its step) is one node, no graph break; the run
+    then reaches the kernel's validation, whose one-line error arrives unchanged."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    op = op_for(name)
+    dtype = torch.float32 if name.startswith("sgemm") else torch.bfloat16
+    compiled = torch.compile(lambda a, b: op(a * 2, b), fullgraph=True)
+    with pytest.raises(KernelabError, match="must be a CUDA tensor"):
+        compiled(torch.randn(5, 9, dtype=dtype), torch.randn(9, 7, dtype=dtype))
+
+
 # --- the Triton ops run: interpreter on the CPU, compiled on a GPU -------------------------
 
 

@@ -32,7 +32,9 @@ CUDA graphs: every launcher launches on torch's current stream, so the ops can b
 The first call of a shape must happen outside the capture: it compiles the kernel (and loads
 the cubin), and for the Triton kernels autotunes (matmul and vector_add through Triton's
 autotuner, softmax and the norms by timing candidates on inputs of 64 MiB or more), none of
-which a capture allows. Warm up on the capturing stream first, as torch's CUDA-graph docs say.
+which a capture allows. Warm up on a side stream, as torch's CUDA-graph docs say, and capture
+on that same stream (torch.cuda.graph(g, stream=side)): the per-stream state (cuda.core's
+stream wrapper, matmul's split-K counters) then exists before the capture starts.
 The softmax's split-row kernels keep exchange words between calls, but give a captured launch
 a zeroed workspace of its own (kernelab.kernels.triton.turn_words).
 """
