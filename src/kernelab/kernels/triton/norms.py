@@ -209,6 +209,10 @@ def _normalize(
 ):
     if x.dim() != 2:
         raise ValueError(f"norms expect a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
+    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        # fp32 statistics: fp64 would silently lose precision, integers be rounded
+        name = "rmsnorm" if is_rms else "layernorm"
+        raise ValueError(f"{name} supports fp32, bf16 and fp16, not {x.dtype}")
     n_rows, n_cols = x.shape
     if weight.shape != (n_cols,) or (bias is not None and bias.shape != (n_cols,)):
         raise ValueError(f"weight and bias must have shape ({n_cols},)")

@@ -53,6 +53,9 @@ def vector_add(x, y):
         raise ValueError(
             f"vector_add needs equal shapes and dtypes, got {x.shape}/{x.dtype} and {y.shape}/{y.dtype}"
         )
+    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        # it adds in fp32: fp64 would silently lose precision, integers be rounded
+        raise ValueError(f"vector_add supports fp32, bf16 and fp16, not {x.dtype}")
     x_flat = x.contiguous().view(-1)
     y_flat = y.contiguous().view(-1)
     out = torch.empty_like(x_flat)
