@@ -22,6 +22,7 @@ import pytest
 
 from kernelab.errors import KernelabError, UnknownNameError
 from kernelab.kernels.cuda import build as cuda_build
+from kernelab.kernels.cuda import prepared
 from kernelab.kernels.cuda.hgemm import (
     CHECK_SHAPES,
     STEPS,
@@ -350,7 +351,7 @@ def test_param_array_points_at_each_argument():
         tma.TensorMapParam.from_encoded(data), tma.TensorMapParam.from_encoded(data[::-1]),
         7, 11, 13, 0xDEADBEEF00, 6,
     )  # fmt: skip
-    array = tma.param_array(params)
+    array = prepared.param_array(params)
     assert len(array) == 7
     assert ctypes.string_at(array[0], 128) == data
     assert ctypes.string_at(array[1], 128) == data[::-1]
@@ -471,7 +472,7 @@ def test_exact_store_columns_stop_at_the_last_16_bytes_inside_n():
 def test_tma_store_params_carry_the_output_for_the_edge_fallback():
     blank = tma.TensorMapParam.from_encoded(bytes(tma.TENSOR_MAP_BYTES))
     params = tma_step_params(blank, blank, 300, 131, 77, 0xDEADBEEF00, 136, map_c=blank)
-    array = tma.param_array(params)
+    array = prepared.param_array(params)
     assert len(array) == 9
     assert ctypes.cast(array[6], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0xDEADBEEF00
     ints = [ctypes.cast(array[i], ctypes.POINTER(ctypes.c_int32)).contents.value for i in (3, 7, 8)]

@@ -4,8 +4,8 @@ A TMA load reads a CUtensorMap: a 128-byte opaque descriptor of a global tensor 
 sizes, strides) and of the box one instruction copies (its size and shared-memory swizzle).
 The host builds it with the driver's cuTensorMapEncodeTiled; the kernel takes it by value as
 a `const __grid_constant__ CUtensorMap` parameter. cuda.core's launch does not accept such a
-parameter in every release (1.2.0 on the H200 image), so `launch_with_params` calls
-cuLaunchKernel with an argument array built here.
+parameter in every release (1.2.0 on the H200 image), so the ladder calls cuLaunchKernel
+with an argument array (kernels/cuda/prepared.py).
 
 `tiled_map_2d` checks every rule the driver documents for the encode call, so a matrix TMA
 cannot describe (a row stride that is not a multiple of 16 bytes, an unaligned base) is a
@@ -15,7 +15,6 @@ one-line error here instead of CUDA_ERROR_INVALID_VALUE later; the launcher pads
 from __future__ import annotations
 
 import ctypes
-import os
 from dataclasses import dataclass
 
 from kernelab.errors import KernelabError
@@ -139,37 +138,16 @@ class TensorMapParam(ctypes.Structure):
         return cls.from_buffer_copy(data)
 
 
-def param_array(params: list) -> ctypes.Array:
-    """cuLaunchKernel's kernelParams: one pointer to each argument's bytes, in order. The
-    driver copies each argument with the size the kernel's image declares for it, so every
-    entry must be a ctypes object of exactly the kernel's parameter type."""
-    return (ctypes.c_void_p * len(params))(*(ctypes.addressof(p) for p in params))
-
-
 def launch_with_params(cubin, kernel_name: str, arch: str, config, params: list) -> None:
-    """Launch `kernel_name` on torch's current stream with ctypes-typed `params`."""
+    """Launch `kernel_name` on torch's current stream with ctypes-typed `params` (kept for
+    one-off launches; the ladder keeps its launches prepared, kernels/cuda/prepared.py)."""
     import torch
-    from cuda.bindings import driver
 
-    from kernelab.kernels.cuda import launch as cuda_launch
+    from kernelab.kernels.cuda.prepared import current_stream_handle, prepare
 
-    kernel = cuda_launch.load(cubin, kernel_name, arch=arch)
-    cuda_launch._raise_smem_limit(kernel, (str(cubin), kernel_name), config.shared_bytes)
-    stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
-    array = param_array(params)
-    (err,) = driver.cuLaunchKernel(
-        kernel.handle,
-        *config.grid,
-        *config.block,
-        config.shared_bytes,
-        stream,
-        ctypes.addressof(array),
-        0,
+    prepare(cubin, kernel_name, arch, config, params)(
+        current_stream_handle(torch.cuda.current_device())
     )
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise KernelabError(f"launch of {kernel_name} {config} failed: {err.name}")
-    if os.environ.get("KERNELAB_SYNC") == "1":
-        torch.cuda.synchronize()
 
 
 _co_resident: dict[tuple, int] = {}

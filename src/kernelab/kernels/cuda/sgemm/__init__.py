@@ -9,6 +9,7 @@ disk); nothing here touches CUDA at import time.
 from __future__ import annotations
 
 from kernelab.errors import KernelabError
+from kernelab.kernels.cuda.prepared import PlanCache, current_stream_handle
 from kernelab.kernels.cuda.sgemm.steps import STEPS, Step, get_step
 
 __all__ = ["STEPS", "Step", "build_step", "get_step", "implementations", "sgemm"]
@@ -67,10 +68,7 @@ def sgemm(
     configuration for the tunable steps; by default they use the tuned winner for this GPU
     and shape class.
     """
-    import numpy as np
     import torch
-
-    from kernelab.kernels.cuda import launch as cuda_launch
 
     step = step if isinstance(step, Step) else get_step(step)
     a, lda = _row_major_view(a, "a")
@@ -90,19 +88,41 @@ def sgemm(
         return out.mul_(beta) if beta != 0.0 else out.zero_()
     ldc = out.stride(0) if m > 1 else n
 
+    key = (step.number, a.device.index, m, n, k, a.data_ptr(), lda, b.data_ptr(), ldb,
+           out.data_ptr(), ldc, alpha, beta, tuple(sorted((defines or {}).items())))  # fmt: skip
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans.put(
+            key, _prepare(step, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, defines)
+        )
+    plan(current_stream_handle(a.device.index if a.device.index is not None else 0))
+    return out
+
+
+_plans = PlanCache()
+
+
+def _prepare(step: Step, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, defines):
+    """The launch of `step` for these operands: the tuned tiles, the geometry, the arguments.
+    `a`, `b` and `out` are the caller's own tensors (views, never copies), so the launch can
+    be kept for as long as their pointers and strides stay the same."""
+    import ctypes
+
+    from kernelab.kernels.cuda.prepared import prepare
+
     if defines is None and step.tunable:
         from kernelab.kernels.cuda.sgemm.tuning import winner
 
         defines = winner(step, m, n, k)
     built = build_step(step, defines)
     config = step.launch(m, n, k, defines)
-    cuda_launch.launch(
-        built.cubin, step.kernel, built.arch, config,
-        np.int32(m), np.int32(n), np.int32(k), np.float32(alpha),
-        a.data_ptr(), np.int32(lda), b.data_ptr(), np.int32(ldb),
-        np.float32(beta), out.data_ptr(), np.int32(ldc),
-    )  # fmt: skip
-    return out
+    params = [
+        ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k), ctypes.c_float(alpha),
+        ctypes.c_uint64(a.data_ptr()), ctypes.c_int32(lda),
+        ctypes.c_uint64(b.data_ptr()), ctypes.c_int32(ldb),
+        ctypes.c_float(beta), ctypes.c_uint64(out.data_ptr()), ctypes.c_int32(ldc),
+    ]  # fmt: skip
+    return prepare(built.cubin, step.kernel, built.arch, config, params)
 
 
 def implementations():
