@@ -221,6 +221,11 @@ def test_flow_checks_times_places_and_records(cpu_bench, capsys):
     assert [r.implementation for r in records] == ["torch.mm", "torch.mm.tf32"]
     assert records[1].math_mode == "tf32" and records[0].gpu_id == "h200"
     assert records[0].check["ok"] and len(records[0].samples_ms) == 3
+    # the launch lens: host cost per call beside the device time, kept in the record
+    host = records[0].extra["host_cost"]
+    assert host["calls"] >= 10 and host["host_us"] > 0 and host["wall_us"] >= host["host_us"]
+    assert main_row["host_us"] == host["host_us"]
+    assert main_row["launch_bound"] == (host["host_us"] > host["device_us"])
     history = cpu_bench / "cache" / "records" / "h200.json"
     assert len(load_records(history)) == 2  # appended to the cache as well
     assert (
@@ -292,6 +297,7 @@ def test_the_table_names_every_implementation(cpu_bench, capsys):
     )
     out = capsys.readouterr().out
     assert "torch.mm.tf32" in out and "vs torch.mm.tf32" in out and "records:" in out
+    assert "host us/call" in out.replace("\n", " ") or "host us" in out
 
 
 # --- on the GPU ---------------------------------------------------------------------------

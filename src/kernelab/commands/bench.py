@@ -120,6 +120,7 @@ def _render(result: dict):
             "implementation",
             "shape",
             "median ms",
+            "host us/call",
             "TFLOP/s",
             "GB/s",
             "% roof",
@@ -137,7 +138,7 @@ def _render(result: dict):
                     name,
                     shape_text(row["shape"]),
                     "[red]check failed[/red]",
-                    *["-"] * 5,
+                    *["-"] * 6,
                     _fmt(row["check_error"], ".2e"),
                 )
                 continue
@@ -145,6 +146,8 @@ def _render(result: dict):
                 name,
                 shape_text(row["shape"]),
                 _fmt(row["median_ms"], ".4f"),
+                _fmt(row.get("host_us"), ".1f")
+                + (" (launch-bound)" if row.get("launch_bound") else ""),
                 _fmt(row["tflops"], ",.2f"),
                 _fmt(row["gbps"], ",.0f"),
                 _fmt(row["pct_of_datasheet"], ".1f", " %"),

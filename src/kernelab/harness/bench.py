@@ -2,7 +2,8 @@
 
 `kernelab bench`, the lab and the evaluators all go through BenchSession.one, so a number
 is only ever produced after the kernel passed its correctness check, and always arrives
-with its roofline placement and the speed-of-light guard applied.
+with its roofline placement and the speed-of-light guard applied, and with the host's cost
+per call beside the device time (harness/launch_cost.py: is the call launch-bound here?).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class BenchSession:
         self.measured = measured_ceilings_for(spec) if spec is not None else None
         self.versions = {**software_versions(), "cuda_runtime": torch.version.cuda}
 
+    def _synchronize(self) -> None:
+        """Wait for the device the inputs live on (CPU work is done when the call returns)."""
+        import torch
+
+        if str(self.device).startswith("cuda"):
+            torch.cuda.synchronize()
+
     def _place(self, ceilings, cost, math_mode, time_ms):
         from kernelab.roofline.model import place
 
@@ -44,6 +52,7 @@ class BenchSession:
         """Check, time and place `fn` at `shape`: a row for the table and a Record (None when
         the check failed)."""
         from kernelab.harness.check import check_implementation
+        from kernelab.harness.launch_cost import measure_host_cost
         from kernelab.harness.records import Record
         from kernelab.harness.timing import benchmark, device_memory_guard
 
@@ -71,6 +80,9 @@ class BenchSession:
                 min_samples=self.min_samples,
                 max_time_s=self.max_time_s,
             )
+            host = measure_host_cost(
+                lambda: fn(*inputs), timing.median_ms, synchronize=self._synchronize
+            )
         cost = self.op_spec.cost(shape, dtype)
         on_sheet = self._place(self.datasheet, cost, impl.math_mode, timing.median_ms)
         on_measured = self._place(self.measured, cost, impl.math_mode, timing.median_ms)
@@ -78,6 +90,12 @@ class BenchSession:
         warnings = list(timing.warnings)
         if on_sheet is not None and on_sheet.faster_than_light:
             warnings.insert(0, on_sheet.warning)
+        if host.launch_bound:
+            warnings.append(
+                f"launch-bound at this size: the host needs {host.host_us:.1f} us to issue a "
+                f"call the GPU runs in {host.device_us:.1f} us, so back-to-back calls take "
+                f"{host.wall_us:.1f} us each"
+            )
         row.update(
             median_ms=timing.median_ms,
             tflops=cost.flops / seconds / 1e12,
@@ -86,6 +104,9 @@ class BenchSession:
             pct_of_measured=on_measured.sol_pct if on_measured else None,
             bound=on_sheet.bound if on_sheet else None,
             rel_noise=timing.rel_noise,
+            host_us=host.host_us,
+            wall_us=host.wall_us,
+            launch_bound=host.launch_bound,
             mode=timing.mode,
             throttled=timing.throttled,
             faster_than_light=bool(on_sheet and on_sheet.faster_than_light),
@@ -122,6 +143,7 @@ class BenchSession:
                 "bound": row["bound"],
                 "floor_ms": on_sheet.floor_ms if on_sheet else None,
                 "measured_ceilings": self.measured.source if self.measured else None,
+                "host_cost": host.to_dict(),
             },
         )
         return row, record
