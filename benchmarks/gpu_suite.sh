@@ -4,7 +4,9 @@
 #
 #   a  the softmax and shared-row tests of tests/test_triton_kernels.py
 #   b  the rest of tests/test_triton_kernels.py
-#   c  every other test file
+#   c  every other test file but d's
+#   d  tests/test_bad_input.py and tests/test_torch_ops.py (session 19: the bad-input matrix
+#      and the custom ops; compile-bound, they time nothing, so they take GPU_SUITE_WORKERS)
 #
 #   bash benchmarks/gpu_suite.sh a b      # then, in the next call: bash benchmarks/gpu_suite.sh c
 #
@@ -45,8 +47,10 @@ for part in "${@:-a}"; do
     case $part in
         a) args=("${parallel[@]}" tests/test_triton_kernels.py -k "softmax or shared") ;;
         b) args=("${parallel[@]}" tests/test_triton_kernels.py -k "not (softmax or shared)") ;;
-        c) args=(--ignore=tests/test_triton_kernels.py tests) ;;
-        *) echo "gpu_suite.sh: unknown part '$part' (a, b or c)" >&2; exit 2 ;;
+        c) args=(--ignore=tests/test_triton_kernels.py --ignore=tests/test_bad_input.py
+                 --ignore=tests/test_torch_ops.py tests) ;;
+        d) args=("${parallel[@]}" tests/test_bad_input.py tests/test_torch_ops.py) ;;
+        *) echo "gpu_suite.sh: unknown part '$part' (a, b, c or d)" >&2; exit 2 ;;
     esac
     echo "== part $part: ${args[*]}"
     # Part c's ladder tests write their records under $OUT; keep those out of the logs' folder.
