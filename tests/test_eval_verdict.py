@@ -258,7 +258,8 @@ def test_timed_verdict_reports_speedups_placement_and_records(as_h200):
     assert timed.compiled_ms is None  # compile off
     sheet = timed.placement["datasheet"]
     assert sheet["gpu"] == "h200" and sheet["time_ms"] == pytest.approx(timed.solution_ms)
-    assert "x eager PyTorch" in verdict.message
+    assert "x eager PyTorch in per-call latency, launch path included" in verdict.message
+    assert "launch path" in timed.basis  # the speedup says which time it compares
     [record] = verdict.records
     assert record["implementation"] == "model_new" and record["op"] == "kernelbench:matmul"
     assert len(record["samples_ms"]) >= found.options.min_samples

@@ -59,6 +59,23 @@ def test_triton_table_heading_names_only_the_baselines_timed_and_units_show(tmp_
     assert row[5] == "eager.softmax: 2.50 TB/s"
 
 
+def test_triton_table_shows_the_host_cost_per_call_beside_the_rates(tmp_path):
+    case = {"rows": 64, "cols": 4096}
+    ours = _record("triton.softmax", "softmax", case, "bf16", 400.0)
+    ours.extra["host_cost"] = {"host_us": 21.5, "wall_us": 22.0, "launch_bound": True}
+    theirs = _record("eager.softmax", "softmax", case, "bf16", 300.0)
+    theirs.extra["host_cost"] = {"host_us": 9.25, "wall_us": 10.0, "launch_bound": True}
+    old = _record("triton.softmax", "softmax", {"rows": 8, "cols": 8}, "bf16", 4.0)
+    save_records([ours, theirs, old], tmp_path / "a.json")
+    report = Report("t")
+    c.kernels_section(report, load_results(tmp_path), tmp_path)
+    table = _tables(report)[0]
+    assert table.header[-1].startswith("host us/call")
+    cells = {row[1]: row[-1] for row in table.rows}
+    assert cells["cols=4096 rows=64"] == "21.5 / 9.2 (launch-bound)"
+    assert cells["cols=8 rows=8"] == "-"  # a record made before records carried it
+
+
 def test_triton_table_heading_names_torch_compile_when_it_was_timed(tmp_path):
     case = {"rows": 4096, "cols": 4096}
     save_records([_record("triton.softmax", "softmax", case, "bf16", 4000.0),

@@ -89,7 +89,10 @@ def _render_verdict(verdict: dict):
                 )
             console.print(table)
         if verdict.get("timings"):
-            table = Table(title="timing (median ms; speedup = baseline / solution)")
+            table = Table(
+                title="timing (median ms per call, host launch path + device time; "
+                "speedup = baseline / solution)"
+            )
             for column in (
                 "case",
                 "solution",

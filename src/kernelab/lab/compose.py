@@ -339,6 +339,22 @@ def baseline_kinds(names) -> str:
     return ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
 
 
+def _host_text(ours, baselines: list) -> str:
+    """The launch lens beside the device rates: host microseconds per call of ours and of the
+    first baseline (harness/launch_cost.py), "-" for records made before they carried it."""
+
+    def host(record) -> float | None:
+        value = (record.extra.get("host_cost") or {}).get("host_us")
+        return value if isinstance(value, (int, float)) else None
+
+    mine = host(ours)
+    if mine is None:
+        return "-"
+    theirs = next((h for _, r in baselines if (h := host(r)) is not None), None)
+    bound = " (launch-bound)" if (ours.extra.get("host_cost") or {}).get("launch_bound") else ""
+    return f"{mine:.1f} / {theirs:.1f}{bound}" if theirs is not None else f"{mine:.1f}{bound}"
+
+
 def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
     others = [r for r in results.records if r not in results.ladder() and r.op != "gemm" or
               r.dtype != "fp32" and r.op == "gemm"]  # fmt: skip
@@ -377,9 +393,11 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
                 if copy and ours.achieved_gbps
                 else ""
             )
-        rows.append([op, shape_text(shape), dtype, f"{_fmt(rate(ours))} {unit}", pct, base])
+        rows.append([op, shape_text(shape), dtype, f"{_fmt(rate(ours))} {unit}", pct, base,
+                     _host_text(ours, baselines)])  # fmt: skip
     report.add(Heading(f"Triton kernels against {baseline_kinds(names)}"),
-               Table(["op", "shape", "dtype", "triton", "of the ceiling", "baselines"], rows))  # fmt: skip
+               Table(["op", "shape", "dtype", "triton", "of the ceiling", "baselines",
+                      "host us/call (triton / first baseline)"], rows))  # fmt: skip
     path = charts.softmax_chart(latest_per_case(others), figures / "softmax.png", copy)
     if path:
         report.add(Image(path, "softmax TB/s against row length"))

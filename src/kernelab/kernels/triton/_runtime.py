@@ -310,7 +310,9 @@ def launch_row_tiles(kernel, args: tuple, kwargs: dict, n_rows: int, config: dic
         grid = persistent_grid(kernel, args, kwargs, n_tiles)
     else:
         grid = (n_tiles,)
-    kernel[grid](*args, **kwargs)
+    from kernelab.kernels.triton.launch_plans import launch
+
+    launch(kernel, grid, *args, **kwargs)
 
 
 # --- autotuning ----------------------------------------------------------------------------

@@ -30,6 +30,9 @@ from kernelab.kernels.triton._runtime import (
     shared_bytes_per_program,
     tuned,
 )
+from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
+
+PLANS = LaunchPlans("triton.norms")
 
 SINGLE_PASS_MAX_COLS = 32768
 LOOP_BLOCK = 4096
@@ -222,11 +225,28 @@ def _normalize(
     out = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)
     if n_rows == 0 or n_cols == 0:
         return out
+    if single_pass_max_cols is not None or config is not None:
+        _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, single_pass_max_cols, config)
+        return out
+    # the tuned choice: planned (launch_plans); eps and the flags are replayed as recorded,
+    # so they are part of the key
+    tensors = (x2d, weight, bias_arg, out)
+    key = PLANS.key(x.device, tensors, float(eps), is_rms, bias is not None)
+    if not PLANS.replay(key, tensors):
+        with PLANS.recording(key, tensors):
+            _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, None, None)
+    return out
+
+
+def _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, single_pass_max_cols, config) -> None:
+    n_rows, n_cols = x2d.shape
     flags = {"IS_RMS": is_rms, "HAS_BIAS": bias is not None}
     limit = SINGLE_PASS_MAX_COLS if single_pass_max_cols is None else single_pass_max_cols
     if n_cols > limit:
         block = INTERPRETER_LOOP_BLOCK if interpreting() else LOOP_BLOCK
-        _norm_looped_kernel[(n_rows,)](
+        launch(
+            _norm_looped_kernel,
+            (n_rows,),
             x2d,
             weight,
             bias_arg,
@@ -239,7 +259,7 @@ def _normalize(
             num_warps=1 if interpreting() else 8,
             **flags,
         )
-        return out
+        return
 
     block_n = triton.next_power_of_2(n_cols)
     args = (x2d, weight, bias_arg, out, n_rows, n_cols, x2d.stride(0), out.stride(0), eps)
@@ -255,16 +275,15 @@ def _normalize(
             key = (
                 "norms",
                 block_n,
-                x.dtype,
+                x2d.dtype,
                 weight.dtype,
                 is_rms,
                 bias is not None,
-                x.device.index,
+                x2d.device.index,
             )
             nbytes = x2d.numel() * x2d.element_size()
             config = tuned(_tuned, key, run, candidates_for(x2d, weight, bias), nbytes=nbytes)
     run(config)
-    return out
 
 
 def layernorm(

@@ -98,6 +98,9 @@ from kernelab.kernels.triton._runtime import (
     sm_count,
     tuned,
 )
+from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch
+
+PLANS = LaunchPlans("triton.softmax")
 
 SINGLE_PASS_MAX_COLS = 16384
 # The partials of a row are read as one block of this many slots (masked past n_chunks), so
@@ -1630,10 +1633,21 @@ def _launch_two_pass(x2d, out, chunk: int) -> None:
     # workspace: (max, sum) per chunk, 8 bytes x rows x chunks, tiny next to the row itself
     stats = torch.empty((n_rows, n_chunks, 2), device=x2d.device, dtype=torch.float32)
     warps = 1 if interpreting() else 4
-    _softmax_chunk_stats_kernel[(n_rows, n_chunks)](
-        x2d, stats, n_cols, x2d.stride(0), n_chunks, CHUNK=chunk, num_warps=warps
+    keep(stats)  # written whole by the first kernel before the second reads it
+    launch(
+        _softmax_chunk_stats_kernel,
+        (n_rows, n_chunks),
+        x2d,
+        stats,
+        n_cols,
+        x2d.stride(0),
+        n_chunks,
+        CHUNK=chunk,
+        num_warps=warps,
     )
-    _softmax_chunk_normalize_kernel[(n_rows, n_chunks)](
+    launch(
+        _softmax_chunk_normalize_kernel,
+        (n_rows, n_chunks),
         x2d,
         out,
         stats,
@@ -1758,7 +1772,7 @@ def _run_cooperative(x2d, out, config: dict, wait_log=None) -> bool:
     n_groups = min(x2d.shape[0], resident // n_chunks, config.get("GROUPS", x2d.shape[0]))
     if n_groups < 1:
         return False
-    kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
+    launch(kernel, (n_groups * n_chunks,), *args, n_groups, **kwargs)
     return True
 
 
@@ -1856,7 +1870,7 @@ def _run_l2(x2d, out, config: dict) -> bool:
     n_groups, _ = _l2_groups(x2d, config, kwargs, args, n_slices)
     if n_groups < 1:
         return False
-    _softmax_l2_kernel[(n_groups * n_slices,)](*args, n_groups, **kwargs)
+    launch(_softmax_l2_kernel, (n_groups * n_slices,), *args, n_groups, **kwargs)
     return True
 
 
@@ -2031,19 +2045,33 @@ def softmax(
     out = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)
     if n_rows == 0 or n_cols == 0:
         return out
-    path = choose_path(n_cols, single_pass_max_cols=single_pass_max_cols)
+    options = (single_pass_max_cols, chunk_cols, long_rows, config)
+    if options == (None, None, None, None):
+        # the tuned choice: planned (launch_plans), where a forced one always goes through
+        tensors = (x2d, out)
+        key = PLANS.key(x.device, tensors)
+        if not PLANS.replay(key, tensors):
+            with PLANS.recording(key, tensors):
+                _dispatch(x2d, out, None, None, None, None)
+        return out
+    _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_rows, config)
+    return out
+
+
+def _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_rows, config) -> None:
+    """Launch the path softmax() chose for x2d into out (the options as softmax() takes them)."""
+    path = choose_path(x2d.shape[1], single_pass_max_cols=single_pass_max_cols)
     forced = long_rows or (config or {}).get("path")
     if forced is None and config is not None and path != "single-pass":
         forced = "cooperative"  # the configs of cooperative_candidates carry no path
     if forced is None and path == "single-pass":
         _launch_rows(x2d, out, config)
-        return out
+        return
     if forced is not None:
-        config = {**(config or _path_default(forced, x.dtype)), "path": forced}
+        config = {**(config or _path_default(forced, x2d.dtype)), "path": forced}
     elif path == "two-pass":
-        config = _path_default("two-pass", x.dtype)
+        config = _path_default("two-pass", x2d.dtype)
     if chunk_cols is not None:
-        config = {**(config or _path_default("cooperative", x.dtype))}
+        config = {**(config or _path_default("cooperative", x2d.dtype))}
         config["CHUNK"] = triton.next_power_of_2(chunk_cols)
     _launch_long_rows(x2d, out, config)
-    return out

@@ -58,10 +58,11 @@ import functools
 
 import torch
 
+from kernelab.kernels.triton import launch_plans, turn_words
+
 # the deferred kernel's exchange helpers; softmax imports this module too, and the names
 # resolve only when a kernel compiles
 from kernelab.kernels.triton import softmax as _softmax
-from kernelab.kernels.triton import turn_words
 from kernelab.kernels.triton._runtime import (
     compiled_occupancy,
     interpreting,
@@ -377,8 +378,18 @@ def _launch(x2d, out, config: dict) -> bool:
     if continued:
         kwargs = {**kwargs, "bases_ptr": bases}
     x, out, _, n_rows, x_stride, out_stride, _, _ = probe
-    _softmax_held_kernel[(n_groups * n_chunks,)](
-        x, out, words, n_rows, x_stride, out_stride, n_chunks, n_groups, **kwargs
+    launch_plans.launch(
+        _softmax_held_kernel,
+        (n_groups * n_chunks,),
+        x,
+        out,
+        words,
+        n_rows,
+        x_stride,
+        out_stride,
+        n_chunks,
+        n_groups,
+        **kwargs,
     )
     return True
 

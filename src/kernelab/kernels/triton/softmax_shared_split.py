@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from kernelab.kernels.triton import launch_plans
+
 # the deferred kernel's exchange helpers (_packed, _combine_stats, _chunk_scale); softmax
 # imports this module too, and the names resolve only when a kernel compiles
 from kernelab.kernels.triton import softmax as _softmax
@@ -164,7 +166,9 @@ def launch(x2d, out, config: dict) -> None:
     x_desc = TensorDescriptor(view, list(view.shape), list(view.stride()), box, layout)
     # the ticket counter and one word per chunk, zeroed: no word carries the tag yet
     words = torch.zeros(1 + n_rows * n_chunks, device=x2d.device, dtype=torch.int64)
-    _softmax_shared_split_kernel[(n_rows * n_chunks,)](
+    launch_plans.launch(
+        _softmax_shared_split_kernel,
+        (n_rows * n_chunks,),
         x_desc, out, out.stride(0), words, n_chunks, LINES=lines, SUB=config["SUB"],
         VEC=16 // itemsize, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
         MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],

@@ -73,9 +73,17 @@ def exchange_words(device, kernel: str, shape: tuple[int, ...], n_groups: int):
             _kept.pop(next(iter(_kept)))
         _kept[key] = torch.zeros(n_words + n_groups, device=device, dtype=torch.int64)
     kept = _kept[key]
+    # a launch plan may hold and pass these again: the kernel continues the turns itself
+    from kernelab.kernels.triton.launch_plans import keep
+
+    keep(kept)
     return kept[:n_words].view(shape), kept[n_words:], True
 
 
 def forget() -> None:
-    """Drop every kept workspace (the next call on each zeroes a new one)."""
+    """Drop every kept workspace (the next call on each zeroes a new one) and the launch
+    plans that hold them."""
+    from kernelab.kernels.triton.launch_plans import forget_all
+
     _kept.clear()
+    forget_all()

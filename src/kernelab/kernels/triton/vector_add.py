@@ -15,6 +15,9 @@ import triton
 import triton.language as tl
 
 from kernelab.kernels.triton._runtime import interpreting
+from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
+
+PLANS = LaunchPlans("triton.vector_add")
 
 # Bytes in flight per SM is what the autotuner is choosing: BLOCK * 3 * itemsize per program
 # times the programs resident on an SM.
@@ -65,7 +68,11 @@ def vector_add(x, y):
     if interpreting():
         block = INTERPRETER_CONFIG["BLOCK"]
         _vector_add_kernel[(triton.cdiv(n, block),)](x_flat, y_flat, out, n, BLOCK=block)
-    else:
-        grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
-        _vector_add_tuned[grid](x_flat, y_flat, out, n)
+        return out.view(x.shape)
+    tensors = (x_flat, y_flat, out)
+    key = PLANS.key(out.device, tensors)
+    if not PLANS.replay(key, tensors):
+        with PLANS.recording(key, tensors):
+            grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+            launch(_vector_add_tuned, grid, x_flat, y_flat, out, n)
     return out.view(x.shape)

@@ -1,0 +1,305 @@
+"""Launch plans: a Triton op's launches recorded once per input signature, then replayed.
+
+A call through Triton's front door (`kernel[grid](*args)`) binds and specializes its
+arguments, hashes them into the compile cache and asks for the current device and stream;
+an op here also ranks candidates, probes occupancy and looks up tuned configs before it
+launches. On the H200's host that came to 66-213 us a call against torch's 11-20 us
+(benchmarks/experiments/host_cost_profile.py, session 19), while the launch itself is a few.
+None of it changes while the shapes, strides, dtypes, pointer alignment and stream stay the
+same, so each op keeps a plan per such signature: the compiled kernels, their grids and
+their argument lists with the call's tensors left as slots. A hit fills the slots and calls
+each compiled kernel's launcher directly.
+
+A plan is installed only when it is safe to replay:
+- every tensor a launch received is one of the call's tensors (by data pointer) or a view of
+  a workspace the op declared with keep(): a workspace that needs no per-call fill (scratch
+  written before it is read, counters every launch leaves at zero, turn words the kernel
+  itself continues). A tensor the op made and did not declare (a zeroed per-call workspace)
+  leaves the call unplanned, since its fill is torch work the plan cannot see;
+- two calls in a row recorded the same launches (kernels, grids, scalars, slots): a call
+  that tunes, or one whose scalars change from call to call, never matches its successor;
+- nothing is planned while a CUDA graph is captured, under the interpreter, or with
+  KERNELAB_LAUNCH_PLANS=0.
+Scalars are replayed as recorded, so each op's key must hold every scalar its caller passes
+(eps, flags): callers build keys with signature(...) plus those.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+
+# Launches one call may record; a call that records more is tuning (timing candidates).
+MOST_LAUNCHES_PER_CALL = 8
+# Plans kept per op; the oldest goes first.
+PLAN_CAPACITY = 256
+
+ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
+
+_local = threading.local()
+_every_op: list[LaunchPlans] = []
+
+
+class _Refused(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class _Launch:
+    compiled: object
+    grid: tuple[int, int, int]
+    template: list  # the launcher's arguments, tensors of the call as None
+    slots: list[tuple[int, int]]  # (position in template, index of the call's tensor)
+    descriptors: list[tuple[int, int, object]]  # (position, tensor index, recorded descriptor)
+    shape: tuple  # what two recordings must agree on
+
+    def run(self, tensors: tuple, stream: int) -> None:
+        values = list(self.template)
+        for position, index in self.slots:
+            values[position] = tensors[index]
+        for position, index, descriptor in self.descriptors:
+            # the same sizes, strides and box over the new tensor (its alignment is in the key)
+            rebased = copy.copy(descriptor)
+            rebased.base = tensors[index]
+            values[position] = rebased
+        self.compiled[self.grid](*values, stream=stream)
+
+
+class _Recording:
+    def __init__(self, tensors: tuple):
+        self.tensors = tensors
+        self.pointers = [t.data_ptr() for t in tensors]
+        self.kept: list = []
+        self.launches: list[_Launch] = []
+        self.refused: str | None = None
+
+    def refuse(self, reason: str) -> None:
+        if self.refused is None:
+            self.refused = reason
+
+    def add(self, kernel, grid, args: tuple, kwargs: dict, compiled) -> None:
+        if self.refused is not None:
+            return
+        if len(self.launches) >= MOST_LAUNCHES_PER_CALL:
+            self.refuse("more launches than one call makes (tuning)")
+            return
+        try:
+            self.launches.append(self._launch(kernel, grid, args, kwargs, compiled))
+        except _Refused as why:
+            self.refuse(str(why))
+
+    def _launch(self, kernel, grid, args, kwargs, compiled) -> _Launch:
+        if compiled is None or not hasattr(compiled, "packed_metadata"):
+            raise _Refused("the launch returned no compiled kernel")
+        jit_function, config = _unwrapped(kernel)
+        names = [p.name for p in jit_function.params]
+        bound = dict(zip(names, args, strict=False))
+        for name, value in {**config, **kwargs}.items():
+            if name in names:
+                bound[name] = value
+        for param in jit_function.params:
+            if param.name not in bound:
+                if not param.has_default:
+                    raise _Refused(f"no value for {param.name}")
+                bound[param.name] = param.default
+        if callable(grid):
+            grid = grid(bound)
+        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        template, slots, descriptors, shape = [], [], [], []
+        for position, name in enumerate(names):
+            value = bound[name]
+            template.append(value)
+            if hasattr(value, "data_ptr"):
+                index = self._call_tensor(value)
+                if index is not None:
+                    template[position] = None
+                    slots.append((position, index))
+                    shape.append(("tensor", index))
+                else:
+                    kept = self._kept_view(value)
+                    shape.append(("kept", kept, value.dtype, tuple(value.shape)))
+            elif dataclasses.is_dataclass(value) and hasattr(value, "base"):
+                index = self._call_tensor(value.base)
+                if index is None:
+                    raise _Refused(f"{name}: a descriptor of a tensor the call was not given")
+                template[position] = None
+                descriptors.append((position, index, value))
+                fields = [
+                    repr(getattr(value, f.name))
+                    for f in dataclasses.fields(value)
+                    if f.name != "base"
+                ]
+                shape.append(("descriptor", index, tuple(fields)))
+            elif value is None or isinstance(value, (bool, int, float, str)):
+                shape.append(("scalar", type(value).__name__, value))
+            else:
+                raise _Refused(f"{name}: an argument of type {type(value).__name__}")
+        return _Launch(
+            compiled=compiled,
+            grid=grid,
+            template=template,
+            slots=slots,
+            descriptors=descriptors,
+            shape=(id(compiled), grid, tuple(shape)),
+        )
+
+    def _call_tensor(self, tensor) -> int | None:
+        pointer = tensor.data_ptr()
+        for index, (ours, theirs) in enumerate(zip(self.tensors, self.pointers, strict=True)):
+            if pointer == theirs and tensor.dtype == ours.dtype:
+                return index
+        return None
+
+    def _kept_view(self, tensor) -> tuple[int, int]:
+        """(which declared workspace, byte offset into it) of a view of one; refuses others."""
+        pointer = tensor.data_ptr()
+        for number, kept in enumerate(self.kept):
+            start = kept.data_ptr()
+            if start <= pointer < start + kept.numel() * kept.element_size():
+                return number, pointer - start
+        raise _Refused("a tensor that is neither the call's nor a declared workspace")
+
+
+def _unwrapped(kernel) -> tuple[object, dict]:
+    """The JITFunction under autotuner wrappers and the meta-parameters its best config set."""
+    from triton.runtime.autotuner import Autotuner
+
+    config: dict = {}
+    while isinstance(kernel, Autotuner):
+        best = kernel.best_config
+        config = {**best.kwargs, **config}
+        kernel = kernel.fn
+    if not hasattr(kernel, "params"):
+        raise _Refused(f"cannot see the parameters of {type(kernel).__name__}")
+    return kernel, config
+
+
+def _active() -> _Recording | None:
+    return getattr(_local, "recording", None)
+
+
+def launch(kernel, grid, *args, **kwargs):
+    """kernel[grid](*args, **kwargs), recorded when a plan is being recorded; returns what
+    Triton returns (the compiled kernel)."""
+    compiled = kernel[grid](*args, **kwargs)
+    recording = _active()
+    if recording is not None:
+        recording.add(kernel, grid, args, kwargs, compiled)
+    return compiled
+
+
+def keep(*workspaces) -> None:
+    """Declare tensors a plan may hold and pass again on every replay (see the module doc)."""
+    recording = _active()
+    if recording is not None:
+        recording.kept.extend(workspaces)
+
+
+def refuse(reason: str) -> None:
+    """Leave the call being recorded unplanned (it does work a replay would not repeat)."""
+    recording = _active()
+    if recording is not None:
+        recording.refuse(reason)
+
+
+def _capturing() -> bool:
+    import torch
+
+    return torch.cuda.is_current_stream_capturing()
+
+
+def signature(device, *tensors) -> tuple:
+    """What the launches of a call depend on in its tensors: shapes, strides, dtypes, 16-byte
+    alignment (Triton specializes on it), which of them alias, and the device and stream."""
+    import torch
+
+    pointers = [t.data_ptr() for t in tensors]
+    stream = torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
+    return (
+        device.index,
+        stream,
+        tuple(
+            (tuple(t.shape), t.stride(), t.dtype, p % 16)
+            for t, p in zip(tensors, pointers, strict=True)
+        ),
+        tuple(pointers.index(p) for p in pointers),
+    )
+
+
+class LaunchPlans:
+    """One op's plans, by key (signature() plus the op's scalars)."""
+
+    def __init__(self, op: str):
+        self.op = op
+        self._plans: OrderedDict[tuple, list[_Launch]] = OrderedDict()
+        self._pending: dict[tuple, tuple] = {}
+        self.replays = 0
+        self.last_refusal: str | None = None
+        _every_op.append(self)
+
+    def key(self, device, tensors: tuple, *scalars) -> tuple | None:
+        """The plan key of a call on these tensors with these scalars, or None where nothing
+        is planned (off, not CUDA, the interpreter, a CUDA graph being captured)."""
+        from kernelab.kernels.triton._runtime import interpreting
+
+        if not ENABLED or device.type != "cuda" or interpreting() or _capturing():
+            return None
+        return (*signature(device, *tensors), scalars)
+
+    def replay(self, key, tensors: tuple) -> bool:
+        """Launch the plan for key on these tensors; False when there is none."""
+        plan = None if key is None else self._plans.get(key)
+        if plan is None:
+            return False
+        stream = key[1]
+        for step in plan:
+            step.run(tensors, stream)
+        self.replays += 1
+        return True
+
+    def installed(self, key) -> bool:
+        return key in self._plans
+
+    @contextmanager
+    def recording(self, key, tensors: tuple):
+        """Record the launches of the body; installs a plan once two calls agree. A key of
+        None records nothing."""
+        if key is None or _active() is not None:  # or an op inside another op's recording
+            yield
+            return
+        recording = _Recording(tensors)
+        _local.recording = recording
+        try:
+            yield
+        finally:
+            _local.recording = None
+        if recording.refused is None and not recording.launches:
+            recording.refuse("no launches")
+        if recording.refused is not None:
+            self.last_refusal = recording.refused
+            self._pending.pop(key, None)
+            return
+        shape = tuple(step.shape for step in recording.launches)
+        if self._pending.get(key) == shape:
+            del self._pending[key]
+            self._plans[key] = recording.launches
+            while len(self._plans) > PLAN_CAPACITY:
+                self._plans.popitem(last=False)
+        else:
+            self._pending[key] = shape
+            while len(self._pending) > PLAN_CAPACITY:
+                self._pending.pop(next(iter(self._pending)))
+
+    def forget(self) -> None:
+        self._plans.clear()
+        self._pending.clear()
+
+
+def forget_all() -> None:
+    """Drop every op's plans (the next calls take the front door and record again)."""
+    for plans in _every_op:
+        plans.forget()

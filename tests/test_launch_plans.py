@@ -1,0 +1,245 @@
+"""Launch plans (kernels/triton/launch_plans.py) on the CPU: what gets recorded, when a plan is
+installed, what a replay passes. The kernels are stand-ins with a JIT function's parameters;
+the GPU tests (test_launch_plans_gpu.py) replay the real ops against torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+from kernelab.kernels.triton import launch_plans
+from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch, signature
+
+
+class _Param:
+    def __init__(self, parameter: inspect.Parameter):
+        self.name = parameter.name
+        self.default = parameter.default
+        self.has_default = parameter.default is not inspect.Parameter.empty
+
+
+class FakeCompiled:
+    """What Triton's front door returns: a compiled kernel whose [grid](*args) launches."""
+
+    packed_metadata = object()
+
+    def __init__(self):
+        self.launches: list[tuple] = []
+
+    def __getitem__(self, grid):
+        def runner(*args, stream=None):
+            self.launches.append((grid, args, stream))
+
+        return runner
+
+
+class FakeKernel:
+    """A JIT function's face: parameters, and kernel[grid](...) returning the compiled kernel."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.params = [_Param(p) for p in inspect.signature(fn).parameters.values()]
+        self.arg_names = [p.name for p in self.params]
+        self.compiled = FakeCompiled()
+        self.front_door_calls = 0
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.front_door_calls += 1
+            return self.compiled
+
+        return run
+
+
+# a plan key is (device index, stream, ...): replays launch on key[1]
+KEY = (0, 0, "test")
+
+
+def _kernel(x_ptr, out_ptr, n, scale, BLOCK=128):
+    pass
+
+
+def _call(plans, key, tensors, body):
+    """What an op does: replay, else record the front-door launches of body."""
+    if not plans.replay(key, tensors):
+        with plans.recording(key, tensors):
+            body(*tensors)
+
+
+def test_a_plan_is_installed_after_two_matching_calls_and_replays_the_new_tensors():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.plain")
+    key = (KEY, 7)
+
+    def body(x, out):
+        launch(kernel, lambda meta: (meta["n"] // meta["BLOCK"],), x, out, 1024, 0.5)
+
+    for _ in range(2):
+        x, out = torch.empty(1024), torch.empty(1024)
+        _call(plans, key, (x, out), body)
+        assert kernel.front_door_calls <= 2
+    assert plans.installed(key)
+    assert kernel.compiled.launches == []  # the recorded calls went through the front door
+
+    x, out = torch.empty(1024), torch.empty(1024)
+    _call(plans, key, (x, out), body)
+    assert kernel.front_door_calls == 2 and plans.replays == 1
+    (grid, args, stream) = kernel.compiled.launches[0]
+    assert grid == (8, 1, 1)  # the callable grid, evaluated on the bound arguments, padded
+    assert args[0] is x and args[1] is out  # the call's tensors, not the recorded ones
+    assert args[2:] == (1024, 0.5, 128)  # scalars as recorded, the default filled in
+    assert stream == key[1]
+
+
+def test_scalars_that_change_between_calls_never_install_a_plan():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.turns")
+    for turn in range(4):
+        tensors = (torch.empty(16), torch.empty(16))
+        _call(plans, KEY, tensors, lambda x, out, t=turn: launch(kernel, (1,), x, out, 16, t))
+    assert not plans.installed(KEY)
+    assert kernel.front_door_calls == 4
+
+
+def test_an_undeclared_tensor_leaves_the_call_unplanned():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.scratch")
+
+    def body(x, out):
+        scratch = torch.zeros(16)  # a per-call fill the plan could not repeat
+        launch(kernel, (1,), x, scratch, 16, 1.0)
+
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
+    assert not plans.installed(KEY)
+    assert "neither the call's nor a declared workspace" in plans.last_refusal
+
+
+def test_a_view_of_a_declared_workspace_is_held_and_passed_again():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.kept")
+    words = torch.zeros(64, dtype=torch.int64)
+
+    def body(x, out):
+        keep(words)
+        launch(kernel, (1,), x, words[32:], 16, 1.0)
+
+    for _ in range(2):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
+    assert plans.installed(KEY)
+    _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
+    args = kernel.compiled.launches[0][1]
+    assert args[1].data_ptr() == words[32:].data_ptr()
+
+
+def test_a_call_that_launches_too_often_is_tuning_and_is_not_planned():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.tuning")
+
+    def body(x, out):
+        for _ in range(launch_plans.MOST_LAUNCHES_PER_CALL + 1):
+            launch(kernel, (1,), x, out, 16, 1.0)
+
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
+    assert not plans.installed(KEY)
+    assert "tuning" in plans.last_refusal
+
+
+def test_a_call_without_launches_is_not_planned():
+    plans = LaunchPlans("test.empty")
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16),), lambda x: None)
+    assert not plans.installed(KEY)
+    assert plans.last_refusal == "no launches"
+
+
+def test_unknown_argument_types_refuse_instead_of_being_replayed_blind():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.other")
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)),
+              lambda x, out: launch(kernel, (1,), x, out, 16, object()))  # fmt: skip
+    assert not plans.installed(KEY)
+    assert "argument of type object" in plans.last_refusal
+
+
+@dataclasses.dataclass
+class Descriptor:
+    base: object
+    shape: list
+    block_shape: list
+
+
+def test_descriptors_of_the_calls_tensors_are_rebased_on_replay():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.descriptors")
+
+    def body(x, out):
+        launch(kernel, (2,), Descriptor(x, [4, 4], [2, 4]), out, 16, 1.0)
+
+    for _ in range(2):
+        _call(plans, KEY, (torch.empty(4, 4), torch.empty(16)), body)
+    assert plans.installed(KEY)
+    x = torch.empty(4, 4)
+    _call(plans, KEY, (x, torch.empty(16)), body)
+    descriptor = kernel.compiled.launches[0][1][0]
+    assert descriptor.base is x and descriptor.block_shape == [2, 4]
+
+
+def test_autotuned_kernels_take_their_best_configs_meta_parameters():
+    triton = pytest.importorskip("triton")
+
+    def scale_kernel(x_ptr, out_ptr, n, scale, BLOCK=64, EXTRA=3):
+        pass
+
+    kernel = FakeKernel(scale_kernel)
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 256})]
+    tuned = triton.autotune(configs=configs, key=["n"])(kernel)
+    tuned.best_config = configs[1]
+    jit_function, config = launch_plans._unwrapped(tuned)
+    assert jit_function is kernel
+    assert config == {"BLOCK": 256}
+
+
+def test_recording_nests_into_the_outer_call_only():
+    kernel = FakeKernel(_kernel)
+    outer, inner = LaunchPlans("test.outer"), LaunchPlans("test.inner")
+
+    def body(x, out):
+        with inner.recording("inner", (x, out)):
+            launch(kernel, (1,), x, out, 16, 1.0)
+
+    for _ in range(2):
+        _call(outer, "outer", (torch.empty(16), torch.empty(16)), body)
+    assert outer.installed("outer") and not inner.installed("inner")
+
+
+def test_signature_tells_alignment_aliasing_and_layout_apart():
+    device = torch.device("cpu")
+    base = torch.empty(64)
+    assert signature(device, base[:16]) != signature(device, base[1:17])  # 16-byte alignment
+    assert signature(device, base, base) != signature(device, base, torch.empty(64))
+    assert signature(device, base.view(8, 8)) != signature(device, base.view(8, 8).t())
+
+
+def test_nothing_is_planned_off_the_gpu_or_when_switched_off(monkeypatch):
+    plans = LaunchPlans("test.off")
+    assert plans.key(torch.device("cpu"), (torch.empty(4),)) is None
+    monkeypatch.setattr(launch_plans, "ENABLED", False)
+    assert plans.key(torch.device("cuda", 0), (torch.empty(4),)) is None
+    assert plans.replay(None, ()) is False
+
+
+def test_forget_all_drops_every_ops_plans():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.forget")
+    for _ in range(2):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)),
+              lambda x, out: launch(kernel, (1,), x, out, 16, 1.0))  # fmt: skip
+    assert plans.installed(KEY)
+    launch_plans.forget_all()
+    assert not plans.installed(KEY)

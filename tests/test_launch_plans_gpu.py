@@ -1,0 +1,121 @@
+"""Launch plans on the GPU (marked gpu): each Triton op called repeatedly on fresh random data
+takes the front door twice, then replays its plan, and every call, replayed or not, matches
+the float64 reference. Also: a new alignment, layout, stream or eps is a new plan, and a
+replay on a side stream is right. The CPU logic is in test_launch_plans.py."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernelab.harness.check import compare  # noqa: E402
+from kernelab.kernels.reference import get_op  # noqa: E402
+from kernelab.kernels.registry import get  # noqa: E402
+
+CALLS = 5
+
+# (implementation, shape, dtype, whether its untuned default path must be planned)
+CASES = [
+    ("triton.vector_add", {"n": 1_000_003}, "fp32", True),
+    ("triton.vector_add", {"n": 4096}, "bf16", True),
+    ("triton.softmax", {"rows": 64, "cols": 4096}, "bf16", True),
+    ("triton.softmax", {"rows": 37, "cols": 1031}, "fp32", True),
+    ("triton.softmax", {"rows": 129, "cols": 4097, "stride": 4099}, "fp32", True),
+    ("triton.softmax", {"rows": 8, "cols": 65536}, "fp32", False),  # long rows: either
+    ("triton.softmax", {"rows": 8, "cols": 70_001}, "bf16", False),
+    ("triton.softmax", {"rows": 4, "cols": 262_144}, "bf16", False),
+    ("triton.rmsnorm", {"rows": 64, "cols": 4096}, "bf16", True),
+    ("triton.layernorm", {"rows": 129, "cols": 4097}, "fp32", True),
+    ("triton.layernorm", {"rows": 3, "cols": 40_000}, "bf16", True),  # the looped kernel
+    ("triton.matmul", {"m": 256, "n": 256, "k": 256}, "bf16", True),
+    ("triton.matmul", {"m": 300, "n": 520, "k": 777}, "fp16", True),
+]
+
+
+def _module_of(name: str):
+    import importlib
+
+    module = {"vector_add": "vector_add", "softmax": "softmax", "rmsnorm": "norms",
+              "layernorm": "norms", "matmul": "matmul"}[name.split(".")[1]]  # fmt: skip
+    return importlib.import_module(f"kernelab.kernels.triton.{module}")
+
+
+def _calls_match_the_reference(name, shape, dtype, *, seed0=0, stream=None) -> None:
+    impl = get(name)
+    spec = get_op(impl.op)
+    fn = impl.build()
+    for call in range(CALLS):
+        inputs = spec.make_inputs(shape, dtype, seed=seed0 + call, device="cuda")
+        if stream is None:
+            out = fn(*inputs)
+        else:
+            with torch.cuda.stream(stream):
+                out = fn(*inputs)
+            stream.synchronize()
+        result = compare(out, spec.reference(*inputs), dtype=dtype, math_mode=impl.math_mode)
+        assert result.ok, f"{name} {shape} {dtype}, call {call}: {result.message}"
+
+
+def _id(case) -> str:
+    name, shape, dtype, _ = case
+    return f"{name}-{'x'.join(str(v) for v in shape.values())}-{dtype}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_gpu_planned_calls_match_the_reference(case):
+    name, shape, dtype, must_plan = case
+    plans = _module_of(name).PLANS
+    plans.forget()
+    replays = plans.replays
+    _calls_match_the_reference(name, shape, dtype)
+    if must_plan:
+        # calls 1 and 2 record, 3..CALLS replay
+        assert plans.replays - replays == CALLS - 2, f"not planned: {plans.last_refusal}"
+
+
+@pytest.mark.gpu
+def test_gpu_a_new_alignment_layout_or_stream_is_a_new_plan():
+    from kernelab.kernels.triton.vector_add import PLANS, vector_add
+
+    PLANS.forget()
+    base = torch.randn(4097, device="cuda")
+    other = torch.randn(4097, device="cuda")
+    for _ in range(3):
+        torch.testing.assert_close(
+            vector_add(base[:4096], other[:4096]), base[:4096] + other[:4096]
+        )
+    # 4 bytes off 16-byte alignment: Triton specialized the planned binary on aligned pointers
+    for _ in range(3):
+        got = vector_add(base[1:], other[1:])
+        torch.testing.assert_close(got, base[1:] + other[1:], rtol=0, atol=0)
+    side = torch.cuda.Stream()
+    _calls_match_the_reference("triton.vector_add", {"n": 4096}, "fp32", stream=side)
+    _calls_match_the_reference("triton.softmax", {"rows": 64, "cols": 4096}, "bf16", stream=side)
+
+
+@pytest.mark.gpu
+def test_gpu_norm_eps_and_bias_are_part_of_the_plan():
+    import torch.nn.functional as F
+
+    from kernelab.kernels.triton.norms import PLANS, layernorm, rmsnorm
+
+    PLANS.forget()
+    x = torch.randn(16, 1024, device="cuda")
+    w = torch.rand(1024, device="cuda") + 0.5
+    b = torch.randn(1024, device="cuda")
+    for _ in range(3):
+        rmsnorm(x, w, 1e-6)
+    # a large eps changes the answer: a replay of the first plan would not
+    for eps in (1e-6, 10.0, 1e-6, 10.0):
+        want = F.rms_norm(x.double(), (1024,), w.double(), eps).float()
+        torch.testing.assert_close(rmsnorm(x, w, eps), want, rtol=1e-5, atol=1e-5)
+    for _ in range(3):
+        got = layernorm(x, w, b, 1e-5)
+        want = F.layer_norm(x.double(), (1024,), w.double(), b.double(), 1e-5).float()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got = layernorm(x, w, None, 1e-5)
+    want = F.layer_norm(x.double(), (1024,), w.double(), None, 1e-5).float()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
