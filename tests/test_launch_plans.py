@@ -25,9 +25,17 @@ class FakeCompiled:
     """What Triton's front door returns: a compiled kernel whose [grid](*args) launches."""
 
     packed_metadata = object()
+    function = object()
 
     def __init__(self):
         self.launches: list[tuple] = []
+        self.direct: list[tuple] = []
+
+    def run(self, grid_x, grid_y, grid_z, stream, function, metadata, launch_metadata, *rest):
+        enter_hook, exit_hook, *args = rest
+        assert function is self.function and metadata is self.packed_metadata
+        assert (launch_metadata, enter_hook, exit_hook) == (None, None, None)
+        self.direct.append(((grid_x, grid_y, grid_z), tuple(args), stream))
 
     def __getitem__(self, grid):
         def runner(*args, stream=None):
@@ -92,6 +100,20 @@ def test_a_plan_is_installed_after_two_matching_calls_and_replays_the_new_tensor
     assert args[0] is x and args[1] is out  # the call's tensors, not the recorded ones
     assert args[2:] == (1024, 0.5, 128)  # scalars as recorded, the default filled in
     assert stream == key[1]
+
+
+def test_without_launch_hooks_a_replay_calls_the_launcher_directly(monkeypatch):
+    """The launcher's own arguments, as JITFunction.run passes them (Triton 3.6 and 3.9)."""
+    monkeypatch.setattr(launch_plans, "_launch_hooks", lambda: (None, None))
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.direct")
+    for _ in range(3):
+        x, out = torch.empty(64), torch.empty(64)
+        _call(plans, KEY, (x, out), lambda x, out: launch(kernel, (4, 2), x, out, 64, 2.0))
+    assert kernel.compiled.launches == []
+    [(grid, args, stream)] = kernel.compiled.direct
+    assert grid == (4, 2, 1) and stream == KEY[1]
+    assert args[0] is x and args[1] is out and args[2:] == (64, 2.0, 128)
 
 
 def test_scalars_that_change_between_calls_never_install_a_plan():

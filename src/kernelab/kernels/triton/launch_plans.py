@@ -33,6 +33,8 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 
+from kernelab.kernels.triton._runtime import interpreting
+
 # Launches one call may record; a call that records more is tuning (timing candidates).
 MOST_LAUNCHES_PER_CALL = 8
 # Plans kept per op; the oldest goes first.
@@ -66,7 +68,16 @@ class _Launch:
             rebased = copy.copy(descriptor)
             rebased.base = tensors[index]
             values[position] = rebased
-        self.compiled[self.grid](*values, stream=stream)
+        compiled = self.compiled
+        hooks = _launch_hooks()
+        if hooks == (None, None):
+            # what compiled[grid](*values, stream=stream) ends in, without building its closure
+            # and launch metadata each call (no profiler hook wants them)
+            grid_x, grid_y, grid_z = self.grid
+            compiled.run(grid_x, grid_y, grid_z, stream, compiled.function,
+                         compiled.packed_metadata, None, None, None, *values)  # fmt: skip
+        else:
+            compiled[self.grid](*values, stream=stream)
 
 
 class _Recording:
@@ -178,6 +189,12 @@ def _unwrapped(kernel) -> tuple[object, dict]:
     return kernel, config
 
 
+def _launch_hooks() -> tuple:
+    from triton import knobs
+
+    return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+
+
 def _active() -> _Recording | None:
     return getattr(_local, "recording", None)
 
@@ -244,8 +261,6 @@ class LaunchPlans:
     def key(self, device, tensors: tuple, *scalars) -> tuple | None:
         """The plan key of a call on these tensors with these scalars, or None where nothing
         is planned (off, not CUDA, the interpreter, a CUDA graph being captured)."""
-        from kernelab.kernels.triton._runtime import interpreting
-
         if not ENABLED or device.type != "cuda" or interpreting() or _capturing():
             return None
         return (*signature(device, *tensors), scalars)
