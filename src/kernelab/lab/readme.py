@@ -18,6 +18,7 @@ from kernelab.lab.compose import (
     timeline_section,
 )
 from kernelab.lab.gate import evaluate_gate
+from kernelab.lab.pytorch_view import pytorch_section
 from kernelab.lab.report import Heading, Paragraph, Report, to_markdown
 from kernelab.lab.results import load_results
 
@@ -40,6 +41,7 @@ def results_markdown(root: Path, gpu_id: str = "h200") -> str:
     ceilings_section(report, results)
     ladder_section(report, results, figures, _ptxas_registers())
     kernels_section(report, results, figures)
+    pytorch_section(report, results)
     hgemm_section(report, results)
     timeline_section(report, results)
     for block in report.blocks:

@@ -49,6 +49,12 @@ class ResultSet:
     hgemm_summary: dict | None = None  # hgemm/summary.json: the Hopper ladder's run
     hgemm_records: list[Record] = field(default_factory=list)  # hgemm/records.json: samples
     timeline_example: dict | None = None  # timeline/timeline_example.json: the inference example
+    # pytorch/pytorch_targets_*.json, the latest: the targets under triton.testing.do_bench and
+    # the host cost per call (benchmarks/pytorch_targets.py); kept apart from `records`, whose
+    # figures the gate judges with kernelab's own timer
+    pytorch_records: list[Record] = field(default_factory=list)
+    launch_costs: list[dict] = field(default_factory=list)
+    pytorch_file: str | None = None
     files: list[str] = field(default_factory=list)
     not_understood: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # "file: why"
@@ -158,6 +164,26 @@ def _records_or_report(items: list, name: str, results: ResultSet) -> list[Recor
     return None if records is None else _from_file(records, name)
 
 
+def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
+    """The latest run of benchmarks/pytorch_targets.py under folder/pytorch/, if any."""
+    runs = sorted((folder / "pytorch").glob("pytorch_targets_*.json"))
+    if not runs:
+        return
+    relative = f"pytorch/{runs[-1].name}"
+    data = _read(runs[-1], relative, results)
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        if data is not None:
+            results.not_understood.append(relative)
+        return
+    records = _records_or_report(data["records"], relative, results)
+    if records is None:
+        return
+    results.pytorch_records = records
+    results.launch_costs = [row for row in data.get("launch_costs") or [] if isinstance(row, dict)]
+    results.pytorch_file = relative
+    results.files.append(relative)
+
+
 def load_results(folder: Path | None) -> ResultSet:
     results = ResultSet(folder=folder)
     if folder is None or not folder.exists():
@@ -181,6 +207,7 @@ def load_results(folder: Path | None) -> ResultSet:
             results.files.append("hgemm/records.json")
         elif len(results.unreadable) == reported:  # else it was reported as unreadable
             results.not_understood.append("hgemm/records.json")
+    _load_pytorch_view(folder, results)
     for path in sorted(folder.glob("*.json")):
         data = _read(path, path.name, results)
         if data is None:

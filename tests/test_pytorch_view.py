@@ -1,0 +1,72 @@
+"""The report's do_bench section (kernelab.lab.pytorch_view): figures recomputed from the
+samples in the records, goals that can fail, the host-cost table, nothing without a run."""
+
+from __future__ import annotations
+
+import json
+
+from kernelab.harness.records import Record
+from kernelab.lab.pytorch_view import pytorch_section, target_row
+from kernelab.lab.report import Report, Table
+from kernelab.lab.results import load_results
+
+
+def _record(impl, shape, *, ours, base, goal, bytes_=0.0, stored_value=999.0) -> Record:
+    return Record(
+        op="gemm", implementation=impl, shape=shape, dtype="bf16", mode="do_bench",
+        samples_ms=ours, stats={"median": sorted(ours)[len(ours) // 2]}, bytes=bytes_,
+        extra={"baseline": "torch.mm", "baseline_samples_ms": base, "goal": goal,
+               "value": stored_value, "met": True,  # stored figures the section must not use
+               "harness_cold_median_ms": {"ours": 2.0, "base": 1.0},
+               "host_cost": {"ours": {"wall_us": 30.0}, "base": {"wall_us": 12.0}}},
+    )  # fmt: skip
+
+
+def test_the_ratio_comes_from_the_two_sides_samples_and_can_fail():
+    row = target_row(_record("hgemm:18", {"m": 8}, ours=[1.0, 1.1, 1.2], base=[1.0, 1.0, 0.9],
+                             goal="pct >= 100.0"))  # fmt: skip
+    assert row["value"] == 1.0 / 1.1 * 100.0  # medians 1.1 and 1.0, not the stored 999
+    assert row["met"] is False
+    assert row["harness"] == 50.0  # 1.0 / 2.0
+    assert row["goal"] == ">= 100 % of torch.mm"
+
+
+def test_a_rate_goal_is_bytes_over_the_median():
+    row = target_row(_record("triton.softmax", {"rows": 2}, ours=[0.25, 0.25], base=[1.0],
+                             goal="tbps >= 4.0", bytes_=1e9))  # fmt: skip
+    assert row["value"] == 4.0 and row["met"] is True and row["unit"] == "TB/s"
+
+
+def test_records_without_baseline_samples_or_goal_are_left_out():
+    assert target_row(_record("x", {}, ours=[1.0], base=[], goal="pct >= 90")) is None
+    assert target_row(_record("x", {}, ours=[1.0], base=[1.0], goal="fast")) is None
+
+
+def test_the_section_reads_the_latest_run_and_shows_both_tables(tmp_path):
+    folder = tmp_path / "pytorch"
+    folder.mkdir()
+    old = _record("sgemm:13", {"m": 4}, ours=[9.0], base=[1.0], goal="pct >= 90.0")
+    new = _record("sgemm:13", {"m": 4}, ours=[1.0], base=[1.0], goal="pct >= 90.0")
+    launch = [{"impl": "triton.softmax", "shape": {"rows": 64, "cols": 4096}, "dtype": "bf16",
+               "baseline": "torch.softmax", "ours": {"wall_us": 27.0},
+               "base": {"wall_us": 8.0}}]  # fmt: skip
+    for name, record in (("pytorch_targets_20261201.json", old),
+                         ("pytorch_targets_20261202.json", new)):  # fmt: skip
+        (folder / name).write_text(json.dumps({"records": [record.to_dict()],
+                                               "launch_costs": launch}))  # fmt: skip
+    results = load_results(tmp_path)
+    assert results.pytorch_file == "pytorch/pytorch_targets_20261202.json"
+    report = Report("t")
+    pytorch_section(report, results)
+    targets, costs = [b for b in report.blocks if isinstance(b, Table)]
+    [row] = targets.rows
+    assert row[4] == "100.00 %" and row[-1] == "yes"
+    assert row[6] == "30 / 12"
+    [cost] = costs.rows
+    assert cost[3:] == ["27.0", "8.0 (torch.softmax)", "+19.0", "NO"]
+
+
+def test_no_run_no_section(tmp_path):
+    report = Report("t")
+    pytorch_section(report, load_results(tmp_path))
+    assert report.blocks == []
