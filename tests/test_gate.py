@@ -201,6 +201,29 @@ def test_a_profile_whose_metrics_do_not_hold_fails(folder, change, says):
     assert not criterion.passed and says in criterion.evidence
 
 
+def test_a_memory_bound_profile_at_the_copy_roof_is_named_for_dram(folder):
+    """Issue 32: a stored profile that says L2 (the busiest unit on the way) for a kernel
+    moving its minimal bytes at >= 90 % of the measured copy is named for the DRAM roof;
+    below the roof it keeps its stored name. The committed softmax profile: 8192 x 8192 bf16
+    (268 MB read and written) in 64.64 us under ncu, 4.15 TB/s, where ncu's DRAM rate reads
+    3.75 (some bytes come from L2)."""
+    softmax = {"implementation": "triton.softmax", "shape": {"rows": 8192, "cols": 8192},
+               "dtype": "bf16", "name": "softmax_kernel", "device": "NVIDIA H200",
+               "grid": [132, 1, 1], "duration_ns": 64640.0, "sm_pct": 30.0, "memory_pct": 92.0,
+               "dram_pct": 78.0, "dram_gbps": 3753.0, "tensor_pct": 0.0,
+               "bottleneck": "memory", "unit": "L2",
+               "ncu_rules": [{"rule": "SOLBottleneck", "message": "Memory is more utilized"}]}  # fmt: skip
+    _edit(folder / "profiles.json", lambda d: d["profiles"].append(softmax))
+    ceilings = {"gpu": "NVIDIA H200", "ceilings": {"copy": {"rate": 4.25e12}}}
+    (folder / "ceilings.json").write_text(json.dumps(ceilings))
+    evidence = _gate(folder)[PROFILE].evidence
+    assert "triton.softmax: memory/DRAM at its roof (98 % of the measured copy)" in evidence
+    assert "torch.mm: compute/Tensor" in evidence
+    ceilings["ceilings"]["copy"]["rate"] = 5.0e12  # 83 %: under the roof
+    (folder / "ceilings.json").write_text(json.dumps(ceilings))
+    assert "triton.softmax: memory/L2" in _gate(folder)[PROFILE].evidence
+
+
 def test_a_thin_opinion_page_fails(folder):
     page = folder.parent / "docs" / "triton-vs-cutlass-vs-cuda.md"
     page.write_text(PAGE.split("\n\n", 3)[2])  # the three cited figures alone: too short
