@@ -33,9 +33,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
+
+from kernelab.lab.pytorch_view import HOST_GOAL_US
 
 OUT = Path(os.environ.get("OUT", "."))
-HOST_GOAL_US = 10.0  # ours may cost the host this much more per call than torch's equivalent
 SOFTMAX_GOAL_TBPS = 4.0
 NORM_GOAL_PCT = 90.0
 
@@ -102,12 +104,6 @@ def do_bench_samples(fn) -> list[float]:
     import triton.testing
 
     return list(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="all"))
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def harness_ms(fn) -> float:

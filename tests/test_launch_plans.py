@@ -256,6 +256,15 @@ def test_nothing_is_planned_off_the_gpu_or_when_switched_off(monkeypatch):
     assert plans.replay(None, ()) is False
 
 
+def test_call_runs_the_front_door_every_time_where_nothing_is_planned():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.cpu")
+    x, out = torch.empty(16), torch.empty(16)
+    for _ in range(3):
+        plans.call(x.device, (x, out), lambda: launch(kernel, (1,), x, out, 16, 1.0))
+    assert kernel.front_door_calls == 3 and plans.replays == 0
+
+
 def test_forget_all_drops_every_ops_plans():
     kernel = FakeKernel(_kernel)
     plans = LaunchPlans("test.forget")

@@ -1,7 +1,7 @@
 """Launch plans on the GPU (marked gpu): each Triton op called repeatedly on fresh random data
 takes the front door twice, then replays its plan, and every call, replayed or not, matches
-the float64 reference. Also: a new alignment, layout, stream or eps is a new plan, and a
-replay on a side stream is right. The CPU logic is in test_launch_plans.py."""
+the float64 reference. Also right: calls on a misaligned view, on a side stream, and with a
+changed eps or bias (each keyed apart; test_launch_plans.py checks the keys on the CPU)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_gpu_planned_calls_match_the_reference(case):
 
 
 @pytest.mark.gpu
-def test_gpu_a_new_alignment_layout_or_stream_is_a_new_plan():
+def test_gpu_misaligned_views_and_side_streams_get_their_own_right_answers():
     from kernelab.kernels.triton.vector_add import PLANS, vector_add
 
     PLANS.forget()

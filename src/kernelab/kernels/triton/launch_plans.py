@@ -216,13 +216,6 @@ def keep(*workspaces) -> None:
         recording.kept.extend(workspaces)
 
 
-def refuse(reason: str) -> None:
-    """Leave the call being recorded unplanned (it does work a replay would not repeat)."""
-    recording = _active()
-    if recording is not None:
-        recording.refuse(reason)
-
-
 def _capturing() -> bool:
     import torch
 
@@ -264,6 +257,14 @@ class LaunchPlans:
         if not ENABLED or device.type != "cuda" or interpreting() or _capturing():
             return None
         return (*signature(device, *tensors), scalars)
+
+    def call(self, device, tensors: tuple, launches, *scalars) -> None:
+        """What an op does: replay its plan for these tensors and scalars, else run
+        `launches()` (Triton's front door) and record it."""
+        key = self.key(device, tensors, *scalars)
+        if not self.replay(key, tensors):
+            with self.recording(key, tensors):
+                launches()
 
     def replay(self, key, tensors: tuple) -> bool:
         """Launch the plan for key on these tensors; False when there is none."""

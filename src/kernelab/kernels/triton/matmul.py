@@ -582,11 +582,7 @@ def matmul(
         return c.zero_()
     if (path, warp_specialize, config) == ("auto", None, None):
         # the tuned choice: planned (launch_plans), where a forced one always goes through
-        tensors = (a, b, c)
-        key = PLANS.key(a.device, tensors)
-        if not PLANS.replay(key, tensors):
-            with PLANS.recording(key, tensors):
-                _dispatch(a, b, c, path, warp_specialize, config)
+        PLANS.call(a.device, (a, b, c), lambda: _dispatch(a, b, c, path, None, None))
         return c
     _dispatch(a, b, c, path, warp_specialize, config)
     return c

@@ -230,11 +230,14 @@ def _normalize(
         return out
     # the tuned choice: planned (launch_plans); eps and the flags are replayed as recorded,
     # so they are part of the key
-    tensors = (x2d, weight, bias_arg, out)
-    key = PLANS.key(x.device, tensors, float(eps), is_rms, bias is not None)
-    if not PLANS.replay(key, tensors):
-        with PLANS.recording(key, tensors):
-            _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, None, None)
+    PLANS.call(
+        x.device,
+        (x2d, weight, bias_arg, out),
+        lambda: _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, None, None),
+        float(eps),
+        is_rms,
+        bias is not None,
+    )
     return out
 
 

@@ -2048,11 +2048,7 @@ def softmax(
     options = (single_pass_max_cols, chunk_cols, long_rows, config)
     if options == (None, None, None, None):
         # the tuned choice: planned (launch_plans), where a forced one always goes through
-        tensors = (x2d, out)
-        key = PLANS.key(x.device, tensors)
-        if not PLANS.replay(key, tensors):
-            with PLANS.recording(key, tensors):
-                _dispatch(x2d, out, None, None, None, None)
+        PLANS.call(x.device, (x2d, out), lambda: _dispatch(x2d, out, None, None, None, None))
         return out
     _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_rows, config)
     return out
