@@ -29,18 +29,25 @@ class _Console(Console):
     """A console that fits the terminal when there is one and, writing to a pipe or a file,
     never wraps or clips: there is no screen to fit, and a reader (grep, a log, a diff) wants
     whole lines and whole table cells, not rich's default of 80 columns and "...". Decided
-    at each print, so a console made at import time follows pytest's capture and redirects."""
+    at each print, so a console made at import time follows pytest's capture and redirects.
+    Only a width asked of it in code counts: rich also takes one from a COLUMNS environment
+    variable (pytest-xdist's workers set COLUMNS=80), which says nothing about a pipe."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._asked_width = kwargs.get("width")
 
     @property
     def size(self) -> ConsoleDimensions:
         size = super().size
-        if self._width is None and not self.is_terminal:
+        if self._asked_width is None and not self.is_terminal:
             return ConsoleDimensions(PIPED_WIDTH, size.height)
         return size
 
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)
+        self._asked_width = new_size[0]
 
     def print(self, *objects, **kwargs) -> None:
         # A table wider than the terminal (see Table) is printed whole, not cropped at the edge.
