@@ -121,3 +121,26 @@ def test_gpu_norm_eps_and_bias_are_part_of_the_plan():
     got = layernorm(x, w, None, 1e-5)
     want = F.layer_norm(x.double(), (1024,), w.double(), None, 1e-5).float()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("triton.vector_add", {"n": 1_000_003}, "fp32"),
+        ("triton.rmsnorm", {"rows": 64, "cols": 4096}, "bf16"),
+    ],
+    ids=lambda case: case[0],
+)
+def test_gpu_plain_launches_replay_through_cuLaunchKernel(case):
+    """vector_add and rmsnorm launch one plain kernel (no cluster, TMA or scratch): their plans
+    replay through direct_launch.py, and those calls still match the reference."""
+    from kernelab.kernels.triton import launch_plans
+
+    name, shape, dtype = case
+    plans = _module_of(name).PLANS
+    plans.forget()
+    assert launch_plans.DIRECT, "KERNELAB_DIRECT_LAUNCH=0 is set"
+    _calls_match_the_reference(name, shape, dtype)
+    steps = [step for plan in plans._plans.values() for step in plan]
+    assert steps and all(step.direct is not None for step in steps)

@@ -59,20 +59,24 @@ def vector_add(x, y):
     if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         # it adds in fp32: fp64 would silently lose precision, integers be rounded
         raise ValueError(f"vector_add supports fp32, bf16 and fp16, not {x.dtype}")
-    x_flat = x.contiguous().view(-1)
-    y_flat = y.contiguous().view(-1)
+    # a 1-D input needs no views: each costs the host about a microsecond a call
+    flat = x.dim() == 1
+    x_flat = x.contiguous() if flat else x.contiguous().view(-1)
+    y_flat = y.contiguous() if flat else y.contiguous().view(-1)
     out = torch.empty_like(x_flat)
     n = x_flat.numel()
     if n == 0:
         return out.view(x.shape)
+    # a replayed plan skips _launch and its interpreter check (an environment read, ~1.7 us on
+    # the H200's host); interpreted launches never install a plan
+    PLANS.call(out.device, (x_flat, y_flat, out), lambda: _launch(x_flat, y_flat, out, n))
+    return out if flat else out.view(x.shape)
+
+
+def _launch(x_flat, y_flat, out, n) -> None:
     if interpreting():
         block = INTERPRETER_CONFIG["BLOCK"]
         _vector_add_kernel[(triton.cdiv(n, block),)](x_flat, y_flat, out, n, BLOCK=block)
-        return out.view(x.shape)
+        return
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
-    PLANS.call(
-        out.device,
-        (x_flat, y_flat, out),
-        lambda: launch(_vector_add_tuned, grid, x_flat, y_flat, out, n),
-    )
-    return out.view(x.shape)
+    launch(_vector_add_tuned, grid, x_flat, y_flat, out, n)

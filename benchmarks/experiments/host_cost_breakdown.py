@@ -1,0 +1,222 @@
+"""Where vector_add's ~26 us a call goes on the H200's host, piece by piece, and what a lean
+launch could cost (issue 30, session 21).
+
+Each piece is timed alone as the median over ROUNDS loops of LOOP calls (a synchronise
+between loops, so the launch queue never fills): torch.add as the yardstick, our whole call,
+its prologue (checks, views, torch.empty_like), the plan key, the replay, Triton's launcher
+given tensors and given raw pointers, and two launches that skip Triton's launcher: through
+cuda.bindings' cuLaunchKernel and through ctypes into libcuda, both with a parameter array
+built once. Each lean launch is checked against x + y before it is timed.
+
+  PYTHONPATH=src python3 benchmarks/experiments/host_cost_breakdown.py   # writes $OUT/host_cost_breakdown.json
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+OUT = Path(os.environ.get("OUT", "."))
+LOOP = 200
+ROUNDS = 15
+
+
+def per_call_us(fn) -> float:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(LOOP):
+            fn()
+        samples.append((time.perf_counter() - start) / LOOP * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def param_info(function_handle: int) -> list[tuple[int, int]]:
+    """(offset, size) of each kernel parameter, from the loaded image (CUDA 12.4+)."""
+    from cuda.bindings import driver
+
+    function = driver.CUfunction(function_handle)
+    found = []
+    for index in range(64):
+        err, offset, size = driver.cuFuncGetParamInfo(function, index)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            break
+        found.append((offset, size))
+    return found
+
+
+def main() -> None:
+    from kernelab.kernels.triton import launch_plans
+    from kernelab.kernels.triton import vector_add as module
+
+    x = torch.randn(4096, device="cuda")
+    y = torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    device = x.device
+    results: dict = {}
+    notes: dict = {}
+
+    def record(name, fn):
+        results[name] = per_call_us(fn)
+        print(f"{results[name]:8.2f} us  {name}", flush=True)
+
+    record("torch.add", lambda: torch.add(x, y))
+    record("torch.empty_like", lambda: torch.empty_like(x))
+    record("kernelab vector_add", lambda: module.vector_add(x, y))
+    record("x.contiguous().view(-1)", lambda: x.contiguous().view(-1))
+    record("interpreting()", module.interpreting)
+    record("_cuda_getCurrentRawStream", lambda: torch._C._cuda_getCurrentRawStream(0))
+    record("is_current_stream_capturing", torch.cuda.is_current_stream_capturing)
+    tensors = (x, y, out)
+    record("signature()", lambda: launch_plans.signature(device, *tensors))
+    record("PLANS.key()", lambda: module.PLANS.key(device, tensors))
+    key = module.PLANS.key(device, tensors)
+    for _ in range(3):
+        module.PLANS.call(device, tensors, lambda: launch_plans.launch(
+            module._vector_add_tuned, lambda m: ((4096 + m["BLOCK"] - 1) // m["BLOCK"],),
+            x, y, out, 4096))  # fmt: skip
+    assert module.PLANS.installed(key), module.PLANS.last_refusal
+    record("PLANS.replay()", lambda: module.PLANS.replay(key, tensors))
+    [step] = module.PLANS._plans[key]
+    stream = key[1]
+    record("step.run()", lambda: step.run(tensors, stream))
+    compiled = step.compiled
+    values = list(step.template)
+    for position, index in step.slots:
+        values[position] = tensors[index]
+    gx, gy, gz = step.grid
+    runner = compiled.run
+    notes["launcher_source"] = inspect.getsource(type(runner).__call__)
+    notes["metadata"] = {
+        k: repr(getattr(compiled.metadata, k, None))
+        for k in ("num_warps", "num_ctas", "shared", "cluster_dims", "global_scratch_size",
+                  "profile_scratch_size", "launch_cooperative_grid", "launch_pdl")
+    }  # fmt: skip
+    notes["signature"] = repr(getattr(compiled.src, "signature", None))
+    notes["constants"] = repr(getattr(compiled.src, "constants", None))
+    notes["template"] = repr(step.template)
+
+    def run_with(vals):
+        runner(gx, gy, gz, stream, compiled.function, compiled.packed_metadata, None, None,
+               None, *vals)  # fmt: skip
+
+    record("compiled.run(tensors)", lambda: run_with(values))
+    pointer_values = [v.data_ptr() if hasattr(v, "data_ptr") else v for v in values]
+    record("compiled.run(pointers)", lambda: run_with(pointer_values))
+
+    # --- lean launches: the parameter array built once, only the launch per call ----------
+    params = param_info(compiled.function)
+    notes["param_info"] = params
+    print("param info (offset, size):", params, flush=True)
+    print("metadata:", notes["metadata"], flush=True)
+    print("signature:", notes["signature"], flush=True)
+    # x_ptr, y_ptr, out_ptr, n (i32), then Triton's hidden scratch pointers (null)
+    c_values = [ctypes.c_uint64(x.data_ptr()), ctypes.c_uint64(y.data_ptr()),
+                ctypes.c_uint64(out.data_ptr()), ctypes.c_int32(4096)]  # fmt: skip
+    while len(c_values) < len(params):
+        c_values.append(ctypes.c_uint64(0))
+    sizes_match = [ctypes.sizeof(v) for v in c_values] == [size for _, size in params]
+    notes["sizes_match"] = sizes_match
+    array = (ctypes.c_void_p * len(c_values))(*(ctypes.addressof(v) for v in c_values))
+    block = compiled.metadata.num_warps * 32
+    shared = compiled.metadata.shared
+
+    from cuda.bindings import driver
+
+    cu_function = driver.CUfunction(compiled.function)
+    cu_stream = driver.CUstream(stream)
+    array_address = ctypes.addressof(array)
+
+    def bindings_launch():
+        driver.cuLaunchKernel(cu_function, gx, gy, gz, block, 1, 1, shared, cu_stream,
+                              array_address, 0)  # fmt: skip
+
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    launch_c = libcuda.cuLaunchKernel
+    launch_c.restype = ctypes.c_int
+    launch_c.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+
+    def ctypes_launch():
+        return launch_c(compiled.function, gx, gy, gz, block, 1, 1, shared, stream, array,
+                        None)  # fmt: skip
+
+    for name, fn in (("cuda.bindings cuLaunchKernel", bindings_launch),
+                     ("ctypes cuLaunchKernel", ctypes_launch)):  # fmt: skip
+        out.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        correct = sizes_match and torch.equal(out, x + y)
+        notes[f"{name} correct"] = correct
+        print(f"{name}: correct={correct}", flush=True)
+        if correct:
+            record(name, fn)
+
+    def ctypes_with_pointer_update():
+        c_values[0].value = x.data_ptr()
+        c_values[1].value = y.data_ptr()
+        c_values[2].value = out.data_ptr()
+        return launch_c(compiled.function, gx, gy, gz, block, 1, 1, shared, stream, array,
+                        None)  # fmt: skip
+
+    if notes.get("ctypes cuLaunchKernel correct"):
+        record("ctypes cuLaunchKernel + 3 pointer updates", ctypes_with_pointer_update)
+
+    notes["step.direct built"] = step.direct is not None
+    if step.direct is not None:
+        out.fill_(float("nan"))
+        step.direct(tensors, stream)
+        torch.cuda.synchronize()
+        notes["step.direct correct"] = torch.equal(out, x + y)
+        record("step.direct()", lambda: step.direct(tensors, stream))
+
+    # --- whole ops, Triton's launcher against the direct one, beside torch ------------------
+    import torch.nn.functional as F
+
+    from kernelab.kernels.triton.norms import layernorm, rmsnorm
+    from kernelab.kernels.triton.softmax import softmax
+
+    s = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    ops = [
+        ("vector_add", lambda: module.vector_add(x, y), lambda: torch.add(x, y)),
+        ("softmax", lambda: softmax(s), lambda: torch.softmax(s, dim=-1)),
+        ("rmsnorm", lambda: rmsnorm(s, w, 1e-6), lambda: F.rms_norm(s, (4096,), w, 1e-6)),
+        ("layernorm", lambda: layernorm(s, w, b, 1e-5),
+         lambda: F.layer_norm(s, (4096,), w, b, 1e-5)),
+    ]  # fmt: skip
+    for name, ours, theirs in ops:
+        record(f"{name}: torch", theirs)
+        for direct in (False, True):
+            launch_plans.DIRECT = direct
+            launch_plans.forget_all()
+            label = "direct" if direct else "Triton launcher"
+            for _ in range(3):  # the third call replays the plan
+                got = ours()
+            torch.testing.assert_close(got, theirs(), atol=2e-2, rtol=2e-2)
+            record(f"{name}: kernelab, {label}", ours)
+            plans = [p for p in launch_plans._every_op if p._plans]
+            steps = [step for p in plans for plan in p._plans.values() for step in plan]
+            notes[f"{name} {label}: direct steps"] = sum(st.direct is not None for st in steps)
+            notes[f"{name} {label}: steps"] = len(steps)
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "host_cost_breakdown.json").write_text(
+        json.dumps({"per_call_us": results, "notes": notes}, indent=1, default=repr)
+    )
+    print("\nlauncher source:\n" + notes["launcher_source"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Direct launches (kernels/triton/direct_launch.py) on the CPU: the parameter bytes a planned
+launch hands cuLaunchKernel, and every launch it leaves to Triton's launcher. The driver is a
+stand-in that reads the parameter array back; test_launch_plans_gpu.py runs the real one."""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kernelab.errors import KernelabError
+from kernelab.kernels.triton import direct_launch, launch_plans
+from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
+
+NAMES = ["x_ptr", "out_ptr", "n", "scale", "BLOCK"]
+SIGNATURE = {
+    "x_ptr": "*fp32",
+    "out_ptr": "*fp32",
+    "n": "i32",
+    "scale": "fp32",
+    "BLOCK": "constexpr",
+}
+# the image's parameters: two pointers, an int32, a float, then Triton's two scratch pointers
+IMAGE_SIZES = [8, 8, 4, 4, 8, 8]
+TEMPLATE = [None, None, 1024, 0.5, 128]
+SLOTS = [(0, 0), (1, 1)]
+
+
+def metadata(**changes):
+    fields = dict(
+        num_warps=4,
+        shared=1024,
+        num_ctas=1,
+        cluster_dims=(1, 1, 1),
+        launch_cooperative_grid=False,
+        launch_pdl=False,
+        global_scratch_size=0,
+        profile_scratch_size=0,
+    )
+    return SimpleNamespace(**{**fields, **changes})
+
+
+class FakeCompiled:
+    """A compiled kernel's face: handle, metadata, source signature; [grid](...) is Triton's
+    launcher, which keeps the grids it was given."""
+
+    function = 0x1234
+    packed_metadata = object()
+
+    def __init__(self, signature, meta):
+        self.metadata = meta
+        self.src = SimpleNamespace(signature=signature)
+        self.through_triton = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.through_triton.append(grid)
+
+
+def compiled(signature=None, **changes):
+    return FakeCompiled(dict(signature or SIGNATURE), metadata(**changes))
+
+
+class FakeDriver:
+    """cuLaunchKernel's stand-in: keeps each launch with its parameters read back as the
+    driver would, through the array of pointers."""
+
+    def __init__(self, sizes, error=0):
+        self.sizes = sizes
+        self.error = error
+        self.launches = []
+
+    def __call__(self, function, gx, gy, gz, bx, by, bz, shared, stream, array_address, extra):
+        kinds = {8: ctypes.c_uint64, 4: ctypes.c_uint32}
+        array = (ctypes.c_void_p * len(self.sizes)).from_address(array_address)
+        raw = [kinds[size].from_address(array[i]).value for i, size in enumerate(self.sizes)]
+        launch = (int(function), (gx, gy, gz), (bx, by, bz), shared, int(stream))
+        self.launches.append((launch, raw))
+        return (self.error,)
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    fake = FakeDriver(IMAGE_SIZES)
+    monkeypatch.setattr(direct_launch, "_driver_launch", lambda: fake)
+    monkeypatch.setattr(direct_launch, "image_parameter_sizes", lambda handle: list(IMAGE_SIZES))
+    return fake
+
+
+def at(*addresses):
+    """Stand-ins for the call's tensors: only their data pointers matter here."""
+    return tuple(SimpleNamespace(data_ptr=lambda a=a: a) for a in addresses)
+
+
+def as_float(bits: int) -> float:
+    return ctypes.c_float.from_buffer(ctypes.c_uint32(bits)).value
+
+
+def test_a_plain_launch_passes_pointers_scalars_and_null_scratch(driver):
+    direct = direct_launch.build(compiled(), (8, 1, 1), NAMES, TEMPLATE, SLOTS)
+    assert direct is not None
+    direct(at(0x7000, 0x9000), 77)
+    direct(at(0x7100, 0x9100), 78)  # the next call's pointers replace the last ones
+    (first, first_raw), (second, second_raw) = driver.launches
+    assert first == (0x1234, (8, 1, 1), (128, 1, 1), 1024, 77)
+    assert first_raw[:3] == [0x7000, 0x9000, 1024] and as_float(first_raw[3]) == 0.5
+    assert first_raw[4:] == [0, 0]  # the constexpr BLOCK is no parameter; scratch is null
+    assert second[4] == 78 and second_raw[:2] == [0x7100, 0x9100]
+
+
+def test_a_kept_workspace_is_passed_at_its_own_address(driver):
+    workspace = torch.empty(16)
+    template = [None, workspace, 1024, 0.5, 128]
+    direct = direct_launch.build(compiled(), (8, 1, 1), NAMES, template, [(0, 0)])
+    direct(at(0x7000), 0)
+    [(_, raw)] = driver.launches
+    assert raw[:2] == [0x7000, workspace.data_ptr()]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cluster_dims": (2, 1, 1)},
+        {"num_ctas": 2},
+        {"launch_cooperative_grid": True},
+        {"launch_pdl": True},
+        {"global_scratch_size": 256},
+        {"profile_scratch_size": 64},
+        {"tensordesc_meta": [{"swizzle": 128}]},
+    ],
+)
+def test_launches_that_need_more_than_cuLaunchKernel_are_left_to_triton(driver, change):
+    assert direct_launch.build(compiled(**change), (8, 1, 1), NAMES, TEMPLATE, SLOTS) is None
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["i1", "fp16", "bf16", ("*fp32", "*fp32")],  # bools, 16-bit floats, a tuple argument
+)
+def test_scalar_kinds_it_cannot_pack_are_left_to_triton(driver, kind):
+    signature = {**SIGNATURE, "scale": kind}
+    assert direct_launch.build(compiled(signature), (8, 1, 1), NAMES, TEMPLATE, SLOTS) is None
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        None,  # the driver cannot say
+        [8, 8, 4],  # fewer parameters than the signature's
+        [8, 8, 4, 4, 4],  # a hidden parameter that is no pointer
+        [8, 8, 8, 4, 8, 8],  # n wider than the signature says
+    ],
+)
+def test_an_image_whose_parameters_differ_is_left_to_triton(monkeypatch, driver, sizes):
+    monkeypatch.setattr(direct_launch, "image_parameter_sizes", lambda handle: sizes)
+    assert direct_launch.build(compiled(), (8, 1, 1), NAMES, TEMPLATE, SLOTS) is None
+
+
+def test_a_signature_in_another_order_than_the_parameters_is_left_to_triton(driver):
+    reordered = dict(reversed(list(SIGNATURE.items())))
+    assert direct_launch.build(compiled(reordered), (8, 1, 1), NAMES, TEMPLATE, SLOTS) is None
+
+
+def test_a_failed_launch_raises_with_the_drivers_code(monkeypatch, driver):
+    driver.error = 700
+    direct = direct_launch.build(compiled(), (8, 1, 1), NAMES, TEMPLATE, SLOTS)
+    with pytest.raises(KernelabError, match="700"):
+        direct(at(0x7000, 0x9000), 0)
+
+
+# --- in a plan: installed with the plan, used only while no launch hook is set -------------
+
+
+def _kernel(x_ptr, out_ptr, n, scale, BLOCK=128):
+    pass
+
+
+class PlainKernel:
+    """A JIT function's face whose front door returns a compiled kernel with a real-looking
+    signature and metadata."""
+
+    def __init__(self):
+        import inspect
+
+        self.params = [
+            SimpleNamespace(name=p.name, default=p.default,
+                            has_default=p.default is not inspect.Parameter.empty)
+            for p in inspect.signature(_kernel).parameters.values()
+        ]  # fmt: skip
+        self.compiled = compiled()
+        self.front_door_calls = 0
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.front_door_calls += 1
+            return self.compiled
+
+        return run
+
+
+def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, driver):
+    hooks = [(None, None)]
+    monkeypatch.setattr(launch_plans, "_launch_hooks", lambda: hooks[0])
+    monkeypatch.setattr(launch_plans, "DIRECT", True)
+    kernel = PlainKernel()
+    plans = LaunchPlans("test.direct_launch")
+    key = (0, 5, "direct")
+    for _ in range(3):
+        x, out = torch.empty(1024), torch.empty(1024)
+        if not plans.replay(key, (x, out)):
+            with plans.recording(key, (x, out)):
+                launch(kernel, (8,), x, out, 1024, 0.5)
+    assert kernel.front_door_calls == 2 and plans.replays == 1
+    [(launched, raw)] = driver.launches
+    assert launched[4] == 5 and raw[:3] == [x.data_ptr(), out.data_ptr(), 1024]
+
+    # a profiler's hook: the replay goes through Triton's launcher, which calls it
+    hooks[0] = (lambda metadata: None, None)
+    assert plans.replay(key, (x, out))
+    assert len(driver.launches) == 1 and kernel.compiled.through_triton == [(8, 1, 1)]
