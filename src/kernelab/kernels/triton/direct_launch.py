@@ -13,6 +13,11 @@ global or profile scratch, no TMA descriptors or tuples, scalars of a width know
 image's own parameter list (cuFuncGetParamInfo) must have exactly the sizes expected, the
 hidden scratch pointers Triton appends included. Anything else returns None from build() and
 the plan keeps calling Triton's launcher.
+
+Measured on the H200's host (session 21, benchmarks/experiments/host_cost_breakdown.py):
+cuLaunchKernel costs 5.7 us there through cuda.bindings, Triton's launcher 7.1-8.3 us, so this
+saves 2-3 us of a planned call; most of the rest is our own Python around the launch. Off
+unless KERNELAB_DIRECT_LAUNCH=1 (launch_plans.DIRECT) until the GPU tests have run it.
 """
 
 from __future__ import annotations
