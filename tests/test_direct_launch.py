@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from test_launch_plans import FakeKernel
 
 from kernelab.errors import KernelabError
 from kernelab.kernels.triton import direct_launch, launch_plans
@@ -176,34 +177,12 @@ def _kernel(x_ptr, out_ptr, n, scale, BLOCK=128):
     pass
 
 
-class PlainKernel:
-    """A JIT function's face whose front door returns a compiled kernel with a real-looking
-    signature and metadata."""
-
-    def __init__(self):
-        import inspect
-
-        self.params = [
-            SimpleNamespace(name=p.name, default=p.default,
-                            has_default=p.default is not inspect.Parameter.empty)
-            for p in inspect.signature(_kernel).parameters.values()
-        ]  # fmt: skip
-        self.compiled = compiled()
-        self.front_door_calls = 0
-
-    def __getitem__(self, grid):
-        def run(*args, **kwargs):
-            self.front_door_calls += 1
-            return self.compiled
-
-        return run
-
-
 def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, driver):
     hooks = [(None, None)]
     monkeypatch.setattr(launch_plans, "_launch_hooks", lambda: hooks[0])
     monkeypatch.setattr(launch_plans, "DIRECT", True)
-    kernel = PlainKernel()
+    kernel = FakeKernel(_kernel)
+    kernel.compiled = compiled()  # with a real-looking signature and metadata
     plans = LaunchPlans("test.direct_launch")
     key = (0, 5, "direct")
     for _ in range(3):

@@ -6,7 +6,7 @@ between loops, so the launch queue never fills): torch.add as the yardstick, our
 its prologue (checks, views, torch.empty_like), the plan key, the replay, Triton's launcher
 given tensors and given raw pointers, and two launches that skip Triton's launcher: through
 cuda.bindings' cuLaunchKernel and through ctypes into libcuda, both with a parameter array
-built once. Each lean launch is checked against x + y before it is timed.
+built once. Every launch is checked against x + y before it is timed.
 
   PYTHONPATH=src python3 benchmarks/experiments/host_cost_breakdown.py   # writes $OUT/host_cost_breakdown.json
 """
@@ -73,6 +73,7 @@ def main() -> None:
 
     record("torch.add", lambda: torch.add(x, y))
     record("torch.empty_like", lambda: torch.empty_like(x))
+    assert torch.equal(module.vector_add(x, y), x + y)  # checked before it is timed
     record("kernelab vector_add", lambda: module.vector_add(x, y))
     record("x.contiguous().view(-1)", lambda: x.contiguous().view(-1))
     record("interpreting()", module.interpreting)
@@ -87,6 +88,9 @@ def main() -> None:
             module._vector_add_tuned, lambda m: ((4096 + m["BLOCK"] - 1) // m["BLOCK"],),
             x, y, out, 4096))  # fmt: skip
     assert module.PLANS.installed(key), module.PLANS.last_refusal
+    out.fill_(float("nan"))
+    module.PLANS.replay(key, tensors)
+    assert torch.equal(out, x + y), "the replayed plan"
     record("PLANS.replay()", lambda: module.PLANS.replay(key, tensors))
     [step] = module.PLANS._plans[key]
     stream = key[1]
@@ -113,6 +117,9 @@ def main() -> None:
 
     record("compiled.run(tensors)", lambda: run_with(values))
     pointer_values = [v.data_ptr() if hasattr(v, "data_ptr") else v for v in values]
+    out.fill_(float("nan"))
+    run_with(pointer_values)
+    assert torch.equal(out, x + y), "Triton's launcher given raw pointers"
     record("compiled.run(pointers)", lambda: run_with(pointer_values))
 
     # --- lean launches: the parameter array built once, only the launch per call ----------
