@@ -5,6 +5,7 @@ stand-in that reads the parameter array back; test_launch_plans_gpu.py runs the 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 from test_launch_plans import FakeKernel
 
 from kernelab.errors import KernelabError
-from kernelab.kernels.triton import direct_launch, launch_plans
+from kernelab.kernels.triton import direct_launch, launch_plans, tensor_maps
 from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
 
 NAMES = ["x_ptr", "out_ptr", "n", "scale", "BLOCK"]
@@ -75,7 +76,12 @@ class FakeDriver:
     def __call__(self, function, gx, gy, gz, bx, by, bz, shared, stream, array_address, extra):
         kinds = {8: ctypes.c_uint64, 4: ctypes.c_uint32}
         array = (ctypes.c_void_p * len(self.sizes)).from_address(array_address)
-        raw = [kinds[size].from_address(array[i]).value for i, size in enumerate(self.sizes)]
+        raw = [
+            kinds[size].from_address(array[i]).value
+            if size in kinds
+            else ctypes.string_at(array[i], size)  # a tensor map, by value
+            for i, size in enumerate(self.sizes)
+        ]
         launch = (int(function), (gx, gy, gz), (bx, by, bz), shared, int(stream))
         self.launches.append((launch, raw))
         return (self.error,)
@@ -128,7 +134,7 @@ def test_a_kept_workspace_is_passed_at_its_own_address(driver):
         {"launch_pdl": True},
         {"global_scratch_size": 256},
         {"profile_scratch_size": 64},
-        {"tensordesc_meta": [{"swizzle": 128}]},
+        {"tensordesc_meta": [{"swizzle": 3}]},  # for a descriptor the signature lacks
     ],
 )
 def test_launches_that_need_more_than_cuLaunchKernel_are_left_to_triton(driver, change):
@@ -198,3 +204,106 @@ def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, 
     hooks[0] = (lambda metadata: None, None)
     assert plans.replay(key, (x, out))
     assert len(driver.launches) == 1 and kernel.compiled.through_triton == [(8, 1, 1)]
+
+
+# --- TMA descriptors: the tensor map kept per address ------------------------------------
+
+
+@dataclasses.dataclass
+class FakeDescriptor:
+    """TensorDescriptor's face: a base tensor, its sizes and strides, a box."""
+
+    base: object
+    shape: list
+    strides: list
+    block_shape: list
+
+
+class FakeEncoder:
+    """Triton's make_tensordesc_arg stand-in: 'encodes' a map as 128 bytes that start with the
+    tensor's address, and counts the encodes."""
+
+    def __init__(self):
+        self.encoded = []
+        self.buffers = {}
+
+    def __call__(self, descriptor, metadata):
+        pointer = descriptor.base.data_ptr()
+        self.encoded.append(pointer)
+        tensor_map = ctypes.create_string_buffer(pointer.to_bytes(8, "little") + b"m" * 120, 128)
+        self.buffers[id(tensor_map)] = tensor_map
+        return [tensor_map, *descriptor.shape, *descriptor.strides]
+
+
+TMA_NAMES = ["a_desc", "n", "BLOCK"]
+TMA_SIGNATURE = {"a_desc": "tensordesc<bf16[64, 64]>", "n": "i32", "BLOCK": "constexpr"}
+# the map, the two sizes (i32), the two strides (i64), n, the scratch pointers
+TMA_IMAGE_SIZES = [128, 4, 4, 8, 8, 4, 8, 8]
+
+
+@pytest.fixture
+def tma(monkeypatch):
+    fake = FakeDriver(TMA_IMAGE_SIZES)
+    encoder = FakeEncoder()
+    monkeypatch.setattr(direct_launch, "_driver_launch", lambda: fake)
+    monkeypatch.setattr(direct_launch, "image_parameter_sizes", lambda handle: TMA_IMAGE_SIZES)
+    monkeypatch.setattr(tensor_maps, "_triton_encoder", lambda: encoder)
+    monkeypatch.setattr(tensor_maps, "map_address", lambda m: ctypes.addressof(m))
+    return SimpleNamespace(driver=fake, encoder=encoder)
+
+
+def tma_build(*tensors, meta=({"swizzle": 3},), signature=TMA_SIGNATURE):
+    descriptor = FakeDescriptor(tensors[0], [256, 512], [512, 1], [64, 64])
+    kernel = compiled(signature, tensordesc_meta=list(meta))
+    return direct_launch.build(
+        kernel, (4, 1, 1), TMA_NAMES, [None, 512, 64], [], [(0, 0, descriptor)]
+    )
+
+
+def test_a_tma_launch_passes_the_map_of_the_calls_tensor_then_its_shape_and_strides(tma):
+    direct = tma_build(*at(0x7000))
+    assert direct is not None and tma.encoder.encoded == [0x7000]  # checked at build
+    direct(at(0x7000), 0)
+    direct(at(0x8000), 0)
+    direct(at(0x7000), 0)
+    assert tma.encoder.encoded == [0x7000, 0x8000]  # each address encoded once
+    maps = [raw[0] for _, raw in tma.driver.launches]
+    assert [int.from_bytes(m[:8], "little") for m in maps] == [0x7000, 0x8000, 0x7000]
+    assert all(len(m) == 128 for m in maps)
+    assert tma.driver.launches[0][1][1:] == [256, 512, 512, 1, 512, 0, 0]
+
+
+def test_a_tma_launch_forgets_old_maps_past_its_capacity(tma, monkeypatch):
+    monkeypatch.setattr(tensor_maps, "MAPS_PER_PARAMETER", 2)
+    direct = tma_build(*at(0x1000))
+    for address in (0x2000, 0x3000, 0x1000):
+        direct(at(address), 0)
+    # 0x3000 found the cache full and emptied it: 0x1000 is encoded again
+    assert tma.encoder.encoded == [0x1000, 0x2000, 0x3000, 0x1000]
+    assert int.from_bytes(tma.driver.launches[-1][1][0][:8], "little") == 0x1000
+
+
+@pytest.mark.parametrize(
+    "meta", [(None,), (), ({"swizzle": 3}, {"swizzle": 3})], ids=["decomposed", "none", "extra"]
+)
+def test_a_descriptor_without_exactly_its_metadata_is_left_to_triton(tma, meta):
+    assert tma_build(*at(0x7000), meta=meta) is None
+
+
+def test_an_encoding_of_another_form_is_left_to_triton(tma, monkeypatch):
+    monkeypatch.setattr(tensor_maps, "_triton_encoder", lambda: lambda d, m: [b"x" * 128, 1])
+    assert tma_build(*at(0x7000)) is None
+    monkeypatch.setattr(tensor_maps, "_triton_encoder", lambda: FakeEncoder())
+    monkeypatch.setattr(tensor_maps, "map_address", lambda m: None)  # an unknown map object
+    assert tma_build(*at(0x7000)) is None
+
+
+def test_map_address_reads_past_the_object_header_of_a_192_byte_object():
+    # a Python object of Triton's PyCUtensorMap size: 16 header bytes and 22 slots of 8
+    kind = type("PyCUtensorMap", (), {"__slots__": tuple(f"s{i}" for i in range(22))})
+    tensor_map = kind()
+    assert kind.__basicsize__ == 192
+    assert tensor_maps.map_address(tensor_map) == id(tensor_map) + 64
+    other = type("PyCUtensorMap", (), {"__slots__": ("a",)})()
+    assert tensor_maps.map_address(other) is None
+    assert tensor_maps.map_address(ctypes.create_string_buffer(192)) is None

@@ -127,23 +127,30 @@ def test_gpu_norm_eps_and_bias_are_part_of_the_plan():
 @pytest.mark.parametrize(
     "case",
     [
-        ("triton.vector_add", {"n": 1_000_003}, "fp32"),
-        ("triton.rmsnorm", {"rows": 64, "cols": 4096}, "bf16"),
+        ("triton.vector_add", {"n": 1_000_003}, "fp32", False),
+        ("triton.rmsnorm", {"rows": 64, "cols": 4096}, "bf16", False),
+        # TMA descriptors: the tensor map kept per address (tensor_maps.py)
+        ("triton.softmax", {"rows": 64, "cols": 4096}, "bf16", True),
+        ("triton.matmul", {"m": 256, "n": 256, "k": 256}, "bf16", True),
+        ("triton.matmul", {"m": 1024, "n": 1024, "k": 1024}, "bf16", True),
     ],
-    ids=lambda case: case[0],
+    ids=lambda case: f"{case[0]}-{'x'.join(str(v) for v in case[1].values())}",
 )
-def test_gpu_plain_launches_replay_through_cuLaunchKernel(case, monkeypatch):
-    """vector_add and rmsnorm launch one plain kernel (no cluster, TMA or scratch): their plans
-    replay through direct_launch.py, and those calls still match the reference."""
-    from kernelab.kernels.triton import launch_plans
+def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, monkeypatch):
+    """Plain and TMA launches (no cluster or scratch) replay through direct_launch.py, and
+    those calls still match the reference: fresh inputs each call, so the tensor maps are
+    looked up for addresses the caching allocator hands out again with new data in them."""
+    from kernelab.kernels.triton import direct_launch, launch_plans
 
-    name, shape, dtype = case
+    name, shape, dtype, tma = case
     plans = _module_of(name).PLANS
     monkeypatch.setattr(launch_plans, "DIRECT", True)  # opt-in until this test has passed
     plans.forget()
     try:
         _calls_match_the_reference(name, shape, dtype)
         steps = [step for plan in plans._plans.values() for step in plan]
-        assert steps and all(step.direct is not None for step in steps)
+        assert steps and all(step.direct is not None for step in steps), direct_launch.last_refusal
+        maps = sum(step.direct.tensor_map_parameters for step in steps)
+        assert (maps > 0) == tma, f"{maps} tensor map parameters"
     finally:
         plans.forget()  # no direct launch outlives the opt-in

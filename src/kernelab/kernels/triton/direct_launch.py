@@ -9,10 +9,12 @@ cuLaunchKernel takes; a call writes the new data pointers into their slots and l
 
 It is built only when the launch is a plain one and its layout can be checked against the
 loaded image: one CTA per cluster, no cooperative grid, no programmatic dependent launch, no
-global or profile scratch, no TMA descriptors or tuples, scalars of a width known here; the
-image's own parameter list (cuFuncGetParamInfo) must have exactly the sizes expected, the
-hidden scratch pointers Triton appends included. Anything else returns None from build() and
-the plan keeps calling Triton's launcher.
+global or profile scratch, no tuples, scalars of a width known here; the image's own parameter
+list (cuFuncGetParamInfo) must have exactly the sizes expected, the hidden scratch pointers
+Triton appends included. Anything else returns None from build() and the plan keeps calling
+Triton's launcher. A TMA descriptor parameter is passed as Triton's launcher passes it (the
+128-byte tensor map, then the shape as i32 and the strides as i64), its map kept per tensor
+address by tensor_maps.TensorMaps instead of encoded on every call.
 
 Measured on the H200's host (session 21, benchmarks/experiments/host_cost_breakdown.py):
 cuLaunchKernel costs 5.7 us there through cuda.bindings, Triton's launcher 7.1-8.3 us, so this
@@ -26,6 +28,7 @@ import ctypes
 import threading
 
 from kernelab.errors import KernelabError
+from kernelab.kernels.triton import tensor_maps
 
 # Triton's signature types this launcher can pass, and their C types. Booleans (i1) and 16-bit
 # floats are left to Triton's launcher: their packing is Triton's business.
@@ -45,6 +48,8 @@ POINTER_BYTES = 8
 MOST_PARAMETERS = 256
 
 _streams: dict[int, object] = {}
+# why the last build() returned None (tests and experiments print it)
+last_refusal: str | None = None
 
 
 def _driver_launch():
@@ -90,14 +95,15 @@ def _plain(metadata) -> bool:
         and not getattr(metadata, "launch_pdl", False)
         and not getattr(metadata, "global_scratch_size", 0)
         and not getattr(metadata, "profile_scratch_size", 0)
-        and not getattr(metadata, "tensordesc_meta", None)
     )
 
 
 class DirectLaunch:
     """One planned launch of a compiled kernel with its parameter bytes kept."""
 
-    def __init__(self, function_handle, grid, block, shared_bytes, values, pointer_slots):
+    def __init__(
+        self, function_handle, grid, block, shared_bytes, values, pointer_slots, map_slots=()
+    ):
         from cuda.bindings import driver
 
         self.function_handle = function_handle
@@ -109,8 +115,15 @@ class DirectLaunch:
         self._array = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
         self._array_address = ctypes.addressof(self._array)
         self._pointer_slots = pointer_slots  # (parameter index, index of the call's tensor)
+        # (parameter index, index of the call's tensor, its TensorMaps): the array entry is
+        # pointed at the map's bytes for the call's tensor
+        self._map_slots = list(map_slots)
         self._lock = threading.Lock()  # the slots are shared: one writer-launcher at a time
         self._launch = _driver_launch()
+
+    @property
+    def tensor_map_parameters(self) -> int:
+        return len(self._map_slots)
 
     def __call__(self, tensors: tuple, stream: int) -> None:
         """Launch on the call's tensors (the plan's slots name which) on a raw stream handle."""
@@ -118,6 +131,8 @@ class DirectLaunch:
         with self._lock:
             for parameter, index in self._pointer_slots:
                 self._values[parameter].value = tensors[index].data_ptr()
+            for parameter, index, maps in self._map_slots:
+                self._array[parameter] = maps.address(tensors[index])
             # the driver copies the parameter bytes before it returns
             (err,) = self._launch(self._function, grid_x, grid_y, grid_z, self.block, 1, 1,
                                   self.shared_bytes, _stream(stream), self._array_address, 0)  # fmt: skip
@@ -125,26 +140,45 @@ class DirectLaunch:
             raise KernelabError(f"cuLaunchKernel of a planned Triton launch failed: {err!r}")
 
 
-def build(compiled, grid, names: list[str], template: list, slots: list) -> DirectLaunch | None:
+def build(
+    compiled, grid, names: list[str], template: list, slots: list, descriptors: list = ()
+) -> DirectLaunch | None:
     """The direct launch of `compiled` with these launcher arguments (`template`, in the order
-    of the kernel's parameter `names`, the call's tensors as None at `slots`), or None where
-    it is not a plain launch (module doc)."""
+    of the kernel's parameter `names`, the call's tensors as None at `slots` and their TMA
+    descriptors as None at `descriptors`: (position, tensor index, recorded descriptor)), or
+    None where it is not a plain launch (module doc)."""
     metadata = getattr(compiled, "metadata", None)
     source = getattr(compiled, "src", None)
     signature = getattr(source, "signature", None)
-    if metadata is None or not isinstance(signature, dict) or not _plain(metadata):
-        return None
+    if metadata is None or not isinstance(signature, dict):
+        return _refused("no metadata or source signature")
+    if not _plain(metadata):
+        return _refused("cluster, cooperative, PDL or scratch launch")
     if list(signature) != list(names):
-        return None
+        return _refused("signature and parameter names differ")
     tensor_of = dict(slots)
-    values, pointer_slots = [], []
+    descriptor_of = {position: (index, d) for position, index, d in descriptors}
+    # one metadata entry per descriptor parameter, in parameter order
+    descriptor_metadata = list(getattr(metadata, "tensordesc_meta", None) or [])
+    values, pointer_slots, map_slots = [], [], []
     for position, (name, value) in enumerate(zip(names, template, strict=True)):
         kind = signature[name]
         if kind == "constexpr":
             continue
         if not isinstance(kind, str):
-            return None  # a tuple of arguments
-        if kind.startswith("*") and position in tensor_of:
+            return _refused(f"{name}: a tuple of arguments")
+        if kind.startswith("tensordesc"):
+            if position not in descriptor_of or not descriptor_metadata:
+                return _refused(f"{name}: a descriptor without its tensor or metadata")
+            index, descriptor = descriptor_of[position]
+            maps, why_not = _tensor_maps(descriptor, descriptor_metadata.pop(0))
+            if maps is None:
+                return _refused(f"{name}: {why_not}")
+            map_slots.append((len(values), index, maps))
+            values.append(ctypes.create_string_buffer(tensor_maps.TENSOR_MAP_BYTES))  # its size
+            values.extend(ctypes.c_int32(v) for v in maps.shape)
+            values.extend(ctypes.c_int64(v) for v in maps.strides)
+        elif kind.startswith("*") and position in tensor_of:
             pointer_slots.append((len(values), tensor_of[position]))
             values.append(ctypes.c_uint64(0))
         elif kind.startswith("*") and hasattr(value, "data_ptr"):
@@ -153,16 +187,18 @@ def build(compiled, grid, names: list[str], template: list, slots: list) -> Dire
         elif kind in SCALAR_TYPES and isinstance(value, (int, float)):
             values.append(SCALAR_TYPES[kind](value))
         else:
-            return None
+            return _refused(f"{name}: {kind} {type(value).__name__} not packed here")
+    if descriptor_metadata:
+        return _refused("metadata for descriptors the signature does not have")
     sizes = image_parameter_sizes(compiled.function)
     if sizes is None or len(sizes) < len(values):
-        return None
+        return _refused(f"image parameters {sizes} for {len(values)} values")
     hidden = sizes[len(values) :]
     if any(size != POINTER_BYTES for size in hidden):
-        return None
+        return _refused(f"hidden parameters of sizes {hidden}")
     values.extend(ctypes.c_uint64(0) for _ in hidden)  # scratch pointers, unused: null
     if [ctypes.sizeof(v) for v in values] != sizes:
-        return None
+        return _refused(f"image sizes {sizes}, expected {[ctypes.sizeof(v) for v in values]}")
     return DirectLaunch(
         function_handle=compiled.function,
         grid=grid,
@@ -170,4 +206,22 @@ def build(compiled, grid, names: list[str], template: list, slots: list) -> Dire
         shared_bytes=metadata.shared,
         values=values,
         pointer_slots=pointer_slots,
+        map_slots=map_slots,
     )
+
+
+def _tensor_maps(descriptor, metadata) -> tuple[tensor_maps.TensorMaps | None, str]:
+    """The descriptor's TensorMaps, or None and why not."""
+    if metadata is None:
+        return None, "decomposed by Triton (no descriptor metadata)"
+    try:
+        return tensor_maps.TensorMaps(descriptor, metadata), ""
+    except Exception as exc:  # an unfamiliar Triton: its launcher still encodes the map itself
+        return None, f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _refused(reason: str) -> None:
+    """build()'s None, with the reason kept in last_refusal for whoever asks why."""
+    global last_refusal
+    last_refusal = reason
+    return None

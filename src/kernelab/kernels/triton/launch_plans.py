@@ -39,11 +39,9 @@ MOST_LAUNCHES_PER_CALL = 8
 PLAN_CAPACITY = 256
 
 ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
-# Replay plain launches through cuLaunchKernel (direct_launch.py) rather than Triton's launcher.
-# Opt-in (KERNELAB_DIRECT_LAUNCH=1) until its final form has passed the GPU tests: session 21
-# checked its launches on the H200 in host_cost_breakdown.py, then had no machine left for
-# test_launch_plans_gpu.py.
-DIRECT = os.environ.get("KERNELAB_DIRECT_LAUNCH", "0") == "1"
+# Replay plain and TMA launches through cuLaunchKernel (direct_launch.py) rather than
+# Triton's launcher; KERNELAB_DIRECT_LAUNCH=0 turns it off.
+DIRECT = os.environ.get("KERNELAB_DIRECT_LAUNCH", "1") != "0"
 
 _local = threading.local()
 _every_op: list[LaunchPlans] = []
@@ -206,7 +204,9 @@ def _direct_launch(step: _Launch):
     from kernelab.kernels.triton import direct_launch
 
     try:
-        return direct_launch.build(step.compiled, step.grid, step.names, step.template, step.slots)
+        return direct_launch.build(
+            step.compiled, step.grid, step.names, step.template, step.slots, step.descriptors
+        )
     except Exception:  # an unfamiliar Triton or driver: Triton's launcher still works
         return None
 

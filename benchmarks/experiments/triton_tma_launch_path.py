@@ -1,0 +1,75 @@
+"""How the installed Triton passes a host TensorDescriptor to a kernel: the source of its
+launch path and where a PyCUtensorMap keeps its 128 bytes.
+
+A planned TMA launch (the Triton matmul, the shared-row softmax) pays for a tensor map encode
+on every call inside Triton's launcher. To keep the encoded map per pointer instead, kernelab
+must know the installed version's parameter layout (tensor map, then shape and strides) and
+where the map's bytes live. This prints both, for the device's Triton, and checks the byte
+offset by finding the tensor's global address inside the map Triton encoded.
+
+  PYTHONPATH=src python3 benchmarks/experiments/triton_tma_launch_path.py
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+import sys
+
+
+def main() -> int:
+    import torch
+    import triton
+    from triton.backends import driver as base_driver
+    from triton.backends.nvidia import driver as nvidia_driver
+
+    print("triton", triton.__version__, "torch", torch.__version__)
+    for module, names in (
+        (nvidia_driver, ["make_tensordesc_arg", "wrap_handle_tensordesc"]),
+        (base_driver, ["wrap_handle_tensordesc_impl", "expand_signature", "_expand_descriptor"]),
+    ):
+        for name in names:
+            obj = getattr(module, name, None)
+            print(f"\n===== {module.__name__}.{name}")
+            try:
+                print(inspect.getsource(obj) if obj is not None else "(absent)")
+            except (OSError, TypeError) as exc:
+                print(f"(no source: {exc})")
+    print("\n===== CudaLauncher.__init__")
+    print(inspect.getsource(nvidia_driver.CudaLauncher.__init__))
+
+    if not torch.cuda.is_available():
+        print("no GPU: stopping before the tensor map check")
+        return 0
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    desc = TensorDescriptor.from_tensor(a, [64, 64])
+    meta = {"swizzle": 3, "elem_size": 2, "elem_type": 10, "block_size": [64, 64],
+            "fp4_padded": False}  # fmt: skip
+    params = inspect.signature(nvidia_driver.make_tensordesc_arg).parameters
+    extra = [None] * (len(params) - 2)
+    expanded = nvidia_driver.make_tensordesc_arg(desc, meta, *extra)
+    tensor_map = expanded[0]
+    kind = type(tensor_map)
+    print(f"\nexpanded: {[type(v).__name__ for v in expanded]} values {expanded[1:]}")
+    print(f"tensor map type {kind.__module__}.{kind.__name__} basicsize {kind.__basicsize__}")
+    base = id(tensor_map)
+    pointer = a.data_ptr()
+    for offset in (16, 32, 64):
+        raw = ctypes_string_at(base + offset, 128)
+        words = struct.unpack("<16Q", raw)
+        found = [i for i, w in enumerate(words) if w == pointer]
+        print(f"offset {offset}: global address {hex(pointer)} at words {found}; "
+              f"first words {[hex(w) for w in words[:4]]}")  # fmt: skip
+    return 0
+
+
+def ctypes_string_at(address: int, size: int) -> bytes:
+    import ctypes
+
+    return ctypes.string_at(address, size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
