@@ -232,6 +232,13 @@ def launch_costs() -> list[dict]:
             "base": host_cost(theirs, base_ms),
         }
         row["met"] = row["ours"]["wall_us"] <= row["base"]["wall_us"] + HOST_GOAL_US
+        if name.startswith("triton."):
+            from kernelab.kernels.triton import direct_launch, launch_plans
+
+            row["plans"] = {op: counts for op, counts in launch_plans.how_launched().items()
+                            if counts["plans"]}  # fmt: skip
+            row["direct_launch"] = launch_plans.DIRECT
+            row["direct_last_refusal"] = direct_launch.last_refusal
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows

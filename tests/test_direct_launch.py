@@ -199,6 +199,9 @@ def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, 
     assert kernel.front_door_calls == 2 and plans.replays == 1
     [(launched, raw)] = driver.launches
     assert launched[4] == 5 and raw[:3] == [x.data_ptr(), out.data_ptr(), 1024]
+    counts = launch_plans.how_launched()["test.direct_launch"]
+    assert (counts["plans"], counts["steps"], counts["direct_steps"]) == (1, 1, 1)
+    assert counts["tensor_map_parameters"] == 0 and counts["replays"] == 1
 
     # a profiler's hook: the replay goes through Triton's launcher, which calls it
     hooks[0] = (lambda metadata: None, None)

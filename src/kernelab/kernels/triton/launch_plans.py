@@ -350,6 +350,24 @@ class LaunchPlans:
         self._pending.clear()
 
 
+def how_launched() -> dict[str, dict]:
+    """Each op's plans as counts: plans, launch steps, steps launched directly, the tensor map
+    parameters among them, replays so far (benchmarks record it beside host costs)."""
+    summary = {}
+    for plans in _every_op:
+        steps = [step for plan in plans._plans.values() for step in plan]
+        direct = [step.direct for step in steps if step.direct is not None]
+        summary[plans.op] = {
+            "plans": len(plans._plans),
+            "steps": len(steps),
+            "direct_steps": len(direct),
+            "tensor_map_parameters": sum(d.tensor_map_parameters for d in direct),
+            "replays": plans.replays,
+            "last_refusal": plans.last_refusal,
+        }
+    return summary
+
+
 def forget_all() -> None:
     """Drop every op's plans (the next calls take the front door and record again)."""
     for plans in _every_op:
