@@ -3,7 +3,7 @@
 #   1. how the installed Triton passes a host TensorDescriptor (triton_tma_launch_path.py)
 #   2. the launch-plan GPU tests, direct launches of plain and TMA kernels among them
 #   3. host cost per call at tiny sizes against torch, KERNELAB_DIRECT_LAUNCH 0 then 1
-#   4. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8)
+#   4. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8), direct launches on
 #   5. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
 #   6. where vector_add's host time goes (host_cost_breakdown.py)
 # in order of need: a call cut by its time limit keeps what came first.
@@ -40,7 +40,8 @@ launch_costs() {
 launch_costs
 
 step "gpu suite d a b"
-GPU_SUITE_WORKERS=8 timeout 230 bash benchmarks/gpu_suite.sh d a b > "$out/suite.txt" 2>&1
+# with direct launches on: they are opt-in until this has passed
+KERNELAB_DIRECT_LAUNCH=1 GPU_SUITE_WORKERS=8 timeout 230 bash benchmarks/gpu_suite.sh d a b > "$out/suite.txt" 2>&1
 grep -E "passed|failed|error" "$out/suite.txt" | tail -8
 
 launch_costs

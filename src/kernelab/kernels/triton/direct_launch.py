@@ -19,8 +19,8 @@ address by tensor_maps.TensorMaps instead of encoded on every call.
 Measured on the H200's host (session 21, benchmarks/experiments/host_cost_breakdown.py):
 cuLaunchKernel costs 5.7 us there through cuda.bindings, Triton's launcher 7.1-8.3 us, so this
 saves 2-3 us of a planned call, and a TMA launch also the encode of every map; most of the
-rest is our own Python around the launch. KERNELAB_DIRECT_LAUNCH=0 (launch_plans.DIRECT)
-leaves every planned launch to Triton's launcher.
+rest is our own Python around the launch. Opt-in, KERNELAB_DIRECT_LAUNCH=1
+(launch_plans.DIRECT), until the GPU tests have run it with TMA descriptors.
 """
 
 from __future__ import annotations
