@@ -184,8 +184,8 @@ def _kernel(x_ptr, out_ptr, n, scale, BLOCK=128):
 
 
 def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, driver):
-    hooks = [(None, None)]
-    monkeypatch.setattr(launch_plans, "_launch_hooks", lambda: hooks[0])
+    from triton import knobs
+
     monkeypatch.setattr(launch_plans, "DIRECT", True)
     kernel = FakeKernel(_kernel)
     kernel.compiled = compiled()  # with a real-looking signature and metadata
@@ -202,9 +202,11 @@ def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, 
     counts = launch_plans.how_launched()["test.direct_launch"]
     assert (counts["plans"], counts["steps"], counts["direct_steps"]) == (1, 1, 1)
     assert counts["tensor_map_parameters"] == 0 and counts["replays"] == 1
+    assert counts["direct_launches"] == 1
 
     # a profiler's hook: the replay goes through Triton's launcher, which calls it
-    hooks[0] = (lambda metadata: None, None)
+    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", knobs.HookChain())
+    knobs.runtime.launch_enter_hook.add(lambda metadata: None)
     assert plans.replay(key, (x, out))
     assert len(driver.launches) == 1 and kernel.compiled.through_triton == [(8, 1, 1)]
 

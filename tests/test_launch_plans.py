@@ -14,6 +14,12 @@ from kernelab.kernels.triton import launch_plans
 from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch, signature
 
 
+@pytest.fixture
+def lean(monkeypatch):
+    """The lean replay path (KERNELAB_DIRECT_LAUNCH=1): empty hook chains are idle."""
+    monkeypatch.setattr(launch_plans, "DIRECT", True)
+
+
 class _Param:
     def __init__(self, parameter: inspect.Parameter):
         self.name = parameter.name
@@ -102,9 +108,10 @@ def test_a_plan_is_installed_after_two_matching_calls_and_replays_the_new_tensor
     assert stream == key[1]
 
 
-def test_without_launch_hooks_a_replay_calls_the_launcher_directly(monkeypatch):
-    """The launcher's own arguments, as JITFunction.run passes them (Triton 3.6 and 3.9)."""
-    monkeypatch.setattr(launch_plans, "_launch_hooks", lambda: (None, None))
+def test_without_launch_hooks_a_replay_calls_the_launcher_directly(lean):
+    """The launcher's own arguments, as JITFunction.run passes them (Triton 3.6 and 3.9), under
+    Triton's own default hooks: empty HookChains, never None, in Triton 3.9."""
+    assert launch_plans._hooks_idle()
     kernel = FakeKernel(_kernel)
     plans = LaunchPlans("test.direct")
     for _ in range(3):
@@ -274,3 +281,46 @@ def test_forget_all_drops_every_ops_plans():
     assert plans.installed(KEY)
     launch_plans.forget_all()
     assert not plans.installed(KEY)
+
+
+@pytest.mark.parametrize(
+    "enter, exit, idle",
+    [
+        (None, None, True),  # an older Triton's knobs
+        ("empty chain", "empty chain", True),  # Triton 3.6-3.9's defaults
+        ("chain with a hook", "empty chain", False),
+        ("empty chain", "chain with a hook", False),
+        (print, None, False),  # a bare callable is a hook
+    ],
+)
+def test_launch_hooks_are_idle_only_when_nothing_would_be_called(
+    monkeypatch, lean, enter, exit, idle
+):
+    from triton import knobs
+
+    def hook(value):
+        if value == "empty chain":
+            return knobs.HookChain()
+        if value == "chain with a hook":
+            chain = knobs.HookChain()
+            chain.add(lambda metadata: None)
+            return chain
+        return value
+
+    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", hook(enter))
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", hook(exit))
+    assert launch_plans._hooks_idle() is idle
+
+
+def test_off_the_lean_path_only_none_is_idle(monkeypatch):
+    """KERNELAB_DIRECT_LAUNCH off: a replay takes the path the GPU suite has passed, Triton's
+    hooked one whenever a hook slot holds anything, an empty chain included."""
+    from triton import knobs
+
+    monkeypatch.setattr(launch_plans, "DIRECT", False)
+    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", knobs.HookChain())
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", knobs.HookChain())
+    assert not launch_plans._hooks_idle()
+    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", None)
+    assert launch_plans._hooks_idle()

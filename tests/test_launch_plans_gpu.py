@@ -64,13 +64,22 @@ def _id(case) -> str:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lean", [False, True], ids=["triton-launcher", "lean"])
 @pytest.mark.parametrize("case", CASES, ids=_id)
-def test_gpu_planned_calls_match_the_reference(case):
+def test_gpu_planned_calls_match_the_reference(case, lean, monkeypatch):
+    """lean: KERNELAB_DIRECT_LAUNCH=1's replay path (direct launches where built, Triton's
+    launcher called without its hook arguments elsewhere)."""
+    from kernelab.kernels.triton import launch_plans
+
     name, shape, dtype, must_plan = case
     plans = _module_of(name).PLANS
+    monkeypatch.setattr(launch_plans, "DIRECT", lean)
     plans.forget()
     replays = plans.replays
-    _calls_match_the_reference(name, shape, dtype)
+    try:
+        _calls_match_the_reference(name, shape, dtype)
+    finally:
+        plans.forget()  # plans built under one setting are not replayed under the other
     if must_plan:
         # two calls record and agree, the rest replay; the first call may also make one-time
         # probes of its own (softmax_shared.works_here launches on a tensor of its own), so
@@ -146,11 +155,14 @@ def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, monkeypatch):
     plans = _module_of(name).PLANS
     monkeypatch.setattr(launch_plans, "DIRECT", True)  # opt-in until this test has passed
     plans.forget()
+    replays = plans.replays
     try:
         _calls_match_the_reference(name, shape, dtype)
         steps = [step for plan in plans._plans.values() for step in plan]
         assert steps and all(step.direct is not None for step in steps), direct_launch.last_refusal
         maps = sum(step.direct.tensor_map_parameters for step in steps)
         assert (maps > 0) == tma, f"{maps} tensor map parameters"
+        # and replays took it: Triton's default hooks (empty chains) count as none
+        assert sum(step.direct.launches for step in steps) >= plans.replays - replays > 0
     finally:
         plans.forget()  # no direct launch outlives the opt-in

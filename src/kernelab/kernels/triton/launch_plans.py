@@ -39,9 +39,10 @@ MOST_LAUNCHES_PER_CALL = 8
 PLAN_CAPACITY = 256
 
 ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
-# Replay plain and TMA launches through cuLaunchKernel (direct_launch.py) rather than
-# Triton's launcher. Opt-in (KERNELAB_DIRECT_LAUNCH=1) until the GPU tests have run the TMA
-# form: session 22 got no GPU machine before this was written.
+# The lean replay path, opt-in (KERNELAB_DIRECT_LAUNCH=1) until the GPU tests have run it:
+# plain and TMA launches replay through cuLaunchKernel (direct_launch.py), and Triton's empty
+# launch-hook chains count as no hook (_hooks_idle). Session 22 wrote both and got no GPU
+# machine to run them; off, a replay takes the path the GPU suite passed in session 20.
 DIRECT = os.environ.get("KERNELAB_DIRECT_LAUNCH", "0") == "1"
 
 _local = threading.local()
@@ -64,8 +65,8 @@ class _Launch:
     direct: object = None  # a direct_launch.DirectLaunch, set when the plan is installed
 
     def run(self, tensors: tuple, stream: int) -> None:
-        hooks = _launch_hooks()
-        if self.direct is not None and hooks == (None, None):
+        idle = _hooks_idle()
+        if self.direct is not None and idle:
             self.direct(tensors, stream)
             return
         values = list(self.template)
@@ -77,7 +78,7 @@ class _Launch:
             rebased.base = tensors[index]
             values[position] = rebased
         compiled = self.compiled
-        if hooks == (None, None):
+        if idle:
             # what compiled[grid](*values, stream=stream) ends in, without building its closure
             # and launch metadata each call (no profiler hook wants them)
             grid_x, grid_y, grid_z = self.grid
@@ -215,15 +216,31 @@ def _direct_launch(step: _Launch):
 _runtime_knobs = None
 
 
-def _launch_hooks() -> tuple:
-    """Triton's launch enter and exit hooks (a profiler such as proton sets them). The knobs
-    object is looked up once: an import statement in here cost a microsecond a call."""
+def _hooks_idle() -> bool:
+    """True when no launch hook (a profiler such as proton sets them) would see a launch.
+
+    Triton 3.9 (and, to be checked, 3.6) keeps the hooks as HookChain objects that are never
+    None: idle is an empty chain (`.calls == []`); None is idle too, anything else is a hook.
+    Reading `is None` alone takes every replay down Triton's hooked path, which builds launch
+    metadata on each call and never reaches a direct launch (found in session 22 in Triton
+    3.9's knobs.py). Until the GPU tests have run that, only the lean path (DIRECT) reads
+    empty chains as idle. The knobs object is looked up once: an import statement in here cost
+    a microsecond a call."""
     global _runtime_knobs
     if _runtime_knobs is None:
         from triton import knobs
 
         _runtime_knobs = knobs.runtime
-    return _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
+    return _idle(_runtime_knobs.launch_enter_hook) and _idle(_runtime_knobs.launch_exit_hook)
+
+
+def _idle(hook) -> bool:
+    if hook is None:
+        return True
+    if not DIRECT:
+        return False
+    calls = getattr(hook, "calls", None)
+    return type(calls) is list and not calls
 
 
 def _active() -> _Recording | None:
@@ -352,8 +369,8 @@ class LaunchPlans:
 
 
 def how_launched() -> dict[str, dict]:
-    """Each op's plans as counts: plans, launch steps, steps launched directly, the tensor map
-    parameters among them, replays so far (benchmarks record it beside host costs)."""
+    """Each op's plans as counts: plans, launch steps, steps built for a direct launch, the
+    tensor map parameters among them, direct launches made, replays so far (benchmarks record it beside host costs)."""
     summary = {}
     for plans in _every_op:
         steps = [step for plan in plans._plans.values() for step in plan]
@@ -363,6 +380,7 @@ def how_launched() -> dict[str, dict]:
             "steps": len(steps),
             "direct_steps": len(direct),
             "tensor_map_parameters": sum(d.tensor_map_parameters for d in direct),
+            "direct_launches": sum(d.launches for d in direct),
             "replays": plans.replays,
             "last_refusal": plans.last_refusal,
         }
