@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -253,6 +254,25 @@ def test_signature_tells_alignment_aliasing_and_layout_apart():
     assert signature(device, base[:16]) != signature(device, base[1:17])  # 16-byte alignment
     assert signature(device, base, base) != signature(device, base, torch.empty(64))
     assert signature(device, base.view(8, 8)) != signature(device, base.view(8, 8).t())
+
+
+def _tensor_on(device: int, address: int = 0x1000):
+    """A tensor's face for signature(): on a GPU (device >= 0) or the CPU (-1)."""
+    return SimpleNamespace(
+        is_cuda=device >= 0, get_device=lambda: device, data_ptr=lambda: address,
+        shape=torch.Size([64]), stride=lambda: (1,), dtype=torch.float32,
+    )  # fmt: skip
+
+
+def test_signature_tells_each_tensors_device_apart(monkeypatch):
+    """A direct launch passes bare addresses: y on the CPU or another GPU must not replay the
+    plan made for x and y both on GPU 0."""
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    gpu0 = torch.device("cuda", 0)
+    both = signature(gpu0, _tensor_on(0), _tensor_on(0, 0x2000))
+    assert both[:2] == (0, 7)  # the device and its current stream
+    assert signature(gpu0, _tensor_on(0), _tensor_on(-1, 0x2000)) != both
+    assert signature(gpu0, _tensor_on(0), _tensor_on(1, 0x2000)) != both
 
 
 def test_nothing_is_planned_off_the_gpu_or_when_switched_off(monkeypatch):
