@@ -7,8 +7,13 @@ launches. On the H200's host that came to 66-213 us a call against torch's 11-20
 (benchmarks/experiments/host_cost_profile.py, session 19), while the launch itself is a few.
 None of it changes while the shapes, strides, dtypes, pointer alignment and stream stay the
 same, so each op keeps a plan per such signature: the compiled kernels, their grids and
-their argument lists with the call's tensors left as slots. A hit fills the slots and calls
-each compiled kernel's launcher directly.
+their argument lists with the call's tensors left as slots. A hit fills the slots and
+launches each compiled kernel: through `compiled[grid]` (Triton's hooked launch path) by
+default, or, on the lean path (KERNELAB_DIRECT_LAUNCH=1, see DIRECT), through one
+cuLaunchKernel (direct_launch.py) or the compiled kernel's launcher without hook arguments.
+Triton 3.5+ keeps its launch hooks as HookChain objects that are never None, so a test for
+None alone (sessions 20-21) always chose the hooked path: the direct launches of session 21
+were built but never made.
 
 A plan is installed only when it is safe to replay:
 - every tensor a launch received is one of the call's tensors (by data pointer) or a view of
