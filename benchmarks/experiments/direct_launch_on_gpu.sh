@@ -2,7 +2,8 @@
 # Direct launches (plain and TMA) on the GPU, in one device call (session 22):
 #   1. how the installed Triton passes a host TensorDescriptor (triton_tma_launch_path.py)
 #   2. the launch-plan GPU tests, direct launches of plain and TMA kernels among them
-#   3. host cost per call at tiny sizes against torch, KERNELAB_DIRECT_LAUNCH 0 then 1
+#   3. host cost per call at tiny sizes against torch, KERNELAB_DIRECT_LAUNCH 0 then 1 (1: the
+#      lean replay path, launch_plans.DIRECT)
 #   4. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8), direct launches on
 #   5. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
 #   6. where vector_add's host time goes (host_cost_breakdown.py)
@@ -47,6 +48,8 @@ grep -E "passed|failed|error" "$out/suite.txt" | tail -8
 launch_costs
 
 step "host cost breakdown"
-timeout 60 python3 benchmarks/experiments/host_cost_breakdown.py > "$out/breakdown.txt" 2>&1
+# the lean path's replay (session 21 measured the hooked one: 14.0 us)
+KERNELAB_DIRECT_LAUNCH=1 timeout 60 python3 benchmarks/experiments/host_cost_breakdown.py \
+    > "$out/breakdown.txt" 2>&1
 tail -14 "$out/breakdown.txt"
 step "done"
