@@ -228,11 +228,11 @@ _runtime_knobs = None
 def _hooks_idle() -> bool:
     """True when no launch hook (a profiler such as proton sets them) would see a launch.
 
-    Triton 3.9 (and, to be checked, 3.6) keeps the hooks as HookChain objects that are never
-    None: idle is an empty chain (`.calls == []`); None is idle too, anything else is a hook.
-    Reading `is None` alone takes every replay down Triton's hooked path, which builds launch
-    metadata on each call and never reaches a direct launch (found in session 22 in Triton
-    3.9's knobs.py). Until the GPU tests have run that, only the lean path (DIRECT) reads
+    Triton 3.5 and later (triton-lang/triton PR #7866; the H200 has 3.6, this machine 3.9)
+    keep the hooks as HookChain objects that are never None: idle is an empty chain
+    (`.calls == []`); None is idle too, anything else is a hook. Reading `is None` alone takes
+    every replay down Triton's hooked path, which builds launch metadata on each call and
+    never reaches a direct launch (found in session 22). Until the GPU tests have run that, only the lean path (DIRECT) reads
     empty chains as idle. The knobs object is looked up once: an import statement in here cost
     a microsecond a call."""
     global _runtime_knobs
