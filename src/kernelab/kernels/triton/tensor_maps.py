@@ -63,7 +63,8 @@ class TensorMaps:
             raise ValueError(f"unknown tensor map object {type(expanded[0])!r}")
         self.shape = tuple(expanded[1 : 1 + rank])  # passed as i32 after the map
         self.strides = tuple(expanded[1 + rank :])  # passed as i64 after the shape
-        self._maps = {descriptor.base.data_ptr(): expanded[0]}
+        # address of the tensor -> (Triton's map object, which keeps the bytes alive; their address)
+        self._maps = {descriptor.base.data_ptr(): (expanded[0], map_address(expanded[0]))}
         self._descriptor = copy.copy(descriptor)  # rebased on each new address: hold no tensor
         self._descriptor.base = None
 
@@ -71,15 +72,12 @@ class TensorMaps:
         """The address of the map's bytes for this tensor; encodes it on first sight. The
         returned bytes stay valid until the next call (cuLaunchKernel copies them)."""
         pointer = tensor.data_ptr()
-        tensor_map = self._maps.get(pointer)
-        if tensor_map is None:
+        held = self._maps.get(pointer)
+        if held is None:
             rebased = copy.copy(self._descriptor)
             rebased.base = tensor
             tensor_map = self._encode(rebased, self._metadata)[0]
             if len(self._maps) >= MAPS_PER_PARAMETER:
                 self._maps.clear()
-            self._maps[pointer] = tensor_map
-        return map_address(tensor_map)
-
-    def encoded(self) -> int:
-        return len(self._maps)
+            held = self._maps[pointer] = (tensor_map, map_address(tensor_map))
+        return held[1]
