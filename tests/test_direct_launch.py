@@ -312,3 +312,31 @@ def test_map_address_reads_past_the_object_header_of_a_192_byte_object():
     other = type("PyCUtensorMap", (), {"__slots__": ("a",)})()
     assert tensor_maps.map_address(other) is None
     assert tensor_maps.map_address(ctypes.create_string_buffer(192)) is None
+
+
+def _tma_kernel(a_desc, n, BLOCK=64):
+    pass
+
+
+def test_a_planned_tma_call_launches_directly_with_the_map_of_each_calls_tensor(monkeypatch, tma):
+    """Through a plan: the recorded descriptor reaches build(), and each replay passes the map
+    of its own tensor (encoded once per address), with no launch through Triton's launcher."""
+    monkeypatch.setattr(launch_plans, "DIRECT", True)
+    kernel = FakeKernel(_tma_kernel)
+    kernel.compiled = compiled(TMA_SIGNATURE, tensordesc_meta=[{"swizzle": 3}])
+    plans = LaunchPlans("test.direct_tma")
+    key = (0, 3, "tma")
+    first, second = torch.empty(256, 512), torch.empty(256, 512)
+    for a in (first, first, first, second, first):
+        descriptor = FakeDescriptor(a, [256, 512], [512, 1], [64, 64])
+        if not plans.replay(key, (a,)):
+            with plans.recording(key, (a,)):
+                launch(kernel, (4,), descriptor, 512)
+    assert kernel.front_door_calls == 2 and plans.replays == 3
+    assert kernel.compiled.through_triton == []
+    maps = [int.from_bytes(raw[0][:8], "little") for _, raw in tma.driver.launches]
+    assert maps == [first.data_ptr(), second.data_ptr(), first.data_ptr()]
+    # encoded when the plan was built (from the second recording's tensor), then for `second`
+    assert tma.encoder.encoded == [first.data_ptr(), second.data_ptr()]
+    counts = launch_plans.how_launched()["test.direct_tma"]
+    assert counts["tensor_map_parameters"] == 1 and counts["direct_launches"] == 3
