@@ -138,7 +138,8 @@ class DirectLaunch:
             # the driver copies the parameter bytes before it returns
             self.launches += 1
             (err,) = self._launch(self._function, grid_x, grid_y, grid_z, self.block, 1, 1,
-                                  self.shared_bytes, _stream(stream), self._array_address, 0)  # fmt: skip
+                                  self.shared_bytes, _streams.get(stream) or _stream(stream),
+                                  self._array_address, 0)  # fmt: skip
         if int(err) != 0:
             raise KernelabError(f"cuLaunchKernel of a planned Triton launch failed: {err!r}")
 

@@ -73,8 +73,8 @@ class _Launch:
     names: list = dataclasses.field(default_factory=list)  # the kernel's parameters, in order
     direct: object = None  # a direct_launch.DirectLaunch, set when the plan is installed
 
-    def run(self, tensors: tuple, stream: int) -> None:
-        idle = _hooks_idle()
+    def run(self, tensors: tuple, stream: int, idle: bool) -> None:
+        """Launch on the call's tensors; idle: no launch hook is set (_hooks_idle())."""
         if self.direct is not None and idle:
             self.direct(tensors, stream)
             return
@@ -273,10 +273,6 @@ def keep(*workspaces) -> None:
         recording.kept.extend(workspaces)
 
 
-def _capturing() -> bool:
-    return torch._C._cuda_isCurrentStreamCapturing()
-
-
 def signature(device, *tensors) -> tuple:
     """What the launches of a call depend on in its tensors: each one's device, shape, strides,
     dtype and 16-byte alignment (Triton specializes on it), which of them alias, and the
@@ -316,7 +312,7 @@ class LaunchPlans:
         """The plan key of a call on these tensors with these scalars, or None where nothing
         is planned (off, not CUDA, a CUDA graph being captured). Under the interpreter a key
         is made but no plan ever installs: its launches return no compiled kernel."""
-        if not ENABLED or not tensors[0].is_cuda or _capturing():
+        if not ENABLED or not tensors[0].is_cuda or torch._C._cuda_isCurrentStreamCapturing():
             return None
         return (*signature(device, *tensors), scalars)
 
@@ -333,9 +329,9 @@ class LaunchPlans:
         plan = None if key is None else self._plans.get(key)
         if plan is None:
             return False
-        stream = key[1]
+        stream, idle = key[1], _hooks_idle()  # once a call: a step is a few launches at most
         for step in plan:
-            step.run(tensors, stream)
+            step.run(tensors, stream, idle)
         self.replays += 1
         return True
 
