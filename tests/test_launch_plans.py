@@ -307,7 +307,7 @@ def test_forget_all_drops_every_ops_plans():
     "enter, exit, idle",
     [
         (None, None, True),  # an older Triton's knobs
-        ("empty chain", "empty chain", True),  # Triton 3.6-3.9's defaults
+        ("empty chain", "empty chain", True),  # Triton 3.5+'s defaults (3.9 here)
         ("chain with a hook", "empty chain", False),
         ("empty chain", "chain with a hook", False),
         (print, None, False),  # a bare callable is a hook

@@ -64,7 +64,7 @@ def _id(case) -> str:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lean", [False, True], ids=["triton-launcher", "lean"])
+@pytest.mark.parametrize("lean", [False, True], ids=["default", "lean"])
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_gpu_planned_calls_match_the_reference(case, lean, monkeypatch):
     """lean: KERNELAB_DIRECT_LAUNCH=1's replay path (direct launches where built, Triton's

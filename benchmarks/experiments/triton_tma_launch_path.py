@@ -4,14 +4,16 @@ launch path and where a PyCUtensorMap keeps its 128 bytes.
 A planned TMA launch (the Triton matmul, the shared-row softmax) pays for a tensor map encode
 on every call inside Triton's launcher. To keep the encoded map per pointer instead, kernelab
 must know the installed version's parameter layout (tensor map, then shape and strides) and
-where the map's bytes live. This prints both, for the device's Triton, and checks the byte
-offset by finding the tensor's global address inside the map Triton encoded.
+where the map's bytes live. This prints both for the device's Triton, the type of its launch
+hooks (HookChain or None: launch_plans._hooks_idle), and where in the object's bytes the
+tensor's global address appears, beside the offset tensor_maps.map_address() assumes.
 
   PYTHONPATH=src python3 benchmarks/experiments/triton_tma_launch_path.py
 """
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import struct
 import sys
@@ -37,6 +39,10 @@ def main() -> int:
                 print(f"(no source: {exc})")
     print("\n===== CudaLauncher.__init__")
     print(inspect.getsource(nvidia_driver.CudaLauncher.__init__))
+    from triton import knobs
+
+    hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
+    print(f"\nlaunch hooks: {[type(h).__name__ for h in hooks]}")
 
     if not torch.cuda.is_available():
         print("no GPU: stopping before the tensor map check")
@@ -54,21 +60,19 @@ def main() -> int:
     kind = type(tensor_map)
     print(f"\nexpanded: {[type(v).__name__ for v in expanded]} values {expanded[1:]}")
     print(f"tensor map type {kind.__module__}.{kind.__name__} basicsize {kind.__basicsize__}")
+    from kernelab.kernels.triton.tensor_maps import map_address
+
     base = id(tensor_map)
+    assumed = map_address(tensor_map)
+    print(f"map_address() offset: {None if assumed is None else assumed - base}")
     pointer = a.data_ptr()
     for offset in (16, 32, 64):
-        raw = ctypes_string_at(base + offset, 128)
+        raw = ctypes.string_at(base + offset, 128)
         words = struct.unpack("<16Q", raw)
         found = [i for i, w in enumerate(words) if w == pointer]
         print(f"offset {offset}: global address {hex(pointer)} at words {found}; "
               f"first words {[hex(w) for w in words[:4]]}")  # fmt: skip
     return 0
-
-
-def ctypes_string_at(address: int, size: int) -> bytes:
-    import ctypes
-
-    return ctypes.string_at(address, size)
 
 
 if __name__ == "__main__":

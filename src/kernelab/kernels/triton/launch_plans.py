@@ -11,9 +11,10 @@ their argument lists with the call's tensors left as slots. A hit fills the slot
 launches each compiled kernel: through `compiled[grid]` (Triton's hooked launch path) by
 default, or, on the lean path (KERNELAB_DIRECT_LAUNCH=1, see DIRECT), through one
 cuLaunchKernel (direct_launch.py) or the compiled kernel's launcher without hook arguments.
-Triton 3.5+ keeps its launch hooks as HookChain objects that are never None, so a test for
-None alone (sessions 20-21) always chose the hooked path: the direct launches of session 21
-were built but never made.
+Triton 3.5+ keeps its launch hooks as HookChain objects that are never None (_hooks_idle), so
+a test for None alone (sessions 20-21) chose the hooked path wherever the chains exist: by
+the chains' date on the H200 too, where session 21's direct launches were then built but
+never made.
 
 A plan is installed only when it is safe to replay:
 - every tensor a launch received is one of the call's tensors (by data pointer) or a view of
@@ -228,13 +229,14 @@ _runtime_knobs = None
 def _hooks_idle() -> bool:
     """True when no launch hook (a profiler such as proton sets them) would see a launch.
 
-    Triton 3.5 and later (triton-lang/triton PR #7866; the H200 has 3.6, this machine 3.9)
-    keep the hooks as HookChain objects that are never None: idle is an empty chain
-    (`.calls == []`); None is idle too, anything else is a hook. Reading `is None` alone takes
-    every replay down Triton's hooked path, which builds launch metadata on each call and
-    never reaches a direct launch (found in session 22). Until the GPU tests have run that, only the lean path (DIRECT) reads
-    empty chains as idle. The knobs object is looked up once: an import statement in here cost
-    a microsecond a call."""
+    Triton 3.9 (this machine) keeps the hooks as HookChain objects that are never None; they
+    came with triton-lang/triton PR #7866 (merged 2025-08, before 3.5), so the H200's 3.6 has
+    them too by that date (triton_tma_launch_path.py prints them there: not yet seen). Idle is
+    an empty chain (`.calls == []`) or None; anything else is a hook. Reading `is None` alone
+    takes every replay down Triton's hooked path, which builds launch metadata on each call
+    and never reaches a direct launch (found in session 22). Until the GPU tests have run it,
+    only the lean path (DIRECT) reads empty chains as idle. The knobs object is looked up
+    once: an import statement in here cost a microsecond a call."""
     global _runtime_knobs
     if _runtime_knobs is None:
         from triton import knobs
@@ -377,7 +379,8 @@ class LaunchPlans:
 
 def how_launched() -> dict[str, dict]:
     """Each op's plans as counts: plans, launch steps, steps built for a direct launch, the
-    tensor map parameters among them, direct launches made, replays so far (benchmarks record it beside host costs)."""
+    tensor map parameters among them, direct launches made, replays so far (benchmarks record
+    it beside host costs)."""
     summary = {}
     for plans in _every_op:
         steps = [step for plan in plans._plans.values() for step in plan]

@@ -21,10 +21,11 @@ import copy
 import inspect
 
 TENSOR_MAP_BYTES = 128
-# what Triton 3.6-3.9's PyCUtensorMapObject measures: a 16-byte object header padded to the
+# what Triton 3.9's PyCUtensorMapObject measures (driver.c, read here; 3.6's is printed by
+# benchmarks/experiments/triton_tma_launch_path.py): a 16-byte object header padded to the
 # map's 64-byte alignment, then the map
 PY_TENSOR_MAP_BYTES = 192
-# distinct addresses remembered per descriptor parameter before the oldest are dropped
+# distinct addresses remembered per descriptor parameter; past that the cache starts over
 MAPS_PER_PARAMETER = 64
 
 
@@ -63,7 +64,7 @@ class TensorMaps:
             raise ValueError(f"unknown tensor map object {type(expanded[0])!r}")
         self.shape = tuple(expanded[1 : 1 + rank])  # passed as i32 after the map
         self.strides = tuple(expanded[1 + rank :])  # passed as i64 after the shape
-        # address of the tensor -> (Triton's map object, which keeps the bytes alive; their address)
+        # tensor address -> (Triton's map object, which keeps the bytes alive; their address)
         self._maps = {descriptor.base.data_ptr(): (expanded[0], map_address(expanded[0]))}
         self._descriptor = copy.copy(descriptor)  # rebased on each new address: hold no tensor
         self._descriptor.base = None
