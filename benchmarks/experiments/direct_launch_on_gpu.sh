@@ -4,9 +4,10 @@
 #   2. the launch-plan GPU tests, direct launches of plain and TMA kernels among them
 #   3. host cost per call at tiny sizes against torch, KERNELAB_DIRECT_LAUNCH 0 then 1 (1: the
 #      lean replay path, launch_plans.DIRECT)
-#   4. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8), direct launches on
-#   5. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
+#   4. every target under do_bench with direct launches on (pytorch_targets.py, all parts)
+#   5. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8), direct launches on
 #   6. where vector_add's host time goes (host_cost_breakdown.py)
+#   7. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
 # in order of need: a call cut by its time limit keeps what came first.
 # Outputs under $OUT; pytorch_targets' JSON per run under $OUT/launch-<n>-direct<v>/ (not named
 # pytorch_targets_*: the README's do_bench table reads the newest such file).
@@ -40,16 +41,22 @@ launch_costs() {
 }
 launch_costs
 
+step "every target, direct launches on"
+mkdir -p "$out/targets-direct1"
+KERNELAB_DIRECT_LAUNCH=1 OUT="$out/targets-direct1" timeout 220 \
+    python3 benchmarks/pytorch_targets.py > "$out/targets-direct1.txt" 2>&1
+tail -32 "$out/targets-direct1.txt"
+
 step "gpu suite d a b"
 # with direct launches on: they are opt-in until this has passed
 KERNELAB_DIRECT_LAUNCH=1 GPU_SUITE_WORKERS=8 timeout 230 bash benchmarks/gpu_suite.sh d a b > "$out/suite.txt" 2>&1
 grep -E "passed|failed|error" "$out/suite.txt" | tail -8
-
-launch_costs
 
 step "host cost breakdown"
 # the lean path's replay (session 21 measured the hooked one: 14.0 us)
 KERNELAB_DIRECT_LAUNCH=1 timeout 60 python3 benchmarks/experiments/host_cost_breakdown.py \
     > "$out/breakdown.txt" 2>&1
 tail -14 "$out/breakdown.txt"
+
+launch_costs
 step "done"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The gpu suite's parts c, e and f in one device call (session 23), direct launches on
+# (KERNELAB_DIRECT_LAUNCH=1, the lean path direct_launch_on_gpu.sh runs with parts d, a, b).
+# Part c runs alone (it has timer and ncu tests); then e and f side by side: each runs its
+# fixture solutions one at a time in worker processes, and the verdicts they check are wrong
+# or right answers and speedups of 0.003-0.05x for the slow ones (session 21), which sharing
+# the GPU with the other suite cannot turn around. Alone they took 317 s and 332 s, so side by
+# side both fit the call's 600 s after c's ~140 s. Logs under $OUT as gpu-suite-part-<p>.log.
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+export KERNELAB_DIRECT_LAUNCH=1
+out=${OUT:-.}
+start=$SECONDS
+echo "== part c (0 s)"
+timeout 200 bash benchmarks/gpu_suite.sh c > "$out/suite-c.txt" 2>&1
+echo "part c exit $?"
+tail -3 "$out/suite-c.txt"
+echo "== parts e and f side by side ($((SECONDS - start)) s)"
+mkdir -p "$out/eval-e" "$out/eval-f"
+KERNELAB_EVAL_OUT="$out/eval-e" timeout 400 bash benchmarks/gpu_suite.sh e > "$out/suite-e.txt" 2>&1 &
+e=$!
+KERNELAB_EVAL_OUT="$out/eval-f" timeout 400 bash benchmarks/gpu_suite.sh f > "$out/suite-f.txt" 2>&1 &
+f=$!
+wait $e; echo "part e exit $?"
+wait $f; echo "part f exit $?"
+for p in e f; do grep -E "passed|failed|FAILED|error" "$out/suite-$p.txt" | tail -5; done
+echo "== done ($((SECONDS - start)) s)"
