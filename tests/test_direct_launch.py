@@ -293,6 +293,12 @@ def test_a_descriptor_without_exactly_its_metadata_is_left_to_triton(tma, meta):
     assert tma_build(*at(0x7000), meta=meta) is None
 
 
+def test_tma_launches_are_left_to_triton_when_turned_off(tma, monkeypatch):
+    monkeypatch.setattr(direct_launch, "TENSOR_MAPS", False)
+    assert tma_build(*at(0x7000)) is None and "KERNELAB_DIRECT_TMA" in direct_launch.last_refusal
+    assert tma.encoder.encoded == []
+
+
 def test_an_encoding_of_another_form_is_left_to_triton(tma, monkeypatch):
     monkeypatch.setattr(tensor_maps, "_triton_encoder", lambda: lambda d, m: [b"x" * 128, 1])
     assert tma_build(*at(0x7000)) is None

@@ -26,6 +26,7 @@ rest is our own Python around the launch. Opt-in, KERNELAB_DIRECT_LAUNCH=1
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 from kernelab.errors import KernelabError
@@ -47,6 +48,9 @@ SCALAR_TYPES = {
 }
 POINTER_BYTES = 8
 MOST_PARAMETERS = 256
+# KERNELAB_DIRECT_TMA=0 leaves launches with TMA descriptors to Triton's launcher while plain
+# ones still go direct: the way back if the kept maps misbehave on some GPU or Triton.
+TENSOR_MAPS = os.environ.get("KERNELAB_DIRECT_TMA", "1") != "0"
 
 _streams: dict[int, object] = {}
 # why the last build() returned None (tests and experiments print it)
@@ -160,6 +164,8 @@ def build(
         return _refused("cluster, cooperative, PDL or scratch launch")
     if list(signature) != list(names):
         return _refused("signature and parameter names differ")
+    if descriptors and not TENSOR_MAPS:
+        return _refused("TMA descriptors, and KERNELAB_DIRECT_TMA=0")
     tensor_of = dict(slots)
     descriptor_of = {position: (index, d) for position, index, d in descriptors}
     # one metadata entry per descriptor parameter, in parameter order
