@@ -169,11 +169,15 @@ def test_a_signature_in_another_order_than_the_parameters_is_left_to_triton(driv
     assert direct_launch.build(compiled(reordered), (8, 1, 1), NAMES, TEMPLATE, SLOTS) is None
 
 
-def test_a_failed_launch_raises_with_the_drivers_code(monkeypatch, driver):
+def test_a_failed_launch_raises_with_the_drivers_code_and_is_not_counted(monkeypatch, driver):
     driver.error = 700
     direct = direct_launch.build(compiled(), (8, 1, 1), NAMES, TEMPLATE, SLOTS)
     with pytest.raises(KernelabError, match="700"):
         direct(at(0x7000, 0x9000), 0)
+    assert direct.launches == 0  # counted as made only when the driver took it
+    driver.error = 0
+    direct(at(0x7000, 0x9000), 0)
+    assert direct.launches == 1
 
 
 # --- in a plan: installed with the plan, used only while no launch hook is set -------------

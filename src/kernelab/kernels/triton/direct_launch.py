@@ -140,11 +140,12 @@ class DirectLaunch:
             for parameter, index, maps in self._map_slots:
                 self._array[parameter] = maps.address(tensors[index])
             # the driver copies the parameter bytes before it returns
-            self.launches += 1
             (err,) = self._launch(self._function, grid_x, grid_y, grid_z, self.block, 1, 1,
                                   self.shared_bytes, _streams.get(stream) or _stream(stream),
                                   self._array_address, 0)  # fmt: skip
-        if int(err) != 0:
+            failed = int(err) != 0
+            self.launches += not failed
+        if failed:
             raise KernelabError(f"cuLaunchKernel of a planned Triton launch failed: {err!r}")
 
 
