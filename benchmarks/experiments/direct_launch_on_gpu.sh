@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Direct launches (plain and TMA) on the GPU, in one device call (session 22):
+# Direct launches (plain and TMA) on the GPU, in one device call (sessions 22-23):
 #   1. how the installed Triton passes a host TensorDescriptor (triton_tma_launch_path.py)
 #   2. the launch-plan GPU tests, direct launches of plain and TMA kernels among them
 #   3. host cost per call at tiny sizes against torch, KERNELAB_DIRECT_LAUNCH 0 then 1 (1: the
@@ -9,8 +9,9 @@
 #   6. where vector_add's host time goes (host_cost_breakdown.py)
 #   7. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
 # in order of need: a call cut by its time limit keeps what came first.
-# Outputs under $OUT; pytorch_targets' JSON per run under $OUT/launch-<n>-direct<v>/ (not named
-# pytorch_targets_*: the README's do_bench table reads the newest such file).
+# Outputs under $OUT; pytorch_targets' JSON per run under $OUT/launch-<n>-direct<v>/ and
+# $OUT/targets-direct1/ (not named pytorch_targets_*: the README's do_bench table reads the
+# newest such file under benchmarks/results/h200/pytorch/, where a good run is copied by hand).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
@@ -26,7 +27,7 @@ step "launch plan tests"
 timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_launch_plans_gpu.py \
     > "$out/plans_gpu.log" 2>&1
 tail -8 "$out/plans_gpu.log"
-if grep -q "FAILED" "$out/plans_gpu.log"; then
+if grep -qE "FAILED|ERROR" "$out/plans_gpu.log"; then
     # the rest of the call measures plain direct launches, TMA ones left to Triton's launcher
     export KERNELAB_DIRECT_TMA=0
     echo "plan tests failed: KERNELAB_DIRECT_TMA=0 from here on"
