@@ -37,6 +37,19 @@ def test_a_rate_goal_is_bytes_over_the_median():
     assert row["value"] == 4.0 and row["met"] is True and row["unit"] == "TB/s"
 
 
+def test_a_rate_goal_shows_the_copy_of_the_same_bytes_timed_in_the_same_run():
+    record = _record("triton.softmax", {"rows": 2}, ours=[0.25, 0.25], base=[1.0],
+                     goal="tbps >= 4.0", bytes_=1e9)  # fmt: skip
+    assert target_row(record)["copy_tbps"] is None  # runs before the copy was timed
+    record.extra["copy_ms"] = 0.24
+    row = target_row(record)
+    assert abs(row["copy_tbps"] - 1e9 / 0.24 / 1e9) < 1e-12
+    assert abs(row["pct_of_copy"] - 96.0) < 1e-9  # copy 0.24 ms against ours 0.25 ms
+    gemm = _record("hgemm:18", {"m": 8}, ours=[1.0], base=[1.0], goal="pct >= 100.0")
+    gemm.extra["copy_ms"] = 0.5  # only a rate goal has a copy ceiling
+    assert target_row(gemm)["copy_tbps"] is None
+
+
 def test_records_without_baseline_samples_or_goal_are_left_out():
     assert target_row(_record("x", {}, ours=[1.0], base=[], goal="pct >= 90")) is None
     assert target_row(_record("x", {}, ours=[1.0], base=[1.0], goal="fast")) is None
@@ -61,7 +74,7 @@ def test_the_section_reads_the_latest_run_and_shows_both_tables(tmp_path):
     targets, costs = [b for b in report.blocks if isinstance(b, Table)]
     [row] = targets.rows
     assert row[4] == "100.00 %" and row[-1] == "yes"
-    assert row[6] == "30 / 12"
+    assert row[6] == "-" and row[7] == "30 / 12"  # no copy ceiling for a % goal
     [cost] = costs.rows
     assert cost[3:] == ["27.0", "8.0 (torch.softmax)", "+19.0", "NO"]
 
