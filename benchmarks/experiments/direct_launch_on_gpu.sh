@@ -7,7 +7,8 @@
 #   4. every target under do_bench with direct launches on (pytorch_targets.py, all parts)
 #   5. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8), direct launches on
 #   6. where vector_add's host time goes (host_cost_breakdown.py)
-#   7. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
+#   7. softmax at row counts around 256 MiB against copy (softmax_tail_probe.py, session 24)
+#   8. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
 # in order of need: a call cut by its time limit keeps what came first.
 # Outputs under $OUT; pytorch_targets' JSON per run under $OUT/launch-<n>-direct<v>/ and
 # $OUT/targets-direct1/ (not named pytorch_targets_*: the README's do_bench table reads the
@@ -63,6 +64,13 @@ step "host cost breakdown"
 KERNELAB_DIRECT_LAUNCH=1 timeout 60 python3 benchmarks/experiments/host_cost_breakdown.py \
     > "$out/breakdown.txt" 2>&1
 tail -14 "$out/breakdown.txt"
+
+step "softmax tail probe"
+# is the 256 MiB shortfall the last round? (softmax_fixed_cost_fit.py: 6-8 us against 4.5)
+mkdir -p "$out/tail"
+timeout 150 python3 benchmarks/experiments/softmax_tail_probe.py --out "$out/tail" \
+    > "$out/tail.txt" 2>&1
+tail -24 "$out/tail.txt"
 
 launch_costs
 step "done"
