@@ -234,11 +234,13 @@ class FakeEncoder:
 
     def __init__(self):
         self.encoded = []
+        self.misplace = False  # True: the address is not the map's first word
 
     def __call__(self, descriptor, metadata):
         pointer = descriptor.base.data_ptr()
         self.encoded.append(pointer)
-        tensor_map = ctypes.create_string_buffer(pointer.to_bytes(8, "little") + b"m" * 120, 128)
+        first = b"m" * 8 if self.misplace else pointer.to_bytes(8, "little")
+        tensor_map = ctypes.create_string_buffer(first + b"m" * 120, 128)
         return [tensor_map, *descriptor.shape, *descriptor.strides]
 
 
@@ -311,12 +313,30 @@ def test_an_encoding_of_another_form_is_left_to_triton(tma, monkeypatch):
     assert tma_build(*at(0x7000)) is None
 
 
-def test_map_address_reads_past_the_object_header_of_a_192_byte_object():
-    # a Python object of Triton's PyCUtensorMap size: 16 header bytes and 22 slots of 8
-    kind = type("PyCUtensorMap", (), {"__slots__": tuple(f"s{i}" for i in range(22))})
+def test_a_map_that_does_not_start_with_the_tensors_address_is_left_to_triton(tma, monkeypatch):
+    misplaced = FakeEncoder()
+    misplaced.misplace = True
+    monkeypatch.setattr(tensor_maps, "_triton_encoder", lambda: misplaced)
+    assert tma_build(*at(0x7000)) is None
+    assert "do not start with the tensor's address" in direct_launch.last_refusal
+
+
+def test_a_later_map_of_an_unknown_layout_raises_instead_of_launching(tma):
+    direct = tma_build(*at(0x7000))
+    tma.encoder.misplace = True
+    with pytest.raises(RuntimeError, match="unknown layout"):
+        direct(at(0x8000), 0)
+    assert tma.driver.launches == []
+
+
+@pytest.mark.parametrize("slots, header", [(22, 64), (30, 128)], ids=["triton-3.9", "triton-3.6"])
+def test_map_address_reads_past_the_object_header(slots, header):
+    # a Python object of a PyCUtensorMap's size: 16 header bytes and slots of 8 (192 bytes in
+    # Triton 3.9, 256 in 3.6); the map is its last 128 bytes
+    kind = type("PyCUtensorMap", (), {"__slots__": tuple(f"s{i}" for i in range(slots))})
     tensor_map = kind()
-    assert kind.__basicsize__ == 192
-    assert tensor_maps.map_address(tensor_map) == id(tensor_map) + 64
+    assert kind.__basicsize__ == header + 128
+    assert tensor_maps.map_address(tensor_map) == id(tensor_map) + header
     other = type("PyCUtensorMap", (), {"__slots__": ("a",)})()
     assert tensor_maps.map_address(other) is None
     assert tensor_maps.map_address(ctypes.create_string_buffer(192)) is None

@@ -275,6 +275,19 @@ def test_signature_tells_each_tensors_device_apart(monkeypatch):
     assert signature(gpu0, _tensor_on(0), _tensor_on(1, 0x2000)) != both
 
 
+def test_fresh_outputs_are_left_out_of_the_key_unless_misaligned(monkeypatch):
+    """An op's new output follows from its inputs, so the key need not describe it (fresh);
+    one from an allocator that does not align to 16 bytes leaves the call unplanned."""
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False, raising=False)
+    plans = LaunchPlans("test.fresh")
+    gpu0 = torch.device("cuda", 0)
+    x, out = _tensor_on(0), _tensor_on(0, 0x2000)
+    assert plans.key(gpu0, (x, out), 1.5, fresh=1) == (*signature(gpu0, x), (1.5,))
+    assert plans.key(gpu0, (x, out), 1.5) == (*signature(gpu0, x, out), (1.5,))
+    assert plans.key(gpu0, (x, _tensor_on(0, 0x2008)), 1.5, fresh=1) is None
+
+
 def test_nothing_is_planned_off_the_gpu_or_when_switched_off(monkeypatch):
     plans = LaunchPlans("test.off")
     assert plans.key(torch.device("cpu"), (torch.empty(4),)) is None

@@ -582,7 +582,7 @@ def matmul(
         return c.zero_()
     if (path, warp_specialize, config) == ("auto", None, None):
         # the tuned choice: planned (launch_plans), where a forced one always goes through
-        PLANS.call(a.device, (a, b, c), lambda: _dispatch(a, b, c, path, None, None))
+        PLANS.call(a.device, (a, b, c), lambda: _dispatch(a, b, c, path, None, None), fresh=1)
         return c
     _dispatch(a, b, c, path, warp_specialize, config)
     return c

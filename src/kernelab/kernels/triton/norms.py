@@ -237,6 +237,7 @@ def _normalize(
         float(eps),
         is_rms,
         bias is not None,
+        fresh=1,
     )
     return out
 

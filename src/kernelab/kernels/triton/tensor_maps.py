@@ -11,20 +11,24 @@ same input, or the caching allocator handing back the same block for the output)
 Encoding is left to Triton's own make_tensordesc_arg, so the bytes are exactly those its
 launcher would pass (swizzle, OOB fill, L2 promotion, its driver-version fixes); kernelab only
 keeps the result. Triton returns it as a PyCUtensorMap, a C object holding the map after its
-object header, aligned to 64 bytes; nothing in Python exposes the bytes, so map_address()
-finds them from the object's size (the map is its last field) and refuses any other layout.
+object header, aligned to the map's alignment; nothing in Python exposes the bytes, so
+map_address() finds them from the object's size (the map is its last field) and refuses any
+other size. A map is used only once its first 8 bytes are seen to hold the tensor's address
+(where the driver's encoding put it on the H100, session 24): a layout that moved is refused
+at build, and Triton's launcher takes the call.
 """
 
 from __future__ import annotations
 
 import copy
+import ctypes
 import inspect
 
 TENSOR_MAP_BYTES = 128
-# what Triton 3.9's PyCUtensorMapObject measures (driver.c, read here; 3.6's is printed by
-# benchmarks/experiments/triton_tma_launch_path.py): a 16-byte object header padded to the
-# map's 64-byte alignment, then the map
-PY_TENSOR_MAP_BYTES = 192
+# what PyCUtensorMapObject measures: a 16-byte object header padded to the map's alignment,
+# then the map. Triton 3.9 aligns to 64 (driver.c, read here), Triton 3.6 to 128 (basicsize 256,
+# the map's first word at byte 128: printed on the H100 in session 24)
+PY_TENSOR_MAP_BYTES = (192, 256)
 # distinct addresses remembered per descriptor parameter; past that the cache starts over
 MAPS_PER_PARAMETER = 64
 
@@ -42,9 +46,14 @@ def _triton_encoder():
 def map_address(tensor_map) -> int | None:
     """Where the 128 bytes of Triton's tensor map object lie, or None for a layout not known."""
     kind = type(tensor_map)
-    if kind.__name__ != "PyCUtensorMap" or kind.__basicsize__ != PY_TENSOR_MAP_BYTES:
+    if kind.__name__ != "PyCUtensorMap" or kind.__basicsize__ not in PY_TENSOR_MAP_BYTES:
         return None
-    return id(tensor_map) + PY_TENSOR_MAP_BYTES - TENSOR_MAP_BYTES
+    return id(tensor_map) + kind.__basicsize__ - TENSOR_MAP_BYTES
+
+
+def holds_address(address: int, pointer: int) -> bool:
+    """Whether the map at address starts with the tensor address pointer."""
+    return ctypes.c_uint64.from_address(address).value == pointer
 
 
 class TensorMaps:
@@ -60,12 +69,15 @@ class TensorMaps:
         rank = len(descriptor.shape)
         if len(expanded) != 1 + 2 * rank or not all(type(v) is int for v in expanded[1:]):
             raise ValueError(f"unexpected expansion of a tensor descriptor: {expanded!r}")
-        if map_address(expanded[0]) is None:
+        address = map_address(expanded[0])
+        if address is None:
             raise ValueError(f"unknown tensor map object {type(expanded[0])!r}")
+        if not holds_address(address, descriptor.base.data_ptr()):
+            raise ValueError("the tensor map's bytes do not start with the tensor's address")
         self.shape = tuple(expanded[1 : 1 + rank])  # passed as i32 after the map
         self.strides = tuple(expanded[1 + rank :])  # passed as i64 after the shape
         # tensor address -> (Triton's map object, which keeps the bytes alive; their address)
-        self._maps = {descriptor.base.data_ptr(): (expanded[0], map_address(expanded[0]))}
+        self._maps = {descriptor.base.data_ptr(): (expanded[0], address)}
         self._descriptor = copy.copy(descriptor)  # rebased on each new address: hold no tensor
         self._descriptor.base = None
 
@@ -80,5 +92,9 @@ class TensorMaps:
             tensor_map = self._encode(rebased, self._metadata)[0]
             if len(self._maps) >= MAPS_PER_PARAMETER:
                 self._maps.clear()
-            held = self._maps[pointer] = (tensor_map, map_address(tensor_map))
+            address = map_address(tensor_map)
+            if address is None or not holds_address(address, pointer):
+                # the build saw the layout hold; a map that breaks it must never be launched
+                raise RuntimeError("a tensor map encoded for this plan has an unknown layout")
+            held = self._maps[pointer] = (tensor_map, address)
         return held[1]
