@@ -171,6 +171,25 @@ def main() -> None:
         if correct:
             record(name, fn)
 
+    # the same call with every argument a ctypes object made once and no argtypes: ctypes then
+    # passes each as it is, where argtypes convert 11 Python ints on every call
+    launch_raw = ctypes.CDLL("libcuda.so.1").cuLaunchKernel  # a CDLL of its own: no argtypes
+    launch_raw.restype = ctypes.c_int
+    prebuilt = (ctypes.c_void_p(compiled.function), *(ctypes.c_uint(v) for v in
+                (gx, gy, gz, block, 1, 1, shared)), ctypes.c_void_p(stream),
+                ctypes.c_void_p(array_address), ctypes.c_void_p(None))  # fmt: skip
+
+    def ctypes_prebuilt_launch():
+        return launch_raw(*prebuilt)
+
+    out.fill_(float("nan"))
+    ctypes_prebuilt_launch()
+    torch.cuda.synchronize()
+    notes["ctypes prebuilt correct"] = sizes_match and torch.equal(out, x + y)
+    print(f"ctypes cuLaunchKernel, arguments prebuilt: correct={notes['ctypes prebuilt correct']}")
+    if notes["ctypes prebuilt correct"]:
+        record("ctypes cuLaunchKernel, arguments prebuilt", ctypes_prebuilt_launch)
+
     def ctypes_with_pointer_update():
         c_values[0].value = x.data_ptr()
         c_values[1].value = y.data_ptr()
