@@ -246,7 +246,8 @@ def launch_costs() -> list[dict]:
             "ours": host_cost(ours, ours_ms),
             "base": host_cost(theirs, base_ms),
         }
-        row["met"] = row["ours"]["wall_us"] <= row["base"]["wall_us"] + HOST_GOAL_US
+        # host cost is the goal; wall (the GPU's time where longer) is kept beside it
+        row["met"] = row["ours"]["host_us"] <= row["base"]["host_us"] + HOST_GOAL_US
         if name.startswith("triton."):
             from kernelab.kernels.triton import direct_launch, launch_plans
 
@@ -327,7 +328,8 @@ def print_table(chosen: list[Target], launch: list[dict]) -> None:
         )
     if launch:
         print(
-            "\n== host cost per call at tiny sizes: wall us (host us), ours vs torch; goal +10 us"
+            "\n== host cost per call at tiny sizes: wall us (host us), ours vs torch; goal: "
+            "host us within +10 us"
         )
         for row in launch:
             if "error" in row:

@@ -15,9 +15,16 @@ from kernelab.kernels.triton import launch_plans
 from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch, signature
 
 
+@pytest.fixture(autouse=True)
+def hooked(monkeypatch):
+    """Triton's hooked replay path (KERNELAB_DIRECT_LAUNCH=0) unless a test asks for `lean`:
+    FakeCompiled below records what compiled[grid] is given."""
+    monkeypatch.setattr(launch_plans, "DIRECT", False)
+
+
 @pytest.fixture
 def lean(monkeypatch):
-    """The lean replay path (KERNELAB_DIRECT_LAUNCH=1): empty hook chains are idle."""
+    """The lean replay path (the default): empty hook chains are idle."""
     monkeypatch.setattr(launch_plans, "DIRECT", True)
 
 

@@ -153,7 +153,7 @@ def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, monkeypatch):
 
     name, shape, dtype, tma = case
     plans = _module_of(name).PLANS
-    monkeypatch.setattr(launch_plans, "DIRECT", True)  # opt-in until this test has passed
+    monkeypatch.setattr(launch_plans, "DIRECT", True)  # whatever KERNELAB_DIRECT_LAUNCH says
     plans.forget()
     replays = plans.replays
     try:
@@ -165,4 +165,4 @@ def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, monkeypatch):
         # and replays took it: Triton's default hooks (empty chains) count as none
         assert sum(step.direct.launches for step in steps) >= plans.replays - replays > 0
     finally:
-        plans.forget()  # no direct launch outlives the opt-in
+        plans.forget()  # no direct launch outlives the monkeypatch

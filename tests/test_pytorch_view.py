@@ -62,7 +62,11 @@ def test_the_section_reads_the_latest_run_and_shows_both_tables(tmp_path):
     new = _record("sgemm:13", {"m": 4}, ours=[1.0], base=[1.0], goal="pct >= 90.0")
     launch = [{"impl": "triton.softmax", "shape": {"rows": 64, "cols": 4096}, "dtype": "bf16",
                "baseline": "torch.softmax", "ours": {"wall_us": 27.0},
-               "base": {"wall_us": 8.0}}]  # fmt: skip
+               "base": {"wall_us": 8.0}},
+              # device-bound: the goal reads host cost, the wall time stays beside it
+              {"impl": "sgemm:13", "shape": {"m": 256}, "dtype": "fp32", "baseline": "torch.mm",
+               "ours": {"host_us": 15.0, "wall_us": 48.8},
+               "base": {"host_us": 19.5, "wall_us": 19.6}}]  # fmt: skip
     for name, record in (("pytorch_targets_20261201.json", old),
                          ("pytorch_targets_20261202.json", new)):  # fmt: skip
         (folder / name).write_text(json.dumps({"records": [record.to_dict()],
@@ -75,8 +79,9 @@ def test_the_section_reads_the_latest_run_and_shows_both_tables(tmp_path):
     [row] = targets.rows
     assert row[4] == "100.00 %" and row[-1] == "yes"
     assert row[6] == "-" and row[7] == "30 / 12"  # no copy ceiling for a % goal
-    [cost] = costs.rows
-    assert cost[3:] == ["27.0", "8.0 (torch.softmax)", "+19.0", "NO"]
+    old_run, device_bound = costs.rows  # the first has no host figure: its wall stands in
+    assert old_run[3:] == ["27.0 (27.0)", "8.0 (8.0, torch.softmax)", "+19.0", "NO"]
+    assert device_bound[3:] == ["15.0 (48.8)", "19.5 (19.6, torch.mm)", "-4.5", "yes"]
 
 
 def test_no_run_no_section(tmp_path):

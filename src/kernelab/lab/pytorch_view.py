@@ -129,25 +129,30 @@ def pytorch_section(report: Report, results: ResultSet) -> None:
         ours, base = row.get("ours") or {}, row.get("base") or {}
         if "wall_us" not in ours or "wall_us" not in base:
             continue
-        within = ours["wall_us"] <= base["wall_us"] + HOST_GOAL_US
+        # the goal is on host cost: the CPU time to issue a call. Wall time per call is the
+        # longer of that and the GPU's work, so it stays beside (wall above host: device-bound)
+        host, host_base = ours.get("host_us", ours["wall_us"]), base.get("host_us", base["wall_us"])
+        within = host <= host_base + HOST_GOAL_US
         costs.append([row.get("impl", "?"), _shape(row.get("shape") or {}), row.get("dtype", ""),
-                      f"{ours['wall_us']:.1f}", f"{base['wall_us']:.1f} ({row.get('baseline', '?')})",
-                      f"{ours['wall_us'] - base['wall_us']:+.1f}",
-                      "yes" if within else "NO"])  # fmt: skip
+                      f"{host:.1f} ({ours['wall_us']:.1f})",
+                      f"{host_base:.1f} ({base['wall_us']:.1f}, {row.get('baseline', '?')})",
+                      f"{host - host_base:+.1f}", "yes" if within else "NO"])  # fmt: skip
     if costs:
         report.add(
             Paragraph(
                 "Host cost per call at sizes where the GPU work is tiny (the launch path is all "
-                f"there is): goal, ours within {HOST_GOAL_US:g} us of torch's equivalent."
+                f"there is): goal, ours within {HOST_GOAL_US:g} us of torch's equivalent. Host: "
+                "CPU time to issue a call; in brackets the wall time per call over the same "
+                "loop with its final synchronise, which is the GPU's time where that is longer."
             ),
             Table(
                 [
                     "kernel",
                     "shape",
                     "dtype",
-                    "ours us/call",
-                    "torch us/call",
-                    "difference",
+                    "ours host us/call (wall)",
+                    "torch host us/call (wall)",
+                    "host difference",
                     f"within +{HOST_GOAL_US:g} us",
                 ],
                 costs,

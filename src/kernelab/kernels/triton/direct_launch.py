@@ -19,8 +19,11 @@ address by tensor_maps.TensorMaps instead of encoded on every call.
 Measured on the H200's host (session 21, benchmarks/experiments/host_cost_breakdown.py):
 cuLaunchKernel costs 5.7 us there through cuda.bindings, Triton's launcher 7.1-8.3 us, so this
 saves 2-3 us of a planned call, and a TMA launch also the encode of every map; most of the
-rest is our own Python around the launch. Opt-in, KERNELAB_DIRECT_LAUNCH=1
-(launch_plans.DIRECT), until the GPU tests have run it with TMA descriptors.
+rest is our own Python around the launch. On by default (launch_plans.DIRECT) since its
+GPU tests passed on an H100 in session 24, TMA descriptors included; KERNELAB_DIRECT_LAUNCH=0
+turns it off, KERNELAB_DIRECT_TMA=0 only for launches with descriptors. On that H100 host
+(host_cost_breakdown.py, session 24): cuda.bindings' cuLaunchKernel 4.00 us, ctypes with
+argtypes 5.18, ctypes with every argument prebuilt 4.39, Triton's launcher 4.63-5.16.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ launches. On the H200's host that came to 66-213 us a call against torch's 11-20
 None of it changes while the shapes, strides, dtypes, pointer alignment and stream stay the
 same, so each op keeps a plan per such signature: the compiled kernels, their grids and
 their argument lists with the call's tensors left as slots. A hit fills the slots and
-launches each compiled kernel: through `compiled[grid]` (Triton's hooked launch path) by
-default, or, on the lean path (KERNELAB_DIRECT_LAUNCH=1, see DIRECT), through one
-cuLaunchKernel (direct_launch.py) or the compiled kernel's launcher without hook arguments.
+launches each compiled kernel: on the lean path (the default, see DIRECT) through one
+cuLaunchKernel (direct_launch.py) or the compiled kernel's launcher without hook arguments;
+with KERNELAB_DIRECT_LAUNCH=0 through `compiled[grid]` (Triton's hooked launch path).
 Triton 3.5+ keeps its launch hooks as HookChain objects that are never None (_hooks_idle), so
 a test for None alone (sessions 20-21) chose the hooked path wherever the chains exist: by
 the chains' date on the H200 too, where session 21's direct launches were then built but
@@ -49,11 +49,13 @@ MOST_LAUNCHES_PER_CALL = 8
 PLAN_CAPACITY = 256
 
 ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
-# The lean replay path, opt-in (KERNELAB_DIRECT_LAUNCH=1) until the GPU tests have run it:
-# plain and TMA launches replay through cuLaunchKernel (direct_launch.py), and Triton's empty
-# launch-hook chains count as no hook (_hooks_idle). Session 22 wrote both and got no GPU
-# machine to run them; off, a replay takes the path the GPU suite passed in session 20.
-DIRECT = os.environ.get("KERNELAB_DIRECT_LAUNCH", "0") == "1"
+# The lean replay path: plain and TMA launches replay through cuLaunchKernel
+# (direct_launch.py), and Triton's empty launch-hook chains count as no hook (_hooks_idle).
+# On by default since session 24, when it first ran on a GPU (an H100, Triton 3.6): the
+# launch-plan GPU tests 33 of 33 on both paths, gpu suite parts a-d with it on, and the host
+# cost over torch's at tiny sizes from +13.5-20.9 us (median of two runs, hooked path) to
+# +1.1-8.3 us (median of seven). KERNELAB_DIRECT_LAUNCH=0 takes the hooked path instead.
+DIRECT = os.environ.get("KERNELAB_DIRECT_LAUNCH", "1") != "0"
 
 _local = threading.local()
 _every_op: list[LaunchPlans] = []
@@ -230,13 +232,14 @@ def _hooks_idle() -> bool:
     """True when no launch hook (a profiler such as proton sets them) would see a launch.
 
     Triton 3.9 (this machine) keeps the hooks as HookChain objects that are never None; they
-    came with triton-lang/triton PR #7866 (merged 2025-08, before 3.5), so the H200's 3.6 has
-    them too by that date (triton_tma_launch_path.py prints them there: not yet seen). Idle is
-    an empty chain (`.calls == []`) or None; anything else is a hook. Reading `is None` alone
-    takes every replay down Triton's hooked path, which builds launch metadata on each call
-    and never reaches a direct launch (found in session 22). Until the GPU tests have run it,
-    only the lean path (DIRECT) reads empty chains as idle. The knobs object is looked up
-    once: an import statement in here cost a microsecond a call."""
+    came with triton-lang/triton PR #7866 (merged 2025-08, before 3.5). Idle is an empty
+    chain (`.calls == []`) or None; anything else is a hook. Reading `is None` alone takes
+    every replay down Triton's hooked path, which builds launch metadata on each call and
+    never reaches a direct launch (found in session 22). On the H100's Triton 3.6 (session 24)
+    every replay of the launch-cost runs was a direct launch, so its default hooks read as
+    idle here. Off the lean path (KERNELAB_DIRECT_LAUNCH=0) only None is idle, as before.
+    The knobs object is looked up once: an import statement in here cost a microsecond a
+    call."""
     global _runtime_knobs
     if _runtime_knobs is None:
         from triton import knobs
