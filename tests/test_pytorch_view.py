@@ -7,7 +7,7 @@ import json
 
 from kernelab.harness.records import Record
 from kernelab.lab.pytorch_view import pytorch_section, target_row
-from kernelab.lab.report import Report, Table
+from kernelab.lab.report import Paragraph, Report, Table
 from kernelab.lab.results import load_results
 
 
@@ -79,9 +79,21 @@ def test_the_section_reads_the_latest_run_and_shows_both_tables(tmp_path):
     [row] = targets.rows
     assert row[4] == "100.00 %" and row[-1] == "yes"
     assert row[6] == "-" and row[7] == "30 / 12"  # no copy ceiling for a % goal
+    says = " ".join(b.text for b in report.blocks if isinstance(b, Paragraph))
+    assert "the run predates direct launches" in says  # its rows say nothing of the path
     old_run, device_bound = costs.rows  # the first has no host figure: its wall stands in
     assert old_run[3:] == ["27.0 (27.0)", "8.0 (8.0, torch.softmax)", "+19.0", "NO"]
     assert device_bound[3:] == ["15.0 (48.8)", "19.5 (19.6, torch.mm)", "-4.5", "yes"]
+
+
+def test_the_host_table_says_which_launch_path_the_run_took():
+    from kernelab.lab.pytorch_view import _launch_path
+
+    row = {"impl": "triton.softmax"}
+    assert "direct launches (cuLaunchKernel)" in _launch_path([{**row, "direct_launch": True}])
+    assert "KERNELAB_DIRECT_LAUNCH=0" in _launch_path([{**row, "direct_launch": False}])
+    assert "differs" in _launch_path([{**row, "direct_launch": True}, row])
+    assert _launch_path([{"impl": "sgemm:13"}]) == ""  # no Triton op: nothing to say
 
 
 def test_no_run_no_section(tmp_path):

@@ -71,6 +71,24 @@ def target_row(record) -> dict | None:
     }
 
 
+def _launch_path(rows: list[dict]) -> str:
+    """Which replay path the run's Triton ops took, as its rows recorded it."""
+    triton = [row for row in rows if str(row.get("impl", "")).startswith("triton.")]
+    paths = {row.get("direct_launch") for row in triton}
+    if not triton:
+        return ""
+    if paths == {True}:
+        return "The Triton ops replayed through direct launches (cuLaunchKernel)."
+    if paths == {False}:
+        return "The Triton ops replayed through Triton's launcher (KERNELAB_DIRECT_LAUNCH=0)."
+    if paths == {None}:
+        return (
+            "The Triton ops replayed through Triton's launcher: the run predates direct "
+            "launches (launch_plans.DIRECT, the default since session 24)."
+        )
+    return "The Triton ops' replay path differs between rows (see the run's launch_costs)."
+
+
 def pytorch_section(report: Report, results: ResultSet) -> None:
     rows = [row for r in results.pytorch_records if (row := target_row(r)) is not None]
     if not rows and not results.launch_costs:
@@ -143,7 +161,8 @@ def pytorch_section(report: Report, results: ResultSet) -> None:
                 "Host cost per call at sizes where the GPU work is tiny (the launch path is all "
                 f"there is): goal, ours within {HOST_GOAL_US:g} us of torch's equivalent. Host: "
                 "CPU time to issue a call; in brackets the wall time per call over the same "
-                "loop with its final synchronise, which is the GPU's time where that is longer."
+                "loop with its final synchronise, which is the GPU's time where that is longer. "
+                + _launch_path(results.launch_costs)
             ),
             Table(
                 [
