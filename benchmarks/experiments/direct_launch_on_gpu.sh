@@ -10,15 +10,19 @@
 #   7. softmax at row counts around 256 MiB against copy (softmax_tail_probe.py, session 24)
 #   8. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
 # in order of need: a call cut by its time limit keeps what came first.
-# Outputs under $OUT; pytorch_targets' JSON per run under $OUT/launch-<n>-direct<v>/ and
-# $OUT/targets-direct1/ (not named pytorch_targets_*: the README's do_bench table reads the
+# Outputs in $OUT/results.tgz; pytorch_targets' JSON per run under launch-<n>-direct<v>/ and
+# targets-direct1/ (not named pytorch_targets_*: the README's do_bench table reads the
 # newest such file under benchmarks/results/h200/pytorch/, where a good run is copied by hand).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
-out=${OUT:-.}
+# the device tool brings back 8 files at most: everything goes into $OUT/results.tgz,
+# packed again at each step, so a call cut short keeps what came before
+final=${OUT:-.}
+out=$(mktemp -d)
+pack() { tar czf "$final/results.tgz" -C "$out" . ; }
 start=$SECONDS
-step() { echo "== $1 ($((SECONDS - start)) s)"; }
+step() { pack; echo "== $1 ($((SECONDS - start)) s)"; }
 
 step "tma launch path"
 timeout 60 python3 benchmarks/experiments/triton_tma_launch_path.py > "$out/tma_path.txt" 2>&1
@@ -56,7 +60,7 @@ tail -32 "$out/targets-direct1.txt"
 
 step "gpu suite d a b"
 # with direct launches on (the default since session 24; set here so that the log says so)
-KERNELAB_DIRECT_LAUNCH=1 GPU_SUITE_WORKERS=8 timeout 230 bash benchmarks/gpu_suite.sh d a b > "$out/suite.txt" 2>&1
+KERNELAB_DIRECT_LAUNCH=1 GPU_SUITE_WORKERS=8 OUT="$out" timeout 230 bash benchmarks/gpu_suite.sh d a b > "$out/suite.txt" 2>&1
 grep -E "passed|failed|error" "$out/suite.txt" | tail -8
 
 step "host cost breakdown"

@@ -7,23 +7,29 @@
 # the GPU with the other suite cannot turn around. Alone they took 317 s and 332 s, so side by
 # side both should fit the call's 600 s after c (139 s in session 20, more now that the
 # launch-plan tests run on both paths): limits of 230 s for c and 345 s for e and f.
-# Logs under $OUT as gpu-suite-part-<p>.log.
+# Logs (gpu-suite-part-<p>.log and the rest) in $OUT/results.tgz.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export KERNELAB_DIRECT_LAUNCH=1
-out=${OUT:-.}
+# the device tool brings back 8 files at most: everything goes into $OUT/results.tgz,
+# packed again at each step, so a call cut short keeps what came before
+final=${OUT:-.}
+out=$(mktemp -d)
+pack() { tar czf "$final/results.tgz" -C "$out" . ; }
 start=$SECONDS
 echo "== part c (0 s)"
-timeout 230 bash benchmarks/gpu_suite.sh c > "$out/suite-c.txt" 2>&1
+OUT="$out" timeout 230 bash benchmarks/gpu_suite.sh c > "$out/suite-c.txt" 2>&1
 echo "part c exit $?"
+pack
 tail -3 "$out/suite-c.txt"
 echo "== parts e and f side by side ($((SECONDS - start)) s)"
 mkdir -p "$out/eval-e" "$out/eval-f"
-KERNELAB_EVAL_OUT="$out/eval-e" timeout 345 bash benchmarks/gpu_suite.sh e > "$out/suite-e.txt" 2>&1 &
+OUT="$out" KERNELAB_EVAL_OUT="$out/eval-e" timeout 345 bash benchmarks/gpu_suite.sh e > "$out/suite-e.txt" 2>&1 &
 e=$!
-KERNELAB_EVAL_OUT="$out/eval-f" timeout 345 bash benchmarks/gpu_suite.sh f > "$out/suite-f.txt" 2>&1 &
+OUT="$out" KERNELAB_EVAL_OUT="$out/eval-f" timeout 345 bash benchmarks/gpu_suite.sh f > "$out/suite-f.txt" 2>&1 &
 f=$!
 wait $e; echo "part e exit $?"
 wait $f; echo "part f exit $?"
 for p in e f; do grep -E "passed|failed|FAILED|error" "$out/suite-$p.txt" | tail -5; done
+pack
 echo "== done ($((SECONDS - start)) s)"
