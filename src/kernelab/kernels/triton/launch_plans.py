@@ -321,8 +321,9 @@ class LaunchPlans:
         fresh: how many of the last tensors are outputs the op has just allocated (torch.empty
         and the like) with a shape, dtype and device that follow from the others'. They are
         left out of the signature: their strides follow too, their storage is new (it aliases
-        nothing) and the caching allocator aligns every block to 512 bytes. That saves about
-        0.7 us a tensor on the H200's host (signature() of three tensors: 3.8 us there)."""
+        nothing) and the caching allocator aligns every block to 512 bytes. That saves about a
+        third of signature(), whose three tensors cost 2.4-3.8 us on the H100's host (session
+        24, host_cost_breakdown.py)."""
         if not ENABLED or not tensors[0].is_cuda or torch._C._cuda_isCurrentStreamCapturing():
             return None
         if not fresh:
