@@ -295,6 +295,12 @@ def test_fresh_outputs_are_left_out_of_the_key_unless_misaligned(monkeypatch):
     assert plans.key(gpu0, (x, _tensor_on(0, 0x2008)), 1.5, fresh=1) is None
 
 
+def test_the_lean_path_is_the_default_and_zero_turns_it_off():
+    assert launch_plans.direct_from({}) is True
+    assert launch_plans.direct_from({"KERNELAB_DIRECT_LAUNCH": "1"}) is True
+    assert launch_plans.direct_from({"KERNELAB_DIRECT_LAUNCH": "0"}) is False
+
+
 def test_nothing_is_planned_off_the_gpu_or_when_switched_off(monkeypatch):
     plans = LaunchPlans("test.off")
     assert plans.key(torch.device("cpu"), (torch.empty(4),)) is None

@@ -49,13 +49,20 @@ MOST_LAUNCHES_PER_CALL = 8
 PLAN_CAPACITY = 256
 
 ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
+
+
 # The lean replay path: plain and TMA launches replay through cuLaunchKernel
 # (direct_launch.py), and Triton's empty launch-hook chains count as no hook (_hooks_idle).
 # On by default since session 24, when it first ran on a GPU (an H100, Triton 3.6): the
 # launch-plan GPU tests 33 of 33 on both paths, gpu suite parts a-d with it on, and the host
 # cost over torch's at tiny sizes from +13.5-20.9 us (median of two runs, hooked path) to
 # +1.1-8.3 us (median of seven). KERNELAB_DIRECT_LAUNCH=0 takes the hooked path instead.
-DIRECT = os.environ.get("KERNELAB_DIRECT_LAUNCH", "1") != "0"
+def direct_from(environ) -> bool:
+    """The lean path unless KERNELAB_DIRECT_LAUNCH is "0"."""
+    return environ.get("KERNELAB_DIRECT_LAUNCH", "1") != "0"
+
+
+DIRECT = direct_from(os.environ)
 
 _local = threading.local()
 _every_op: list[LaunchPlans] = []
