@@ -8,7 +8,9 @@
 #   5. gpu suite parts d, a, b (GPU_SUITE_WORKERS=8), direct launches on
 #   6. where vector_add's host time goes (host_cost_breakdown.py)
 #   7. softmax at row counts around 256 MiB against copy (softmax_tail_probe.py, session 24)
-#   8. the host cost runs again, 0 then 1 (the host's run-to-run noise is about 3 us)
+#   8. hgemm:18 at 4096^3 under each of the ways do_bench and kernelab's timer differ
+#      (hgemm_do_bench_gap.py, session 24)
+#   9. the host cost runs again, 0 then 1 (the host's run-to-run noise is 3-10 us)
 # in order of need: a call cut by its time limit keeps what came first.
 # Outputs in $OUT/results.tgz; pytorch_targets' JSON per run under launch-<n>-direct<v>/ and
 # targets-direct1/ (not named pytorch_targets_*: the README's do_bench table reads the
@@ -75,6 +77,10 @@ mkdir -p "$out/tail"
 timeout 150 python3 benchmarks/experiments/softmax_tail_probe.py --out "$out/tail" \
     > "$out/tail.txt" 2>&1
 tail -24 "$out/tail.txt"
+
+step "hgemm:18 under do_bench against kernelab's timer"
+timeout 90 python3 benchmarks/experiments/hgemm_do_bench_gap.py --out "$out" > "$out/hgemm_gap.txt" 2>&1
+tail -9 "$out/hgemm_gap.txt"
 
 launch_costs
 step "done"
