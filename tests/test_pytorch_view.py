@@ -93,6 +93,8 @@ def test_the_host_table_says_which_launch_path_the_run_took():
     assert "direct launches (cuLaunchKernel)" in _launch_path([{**row, "direct_launch": True}])
     assert "KERNELAB_DIRECT_LAUNCH=0" in _launch_path([{**row, "direct_launch": False}])
     assert "differs" in _launch_path([{**row, "direct_launch": True}, row])
+    failed = {**row, "error": "check failed"}  # a row that never timed says nothing of the path
+    assert "direct launches" in _launch_path([{**row, "direct_launch": True}, failed])
     assert _launch_path([{"impl": "sgemm:13"}]) == ""  # no Triton op: nothing to say
 
 

@@ -73,7 +73,8 @@ def target_row(record) -> dict | None:
 
 def _launch_path(rows: list[dict]) -> str:
     """Which replay path the run's Triton ops took, as its rows recorded it."""
-    triton = [row for row in rows if str(row.get("impl", "")).startswith("triton.")]
+    triton = [row for row in rows
+              if str(row.get("impl", "")).startswith("triton.") and "error" not in row]  # fmt: skip
     paths = {row.get("direct_launch") for row in triton}
     if not triton:
         return ""

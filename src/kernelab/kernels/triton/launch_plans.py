@@ -54,9 +54,9 @@ ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
 # The lean replay path: plain and TMA launches replay through cuLaunchKernel
 # (direct_launch.py), and Triton's empty launch-hook chains count as no hook (_hooks_idle).
 # On by default since session 24, when it first ran on a GPU (an H100, Triton 3.6): the
-# launch-plan GPU tests 33 of 33 on both paths, gpu suite parts a-d with it on, and the host
-# cost over torch's at tiny sizes from +13.5-20.9 us (median of two runs, hooked path) to
-# +1.1-8.3 us (median of seven). KERNELAB_DIRECT_LAUNCH=0 takes the hooked path instead.
+# launch-plan GPU tests 33 of 33 on both paths, gpu suite parts a-d with it on, and the Triton
+# ops' host cost over torch's at tiny sizes from +10.8-20.9 us (median of two runs, hooked path)
+# to +1.9-8.3 us (median of seven). KERNELAB_DIRECT_LAUNCH=0 takes the hooked path instead.
 def direct_from(environ) -> bool:
     """The lean path unless KERNELAB_DIRECT_LAUNCH is "0"."""
     return environ.get("KERNELAB_DIRECT_LAUNCH", "1") != "0"

@@ -222,13 +222,9 @@ def _normalize(
     x2d = x if x.stride(1) == 1 else x.contiguous()
     weight = weight.contiguous()
     bias_arg = bias.contiguous() if bias is not None else weight  # never read without HAS_BIAS
-    # the same new contiguous tensor as torch.empty((n_rows, n_cols), ...), for about half its
-    # Python cost where x2d is contiguous (0.7 against 1.3 us on the CPU here)
-    out = (
-        torch.empty_like(x2d)
-        if x2d.is_contiguous()
-        else torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)
-    )
+    # the same new contiguous tensor as torch.empty((n_rows, n_cols), device=, dtype=), for
+    # two thirds of its Python cost (0.87 against 1.3 us on the CPU here)
+    out = torch.empty_like(x2d, memory_format=torch.contiguous_format)
     if n_rows == 0 or n_cols == 0:
         return out
     if single_pass_max_cols is not None or config is not None:
