@@ -263,6 +263,17 @@ def launch_costs() -> list[dict]:
 # --- records and table -----------------------------------------------------------------------
 
 
+def _tuner_choice(target) -> dict:
+    """For triton.matmul, the configs its autotuners chose at this shape: the choice can differ
+    from process to process where configs time close together (session 25, 1024^3)."""
+    if target.impl != "triton.matmul":
+        return {}
+    from kernelab.kernels.triton.matmul import tuned_choices
+
+    mnk = [target.shape[d] for d in ("m", "n", "k")]
+    return {"tuned_configs": [c for c in tuned_choices() if c["mnk"] == mnk]}
+
+
 def record_of(target: Target, identity, versions: dict) -> dict:
     from kernelab.harness.records import Record
     from kernelab.harness.stats import summarize
@@ -298,6 +309,7 @@ def record_of(target: Target, identity, versions: dict) -> dict:
             "harness_value": r["harness_value"],
             "host_cost": r["host"],
             **{k: r[k] for k in ("copy_ms", "copy_tbps", "pct_of_copy") if k in r},
+            **_tuner_choice(target),
         },
     )
     return record.to_dict()

@@ -877,6 +877,42 @@ def test_fastest_sends_the_configs_close_to_the_best_to_a_paired_final_round(mon
     assert seen["finalists"] == ["c", "e"]
 
 
+def test_autotuner_bench_answers_with_the_cold_timers_quantiles(monkeypatch):
+    from types import SimpleNamespace
+
+    from kernelab.harness import timing
+    from kernelab.kernels.triton import _runtime
+
+    asked = {}
+
+    def fake_benchmark(fn, **kwargs):
+        fn()
+        asked.update(kwargs)
+        return SimpleNamespace(samples_ms=[5.0, 1.0, 4.0, 2.0, 3.0], median_ms=3.0)
+
+    monkeypatch.setattr(timing, "benchmark", fake_benchmark)
+    calls = []
+    # what triton.autotune asks for: [median, p20, p80], interpolated between sorted samples
+    assert _runtime.autotuner_bench(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8)) == [
+        3.0,
+        pytest.approx(1.8),
+        pytest.approx(4.2),
+    ]
+    assert _runtime.autotuner_bench(lambda: calls.append(1)) == 3.0
+    assert calls == [1, 1]
+    assert asked["mode"] == "cold"  # the L2 flushed before each call, as do_bench does
+
+
+def test_every_triton_autotuner_ranks_configs_by_device_time():
+    from kernelab.kernels.triton import _runtime
+
+    matmul, vector_add = _kernel_module("matmul"), _kernel_module("vector_add")
+    tuners = [matmul._plain_tuned, vector_add._vector_add_tuned]
+    tuners += [matmul._tma_autotuner(2, None), matmul._tma_autotuner(1, False, small_tiles=False)]
+    for tuner in tuners:
+        assert tuner.do_bench is _runtime.autotuner_bench
+
+
 def test_final_round_champion_yields_only_to_a_faster_challenger():
     from types import SimpleNamespace
 

@@ -40,7 +40,7 @@ def runs(text: str, direct: str | None = None) -> dict[tuple, list[tuple[float, 
 def main(paths: list[str]) -> int:
     found = defaultdict(list)
     for path in paths:
-        named = re.match(r"launch-direct([01])", Path(path).name)
+        named = re.match(r"launch-(?:\d+-)?direct([01])", Path(path).name)
         for key, values in runs(Path(path).read_text(), named and named[1]).items():
             found[key] += values
     print(f"{'direct':6} {'kernel':18} {'shape':15} {'runs':>4} {'host over torch: median / worst':>32}"

@@ -354,6 +354,24 @@ def first_pass_ms(fn) -> float:
     return benchmark(fn, mode="cold", max_time_s=0.2, warmup_ms=5.0).median_ms
 
 
+def autotuner_bench(kernel_call, quantiles=None, **_ignored):
+    """triton.autotune's `do_bench`: first_pass_ms's cold timer, so Triton's autotuners rank
+    configs by device time as the softmax tuner does. Triton's default (do_bench: flush, then
+    one call between two events) counts the host's launch time whenever that outlasts the
+    flush on the GPU: on an H100 host (session 25) matmul at 1024^3 bf16 went through Triton's
+    launcher in ~58 us a call against ~10 us of kernel, and the tuner's choice changed from
+    process to process: 10 us in one, 17 us in another (torch.mm 10 us). Returns the median,
+    or [median, p20, p80] for `quantiles` (what triton.autotune asks for)."""
+    from kernelab.harness.stats import quantile
+    from kernelab.harness.timing import benchmark
+
+    timing = benchmark(kernel_call, mode="cold", max_time_s=0.2, warmup_ms=5.0)
+    if quantiles is None:
+        return timing.median_ms
+    ordered = sorted(timing.samples_ms)
+    return [quantile(ordered, q) for q in quantiles]
+
+
 def fastest(run, candidates: list[dict], ranking: list | None = None) -> dict:
     """The candidate config for which run(config) is fastest: a short cold median of each
     (first_pass_ms), then a final round in alternating pairs among those close to the best

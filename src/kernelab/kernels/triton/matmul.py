@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton._runtime import interpreting, sm_count
+from kernelab.kernels.triton._runtime import autotuner_bench, interpreting, sm_count
 from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch
 
 GROUP_M = 8
@@ -359,7 +359,9 @@ def _matmul_tma_persistent_kernel(
             c_desc.store([off_m, off_n], acc.to(out_dtype))
 
 
-_plain_tuned = triton.autotune(configs=_plain_configs(), key=["M", "N", "K"])(_matmul_kernel)
+_plain_tuned = triton.autotune(
+    configs=_plain_configs(), key=["M", "N", "K"], do_bench=autotuner_bench
+)(_matmul_kernel)
 
 
 # One autotuner per candidate set: each keeps its own cache of choices.
@@ -379,6 +381,7 @@ def _tma_autotuner(itemsize: int, warp_specialize: bool | None, small_tiles: boo
             configs=configs,
             key=["M", "N", "K", "B_KMAJOR"],
             prune_configs_by={"early_config_prune": _prune_tma},
+            do_bench=autotuner_bench,
         )(_matmul_tma_persistent_kernel)
     return _TMA_TUNERS[key]
 

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton._runtime import interpreting
+from kernelab.kernels.triton._runtime import autotuner_bench, interpreting
 from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
 
 PLANS = LaunchPlans("triton.vector_add")
@@ -47,7 +47,9 @@ def _vector_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     )  # write BLOCK * itemsize
 
 
-_vector_add_tuned = triton.autotune(configs=CONFIGS, key=["n"])(_vector_add_kernel)
+_vector_add_tuned = triton.autotune(configs=CONFIGS, key=["n"], do_bench=autotuner_bench)(
+    _vector_add_kernel
+)
 
 
 def vector_add(x, y):
