@@ -116,6 +116,29 @@ def test_a_plan_is_installed_after_two_matching_calls_and_replays_the_new_tensor
     assert stream == key[1]
 
 
+def _two_pointer_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n):
+    pass
+
+
+def test_a_tensor_given_once_fills_every_parameter_it_was_passed_to():
+    """rmsnorm without a bias passes weight as the bias pointer too, and names weight once
+    among the call's tensors: a replay puts the new weight in both places."""
+    kernel = FakeKernel(_two_pointer_kernel)
+    plans = LaunchPlans("test.shared")
+    key = (KEY, "shared")
+
+    def body(x, w, out):
+        launch(kernel, (1,), x, w, w, out, 64)
+
+    for _ in range(2):
+        _call(plans, key, (torch.empty(64), torch.empty(64), torch.empty(64)), body)
+    assert plans.installed(key)
+    x, w, out = torch.empty(64), torch.empty(64), torch.empty(64)
+    _call(plans, key, (x, w, out), body)
+    (_, args, _) = kernel.compiled.launches[0]
+    assert args[0] is x and args[1] is w and args[2] is w and args[3] is out
+
+
 def test_without_launch_hooks_a_replay_calls_the_launcher_directly(lean):
     """The launcher's own arguments, as JITFunction.run passes them (Triton 3.6 and 3.9), under
     Triton's own default hooks: empty HookChains, never None, in Triton 3.9."""

@@ -295,18 +295,25 @@ def signature(device, *tensors) -> tuple:
     costs half of a nested one (1.6 us against 3.0 for three tensors on the CPU here); the
     addresses go into a set as they come, and a list of them is made only when two collide.
     get_device() and is_cuda, not device.type: that builds a string (0.19 us a call)."""
-    cuda = bool(tensors) and tensors[0].is_cuda
+    return tuple(_described(device, tensors, len(tensors)))
+
+
+def _described(device, tensors, count: int) -> list:
+    """signature()'s entries for the first `count` of tensors, as a list: LaunchPlans.key()
+    appends the scalars and makes the one tuple (no slice of tensors, no second tuple)."""
+    cuda = count > 0 and tensors[0].is_cuda
     stream = torch._C._cuda_getCurrentRawStream(device.index) if cuda else 0
     key = [device.index, stream]
     addresses = set()
-    for tensor in tensors:
+    for index in range(count):
+        tensor = tensors[index]
         pointer = tensor.data_ptr()
         key += (tensor.get_device(), tensor.shape, tensor.stride(), tensor.dtype, pointer & 15)
         addresses.add(pointer)
-    if len(addresses) < len(tensors):  # aliasing: say which tensors share an address
-        pointers = [tensor.data_ptr() for tensor in tensors]
+    if len(addresses) < count:  # aliasing: say which tensors share an address
+        pointers = [tensors[index].data_ptr() for index in range(count)]
         key.append(tuple(pointers.index(p) for p in pointers))
-    return tuple(key)
+    return key
 
 
 class LaunchPlans:
@@ -333,11 +340,15 @@ class LaunchPlans:
         24, host_cost_breakdown.py)."""
         if not ENABLED or not tensors[0].is_cuda or torch._C._cuda_isCurrentStreamCapturing():
             return None
-        if not fresh:
-            return (*signature(device, *tensors), scalars)
-        if any(tensor.data_ptr() & 15 for tensor in tensors[-fresh:]):
-            return None  # another allocator's block: Triton's front door specializes on it
-        return (*signature(device, *tensors[:-fresh]), scalars)
+        described = len(tensors) - fresh
+        for index in range(described, len(tensors)):
+            if tensors[index].data_ptr() & 15:
+                return None  # another allocator's block: Triton's front door specializes on it
+        # one list, then one tuple: 18 % less than (*signature(...), scalars) with a slice and
+        # a generator (1.36 against 1.65 us for vector_add's three tensors on the CPU here)
+        key = _described(device, tensors, described)
+        key.append(scalars)
+        return tuple(key)
 
     def call(self, device, tensors: tuple, launches, *scalars, fresh: int = 0) -> None:
         """What an op does: replay its plan for these tensors and scalars, else run

@@ -47,6 +47,8 @@ from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch
 GROUP_M = 8
 
 PLANS = LaunchPlans("triton.matmul")
+# the dtypes it takes; a module constant, not a tuple built on every call
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float8_e4m3fn)
 
 
 def _plain_configs():
@@ -572,7 +574,7 @@ def matmul(
         )
     if a.dtype != b.dtype:
         raise ValueError(f"matmul needs equal dtypes, got {a.dtype} and {b.dtype}")
-    if a.dtype not in (torch.bfloat16, torch.float16, torch.float8_e4m3fn):
+    if a.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"matmul supports bf16, fp16 and fp8 e4m3, not {a.dtype}")
     if path not in ("auto", "tma", "plain"):
         raise ValueError(f"path must be 'auto', 'tma' or 'plain', not {path!r}")

@@ -33,6 +33,8 @@ from kernelab.kernels.triton._runtime import (
 from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
 
 PLANS = LaunchPlans("triton.norms")
+# the dtypes it takes; a module constant, not a tuple built on every call
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 SINGLE_PASS_MAX_COLS = 32768
 LOOP_BLOCK = 4096
@@ -212,7 +214,7 @@ def _normalize(
 ):
     if x.dim() != 2:
         raise ValueError(f"norms expect a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+    if x.dtype not in SUPPORTED_DTYPES:
         # fp32 statistics: fp64 would silently lose precision, integers be rounded
         name = "rmsnorm" if is_rms else "layernorm"
         raise ValueError(f"{name} supports fp32, bf16 and fp16, not {x.dtype}")
@@ -231,10 +233,12 @@ def _normalize(
         _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, single_pass_max_cols, config)
         return out
     # the tuned choice: planned (launch_plans); eps and the flags are replayed as recorded,
-    # so they are part of the key
+    # so they are part of the key. Without a bias the kernel's bias pointer is weight's, which
+    # the recording finds among the call's tensors by address: passing weight once keeps one
+    # tensor and the aliasing check out of every key.
     PLANS.call(
         x.device,
-        (x2d, weight, bias_arg, out),
+        (x2d, weight, out) if bias is None else (x2d, weight, bias_arg, out),
         lambda: _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, None, None),
         float(eps),
         is_rms,

@@ -101,6 +101,8 @@ from kernelab.kernels.triton._runtime import (
 from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch
 
 PLANS = LaunchPlans("triton.softmax")
+# the dtypes it takes; a module constant, not a tuple built on every call
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 SINGLE_PASS_MAX_COLS = 16384
 # The partials of a row are read as one block of this many slots (masked past n_chunks), so
@@ -2038,7 +2040,7 @@ def softmax(
     """
     if x.dim() != 2:
         raise ValueError(f"softmax expects a 2-D tensor [rows, cols], got shape {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+    if x.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"softmax supports fp32, bf16 and fp16, not {x.dtype}")
     x2d = x if x.stride(1) == 1 else x.contiguous()
     n_rows, n_cols = x2d.shape

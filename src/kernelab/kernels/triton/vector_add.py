@@ -18,6 +18,8 @@ from kernelab.kernels.triton._runtime import autotuner_bench, interpreting
 from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
 
 PLANS = LaunchPlans("triton.vector_add")
+# the dtypes it takes; a module constant, not a tuple built on every call
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Bytes in flight per SM is what the autotuner is choosing: BLOCK * 3 * itemsize per program
 # times the programs resident on an SM.
@@ -58,7 +60,7 @@ def vector_add(x, y):
         raise ValueError(
             f"vector_add needs equal shapes and dtypes, got {x.shape}/{x.dtype} and {y.shape}/{y.dtype}"
         )
-    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+    if x.dtype not in SUPPORTED_DTYPES:
         # it adds in fp32: fp64 would silently lose precision, integers be rounded
         raise ValueError(f"vector_add supports fp32, bf16 and fp16, not {x.dtype}")
     # a 1-D input needs no views: each costs the host about a microsecond a call
