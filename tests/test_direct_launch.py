@@ -13,7 +13,7 @@ import torch
 from test_launch_plans import FakeKernel
 
 from kernelab.errors import KernelabError
-from kernelab.kernels.triton import direct_launch, launch_plans, tensor_maps
+from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans, tensor_maps
 from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
 
 NAMES = ["x_ptr", "out_ptr", "n", "scale", "BLOCK"]
@@ -87,12 +87,38 @@ class FakeDriver:
         return (self.error,)
 
 
-@pytest.fixture
-def driver(monkeypatch):
-    fake = FakeDriver(IMAGE_SIZES)
+# cuLaunchKernel's C signature, for the compiled replay's stand-in
+C_LAUNCH = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p,
+    ctypes.c_void_p,
+)  # fmt: skip
+
+
+def _route(path: str, fake: FakeDriver, monkeypatch) -> FakeDriver:
+    """Launches reach the stand-in from Python (cuda.bindings' place) or, for "compiled", from
+    compiled_replay.c through a C function pointer (libcuda's place)."""
     monkeypatch.setattr(direct_launch, "_driver_launch", lambda: fake)
-    monkeypatch.setattr(direct_launch, "image_parameter_sizes", lambda handle: list(IMAGE_SIZES))
+    monkeypatch.setattr(compiled_replay, "ENABLED", path == "compiled")
+    fake.compiled = path == "compiled"
+    if path == "compiled":
+        if compiled_replay.module() is None:
+            pytest.skip(f"the compiled replay does not build here: {compiled_replay.last_failure}")
+
+        def from_c(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+            return fake(function or 0, gx, gy, gz, bx, by, bz, shared, stream or 0, params, extra)[
+                0
+            ]
+
+        fake.callback = C_LAUNCH(from_c)  # held for as long as the fake lives
+        address = ctypes.cast(fake.callback, ctypes.c_void_p).value
+        monkeypatch.setattr(compiled_replay, "launch_function", lambda: address)
     return fake
+
+
+@pytest.fixture(params=["python", "compiled"])
+def driver(request, monkeypatch):
+    monkeypatch.setattr(direct_launch, "image_parameter_sizes", lambda handle: list(IMAGE_SIZES))
+    return _route(request.param, FakeDriver(IMAGE_SIZES), monkeypatch)
 
 
 def at(*addresses):
@@ -106,7 +132,7 @@ def as_float(bits: int) -> float:
 
 def test_a_plain_launch_passes_pointers_scalars_and_null_scratch(driver):
     direct = direct_launch.build(compiled(), (8, 1, 1), NAMES, TEMPLATE, SLOTS)
-    assert direct is not None
+    assert direct is not None and direct.compiled == driver.compiled
     direct(at(0x7000, 0x9000), 77)
     direct(at(0x7100, 0x9100), 78)  # the next call's pointers replace the last ones
     (first, first_raw), (second, second_raw) = driver.launches
@@ -206,7 +232,7 @@ def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, 
     counts = launch_plans.how_launched()["test.direct_launch"]
     assert (counts["plans"], counts["steps"], counts["direct_steps"]) == (1, 1, 1)
     assert counts["tensor_map_parameters"] == 0 and counts["replays"] == 1
-    assert counts["direct_launches"] == 1
+    assert counts["direct_launches"] == 1 and counts["compiled_steps"] == driver.compiled
 
     # a profiler's hook: the replay goes through Triton's launcher, which calls it
     monkeypatch.setattr(knobs.runtime, "launch_enter_hook", knobs.HookChain())
@@ -250,11 +276,10 @@ TMA_SIGNATURE = {"a_desc": "tensordesc<bf16[64, 64]>", "n": "i32", "BLOCK": "con
 TMA_IMAGE_SIZES = [128, 4, 4, 8, 8, 4, 8, 8]
 
 
-@pytest.fixture
-def tma(monkeypatch):
-    fake = FakeDriver(TMA_IMAGE_SIZES)
+@pytest.fixture(params=["python", "compiled"])
+def tma(request, monkeypatch):
+    fake = _route(request.param, FakeDriver(TMA_IMAGE_SIZES), monkeypatch)
     encoder = FakeEncoder()
-    monkeypatch.setattr(direct_launch, "_driver_launch", lambda: fake)
     monkeypatch.setattr(direct_launch, "image_parameter_sizes", lambda handle: TMA_IMAGE_SIZES)
     monkeypatch.setattr(tensor_maps, "_triton_encoder", lambda: encoder)
     monkeypatch.setattr(tensor_maps, "map_address", lambda m: ctypes.addressof(m))
@@ -368,3 +393,4 @@ def test_a_planned_tma_call_launches_directly_with_the_map_of_each_calls_tensor(
     assert tma.encoder.encoded == [first.data_ptr(), second.data_ptr()]
     counts = launch_plans.how_launched()["test.direct_tma"]
     assert counts["tensor_map_parameters"] == 1 and counts["direct_launches"] == 3
+    assert counts["compiled_steps"] == tma.driver.compiled

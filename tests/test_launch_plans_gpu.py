@@ -145,15 +145,22 @@ def test_gpu_norm_eps_and_bias_are_part_of_the_plan():
     ],
     ids=lambda case: f"{case[0]}-{'x'.join(str(v) for v in case[1].values())}",
 )
-def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, monkeypatch):
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, compiled, monkeypatch):
     """Plain and TMA launches (no cluster or scratch) replay through direct_launch.py, and
     those calls still match the reference: fresh inputs each call, so the tensor maps are
-    looked up for addresses the caching allocator hands out again with new data in them."""
-    from kernelab.kernels.triton import direct_launch, launch_plans
+    looked up for addresses the caching allocator hands out again with new data in them.
+    compiled: keys and launches from compiled_replay.c (KERNELAB_COMPILED_REPLAY=1)."""
+    from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans
 
     name, shape, dtype, tma = case
     plans = _module_of(name).PLANS
     monkeypatch.setattr(launch_plans, "DIRECT", True)  # whatever KERNELAB_DIRECT_LAUNCH says
+    monkeypatch.setattr(compiled_replay, "ENABLED", compiled)
+    built = compiled_replay.module() if compiled else None
+    if compiled:
+        assert built is not None, compiled_replay.last_failure
+    monkeypatch.setattr(launch_plans, "_compiled_key", built and built.plan_key)
     plans.forget()
     replays = plans.replays
     try:
@@ -162,6 +169,7 @@ def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, monkeypatch):
         assert steps and all(step.direct is not None for step in steps), direct_launch.last_refusal
         maps = sum(step.direct.tensor_map_parameters for step in steps)
         assert (maps > 0) == tma, f"{maps} tensor map parameters"
+        assert all(step.direct.compiled == compiled for step in steps)
         # and replays took it: Triton's default hooks (empty chains) count as none
         assert sum(step.direct.launches for step in steps) >= plans.replays - replays > 0
     finally:

@@ -3,8 +3,10 @@ printed tables (the device tool brings back few files, so repeats are kept as pr
 
 Each table line reads: kernel, shape, dtype, ours wall (ours host), baseline, its wall (host),
 verdict; a line "== DIRECT=<v> ..." starts a run, and a file named launch-direct<v>*.txt
-(tma_direct_on_gpu.sh) is one run with that value. Prints, per KERNELAB_DIRECT_LAUNCH value
-and kernel, the runs, and the median and worst of (ours - torch) in host us and in wall us.
+(tma_direct_on_gpu.sh) or launch-<n>-direct<v>.txt (direct_launch_on_gpu.sh,
+closing_targets_on_gpu.sh) is one run with that value; launch-<n>-compiled1.txt is one with the
+compiled replay on (KERNELAB_COMPILED_REPLAY=1), listed as path "c1". Prints, per path and
+kernel, the runs, and the median and worst of (ours - torch) in host us and in wall us.
 
     python3 benchmarks/experiments/launch_repeats_summary.py FILE [FILE ...]
 """
@@ -40,10 +42,11 @@ def runs(text: str, direct: str | None = None) -> dict[tuple, list[tuple[float, 
 def main(paths: list[str]) -> int:
     found = defaultdict(list)
     for path in paths:
-        named = re.match(r"launch-(?:\d+-)?direct([01])", Path(path).name)
-        for key, values in runs(Path(path).read_text(), named and named[1]).items():
+        named = re.match(r"launch-(?:\d+-)?(direct|compiled)([01])", Path(path).name)
+        path_label = named and ("c" if named[1] == "compiled" else "") + named[2]
+        for key, values in runs(Path(path).read_text(), path_label).items():
             found[key] += values
-    print(f"{'direct':6} {'kernel':18} {'shape':15} {'runs':>4} {'host over torch: median / worst':>32}"
+    print(f"{'path':6} {'kernel':18} {'shape':15} {'runs':>4} {'host over torch: median / worst':>32}"
           f" {'wall over: median':>18}")  # fmt: skip
     for (direct, kernel, shape), values in sorted(found.items()):
         hosts, walls = [h for h, _ in values], [w for _, w in values]

@@ -24,6 +24,8 @@ GPU tests passed on an H100 in session 24, TMA descriptors included; KERNELAB_DI
 turns it off, KERNELAB_DIRECT_TMA=0 only for launches with descriptors. On that H100 host
 (host_cost_breakdown.py, session 24): cuda.bindings' cuLaunchKernel 4.00 us, ctypes with
 argtypes 5.18, ctypes with every argument prebuilt 4.39, Triton's launcher 4.63-5.16.
+With KERNELAB_COMPILED_REPLAY=1 a DirectLaunch hands the same slots to compiled_replay.c,
+which fills them and calls libcuda's cuLaunchKernel from C.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import os
 import threading
 
 from kernelab.errors import KernelabError
-from kernelab.kernels.triton import tensor_maps
+from kernelab.kernels.triton import compiled_replay, tensor_maps
 
 # Triton's signature types this launcher can pass, and their C types. Booleans (i1) and 16-bit
 # floats are left to Triton's launcher: their packing is Triton's business.
@@ -129,6 +131,15 @@ class DirectLaunch:
         self._lock = threading.Lock()  # the slots are shared: one writer-launcher at a time
         self.launches = 0  # made so far (tests and benchmarks check the path was taken)
         self._launch = _driver_launch()
+        # the same launch from C (compiled_replay.py), where it is on and builds here
+        self._prepared, self._compiled_launch = _prepared(self), None
+        if self._prepared is not None:
+            self._compiled_launch = compiled_replay.module().launch
+
+    @property
+    def compiled(self) -> bool:
+        """Whether calls go through the compiled replay (compiled_replay.c)."""
+        return self._prepared is not None
 
     @property
     def tensor_map_parameters(self) -> int:
@@ -136,6 +147,13 @@ class DirectLaunch:
 
     def __call__(self, tensors: tuple, stream: int) -> None:
         """Launch on the call's tensors (the plan's slots name which) on a raw stream handle."""
+        if self._compiled_launch is not None:
+            # C writes the slots and launches with no Python in between: no lock needed
+            err = self._compiled_launch(self._prepared, tensors, stream)
+            if err:
+                raise KernelabError(f"cuLaunchKernel of a planned Triton launch failed: {err}")
+            self.launches += 1
+            return
         grid_x, grid_y, grid_z = self.grid
         with self._lock:
             for parameter, index in self._pointer_slots:
@@ -150,6 +168,23 @@ class DirectLaunch:
             self.launches += not failed
         if failed:
             raise KernelabError(f"cuLaunchKernel of a planned Triton launch failed: {err!r}")
+
+
+def _prepared(direct: DirectLaunch):
+    """The compiled replay's prepared launch of `direct` (its slots' addresses in the kept
+    parameter bytes), or None where it is off, does not build or libcuda is not there."""
+    if not compiled_replay.ENABLED:
+        return None
+    built, launch_address = compiled_replay.module(), compiled_replay.launch_function()
+    if built is None or launch_address is None:
+        return None
+    grid_x, grid_y, grid_z = direct.grid
+    return built.prepare(
+        launch_address, direct.function_handle, grid_x, grid_y, grid_z, direct.block,
+        direct.shared_bytes, direct._array_address,
+        tuple((ctypes.addressof(direct._values[p]), t) for p, t in direct._pointer_slots),
+        tuple(direct._map_slots),
+    )  # fmt: skip
 
 
 def build(

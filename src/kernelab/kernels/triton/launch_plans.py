@@ -64,6 +64,18 @@ def direct_from(environ) -> bool:
 
 DIRECT = direct_from(os.environ)
 
+
+def _compiled_plan_key():
+    """compiled_replay's plan_key where KERNELAB_COMPILED_REPLAY=1 and it builds, else None."""
+    from kernelab.kernels.triton import compiled_replay
+
+    built = compiled_replay.module() if compiled_replay.ENABLED else None
+    return None if built is None else built.plan_key
+
+
+# looked up once, at import: every key() reads it
+_compiled_key = _compiled_plan_key()
+
 _local = threading.local()
 _every_op: list[LaunchPlans] = []
 
@@ -344,6 +356,9 @@ class LaunchPlans:
         for index in range(described, len(tensors)):
             if tensors[index].data_ptr() & 15:
                 return None  # another allocator's block: Triton's front door specializes on it
+        if _compiled_key is not None:  # the same tuple from C (compiled_replay.py)
+            stream = torch._C._cuda_getCurrentRawStream(device.index)
+            return _compiled_key(device.index, stream, tensors, described, scalars)
         # one list, then one tuple: 18 % less than (*signature(...), scalars) with a slice and
         # a generator (1.36 against 1.65 us for vector_add's three tensors on the CPU here)
         key = _described(device, tensors, described)
@@ -411,8 +426,8 @@ class LaunchPlans:
 
 def how_launched() -> dict[str, dict]:
     """Each op's plans as counts: plans, launch steps, steps built for a direct launch, the
-    tensor map parameters among them, direct launches made, replays so far (benchmarks record
-    it beside host costs)."""
+    tensor map parameters among them, the steps launched from C (compiled_replay), direct
+    launches made, replays so far (benchmarks record it beside host costs)."""
     summary = {}
     for plans in _every_op:
         steps = [step for plan in plans._plans.values() for step in plan]
@@ -422,6 +437,7 @@ def how_launched() -> dict[str, dict]:
             "steps": len(steps),
             "direct_steps": len(direct),
             "tensor_map_parameters": sum(d.tensor_map_parameters for d in direct),
+            "compiled_steps": sum(d.compiled for d in direct),
             "direct_launches": sum(d.launches for d in direct),
             "replays": plans.replays,
             "last_refusal": plans.last_refusal,
