@@ -112,20 +112,22 @@ def test_prepare_refuses_what_it_cannot_launch(built):
     params = (ctypes.c_void_p * 2)()
     array = ctypes.addressof(params)
     slot = ctypes.addressof(ctypes.c_uint64())
-    good = (address, 0x1234, 1, 1, 1, 128, 0, array, ((slot, 0),), ())
+    good = (address, 0x1234, 1, 1, 1, 128, 0, array, 2, ((slot, 0),), ((1, 0, object()),))
     assert built.prepare(*good) is not None
     with pytest.raises(ValueError):
         built.prepare(0, *good[1:])  # no launch function
     with pytest.raises(ValueError):
         built.prepare(*good[:7], 0, *good[8:])  # no parameter array
     with pytest.raises(ValueError):
-        built.prepare(*good[:8], ((slot,),), ())  # a slot without its tensor
+        built.prepare(*good[:9], ((slot,),), ())  # a slot without its tensor
     with pytest.raises(ValueError):
-        built.prepare(*good[:8], ((slot, -1),), ())
+        built.prepare(*good[:9], ((slot, -1),), ())
+    with pytest.raises(ValueError):
+        built.prepare(*good[:10], ((2, 0, object()),))  # an entry past the array's two
     with pytest.raises(OverflowError):
         built.prepare(address, 0x1234, 1 << 32, *good[3:])
     with pytest.raises(TypeError):
-        built.prepare(*good[:9])
+        built.prepare(*good[:10])
 
 
 def test_launch_needs_every_tensor_its_slots_name(built):
@@ -133,7 +135,7 @@ def test_launch_needs_every_tensor_its_slots_name(built):
     storage = ctypes.c_uint64()
     params = (ctypes.c_void_p * 1)(ctypes.addressof(storage))
     prepared = built.prepare(
-        address, 0x1234, 1, 1, 1, 32, 0, ctypes.addressof(params),
+        address, 0x1234, 1, 1, 1, 32, 0, ctypes.addressof(params), 1,
         ((ctypes.addressof(storage), 1),), (),
     )  # fmt: skip
     with pytest.raises(ValueError, match="fewer tensors"):

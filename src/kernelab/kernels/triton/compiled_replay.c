@@ -6,11 +6,12 @@
  *       then for each of the first `count` tensors its device, shape, strides, dtype and
  *       address modulo 16, an aliasing entry when two of them share an address, the scalars.
  *   prepare(launch_function, kernel, grid_x, grid_y, grid_z, block, shared_bytes, params,
- *           pointer_slots, map_slots) -> capsule
- *       one planned launch: cuLaunchKernel's address and arguments, the addresses of the
- *       parameter slots that take the call's tensors' addresses ((slot address, tensor index)
- *       pairs) and of the array entries that point at a TMA map ((entry index, tensor index,
- *       maps object with an address(tensor) method) triples).
+ *           param_count, pointer_slots, map_slots) -> capsule
+ *       one planned launch: cuLaunchKernel's address and arguments (params: the address of
+ *       the array of param_count parameter addresses), the parameter slots that take the
+ *       call's tensors' addresses ((slot address, tensor index) pairs) and the array entries
+ *       that point at a TMA map ((entry index, tensor index, maps object with an
+ *       address(tensor) method) triples).
  *   launch(prepared, tensors, stream) -> int
  *       writes the tensors' addresses into their slots and launches; returns the CUresult.
  *
@@ -160,13 +161,15 @@ static int as_index(PyObject *pair, Py_ssize_t position, Py_ssize_t *out) {
 }
 
 static PyObject *prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
+    if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError,
                         "prepare(launch_function, kernel, grid_x, grid_y, grid_z, block, "
-                        "shared_bytes, params, pointer_slots, map_slots)");
+                        "shared_bytes, params, param_count, pointer_slots, map_slots)");
         return NULL;
     }
-    PyObject *pointer_slots = args[8], *map_slots = args[9];
+    PyObject *pointer_slots = args[9], *map_slots = args[10];
+    Py_ssize_t param_count = PyLong_AsSsize_t(args[8]);
+    if (param_count == -1 && PyErr_Occurred()) return NULL;
     if (!PyTuple_Check(pointer_slots) || !PyTuple_Check(map_slots) ||
         PyTuple_GET_SIZE(pointer_slots) > MOST_SLOTS || PyTuple_GET_SIZE(map_slots) > MOST_SLOTS) {
         PyErr_SetString(PyExc_ValueError, "prepare: slots as tuples, 64 of each at most");
@@ -206,6 +209,10 @@ static PyObject *prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         }
         if (as_index(triple, 0, &p->map_entry[i]) < 0 || as_index(triple, 1, &p->map_tensor[i]) < 0)
             goto failed;
+        if (p->map_entry[i] >= param_count) { /* it would write past the array */
+            PyErr_SetString(PyExc_ValueError, "a map slot past the parameter array");
+            goto failed;
+        }
         p->map_owner[i] = Py_NewRef(PyTuple_GET_ITEM(triple, 2));
         p->map_count = i + 1;
     }

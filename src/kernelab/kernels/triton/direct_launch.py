@@ -181,7 +181,7 @@ def _prepared(direct: DirectLaunch):
     grid_x, grid_y, grid_z = direct.grid
     return built.prepare(
         launch_address, direct.function_handle, grid_x, grid_y, grid_z, direct.block,
-        direct.shared_bytes, direct._array_address,
+        direct.shared_bytes, direct._array_address, len(direct._values),
         tuple((ctypes.addressof(direct._values[p]), t) for p, t in direct._pointer_slots),
         tuple(direct._map_slots),
     )  # fmt: skip
