@@ -8,6 +8,7 @@
 #      run-to-run noise is 3-10 us, so one run decides nothing: launch_repeats_summary.py
 #      takes the median per path
 #   3. every target under do_bench and kernelab's timer, baselines in the same run (~220 s)
+#   4. where a vector_add call's host time goes, the compiled replay's pieces among them
 # Outputs in $OUT/results.tgz (the device tool brings back 8 files at most), packed again after
 # each step so a call cut short keeps what came before. A good targets run goes by hand to
 # benchmarks/results/<gpu>/pytorch/pytorch_targets_<date>-session<n>.json.
@@ -46,6 +47,9 @@ step "every target"
 mkdir -p "$out/targets"
 OUT="$out/targets" timeout 260 python3 benchmarks/pytorch_targets.py > "$out/targets.txt" 2>&1
 tail -32 "$out/targets.txt"
+step "host cost breakdown"
+OUT="$out" timeout 90 python3 benchmarks/experiments/host_cost_breakdown.py > "$out/breakdown.txt" 2>&1
+grep -E "us  |correct" "$out/breakdown.txt" | tail -40
 step "summary"
 python3 benchmarks/experiments/launch_repeats_summary.py "$out"/launch-*.txt
 pack

@@ -6,7 +6,8 @@ between loops, so the launch queue never fills): torch.add as the yardstick, our
 its prologue (checks, views, torch.empty_like), the plan key, the replay, Triton's launcher
 given tensors and given raw pointers, and two launches that skip Triton's launcher: through
 cuda.bindings' cuLaunchKernel and through ctypes into libcuda, both with a parameter array
-built once. Every launch is checked against x + y before it is timed.
+built once. Every launch is checked against x + y before it is timed. Since session 25 also
+the compiled replay's key and launch (compiled_replay.c) and the whole ops with it on.
 
   PYTHONPATH=src python3 benchmarks/experiments/host_cost_breakdown.py   # writes $OUT/host_cost_breakdown.json
 """
@@ -57,7 +58,7 @@ def param_info(function_handle: int) -> list[tuple[int, int]]:
 
 
 def main() -> None:
-    from kernelab.kernels.triton import launch_plans
+    from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans
     from kernelab.kernels.triton import vector_add as module
 
     x = torch.randn(4096, device="cuda")
@@ -83,6 +84,13 @@ def main() -> None:
     record("signature()", lambda: launch_plans.signature(device, *tensors))
     record("_hooks_idle()", launch_plans._hooks_idle)
     record("PLANS.key()", lambda: module.PLANS.key(device, tensors))
+    # the compiled replay's key (compiled_replay.c): the same tuple from C
+    built = compiled_replay.module()
+    notes["compiled replay built"] = built is not None or compiled_replay.last_failure
+    if built is not None:
+        raw_stream = torch._C._cuda_getCurrentRawStream(0)
+        assert built.plan_key(0, raw_stream, tensors, 3, ()) == module.PLANS.key(device, tensors)
+        record("compiled plan_key", lambda: built.plan_key(0, raw_stream, tensors, 3, ()))
     key = module.PLANS.key(device, tensors)
     for _ in range(3):
         module.PLANS.call(device, tensors, lambda: launch_plans.launch(
@@ -207,6 +215,15 @@ def main() -> None:
         torch.cuda.synchronize()
         notes["step.direct correct"] = torch.equal(out, x + y)
         record("step.direct()", lambda: step.direct(tensors, stream))
+        compiled_replay.ENABLED = True  # for _prepared(); the whole ops below set it per variant
+        prepared = direct_launch._prepared(step.direct)
+        if prepared is not None:
+            out.fill_(float("nan"))
+            built.launch(prepared, tensors, stream)
+            torch.cuda.synchronize()
+            notes["compiled launch correct"] = torch.equal(out, x + y)
+            if notes["compiled launch correct"]:
+                record("compiled launch", lambda: built.launch(prepared, tensors, stream))
 
     # --- whole ops, the hooked replay against the lean one (DIRECT), beside torch -----------
     import torch.nn.functional as F
@@ -228,12 +245,16 @@ def main() -> None:
          lambda: F.layer_norm(s, (4096,), w, b, 1e-5)),
         ("matmul 256^3", lambda: matmul(ma, mb), lambda: torch.mm(ma, mb)),  # TMA maps
     ]  # fmt: skip
+    variants = [("hooked", False, False), ("lean", True, False)]
+    if built is not None:
+        variants.append(("compiled", True, True))
     for name, ours, theirs in ops:
         record(f"{name}: torch", theirs)
-        for direct in (False, True):
+        for label, direct, compiled in variants:
             launch_plans.DIRECT = direct
+            compiled_replay.ENABLED = compiled
+            launch_plans._compiled_key = built.plan_key if compiled else None
             launch_plans.forget_all()
-            label = "lean" if direct else "hooked"
             for _ in range(3):  # the third call replays the plan
                 got = ours()
             torch.testing.assert_close(got, theirs(), atol=1e-1, rtol=2e-2)
