@@ -10,7 +10,7 @@ steps from C: `plan_key` builds the key tuple item for item as LaunchPlans.key()
 `launch` writes the call's addresses into a prepared launch's parameter slots and calls
 cuLaunchKernel through its address in libcuda, without cuda.bindings' argument conversion.
 
-The C file is built on first use with the machine's C compiler (cc, or $CC) against Python's
+The C file is built on first use with the machine's C compiler ($CC, cc, gcc or clang) against Python's
 headers, as Triton builds its own launchers, into $KERNELAB_CACHE/replay/, one file per
 source, Python ABI and platform. Nothing else is needed: no CUDA header, no libcuda at build
 time. Where the build or the load fails, `module()` is None and the ops keep their Python path.
@@ -55,7 +55,10 @@ def _cache_dir() -> Path:
 
 
 def _compiler() -> str | None:
-    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    """$CC, else the first of cc, gcc and clang on the PATH (Triton looks for the same ones
+    to build its launchers, so a machine that runs Triton has one)."""
+    found = (shutil.which(name) for name in ("cc", "gcc", "clang"))
+    return os.environ.get("CC") or next((path for path in found if path), None)
 
 
 def built_path() -> Path:
