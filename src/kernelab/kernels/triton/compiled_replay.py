@@ -10,10 +10,11 @@ steps from C: `plan_key` builds the key tuple item for item as LaunchPlans.key()
 `launch` writes the call's addresses into a prepared launch's parameter slots and calls
 cuLaunchKernel through its address in libcuda, without cuda.bindings' argument conversion.
 
-The C file is built on first use with the machine's C compiler ($CC, cc, gcc or clang) against Python's
-headers, as Triton builds its own launchers, into $KERNELAB_CACHE/replay/, one file per
-source, Python ABI and platform. Nothing else is needed: no CUDA header, no libcuda at build
-time. Where the build or the load fails, `module()` is None and the ops keep their Python path.
+The C file is built on first use with the machine's C compiler ($CC, cc, gcc or clang)
+against Python's headers, as Triton builds its own launchers, into $KERNELAB_CACHE/replay/,
+one file per source, Python ABI and platform. Nothing else is needed: no CUDA header, no
+libcuda at build time. Where the build or the load fails, `module()` is None and the ops keep
+their Python path.
 
 Opt-in (KERNELAB_COMPILED_REPLAY=1) until the launch-plan GPU tests have passed with it.
 """
