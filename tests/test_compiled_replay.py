@@ -155,10 +155,13 @@ def test_a_failed_build_says_why(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no half-built file left behind
 
 
-def test_the_build_is_named_for_its_source_and_python():
+def test_the_build_is_named_for_its_source_python_and_machine(monkeypatch):
     path = compiled_replay.built_path()
     assert path.name.startswith(compiled_replay.MODULE_NAME)
     assert path.parent.name == "replay"
+    # a cache carried to another machine holds nothing that machine would load
+    monkeypatch.setattr(compiled_replay.platform, "node", lambda: "another-host")
+    assert compiled_replay.built_path() != path
 
 
 def test_it_is_opt_in():

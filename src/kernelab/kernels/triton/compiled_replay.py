@@ -12,7 +12,7 @@ cuLaunchKernel through its address in libcuda, without cuda.bindings' argument c
 
 The C file is built on first use with the machine's C compiler ($CC, cc, gcc or clang)
 against Python's headers, as Triton builds its own launchers, into $KERNELAB_CACHE/replay/,
-one file per source, Python ABI and platform. Nothing else is needed: no CUDA header, no
+one file per source, Python ABI and machine. Nothing else is needed: no CUDA header, no
 libcuda at build time. Where the build or the load fails, `module()` is None and the ops keep
 their Python path.
 
@@ -27,6 +27,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import platform
 import shutil
 import subprocess
 import sysconfig
@@ -63,11 +64,14 @@ def _compiler() -> str | None:
 
 
 def built_path() -> Path:
-    """Where the build of this source for this Python goes: the name carries a hash of the
-    source, the Python ABI and the platform, so no other build is ever loaded by mistake."""
+    """Where the build of this source for this Python on this machine goes: the name carries a
+    hash of the source, the Python ABI, the platform, the C library and the host name. A cache
+    copied to another machine (the GPU runs take .kernelab-cache along) then holds no build
+    that machine would load, perhaps against another glibc; it builds its own, in a second."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(f"{suffix} {sysconfig.get_platform()}".encode())
+    machine = f"{suffix} {sysconfig.get_platform()} {platform.libc_ver()} {platform.node()}"
+    digest.update(machine.encode())
     return _cache_dir() / f"{MODULE_NAME}-{digest.hexdigest()[:16]}{suffix}"
 
 
