@@ -18,11 +18,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
-final=${OUT:-.}
-out=$(mktemp -d)
-pack() { tar czf "$final/results.tgz" -C "$out" . ; }
-start=$SECONDS
-step() { pack; echo "== $1 ($((SECONDS - start)) s)"; }
+source benchmarks/experiments/packed_steps.sh  # out, pack, step: all into $OUT/results.tgz
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 
 step "launch plan tests"

@@ -18,13 +18,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
-# the device tool brings back 8 files at most: everything goes into $OUT/results.tgz,
-# packed again at each step, so a call cut short keeps what came before
-final=${OUT:-.}
-out=$(mktemp -d)
-pack() { tar czf "$final/results.tgz" -C "$out" . ; }
-start=$SECONDS
-step() { pack; echo "== $1 ($((SECONDS - start)) s)"; }
+source benchmarks/experiments/packed_steps.sh  # out, pack, step: all into $OUT/results.tgz
 
 step "tma launch path"
 timeout 60 python3 benchmarks/experiments/triton_tma_launch_path.py > "$out/tma_path.txt" 2>&1

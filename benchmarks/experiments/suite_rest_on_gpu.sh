@@ -11,12 +11,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export KERNELAB_DIRECT_LAUNCH=1
-# the device tool brings back 8 files at most: everything goes into $OUT/results.tgz,
-# packed again at each step, so a call cut short keeps what came before
-final=${OUT:-.}
-out=$(mktemp -d)
-pack() { tar czf "$final/results.tgz" -C "$out" . ; }
-start=$SECONDS
+source benchmarks/experiments/packed_steps.sh  # out, pack, step: all into $OUT/results.tgz
 # SKIP_C=1: part c passed in an earlier call (closing_targets_on_gpu.sh's next calls)
 if [ "${SKIP_C:-0}" != 1 ]; then
     echo "== part c (0 s)"
