@@ -103,7 +103,11 @@ def test_launch_plans_key_takes_the_compiled_key_when_on(built, monkeypatch):
 
 
 def _launch_address() -> tuple[int, object]:
-    launch = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+    """A stand-in cuLaunchKernel that launches nothing and succeeds: its address, and the
+    ctypes object to hold while it is in use."""
+    from test_direct_launch import C_LAUNCH
+
+    launch = C_LAUNCH(lambda *args: 0)
     return ctypes.cast(launch, ctypes.c_void_p).value, launch
 
 
@@ -140,7 +144,9 @@ def test_launch_needs_every_tensor_its_slots_name(built):
     )  # fmt: skip
     with pytest.raises(ValueError, match="fewer tensors"):
         built.launch(prepared, (torch.empty(1),), 0)
-    assert built.launch(prepared, (torch.empty(1), torch.empty(1)), 0) == 0
+    second = torch.empty(1)
+    assert built.launch(prepared, (torch.empty(1), second), 0) == 0
+    assert storage.value == second.data_ptr()  # the slot holds the tensor it names
     with pytest.raises(TypeError):
         built.launch(prepared, [torch.empty(1)] * 2, 0)
 
