@@ -358,9 +358,11 @@ def autotuner_bench(kernel_call, quantiles=None, **_ignored):
     """triton.autotune's `do_bench`: first_pass_ms's cold timer, so Triton's autotuners rank
     configs by device time as the softmax tuner does. Triton's default (do_bench: flush, then
     one call between two events) counts the host's launch time whenever that outlasts the
-    flush on the GPU: on an H100 host (session 25) matmul at 1024^3 bf16 went through Triton's
-    launcher in ~58 us a call against ~10 us of kernel, and the tuner's choice changed from
-    process to process: 10 us in one, 17 us in another (torch.mm 10 us). Returns the median,
+    flush on the GPU. On an H100 host (session 25) a planned matmul call at 1024^3 bf16 cost
+    ~58 us of host time on Triton's launcher against ~10 us of kernel (the tuner's own calls
+    take Triton's front door, not timed alone), and the tuner's choice changed from process to
+    process: 10 us in one, 17 us in another (torch.mm 10 us); with this bench four processes
+    chose alike (93-95 % of cuBLAS under do_bench). Returns the median,
     or [median, p20, p80] for `quantiles` (what triton.autotune asks for)."""
     from kernelab.harness.stats import quantile
     from kernelab.harness.timing import benchmark
