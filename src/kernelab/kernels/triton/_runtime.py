@@ -349,9 +349,14 @@ def first_pass_ms(fn) -> float:
     for the cooperative kernel (H200, triton_kernels_sweep_20261129-224224.json), where our
     cold timer measured 0.534-0.541 ms for the single pass (softmax_long_rows_v8..v11) and
     0.552 for the cooperative kernel (that sweep); a tuner must rank by what is reported."""
+    return _brief_cold_timing(fn).median_ms
+
+
+def _brief_cold_timing(fn):
+    """The tuners' timing of one candidate: kernelab's cold timer, briefly."""
     from kernelab.harness.timing import benchmark
 
-    return benchmark(fn, mode="cold", max_time_s=0.2, warmup_ms=5.0).median_ms
+    return benchmark(fn, mode="cold", max_time_s=0.2, warmup_ms=5.0)
 
 
 def autotuner_bench(kernel_call, quantiles=None, **_ignored):
@@ -365,9 +370,8 @@ def autotuner_bench(kernel_call, quantiles=None, **_ignored):
     chose alike (93-95 % of cuBLAS under do_bench). Returns the median,
     or [median, p20, p80] for `quantiles` (what triton.autotune asks for)."""
     from kernelab.harness.stats import quantile
-    from kernelab.harness.timing import benchmark
 
-    timing = benchmark(kernel_call, mode="cold", max_time_s=0.2, warmup_ms=5.0)
+    timing = _brief_cold_timing(kernel_call)
     if quantiles is None:
         return timing.median_ms
     ordered = sorted(timing.samples_ms)
