@@ -102,6 +102,22 @@ def test_launch_plans_key_takes_the_compiled_key_when_on(built, monkeypatch):
     assert plans.key(gpu0, (x, y, gpu_face(0, 0x3008)), 1.5, fresh=1) is None  # misaligned
 
 
+def test_the_compiled_key_is_looked_up_on_the_first_cuda_key_not_at_import(built, monkeypatch):
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False, raising=False)
+    plans = LaunchPlans("test.compiled_key_lookup")
+    gpu0 = torch.device("cuda", 0)
+    x, out = gpu_face(0, 0x1000), gpu_face(0, 0x2000)
+    monkeypatch.setattr(launch_plans, "_compiled_key", launch_plans._NOT_LOOKED_UP)
+    monkeypatch.setattr(compiled_replay, "ENABLED", False)
+    off = plans.key(gpu0, (x, out), fresh=1)
+    assert launch_plans._compiled_key is None  # off: the Python key from now on
+    monkeypatch.setattr(launch_plans, "_compiled_key", launch_plans._NOT_LOOKED_UP)
+    monkeypatch.setattr(compiled_replay, "ENABLED", True)
+    assert plans.key(gpu0, (x, out), fresh=1) == off
+    assert launch_plans._compiled_key is built.plan_key
+
+
 def _launch_address() -> tuple[int, object]:
     """A stand-in cuLaunchKernel that launches nothing and succeeds: its address, and the
     ctypes object to hold while it is in use."""
@@ -170,7 +186,7 @@ def test_the_build_is_named_for_its_source_python_and_machine(monkeypatch):
     assert compiled_replay.built_path() != path
 
 
-def test_it_is_opt_in():
-    assert compiled_replay.enabled_from({}) is False
+def test_it_is_on_unless_turned_off():
+    assert compiled_replay.enabled_from({}) is True
     assert compiled_replay.enabled_from({"KERNELAB_COMPILED_REPLAY": "0"}) is False
     assert compiled_replay.enabled_from({"KERNELAB_COMPILED_REPLAY": "1"}) is True

@@ -150,7 +150,7 @@ def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, compiled, monk
     """Plain and TMA launches (no cluster or scratch) replay through direct_launch.py, and
     those calls still match the reference: fresh inputs each call, so the tensor maps are
     looked up for addresses the caching allocator hands out again with new data in them.
-    compiled: keys and launches from compiled_replay.c (KERNELAB_COMPILED_REPLAY=1)."""
+    compiled: keys and launches from compiled_replay.c (the default where it builds)."""
     from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans
 
     name, shape, dtype, tma = case

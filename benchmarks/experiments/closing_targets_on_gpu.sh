@@ -3,8 +3,8 @@
 # two more calls (below). Every step with the lean path (the default):
 #   1. the launch-plan GPU tests (33 in session 25, ~20 s warm, ~45 s cold)
 #   2. host cost per call at tiny sizes against torch, ~16 s a run, alternating: four runs on
-#      the lean path, four with the compiled replay (KERNELAB_COMPILED_REPLAY=1, opt-in until
-#      these runs and the plan tests pass with it), one on Triton's hooked path. The host's
+#      the lean Python path (KERNELAB_COMPILED_REPLAY=0), four with the compiled replay (=1, the
+#      default since session 26), one on Triton's hooked path. The host's
 #      run-to-run noise is 3-10 us, so one run decides nothing: launch_repeats_summary.py
 #      takes the median per path
 #   3. every target under do_bench and kernelab's timer, baselines in the same run (~220 s)

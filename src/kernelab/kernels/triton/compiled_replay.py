@@ -16,7 +16,12 @@ one file per source, Python ABI and machine. Nothing else is needed: no CUDA hea
 libcuda at build time. Where the build or the load fails, `module()` is None and the ops keep
 their Python path.
 
-Opt-in (KERNELAB_COMPILED_REPLAY=1) until the launch-plan GPU tests have passed with it.
+On by default since session 26, when it first ran on a GPU (an H100, Triton 3.6): the
+launch-plan GPU tests 38 of 38 (python and compiled variants), the whole gpu suite with it on
+(1,179 passed, 1 skipped), and the small ops' host cost over torch's, median of four runs
+each, down from the lean Python path's: vector_add +6.0 -> +3.9 us, softmax +5.4 -> +3.3,
+rmsnorm +5.6 -> +0.8, layernorm +3.8 -> +1.3, triton.matmul +0.6-1.1 -> -1.1-1.3.
+KERNELAB_COMPILED_REPLAY=0 keeps the Python path.
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ BUILD_TIMEOUT_S = 120
 
 
 def enabled_from(environ) -> bool:
-    """On only with KERNELAB_COMPILED_REPLAY=1 (see the module doc)."""
-    return environ.get("KERNELAB_COMPILED_REPLAY", "0") == "1"
+    """On unless KERNELAB_COMPILED_REPLAY is "0" (see the module doc)."""
+    return environ.get("KERNELAB_COMPILED_REPLAY", "1") != "0"
 
 
 ENABLED = enabled_from(os.environ)

@@ -24,8 +24,9 @@ GPU tests passed on an H100 in session 24, TMA descriptors included; KERNELAB_DI
 turns it off, KERNELAB_DIRECT_TMA=0 only for launches with descriptors. On that H100 host
 (host_cost_breakdown.py, session 24): cuda.bindings' cuLaunchKernel 4.00 us, ctypes with
 argtypes 5.18, ctypes with every argument prebuilt 4.39, Triton's launcher 4.63-5.16.
-With KERNELAB_COMPILED_REPLAY=1 a DirectLaunch hands the same slots to compiled_replay.c,
-which fills them and calls libcuda's cuLaunchKernel from C.
+Where compiled_replay.c builds (the default; KERNELAB_COMPILED_REPLAY=0 turns it off) a
+DirectLaunch hands the same slots to it, which fills them and calls libcuda's cuLaunchKernel
+from C.
 """
 
 from __future__ import annotations

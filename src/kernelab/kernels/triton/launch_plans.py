@@ -65,16 +65,21 @@ def direct_from(environ) -> bool:
 DIRECT = direct_from(os.environ)
 
 
-def _compiled_plan_key():
-    """compiled_replay's plan_key where KERNELAB_COMPILED_REPLAY=1 and it builds, else None."""
+_NOT_LOOKED_UP = object()
+# compiled_replay's plan_key, or None where the compiled replay is off or does not build.
+# Looked up on the first key of a CUDA call, not at import: that is when the C file is built
+# (a second, once per machine), and a process that never calls on a GPU never builds it.
+_compiled_key = _NOT_LOOKED_UP
+
+
+def _look_up_compiled_key():
+    global _compiled_key
     from kernelab.kernels.triton import compiled_replay
 
     built = compiled_replay.module() if compiled_replay.ENABLED else None
-    return None if built is None else built.plan_key
+    _compiled_key = None if built is None else built.plan_key
+    return _compiled_key
 
-
-# looked up once, at import: every key() reads it
-_compiled_key = _compiled_plan_key()
 
 _local = threading.local()
 _every_op: list[LaunchPlans] = []
@@ -360,9 +365,12 @@ class LaunchPlans:
         for index in range(described, len(tensors)):
             if tensors[index].data_ptr() & 15:
                 return None  # another allocator's block: Triton's front door specializes on it
-        if _compiled_key is not None:  # the same tuple from C (compiled_replay.py)
+        compiled_key = _compiled_key
+        if compiled_key is _NOT_LOOKED_UP:
+            compiled_key = _look_up_compiled_key()
+        if compiled_key is not None:  # the same tuple from C (compiled_replay.py)
             stream = torch._C._cuda_getCurrentRawStream(device.index)
-            return _compiled_key(device.index, stream, tensors, described, scalars)
+            return compiled_key(device.index, stream, tensors, described, scalars)
         # one list, then one tuple: 18 % less than (*signature(...), scalars) with a slice and
         # a generator (1.36 against 1.65 us for vector_add's three tensors on the CPU here)
         key = _described(device, tensors, described)
