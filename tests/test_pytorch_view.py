@@ -98,6 +98,36 @@ def test_the_host_table_says_which_launch_path_the_run_took():
     assert _launch_path([{"impl": "sgemm:13"}]) == ""  # no Triton op: nothing to say
 
 
+def test_the_host_table_names_the_compiled_replay_when_every_plan_used_it():
+    from kernelab.lab.pytorch_view import _launch_path
+
+    def row(compiled_steps):
+        plans = {"triton.softmax": {"steps": 1, "compiled_steps": compiled_steps}}
+        return {"impl": "triton.softmax", "direct_launch": True, "plans": plans}
+
+    assert "compiled_replay.c" in _launch_path([row(1), row(2)])
+    said = _launch_path([row(1), row(0)])  # one plan on the Python path: not claimed
+    assert "compiled_replay.c" not in said and "direct launches (cuLaunchKernel)" in said
+    assert "compiled_replay.c" not in _launch_path([{**row(1), "plans": {}}])
+
+
+def test_another_cards_run_gets_its_own_heading_source_and_note(tmp_path):
+    from kernelab.lab.results import load_pytorch_run
+
+    (tmp_path / "pytorch").mkdir()
+    record = _record("sgemm:13", {"m": 4}, ours=[1.0], base=[1.0], goal="pct >= 90.0")
+    (tmp_path / "pytorch" / "pytorch_targets_20261206.json").write_text(
+        json.dumps({"records": [record.to_dict()], "launch_costs": []}))  # fmt: skip
+    run = load_pytorch_run(tmp_path)
+    assert run.records == [] and len(run.pytorch_records) == 1  # the run only, nothing gated
+    report = Report("t")
+    pytorch_section(report, run, card="on an H100", source="h100/x.json", note="Read it so.")
+    heading, intro = report.blocks[0], report.blocks[1]
+    assert heading.text.endswith(", on an H100")
+    assert intro.text.startswith("From h100/x.json (") and intro.text.endswith(" Read it so.")
+    assert load_pytorch_run(tmp_path / "absent").pytorch_records == []
+
+
 def test_no_run_no_section(tmp_path):
     report = Report("t")
     pytorch_section(report, load_results(tmp_path))

@@ -71,6 +71,12 @@ def target_row(record) -> dict | None:
     }
 
 
+def _compiled(row: dict) -> bool:
+    """Whether every plan the row's run reported replayed its steps from compiled_replay.c."""
+    plans = [plan for plan in (row.get("plans") or {}).values() if isinstance(plan, dict)]
+    return bool(plans) and all(plan.get("compiled_steps", 0) >= 1 for plan in plans)
+
+
 def _launch_path(rows: list[dict]) -> str:
     """Which replay path the run's Triton ops took, as its rows recorded it."""
     triton = [row for row in rows
@@ -78,6 +84,11 @@ def _launch_path(rows: list[dict]) -> str:
     paths = {row.get("direct_launch") for row in triton}
     if not triton:
         return ""
+    if paths == {True} and all(_compiled(row) for row in triton):
+        return (
+            "The Triton ops replayed through direct launches made from C "
+            "(cuLaunchKernel, kernels/triton/compiled_replay.c)."
+        )
     if paths == {True}:
         return "The Triton ops replayed through direct launches (cuLaunchKernel)."
     if paths == {False}:
@@ -90,22 +101,28 @@ def _launch_path(rows: list[dict]) -> str:
     return "The Triton ops' replay path differs between rows (see the run's launch_costs)."
 
 
-def pytorch_section(report: Report, results: ResultSet) -> None:
+def pytorch_section(
+    report: Report, results: ResultSet, *, card: str = "", source: str = "", note: str = ""
+) -> None:
+    """The do_bench table and the host-cost table of the run in `results`. card: a heading
+    suffix for a card other than the report's own; source: the run's path as the reader should
+    see it (default: results.pytorch_file); note: a sentence to add to the introduction."""
     rows = [row for r in results.pytorch_records if (row := target_row(r)) is not None]
     if not rows and not results.launch_costs:
         return
     when = sorted({r.timestamp[:10] for r in results.pytorch_records if r.timestamp})
+    heading = "As PyTorch calls them: the targets under triton.testing.do_bench"
     report.add(
-        Heading("As PyTorch calls them: the targets under triton.testing.do_bench"),
+        Heading(f"{heading}, {card}" if card else heading),
         Paragraph(
-            f"From {results.pytorch_file} ({', '.join(when) or 'an unknown day'}), made by "
+            f"From {source or results.pytorch_file} ({', '.join(when) or 'an unknown day'}), made by "
             "benchmarks/pytorch_targets.py: each kernel checked against the float64 reference, "
             "then timed with triton.testing.do_bench (L2 flushed before each call, medians of "
             "its samples, ours and the baseline in alternating rounds of the same run) beside "
             "kernelab's cold timer in the same run. do_bench issues calls back to back, so a "
             "host launch path longer than the kernel shows in it; kernelab's timer reports "
             "device time only. Wall: microseconds per call over back-to-back calls, ending in "
-            "one synchronise."
+            "one synchronise." + (f" {note}" if note else "")
         ),
     )
     if rows:

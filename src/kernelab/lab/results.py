@@ -184,6 +184,15 @@ def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
     results.files.append(relative)
 
 
+def load_pytorch_run(folder: Path) -> ResultSet:
+    """Only the latest benchmarks/pytorch_targets.py run under folder/pytorch/: what the README
+    shows of a card whose other records it does not gate on (the H100's, for one)."""
+    results = ResultSet(folder=folder)
+    if folder.exists():
+        _load_pytorch_view(folder, results)
+    return results
+
+
 def load_results(folder: Path | None) -> ResultSet:
     results = ResultSet(folder=folder)
     if folder is None or not folder.exists():
