@@ -139,19 +139,60 @@ def exact_store_columns(n: int) -> int:
 
 
 def tma_step_params(
-    map_a, map_b, m: int, n: int, k: int, c_ptr: int, ldc: int, *, map_c=None
+    map_a, map_b, m: int, n: int, k: int, c_ptr: int, ldc: int, *, map_c=None, workspace=None
 ) -> list:
     """A TMA step's kernel arguments as ctypes values, in the kernels' order and C types:
     (CUtensorMap, CUtensorMap, int M, int N, int K, bf16 *C, int ldc), or, for a step that
     stores C by TMA (`map_c` given), (CUtensorMap A, B, C, int M, int N, int K, bf16 *C,
-    int ldc, int exact_cols): C and ldc for the tiles TMA cannot store exactly."""
+    int ldc, int exact_cols): C and ldc for the tiles TMA cannot store exactly. A stream-K
+    step (`workspace` given: the addresses of its partial sums and flags) adds
+    (float *partials, int *flags)."""
     import ctypes
 
     sizes = [ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k)]
     output = [ctypes.c_uint64(c_ptr), ctypes.c_int32(ldc)]
     if map_c is not None:
-        return [map_a, map_b, map_c, *sizes, *output, ctypes.c_int32(exact_store_columns(n))]
-    return [map_a, map_b, *sizes, *output]
+        params = [map_a, map_b, map_c, *sizes, *output, ctypes.c_int32(exact_store_columns(n))]
+    else:
+        params = [map_a, map_b, *sizes, *output]
+    if workspace is not None:
+        partials, flags = workspace
+        params += [ctypes.c_uint64(partials), ctypes.c_uint64(flags)]
+    return params
+
+
+# Stream-K workspaces per (device index, stream handle): the partial sums and the flags of
+# step 19 (steps.stream_k_slots), sized for a grid of every SM. One per stream, so launches
+# that may run at once never share one; the flags are zeroed once, here, and every launch
+# leaves them zero. A workspace is never freed: a prepared launch keeps its address.
+_stream_k_workspaces: dict[tuple[int, int], tuple] = {}
+
+
+def stream_k_workspace(device, stream: int, slots: int) -> tuple[int, int] | None:
+    """(partials address, flags address) with room for `slots` slots on `device`, `stream`;
+    None inside CUDA-graph capture when the stream has none yet (its zeroing would only run at
+    replay), and the kernel then runs every tile whole."""
+    import torch
+
+    from kernelab.kernels.cuda.hgemm.steps import STREAM_K_SLOT_BYTES, stream_k_slots
+    from kernelab.kernels.triton._runtime import sm_count
+
+    key = (device.index or 0, stream)
+    kept = _stream_k_workspaces.get(key)
+    if kept is None or kept[1].numel() < slots:
+        if torch.cuda.is_current_stream_capturing():
+            return None
+        slots = max(slots, stream_k_slots(sm_count(device)))
+        partials = torch.empty(slots * STREAM_K_SLOT_BYTES // 4, dtype=torch.float32,
+                               device=device)  # fmt: skip
+        flags = torch.zeros(slots, dtype=torch.int32, device=device)
+        kept = (partials, flags)
+        _stream_k_workspaces[key] = kept
+        _every_workspace.append(kept)  # never freed (see above)
+    return kept[0].data_ptr(), kept[1].data_ptr()
+
+
+_every_workspace: list[tuple] = []
 
 
 def output_map_param(step: Step, out, ldc: int):
@@ -221,24 +262,31 @@ def hgemm(step: Step | int | str, a, b, *, out=None):
     b_rows, ldb = aligned_rows(b) if step.b_layout == "kn" else transposed_rows(b)
     # Only a launch whose pointers are the caller's own can be kept: a padded or transposed
     # copy is new memory with new contents every call.
+    stream = current_stream_handle(a.device.index if a.device.index is not None else 0)
     key = None
     if a_rows is a and b_rows is b:
+        # a stream-K launch carries its stream's workspace, so it is kept per stream
         key = (step.number, a.device.index, m, n, k, a.data_ptr(), lda, b.data_ptr(), ldb,
-               out.data_ptr(), ldc)  # fmt: skip
+               out.data_ptr(), ldc, stream if step.stream_k else None)  # fmt: skip
     plan = _plans.get(key) if key is not None else None
     if plan is None:
-        plan = _prepare(step, a_rows, lda, b_rows, ldb, out, ldc, m, n, k)
-        if key is not None:
+        plan = _prepare(step, a_rows, lda, b_rows, ldb, out, ldc, m, n, k, stream)
+        # a stream-K launch prepared inside capture may lack its workspace: not kept
+        if key is not None and not (step.stream_k and torch.cuda.is_current_stream_capturing()):
             _plans.put(key, plan)
-    plan(current_stream_handle(a.device.index if a.device.index is not None else 0))
+    plan(stream)
     return out
 
 
 _plans = PlanCache()
 
 
-def _prepare(step: Step, a_rows, lda: int, b_rows, ldb: int, out, ldc: int, m: int, n: int, k: int):
-    """The launch of `step` on these operands: geometry, TMA descriptors and argument bytes."""
+def _prepare(
+    step: Step, a_rows, lda: int, b_rows, ldb: int, out, ldc: int, m: int, n: int, k: int,
+    stream: int = 0,
+):  # fmt: skip
+    """The launch of `step` on these operands (on `stream`, for a stream-K step's workspace):
+    geometry, TMA descriptors and argument bytes."""
     import ctypes
 
     from kernelab.kernels.cuda.prepared import prepare
@@ -251,7 +299,15 @@ def _prepare(step: Step, a_rows, lda: int, b_rows, ldb: int, out, ldc: int, m: i
     if step.uses_tma:
         map_a, map_b = tensor_map_params(step, a_rows, lda, b_rows, ldb)
         map_c = output_map_param(step, out, ldc) if step.tma_store_box is not None else None
-        params = tma_step_params(map_a, map_b, m, n, k, out.data_ptr(), ldc, map_c=map_c)
+        workspace = None
+        if step.stream_k:
+            from kernelab.kernels.cuda.hgemm.steps import stream_k_slots
+
+            slots = stream_k_slots(config.grid[0])
+            # None: (0, 0), the kernel's whole-tile schedule (see stream_k_workspace)
+            workspace = stream_k_workspace(a_rows.device, stream, slots) or (0, 0)
+        params = tma_step_params(map_a, map_b, m, n, k, out.data_ptr(), ldc, map_c=map_c,
+                                 workspace=workspace)  # fmt: skip
         return prepare(built.cubin, step.kernel, built.arch, config, params)
     params = [
         ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k),

@@ -10,7 +10,7 @@ measurement that proves the technique worked, and the SASS opcodes CI asserts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernelab.kernels.cuda.launch import Launch
 from kernelab.kernels.cuda.sgemm.steps import cdiv
@@ -41,6 +41,10 @@ class Step:
     # TMA-store steps: the box each store writes, (rows, cols) of C; the kernel then takes a
     # third CUtensorMap (C) in place of the C pointer and ldc.
     tma_store_box: tuple[int, int] | None = None
+    # Stream-K steps (19) take two more parameters: a workspace of STREAM_K_SLOT_BYTES per
+    # consumer warpgroup of the grid for partial sums, and an int flag per slot, zero before
+    # the first launch (each launch leaves them zero).
+    stream_k: bool = False
 
     @property
     def name(self) -> str:
@@ -656,6 +660,53 @@ STEPS: tuple[Step, ...] = (
     ),
 )
 
+# Step 19's workspace (stream_k.cuh): one slot per consumer warpgroup of the grid, each a
+# 64 x 256 fp32 slice of partial sums, and an int flag per slot.
+STREAM_K_CONSUMERS = 2
+STREAM_K_SLOT_BYTES = 64 * 256 * 4
+
+
+def stream_k_slots(grid_blocks: int) -> int:
+    """Workspace slots a stream-K launch of `grid_blocks` CTAs may use."""
+    return grid_blocks * STREAM_K_CONSUMERS
+
+
+STEPS = (
+    *STEPS,
+    replace(
+        _step_10_variant(
+            19,
+            "stream_k",
+            "hgemm_stream_k",
+            "step 18 with stream-K over the last partial wave: clusters run whole tiles while "
+            "each has one, then share the leftover tiles' K-tiles evenly; a tile's K-tiles "
+            "split between clusters are summed through a global workspace (partial sums, "
+            "release/acquire flags) by the cluster that runs its last K-tile",
+            2048,
+            "as step 18; no cluster idles through the last round of tiles",
+            # At 4096^3, 256 cluster tiles on 66 clusters: 4 tile times for 3.88 of work under
+            # step 18, 3.88 + the fix-up here (a contributor's 64 KiB store and the owner's
+            # read-back per consumer, ~1-2 us) of ~45 us tiles: x1.015. At 8192^3 (15.52 of 16
+            # tile times) ~x1.025; 2048^3 has no full round and runs as step 18.
+            1.015,
+            "paired timings against step 18 and cuBLAS at 4096^3 and 8192^3; in SASS, the "
+            "release store and acquire load of the fix-up (STG.E.STRONG.GPU, "
+            "LDG.E.STRONG.GPU) and no local memory",
+        ),
+        stream_k=True,
+        sass_claims=(
+            "HGMMA",
+            "UTMALDG.2D.MULTICAST",
+            "UTMASTG.2D",
+            "STSM",
+            "USETMAXREG",
+            "LDG.E.STRONG.GPU",
+            "STG.E.STRONG.GPU",
+            "NANOSLEEP",
+        ),  # fmt: skip
+    ),
+)
+
 # What the benchmark times when no --steps are given: the measured story's landmarks and the
 # candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
 DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18)
@@ -668,7 +719,9 @@ BY_NUMBER = {step.number: step for step in STEPS}
 # partial TMA box, the others skipped) and a K tail of 9; 17 x 12 = 204 tiles of 128 x 256,
 # more than the 132 SMs, so a persistent block walks 1-2 tiles with its 4-slot stage ring
 # wrapping mid-tile (3 K-tiles per tile) and a last group of one tile row; skinny N; a
-# full-size square.
+# full-size square; and one that step 19 shares out (108 cluster tiles on 66 clusters: one
+# whole round, 42 tiles of 16 K-tiles, the last 40 elements long, cut into spans of 10.2, with
+# a ragged right edge that TMA cannot store).
 CHECK_SHAPES: tuple[tuple[int, int, int], ...] = (
     (1, 1, 1),
     (127, 257, 65),
@@ -677,6 +730,7 @@ CHECK_SHAPES: tuple[tuple[int, int, int], ...] = (
     (1000, 1000, 1000),
     (4097, 129, 4100),
     (2048, 2048, 2048),
+    (3000, 2100, 1000),
 )
 
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Step 19 (stream-K over the last partial wave) on its first GPU, one device call (~250 s):
+#   1. its tests, under a time limit (a fix-up that waits on a flag nobody sets would hang):
+#      tests/test_hgemm_stream_k.py and every test_hgemm.py test of hgemm:19 (CHECK_SHAPES
+#      includes 3000 x 2100 x 1000, which it shares out);
+#   2. if they pass: the ladder's check and cold timing of steps 18 and 19 beside cuBLAS, then
+#      300 cold pairs each at 4096^3 and 8192^3 (2048^3 runs as 18: no full round to fill);
+#   3. triton.testing.do_bench, 19 and 18 against torch.mm, three rounds at 4096^3 and 8192^3.
+# Prediction (docs/notes/hgemm.md, step 19): paired x1.015 over 18 at 4096^3, x1.025 at 8192^3.
+# Outputs in $OUT/results.tgz.
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
+source benchmarks/experiments/packed_steps.sh  # out, pack, step: all into $OUT/results.tgz
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
+
+step "tests"
+timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_hgemm_stream_k.py \
+    tests/test_hgemm.py -k "stream_k or hgemm:19" > "$out/tests.log" 2>&1
+tests=$?
+tail -5 "$out/tests.log"
+if [ "$tests" != 0 ]; then step "tests failed (exit $tests): no timing"; pack; exit 1; fi
+
+step "ladder: 18 and 19, cold, then pairs"
+timeout 200 python3 benchmarks/hgemm_ladder.py --steps 18,19 --sizes 2048,4096,8192 \
+    --modes cold --max-time 0.5 --paired 300 --paired-modes cold --out "$out/ladder" \
+    > "$out/ladder.txt" 2>&1
+tail -20 "$out/ladder.txt"
+
+step "do_bench"
+timeout 90 python3 - > "$out/do_bench.txt" 2>&1 <<'PY'
+import torch, triton.testing as tt
+from kernelab.kernels.cuda.hgemm import hgemm
+for n in (4096, 8192):
+    a = torch.randn(n, n, device="cuda").to(torch.bfloat16)
+    b = torch.randn(n, n, device="cuda").to(torch.bfloat16)
+    for round_ in range(3):
+        base = tt.do_bench(lambda: torch.mm(a, b))
+        ours = {s: tt.do_bench(lambda s=s: hgemm(s, a, b)) for s in (18, 19)}
+        print(f"{n}^3 round {round_}: cuBLAS {base * 1e3:.1f} us, "
+              + ", ".join(f"hgemm:{s} {ms * 1e3:.1f} us ({base / ms * 100:.2f} %)"
+                          for s, ms in ours.items()))
+PY
+cat "$out/do_bench.txt"
+step "done"
+pack

@@ -1,0 +1,188 @@
+// Step 19's kernel body: step 18 (cluster_pipeline.cuh's persistent 2x1-cluster loop, the lean
+// K-tile loop, tiles that start by overwriting the accumulators, the deferred TMA-store
+// epilogue) walking the segments of stream_k_split.cuh instead of whole tiles only, with the
+// fix-up of the tiles whose K-tiles several clusters share.
+//
+// The fix-up goes through global memory, per consumer warpgroup (its 64 x 256 fp32 slice: 128
+// accumulators in each of 128 threads):
+//   a contributor stores its 128 x 128 floats in its slot of `partials` (thread-major, so each
+//     of the 128 stores is one coalesced 512-byte row), meets its warpgroup on a named barrier
+//     and one thread sets the slot's flag to 1 with a release store;
+//   an owner's first thread spins on each contributor's flag with acquire loads and sets it
+//     back to 0 (so every flag is 0 again when the kernel ends and the launcher never clears
+//     them), meets its warpgroup, then every thread adds the partial sums, read through L2.
+// That is CUTLASS's generic barrier pattern (bar.sync, then a release by one thread; an
+// acquire by one thread, then bar.sync): release and acquire are cumulative, so the other
+// threads' stores are ordered by the barrier.
+//
+// Slot of (cluster c, CTA rank r, consumer w): (c * ClusterM + r) * CONSUMERS + w. Bytes per
+// slot 64 KiB; 66 clusters x 2 x 2 = 264 slots, 16.5 MiB on an H100 or H200 (hgemm/__init__.py
+// allocates them per device and stream).
+#pragma once
+
+#include "cluster_pipeline.cuh"
+#include "stream_k_split.cuh"
+
+namespace stream_k {
+
+using namespace cluster_gemm;
+using Tile = Schedule<false>;
+
+constexpr int SLICE_FLOATS = 128 * 128;  // 64 x 256 accumulators of one consumer warpgroup
+// Hardware barriers 1-5 are taken (cluster_pipeline.cuh); the fix-up meets on 6 + consumer.
+constexpr int FIXUP_BARRIER = 6;
+
+__device__ __forceinline__ int load_acquire(const int *flag) {
+    int value;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(flag) : "memory");
+    return value;
+}
+
+__device__ __forceinline__ void store_release(int *flag, int value) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+
+__device__ __forceinline__ void store_relaxed(int *flag, int value) {
+    asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+
+template <int ClusterM>
+struct Workspace {
+    float *partials;
+    int *flags;
+
+    __device__ __forceinline__ int slot(int cluster, int rank, int consumer) const {
+        return (cluster * ClusterM + rank) * CONSUMERS + consumer;
+    }
+
+    __device__ __forceinline__ void publish(const float (&acc)[128], int cluster, int rank,
+                                            int consumer) const {
+        const int thread = threadIdx.x % 128, mine = slot(cluster, rank, consumer);
+        float *out = partials + static_cast<size_t>(mine) * SLICE_FLOATS + thread;
+#pragma unroll
+        for (int i = 0; i < 128; ++i) __stcg(out + i * 128, acc[i]);
+        named_barrier_sync(FIXUP_BARRIER + consumer, 128);
+        if (thread == 0) store_release(flags + mine, 1);
+    }
+
+    // Add the partial sums of every cluster below `owner` that left one for shared tile q.
+    __device__ __forceinline__ void gather(float (&acc)[128], const Split &split, int q,
+                                           int owner, int rank, int consumer) const {
+        const int thread = threadIdx.x % 128;
+        if (thread == 0) {
+            for (int c = owner - 1; split.contributes(c, q); --c) {
+                int *flag = flags + slot(c, rank, consumer);
+                while (load_acquire(flag) != 1) __nanosleep(64);
+                store_relaxed(flag, 0);
+            }
+        }
+        named_barrier_sync(FIXUP_BARRIER + consumer, 128);
+        for (int c = owner - 1; split.contributes(c, q); --c) {
+            const float *in =
+                partials + static_cast<size_t>(slot(c, rank, consumer)) * SLICE_FLOATS + thread;
+#pragma unroll
+            for (int i = 0; i < 128; ++i) acc[i] += __ldcg(in + i * 128);
+        }
+    }
+};
+
+// The producer: as cluster_pipeline.cuh's, over the segments' K-tiles.
+template <int ClusterM, int Stages, int GroupCRows>
+__device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensorMap &map_b,
+                                        const Problem<ClusterM, false, GroupCRows> &pb,
+                                        const Split &split, Ring<ClusterM, Stages, false> &ring,
+                                        int rank) {
+    constexpr uint16_t every_cta = (1 << ClusterM) - 1;
+    int it = 0;
+    split.walk(cluster_index(), [&](const Segment &s) {
+        const int2 origin = pb.tile_origin(s.q, rank);
+        const bool has_rows = origin.x < pb.M;
+        const int b_boxes = min(B_BOXES, (pb.N - origin.y + B_BOX_N - 1) / B_BOX_N);
+        const uint32_t stage_bytes = (has_rows ? Tile::A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
+        for (int kt = s.k_begin; kt < s.k_end; ++kt, ++it) {
+            const int slot = it % Stages;
+            if (it >= Stages) mbarrier_wait(&ring.empty[slot], (it / Stages - 1) & 1);
+            mbarrier_arrive_expect_tx(&ring.full[slot], stage_bytes);
+            if (has_rows) {
+                tma_load_2d(ring.a + slot * Tile::A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
+                            &ring.full[slot]);
+            }
+            for (int j = rank; j < b_boxes; j += ClusterM) {
+                tma_load_2d_multicast(ring.b + slot * B_TILE_BYTES + j * B_BOX_BYTES, &map_b,
+                                      origin.y + j * B_BOX_N, kt * TILE_K, &ring.full[slot],
+                                      every_cta);
+            }
+        }
+    });
+}
+
+// A consumer warpgroup: step 18's loop per segment (its first K-tile overwrites the
+// accumulators), then by the segment's role: publish, or gather and store, or store.
+// `epilogue` is step 17's DeferredSlice (cooperative_store_gemm.cuh).
+template <int ClusterM, int Stages, int GroupCRows, class Epilogue>
+__device__ __forceinline__ void consume(const Problem<ClusterM, false, GroupCRows> &pb,
+                                        const Split &split, Ring<ClusterM, Stages, false> &ring,
+                                        const Workspace<ClusterM> &workspace, int rank,
+                                        int consumer, Epilogue &epilogue) {
+    const int a_row0 = 64 * consumer;
+    const uint64_t a_desc0 = smem_desc_128b(ring.a + a_row0 * 128);
+    const uint64_t b_desc0 = smem_desc_128b_mn(ring.b, B_BOX_BYTES);
+    const int cluster = cluster_index();
+    float acc[128];
+    int it = 0;
+    split.walk(cluster, [&](const Segment &s) {
+        const int2 origin = pb.tile_origin(s.q, rank);
+        for (int kt = s.k_begin; kt < s.k_end; ++kt, ++it) {
+            const int local = kt - s.k_begin;
+            const int slot = int(unsigned(it) % Stages), fill = int(unsigned(it) / Stages);
+            mbarrier_wait(&ring.full[slot], fill & 1);
+            wgmma_k_tile_m64n256_stepped(acc, a_desc0 + uint64_t(slot) * (Tile::A_TILE_BYTES >> 4),
+                                         b_desc0 + uint64_t(slot) * (B_TILE_BYTES >> 4),
+                                         local > 0);
+            wgmma_wait<1>();
+            if (local > 0) release_stage<ClusterM>(ring.empty, int(unsigned(it - 1) % Stages));
+            epilogue.during_k_tile(consumer, local);  // the last tile's deferred store rounds
+        }
+        epilogue.finish(consumer);  // a segment of fewer than three K-tiles
+        wgmma_wait<0>();
+        release_stage<ClusterM>(ring.empty, int(unsigned(it - 1) % Stages));
+        if (s.role == CONTRIBUTOR) {
+            workspace.publish(acc, cluster, rank, consumer);
+            return;
+        }
+        if (s.role == OWNER) workspace.gather(acc, split, s.q, cluster, rank, consumer);
+        epilogue(acc, origin.x + a_row0, origin.y, consumer, nullptr);
+    });
+    epilogue.finish(consumer);  // the last tile's deferred rounds
+}
+
+// The whole kernel body (cluster_pipeline.cuh's persistent_cluster_gemm with the split).
+template <int ClusterM, int Stages, int GroupCRows, class Epilogue>
+__device__ __forceinline__ void persistent_gemm(const CUtensorMap &map_a, const CUtensorMap &map_b,
+                                                int M, int N, int K, unsigned char *smem,
+                                                uint64_t *full, uint64_t *empty,
+                                                Epilogue &epilogue, float *partials, int *flags) {
+    Ring<ClusterM, Stages, false> ring(smem, full, empty);
+    const Problem<ClusterM, false, GroupCRows> pb(M, N, K);
+    // no workspace (the launcher could not make one: a first call inside CUDA-graph capture):
+    // every tile whole
+    const Split split(pb.cluster_tiles, pb.k_tiles, static_cast<int>(cluster_count()),
+                      flags != nullptr);
+    const int rank = cluster_cta_rank(), warpgroup = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) ring.init();
+    cluster_sync();
+
+    if (warpgroup == 0) {
+        release_registers<PRODUCER_REGISTERS>();
+        if (threadIdx.x == 0) produce(map_a, map_b, pb, split, ring, rank);
+    } else {
+        claim_registers<CONSUMER_REGISTERS>();
+        const Workspace<ClusterM> workspace{partials, flags};
+        consume(pb, split, ring, workspace, rank, warpgroup - 1, epilogue);
+        if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the epilogue's TMA stores, complete
+    }
+    cluster_sync();
+}
+
+}  // namespace stream_k
