@@ -7,7 +7,8 @@
 #      300 cold pairs each at 4096^3 and 8192^3 (2048^3 runs as 18: no full round to fill);
 #   3. triton.testing.do_bench, 19 and 18 against torch.mm, three rounds at 4096^3 and 8192^3.
 # Prediction (docs/notes/hgemm.md, step 19): paired x1.015 over 18 at 4096^3, x1.025 at 8192^3.
-# Outputs in $OUT/results.tgz.
+# Carry .kernelab-cache built with `hgemm_ladder.py --steps all --prebuild` (19 is not in the
+# default set). Outputs in $OUT/results.tgz.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
