@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Step 19 (stream-K over the last partial wave) on its first GPU, one device call (~250 s):
+# Step 19 (stream-K over the last partial wave) on its first GPU, one device call (~280 s):
 #   1. its tests, under a time limit (a fix-up that waits on a flag nobody sets would hang):
 #      tests/test_hgemm_stream_k.py and every test_hgemm.py test of hgemm:19 (CHECK_SHAPES
 #      includes 3000 x 2100 x 1000, which it shares out);
 #   2. if they pass: the ladder's check and cold timing of steps 18 and 19 beside cuBLAS, then
 #      300 cold pairs each at 4096^3 and 8192^3 (2048^3 runs as 18: no full round to fill);
-#   3. triton.testing.do_bench, 19 and 18 against torch.mm, three rounds at 4096^3 and 8192^3.
+#   3. triton.testing.do_bench, 19 and 18 against torch.mm, three rounds at 4096^3 and 8192^3;
+#   4. the gemm targets with step 19 in place of 18 (pytorch_targets.py --hgemm-step).
 # Prediction (docs/notes/hgemm.md, step 19): paired x1.015 over 18 at 4096^3, x1.025 at 8192^3.
 # Carry .kernelab-cache built with `hgemm_ladder.py --steps all --prebuild` (19 is not in the
 # default set). Outputs in $OUT/results.tgz.
@@ -43,5 +44,10 @@ for n in (4096, 8192):
                           for s, ms in ours.items()))
 PY
 cat "$out/do_bench.txt"
+step "the gemm targets with step 19 (pytorch_targets.py --hgemm-step hgemm:19)"
+mkdir -p "$out/targets"
+OUT="$out/targets" timeout 90 python3 benchmarks/pytorch_targets.py --parts gemm \
+    --hgemm-step hgemm:19 > "$out/targets.txt" 2>&1
+grep -E "^(sgemm|hgemm)" "$out/targets.txt"
 step "done"
 pack
