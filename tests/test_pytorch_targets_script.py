@@ -4,6 +4,7 @@ step it times can be swapped (--hgemm-step) without touching the goals."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "pytorch_targets.py"
@@ -12,6 +13,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "pytorch_targets.p
 def _script():
     spec = importlib.util.spec_from_file_location("pytorch_targets_script", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
