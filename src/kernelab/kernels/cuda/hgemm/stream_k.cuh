@@ -31,6 +31,10 @@ using Tile = Schedule<false>;
 constexpr int SLICE_FLOATS = 128 * 128;  // 64 x 256 accumulators of one consumer warpgroup
 // Hardware barriers 1-5 are taken (cluster_pipeline.cuh); the fix-up meets on 6 + consumer.
 constexpr int FIXUP_BARRIER = 6;
+// An owner's wait for a flag gives up after this many 64 ns sleeps (over 8 s), with a trap:
+// a launch error rather than a hang if a contributor can never run (fewer SMs than the grid
+// assumed, under MPS say) or the split is wrong. A contributor's segment takes microseconds.
+constexpr unsigned SPIN_LIMIT = 1u << 27;
 
 __device__ __forceinline__ int load_acquire(const int *flag) {
     int value;
@@ -72,7 +76,10 @@ struct Workspace {
         if (thread == 0) {
             for (int c = owner - 1; split.contributes(c, q); --c) {
                 int *flag = flags + slot(c, rank, consumer);
-                while (load_acquire(flag) != 1) __nanosleep(64);
+                for (unsigned spins = 0; load_acquire(flag) != 1; ++spins) {
+                    if (spins == SPIN_LIMIT) __trap();
+                    __nanosleep(64);
+                }
                 store_relaxed(flag, 0);
             }
         }
