@@ -691,7 +691,7 @@ STEPS = (
             1.015,
             "paired timings against step 18 and cuBLAS at 4096^3 and 8192^3; in SASS, the "
             "release store and acquire load of the fix-up (STG.E.STRONG.GPU, "
-            "LDG.E.STRONG.GPU) and no local memory",
+            "LDG.E.STRONG.GPU), the flag wait's sleep and trap, and no local memory",
         ),
         stream_k=True,
         sass_claims=(
@@ -703,6 +703,7 @@ STEPS = (
             "LDG.E.STRONG.GPU",
             "STG.E.STRONG.GPU",
             "NANOSLEEP",
+            "BPT.TRAP",
         ),  # fmt: skip
     ),
 )
