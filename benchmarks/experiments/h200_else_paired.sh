@@ -4,10 +4,11 @@
 #   H200: issue 30's closing measurements (closing_targets_on_gpu.sh, ~215 s on a fast host),
 #         then gpu suite parts d, a, b and c (~195 s); parts e and f are a second call
 #         (SKIP_C=1 bash benchmarks/experiments/suite_rest_on_gpu.sh).
-#   else: hgemm:18 against cuBLAS at 4096^3 and 8192^3 on the paired harness (300 cold pairs),
-#         then pytorch_targets.py --parts gemm twice, so do_bench and the pairs read the same
-#         card within a minute of each other (~120 s).
-# Everything lands in $OUT (results.tgz from the H200 branch, plain files from the other).
+#   else: STREAM_K=1 (session 27 on): hgemm step 19's first run, stream_k_on_gpu.sh (~280 s);
+#         otherwise hgemm:18 against cuBLAS at 4096^3 and 8192^3 on the paired harness (300
+#         cold pairs), then pytorch_targets.py --parts gemm twice, so do_bench and the pairs
+#         read the same card within a minute of each other (~120 s).
+# Everything lands in $OUT (results.tgz from the H200 branch and stream-K, plain files else).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
@@ -21,6 +22,10 @@ if [[ "$card" == *H200* ]]; then
     echo "suite exit $?"
     tar czf "$OUT/suite.tgz" -C "$OUT" suite && rm -rf "$OUT/suite"
     exit 0
+fi
+if [ "${STREAM_K:-0}" = 1 ]; then
+    bash benchmarks/experiments/stream_k_on_gpu.sh
+    exit $?
 fi
 timeout 200 python3 benchmarks/hgemm_ladder.py --steps 18 --sizes 4096,8192 --modes cold \
     --max-time 0.5 --paired 300 --paired-modes cold --out "$OUT/paired" 2>&1 | tail -25
