@@ -120,42 +120,53 @@ struct Ring {
     }
 };
 
-// The producer: one thread of warpgroup 0 walks this CTA's tiles and K-tiles, `it` counting
-// K-tiles over the kernel's life (slot it % Stages, fill number it / Stages). Ping-pong or
-// not, the ring holds the tiles' K-tiles in tile order.
+// The producer's loads of one tile's K-tiles [k_begin, k_end), `it` counting K-tiles over the
+// kernel's life (slot it % Stages, fill number it / Stages). Shared with step 19's segments
+// (stream_k.cuh).
+template <int ClusterM, int Stages, bool PingPong, int GroupCRows>
+__device__ __forceinline__ void produce_k_tiles(const CUtensorMap &map_a,
+                                                const CUtensorMap &map_b,
+                                                const Problem<ClusterM, PingPong, GroupCRows> &pb,
+                                                Ring<ClusterM, Stages, PingPong> &ring, int rank,
+                                                int q, int k_begin, int k_end, int &it) {
+    using S = Schedule<PingPong>;
+    constexpr uint16_t every_cta = (1 << ClusterM) - 1;
+    const int2 origin = pb.tile_origin(q, rank);
+    // A CTA past the last tile row (M not a multiple of ClusterM tiles) loads no A, but
+    // still loads its share of B for its peers and runs the ring (its tile is never
+    // stored).
+    const bool has_rows = origin.x < pb.M;
+    // B boxes wholly right of N are loaded by neither CTA (see step 05).
+    const int b_boxes = min(B_BOXES, (pb.N - origin.y + B_BOX_N - 1) / B_BOX_N);
+    const uint32_t stage_bytes = (has_rows ? S::A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
+    for (int kt = k_begin; kt < k_end; ++kt, ++it) {
+        const int slot = it % Stages;
+        // Fill n of a slot needs release n - 1 from every reader of the cluster.
+        if (it >= Stages) mbarrier_wait(&ring.empty[slot], (it / Stages - 1) & 1);
+        // A peer's multicast may land before this arrival: the barrier's transaction
+        // count may go negative meanwhile, and the phase cannot complete without it.
+        mbarrier_arrive_expect_tx(&ring.full[slot], stage_bytes);
+        if (has_rows) {
+            tma_load_2d(ring.a + slot * S::A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
+                        &ring.full[slot]);
+        }
+        for (int j = rank; j < b_boxes; j += ClusterM) {
+            tma_load_2d_multicast(ring.b + slot * B_TILE_BYTES + j * B_BOX_BYTES, &map_b,
+                                  origin.y + j * B_BOX_N, kt * TILE_K, &ring.full[slot],
+                                  every_cta);
+        }
+    }
+}
+
+// The producer: one thread of warpgroup 0 walks this CTA's tiles and their K-tiles. Ping-pong
+// or not, the ring holds the tiles' K-tiles in tile order.
 template <int ClusterM, int Stages, bool PingPong, int GroupCRows>
 __device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensorMap &map_b,
                                         const Problem<ClusterM, PingPong, GroupCRows> &pb,
                                         Ring<ClusterM, Stages, PingPong> &ring, int rank) {
-    using S = Schedule<PingPong>;
-    constexpr uint16_t every_cta = (1 << ClusterM) - 1;
     int it = 0;
     for (int q = cluster_index(); q < pb.cluster_tiles; q += cluster_count()) {
-        const int2 origin = pb.tile_origin(q, rank);
-        // A CTA past the last tile row (M not a multiple of ClusterM tiles) loads no A, but
-        // still loads its share of B for its peers and runs the ring (its tile is never
-        // stored).
-        const bool has_rows = origin.x < pb.M;
-        // B boxes wholly right of N are loaded by neither CTA (see step 05).
-        const int b_boxes = min(B_BOXES, (pb.N - origin.y + B_BOX_N - 1) / B_BOX_N);
-        const uint32_t stage_bytes = (has_rows ? S::A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
-        for (int kt = 0; kt < pb.k_tiles; ++kt, ++it) {
-            const int slot = it % Stages;
-            // Fill n of a slot needs release n - 1 from every reader of the cluster.
-            if (it >= Stages) mbarrier_wait(&ring.empty[slot], (it / Stages - 1) & 1);
-            // A peer's multicast may land before this arrival: the barrier's transaction
-            // count may go negative meanwhile, and the phase cannot complete without it.
-            mbarrier_arrive_expect_tx(&ring.full[slot], stage_bytes);
-            if (has_rows) {
-                tma_load_2d(ring.a + slot * S::A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
-                            &ring.full[slot]);
-            }
-            for (int j = rank; j < b_boxes; j += ClusterM) {
-                tma_load_2d_multicast(ring.b + slot * B_TILE_BYTES + j * B_BOX_BYTES, &map_b,
-                                      origin.y + j * B_BOX_N, kt * TILE_K, &ring.full[slot],
-                                      every_cta);
-            }
-        }
+        produce_k_tiles(map_a, map_b, pb, ring, rank, q, 0, pb.k_tiles, it);
     }
 }
 

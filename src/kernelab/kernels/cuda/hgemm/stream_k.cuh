@@ -93,33 +93,15 @@ struct Workspace {
     }
 };
 
-// The producer: as cluster_pipeline.cuh's, over the segments' K-tiles.
+// The producer: cluster_pipeline.cuh's loads, over the segments' K-tiles.
 template <int ClusterM, int Stages, int GroupCRows>
 __device__ __forceinline__ void produce(const CUtensorMap &map_a, const CUtensorMap &map_b,
                                         const Problem<ClusterM, false, GroupCRows> &pb,
                                         const Split &split, Ring<ClusterM, Stages, false> &ring,
                                         int rank) {
-    constexpr uint16_t every_cta = (1 << ClusterM) - 1;
     int it = 0;
     split.walk(cluster_index(), [&](const Segment &s) {
-        const int2 origin = pb.tile_origin(s.q, rank);
-        const bool has_rows = origin.x < pb.M;
-        const int b_boxes = min(B_BOXES, (pb.N - origin.y + B_BOX_N - 1) / B_BOX_N);
-        const uint32_t stage_bytes = (has_rows ? Tile::A_TILE_BYTES : 0) + b_boxes * B_BOX_BYTES;
-        for (int kt = s.k_begin; kt < s.k_end; ++kt, ++it) {
-            const int slot = it % Stages;
-            if (it >= Stages) mbarrier_wait(&ring.empty[slot], (it / Stages - 1) & 1);
-            mbarrier_arrive_expect_tx(&ring.full[slot], stage_bytes);
-            if (has_rows) {
-                tma_load_2d(ring.a + slot * Tile::A_TILE_BYTES, &map_a, kt * TILE_K, origin.x,
-                            &ring.full[slot]);
-            }
-            for (int j = rank; j < b_boxes; j += ClusterM) {
-                tma_load_2d_multicast(ring.b + slot * B_TILE_BYTES + j * B_BOX_BYTES, &map_b,
-                                      origin.y + j * B_BOX_N, kt * TILE_K, &ring.full[slot],
-                                      every_cta);
-            }
-        }
+        produce_k_tiles(map_a, map_b, pb, ring, rank, s.q, s.k_begin, s.k_end, it);
     });
 }
 
