@@ -31,8 +31,10 @@ from kernelab.kernels.cuda.hgemm.steps import (
     CHECK_SHAPES,
     DEFAULT_BENCHMARK_STEPS,
     STEPS,
+    STREAM_K_SLOT_BYTES,
     Step,
     get_step,
+    stream_k_slots,
 )
 from kernelab.kernels.cuda.prepared import PlanCache, current_stream_handle
 
@@ -174,7 +176,6 @@ def stream_k_workspace(device, stream: int, slots: int) -> tuple[int, int] | Non
     replay), and the kernel then runs every tile whole."""
     import torch
 
-    from kernelab.kernels.cuda.hgemm.steps import STREAM_K_SLOT_BYTES, stream_k_slots
     from kernelab.kernels.triton._runtime import sm_count
 
     key = (device.index or 0, stream)
@@ -301,8 +302,6 @@ def _prepare(
         map_c = output_map_param(step, out, ldc) if step.tma_store_box is not None else None
         workspace = None
         if step.stream_k:
-            from kernelab.kernels.cuda.hgemm.steps import stream_k_slots
-
             slots = stream_k_slots(config.grid[0])
             # None: (0, 0), the kernel's whole-tile schedule (see stream_k_workspace)
             workspace = stream_k_workspace(a_rows.device, stream, slots) or (0, 0)
