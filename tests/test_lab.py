@@ -334,8 +334,8 @@ def test_hgemm_plan_runs_only_on_hopper_with_nvcc():
     assert "sm_80" in hgemm_plan((8, 0), "/usr/bin/nvcc", quick=False)["skip"]
     assert "nvcc" in hgemm_plan((9, 0), None, quick=True)["skip"]
     quick, full = hgemm_plan((9, 0), "nvcc", True), hgemm_plan((9, 0), "nvcc", False)
-    assert quick["steps"] == "18" and quick["sizes"] == [2048, 4096, 8192]
-    assert full["steps"].split(",")[-1] == "18" and full["pairs"] > quick["pairs"]
+    assert quick["steps"] == "19" and quick["sizes"] == [2048, 4096, 8192]
+    assert full["steps"].split(",")[-1] == "19" and full["pairs"] > quick["pairs"]
 
 
 def test_hgemm_stage_writes_what_the_gate_reads(tmp_path, monkeypatch):
@@ -357,11 +357,11 @@ def test_hgemm_stage_writes_what_the_gate_reads(tmp_path, monkeypatch):
         _paired(s.name, size, measured[size]) for s in steps])  # fmt: skip
     state = lab_run.LabState(out=tmp_path, quick=True, gpu_id="h200", on_gpu=True)
     line = lab_run.stage_hgemm(state, lambda _: None)
-    assert line == "hgemm:18 at 95.3 / 100.3 / 103.4 % of cuBLAS (2048/4096/8192^3)"
+    assert line == "hgemm:19 at 95.3 / 100.3 / 103.4 % of cuBLAS (2048/4096/8192^3)"
     summary = json.loads((tmp_path / "records" / "hgemm" / "summary.json").read_text())
-    assert summary["steps"] == ["hgemm:18"] and len(summary["paired"]) == 3
+    assert summary["steps"] == ["hgemm:19"] and len(summary["paired"]) == 3
     criterion = gate.hgemm_criterion(load_results(tmp_path / "records"))
-    assert criterion.passed and "hgemm:18" in criterion.evidence
+    assert criterion.passed and "hgemm:19" in criterion.evidence
     # off Hopper the stage says why and writes nothing
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
     other = lab_run.LabState(out=tmp_path / "a100", quick=True, gpu_id="a100", on_gpu=True)

@@ -179,7 +179,7 @@ def hgemm_plan(capability: tuple[int, int], nvcc: str | None, quick: bool) -> di
         return {
             "skip": "nvcc not found: the Hopper ladder compiles its steps with the CUDA toolkit"
         }
-    return {"steps": "18" if quick else "10,12,15,16,17,18", "sizes": list(HGEMM_LAB_SIZES),
+    return {"steps": "19" if quick else "10,12,15,16,17,18,19", "sizes": list(HGEMM_LAB_SIZES),
             "pairs": 200 if quick else 400}  # fmt: skip
 
 

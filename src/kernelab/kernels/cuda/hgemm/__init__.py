@@ -34,6 +34,7 @@ from kernelab.kernels.cuda.hgemm.steps import (
     STREAM_K_SLOT_BYTES,
     Step,
     get_step,
+    stream_k_shares,
     stream_k_slots,
 )
 from kernelab.kernels.cuda.prepared import PlanCache, current_stream_handle
@@ -297,6 +298,12 @@ def _prepare(
         config = persistent_launch(step, built, m, n, k, a_rows.device)
     else:
         config = step.launch(m, n, k)
+    clusters = config.grid[0] // step.cluster
+    if step.whole_tile_step is not None and not stream_k_shares(m, n, k, clusters):
+        # nothing to share out: the twin's kernel, without the split's setup
+        step = get_step(step.whole_tile_step)
+        built = build_step(step)
+        config = persistent_launch(step, built, m, n, k, a_rows.device)
     if step.uses_tma:
         map_a, map_b = tensor_map_params(step, a_rows, lda, b_rows, ldb)
         map_c = output_map_param(step, out, ldc) if step.tma_store_box is not None else None

@@ -45,6 +45,10 @@ class Step:
     # consumer warpgroup of the grid for partial sums, and an int flag per slot, zero before
     # the first launch (each launch leaves them zero).
     stream_k: bool = False
+    # A stream-K step's twin without the split: where the split would share nothing (no full
+    # round, or less saved than the fix-up costs: stream_k_shares), the launcher runs that
+    # step's kernel instead. None: always this step's own kernel.
+    whole_tile_step: int | None = None
 
     @property
     def name(self) -> str:
@@ -73,6 +77,8 @@ class Step:
             "tma_boxes": [list(box) for box in self.tma_boxes] if self.tma_boxes else None,
             "cluster": self.cluster,
             "tma_store_box": list(self.tma_store_box) if self.tma_store_box else None,
+            "stream_k": self.stream_k,
+            "whole_tile_step": self.whole_tile_step,
         }
 
 
@@ -671,6 +677,34 @@ def stream_k_slots(grid_blocks: int) -> int:
     return grid_blocks * STREAM_K_CONSUMERS
 
 
+# stream_k_split.cuh's constants: a cluster tile is 2 CTA tiles of 128 x 256 (256 x 256 of C),
+# a K-tile 64 deep; sharing needs spans of MIN_SPAN_K_TILES and MIN_SAVED_K_TILES saved.
+STREAM_K_CLUSTER_TILE = (256, 256)
+STREAM_K_K_TILE = 64
+STREAM_K_MIN_SPAN_K_TILES = 8
+STREAM_K_MIN_SAVED_K_TILES = 24
+
+
+def stream_k_shares(m: int, n: int, k: int, clusters: int) -> bool:
+    """Whether step 19 on `clusters` clusters shares the last round of an m x n x k problem
+    out as K-tiles."""
+    tile_m, tile_n = STREAM_K_CLUSTER_TILE
+    return split_shares(-(-m // tile_m) * -(-n // tile_n), -(-k // STREAM_K_K_TILE), clusters)
+
+
+def split_shares(cluster_tiles: int, k_tiles: int, clusters: int) -> bool:
+    """stream_k_split.cuh's Split, rule for rule: whether it shares tiles out
+    (tests/test_hgemm_stream_k.py checks the two agree)."""
+    rounds, left = divmod(cluster_tiles, clusters)
+    return (
+        rounds > 0
+        and 2 * left >= clusters
+        and left * k_tiles * clusters <= 0x7FFFFFFF  # the kernel's 32-bit range arithmetic
+        and left * k_tiles >= STREAM_K_MIN_SPAN_K_TILES * clusters
+        and (clusters - left) * k_tiles >= STREAM_K_MIN_SAVED_K_TILES * clusters
+    )
+
+
 STEPS = (
     *STEPS,
     replace(
@@ -681,19 +715,26 @@ STEPS = (
             "step 18 with stream-K over the last partial wave: clusters run whole tiles while "
             "each has one, then share the leftover tiles' K-tiles evenly; a tile's K-tiles "
             "split between clusters are summed through a global workspace (partial sums, "
-            "release/acquire flags) by the cluster that runs its last K-tile",
+            "release/acquire flags) by the cluster that runs its last K-tile. Only where that "
+            "saves at least 24 K-tile times per cluster (the fix-up measured ~16-26); "
+            "elsewhere the launcher runs step 18's kernel",
             2048,
             "as step 18; no cluster idles through the last round of tiles",
-            # At 4096^3, 256 cluster tiles on 66 clusters: 4 tile times for 3.88 of work under
-            # step 18, 3.88 + the fix-up here (a contributor's 64 KiB store and the owner's
-            # read-back per consumer, ~1-2 us) of ~45 us tiles: x1.015. At 8192^3 (15.52 of 16
-            # tile times) ~x1.025; 2048^3 has no full round and runs as step 18.
-            1.015,
+            # The first version shared at 4096^3 too and was predicted x1.015 there (3.88
+            # tile times of work in 4, a fix-up of ~1-2 us); it measured x0.944 on an H100
+            # (paired against cuBLAS beside step 18) and x1.024 at 8192^3. The fix-up costs
+            # ~16-26 K-tile times (DRAM writes 28 -> 37 MB at 4096^3, ncu), so 4096^3 (7.8
+            # saved) now runs step 18's kernel: x1.00 there; x1.02 at 8192^3 (62 saved).
+            1.0,
             "paired timings against step 18 and cuBLAS at 4096^3 and 8192^3; in SASS, the "
             "release store and acquire load of the fix-up (STG.E.STRONG.GPU, "
             "LDG.E.STRONG.GPU), the flag wait's sleep and trap, and no local memory",
         ),
         stream_k=True,
+        # Where the split would share nothing, step 18's kernel: the same schedule without the
+        # split's setup (step 19 running whole tiles measured 0.5-1.1 % behind step 18 at
+        # 2048^3 and 0.1-0.3 % at 4096^3, H100, session 27).
+        whole_tile_step=18,
         sass_claims=(
             "HGMMA",
             "UTMALDG.2D.MULTICAST",
@@ -710,7 +751,7 @@ STEPS = (
 
 # What the benchmark times when no --steps are given: the measured story's landmarks and the
 # candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
-DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18)
+DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
 
 BY_NUMBER = {step.number: step for step in STEPS}
 
@@ -720,9 +761,9 @@ BY_NUMBER = {step.number: step for step in STEPS}
 # partial TMA box, the others skipped) and a K tail of 9; 17 x 12 = 204 tiles of 128 x 256,
 # more than the 132 SMs, so a persistent block walks 1-2 tiles with its 4-slot stage ring
 # wrapping mid-tile (3 K-tiles per tile) and a last group of one tile row; skinny N; a
-# full-size square; and one that step 19 shares out (108 cluster tiles on 66 clusters: one
-# whole round, 42 tiles of 16 K-tiles, the last 40 elements long, cut into spans of 10.2, with
-# a ragged right edge that TMA cannot store).
+# full-size square; and one that step 19 shares out on 66 clusters (100 cluster tiles: one
+# whole round, then 34 tiles of 126 K-tiles, the last 10 elements long, cut into spans of 64.9,
+# with ragged bottom and right edges and rows that TMA cannot store).
 CHECK_SHAPES: tuple[tuple[int, int, int], ...] = (
     (1, 1, 1),
     (127, 257, 65),
@@ -731,7 +772,7 @@ CHECK_SHAPES: tuple[tuple[int, int, int], ...] = (
     (1000, 1000, 1000),
     (4097, 129, 4100),
     (2048, 2048, 2048),
-    (3000, 2100, 1000),
+    (2500, 2550, 8010),
 )
 
 

@@ -5,15 +5,23 @@
 //
 // The fix-up goes through global memory, per consumer warpgroup (its 64 x 256 fp32 slice: 128
 // accumulators in each of 128 threads):
-//   a contributor stores its 128 x 128 floats in its slot of `partials` (thread-major, so each
-//     of the 128 stores is one coalesced 512-byte row), meets its warpgroup on a named barrier
-//     and one thread sets the slot's flag to 1 with a release store;
+//   a contributor stores its 128 x 128 floats in its slot of `partials` as 32 float4 per
+//     thread, thread-major (each of the 32 stores is one coalesced 2 KiB row of the
+//     warpgroup), meets its warpgroup on a named barrier and one thread sets the slot's flag
+//     to 1 with a release store;
 //   an owner's first thread spins on each contributor's flag with acquire loads and sets it
 //     back to 0 (so every flag is 0 again when the kernel ends and the launcher never clears
 //     them), meets its warpgroup, then every thread adds the partial sums, read through L2.
 // That is CUTLASS's generic barrier pattern (bar.sync, then a release by one thread; an
 // acquire by one thread, then bar.sync): release and acquire are cumulative, so the other
 // threads' stores are ordered by the barrier.
+//
+// What the fix-up costs (H100, session 27, docs/notes/hgemm.md step 19): shared out at 4096^3
+// (forced), ncu saw DRAM writes go from 28 to 37 MB and the kernel from 180 to 188 us. Float4
+// rather than float stores and loads (a quarter of the instructions, four times the bytes per
+// load in flight) took the forced split from ~94.4 % of step 18 there (the first run: 94.2 % of
+// cuBLAS beside step 18's 99.8 %, paired) to 95.5-96.0 %. Dropping read
+// slices from L2 (discard.global.L2) saved 1 of those 9 MB and ran 0.05-0.2 % slower: not kept.
 //
 // Slot of (cluster c, CTA rank r, consumer w): (c * ClusterM + r) * CONSUMERS + w. Bytes per
 // slot 64 KiB; 66 clusters x 2 x 2 = 264 slots, 16.5 MiB on an H100 or H200 (hgemm/__init__.py
@@ -50,6 +58,15 @@ __device__ __forceinline__ void store_relaxed(int *flag, int value) {
     asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
 }
 
+// A copy of `pointer` the compiler cannot see through (an empty asm), so an address made from
+// it is worked out where it is used. A slot's addresses hoisted to the kernel's start held
+// register pairs through the K-tile loop, and beside 128 accumulators those pairs spilled.
+template <class T>
+__device__ __forceinline__ T *opaque(T *pointer) {
+    asm volatile("" : "+l"(pointer));
+    return pointer;
+}
+
 template <int ClusterM>
 struct Workspace {
     float *partials;
@@ -59,14 +76,27 @@ struct Workspace {
         return (cluster * ClusterM + rank) * CONSUMERS + consumer;
     }
 
+    __device__ __forceinline__ float4 *slice(int slot_index) const {
+        float *base = opaque(partials) + static_cast<size_t>(slot_index) * SLICE_FLOATS;
+        return reinterpret_cast<float4 *>(base);
+    }
+
+    __device__ __forceinline__ int *flag(int slot_index) const {
+        return opaque(flags) + slot_index;
+    }
+
     __device__ __forceinline__ void publish(const float (&acc)[128], int cluster, int rank,
                                             int consumer) const {
         const int thread = threadIdx.x % 128, mine = slot(cluster, rank, consumer);
-        float *out = partials + static_cast<size_t>(mine) * SLICE_FLOATS + thread;
+        float4 *out = slice(mine) + thread;
 #pragma unroll
-        for (int i = 0; i < 128; ++i) __stcg(out + i * 128, acc[i]);
+        for (int j = 0; j < 32; ++j) {
+            const float4 part = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2],
+                                            acc[4 * j + 3]);
+            __stcg(out + j * 128, part);
+        }
         named_barrier_sync(FIXUP_BARRIER + consumer, 128);
-        if (thread == 0) store_release(flags + mine, 1);
+        if (thread == 0) store_release(flag(mine), 1);
     }
 
     // Add the partial sums of every cluster below `owner` that left one for shared tile q.
@@ -75,20 +105,25 @@ struct Workspace {
         const int thread = threadIdx.x % 128;
         if (thread == 0) {
             for (int c = owner - 1; split.contributes(c, q); --c) {
-                int *flag = flags + slot(c, rank, consumer);
-                for (unsigned spins = 0; load_acquire(flag) != 1; ++spins) {
+                int *ready = flag(slot(c, rank, consumer));
+                for (unsigned spins = 0; load_acquire(ready) != 1; ++spins) {
                     if (spins == SPIN_LIMIT) __trap();
                     __nanosleep(64);
                 }
-                store_relaxed(flag, 0);
+                store_relaxed(ready, 0);
             }
         }
         named_barrier_sync(FIXUP_BARRIER + consumer, 128);
         for (int c = owner - 1; split.contributes(c, q); --c) {
-            const float *in =
-                partials + static_cast<size_t>(slot(c, rank, consumer)) * SLICE_FLOATS + thread;
+            const float4 *in = slice(slot(c, rank, consumer)) + thread;
 #pragma unroll
-            for (int i = 0; i < 128; ++i) acc[i] += __ldcg(in + i * 128);
+            for (int j = 0; j < 32; ++j) {
+                const float4 part = __ldcg(in + j * 128);
+                acc[4 * j] += part.x;
+                acc[4 * j + 1] += part.y;
+                acc[4 * j + 2] += part.z;
+                acc[4 * j + 3] += part.w;
+            }
         }
     }
 };

@@ -31,9 +31,17 @@ struct Segment {
 // When the leftover range is cut: at least one full round before it (else there is no
 // partial wave to fill: 2048^3 is 64 tiles on 66 clusters), at least half the clusters' worth
 // of leftover tiles (so no tile is shared by more than about three clusters, whose partial
-// sums its owner reads back one after the other), and at least MIN_SPAN_K_TILES per cluster.
-// 4096^3: 58 of 66 left, 56.2 K-tiles each; 8192^3: 34 of 66, 65.9 each.
+// sums its owner reads back one after the other), at least MIN_SPAN_K_TILES per cluster, and
+// only where it wins more than the fix-up costs: round-robin, the last round takes k_tiles
+// K-tile times; shared out, left x k_tiles / clusters. The difference must reach
+// MIN_SAVED_K_TILES (the build may set it: 0 shares wherever the rest allows, for the
+// calibration in benchmarks/experiments/stream_k_calibrate.py).
+// 4096^3: 58 of 66 left, 56.2 K-tiles each, 7.8 saved; 8192^3: 34 of 66, 65.9 each, 62 saved.
 constexpr int MIN_SPAN_K_TILES = 8;
+#ifndef STREAM_K_MIN_SAVED_K_TILES
+#define STREAM_K_MIN_SAVED_K_TILES 24
+#endif
+constexpr int MIN_SAVED_K_TILES = STREAM_K_MIN_SAVED_K_TILES;
 
 struct Split {
     int clusters, k_tiles;
@@ -48,8 +56,10 @@ struct Split {
         // range_begin's product in 32 bits: a 64-bit division is a subroutine call, and the
         // consumers have no registers to spare for it
         const long long largest = static_cast<long long>(left) * k_tiles * clusters;
-        const bool worth_it = may_share && rounds > 0 && 2 * left >= clusters && largest <= 0x7fffffff &&
-                              left * k_tiles >= MIN_SPAN_K_TILES * clusters;
+        const bool worth_it = may_share && rounds > 0 && 2 * left >= clusters &&
+                              largest <= 0x7fffffff &&
+                              left * k_tiles >= MIN_SPAN_K_TILES * clusters &&
+                              (clusters - left) * k_tiles >= MIN_SAVED_K_TILES * clusters;
         whole_tiles = worth_it ? rounds * clusters : cluster_tiles;
         shared_tiles = worth_it ? left : 0;
     }
