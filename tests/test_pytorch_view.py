@@ -128,6 +128,29 @@ def test_another_cards_run_gets_its_own_heading_source_and_note(tmp_path):
     assert load_pytorch_run(tmp_path / "absent").pytorch_records == []
 
 
+def test_the_latest_run_is_read_whether_or_not_it_is_compressed(tmp_path):
+    import lzma
+
+    from kernelab.lab.results import load_pytorch_run
+
+    (tmp_path / "pytorch").mkdir()
+
+    def run_of(impl):
+        record = _record(impl, {"m": 4}, ours=[1.0], base=[1.0], goal="pct >= 90.0")
+        return json.dumps({"records": [record.to_dict()], "launch_costs": []})
+
+    (tmp_path / "pytorch" / "pytorch_targets_20261206-session26.json").write_text(run_of("a:1"))
+    with lzma.open(tmp_path / "pytorch" / "pytorch_targets_20261206-session27.json.xz", "wt") as f:
+        f.write(run_of("b:2"))
+    run = load_pytorch_run(tmp_path)
+    assert [r.implementation for r in run.pytorch_records] == ["b:2"]
+    assert run.pytorch_file == "pytorch/pytorch_targets_20261206-session27.json.xz"
+    # a damaged archive is reported, not skipped in silence
+    (tmp_path / "pytorch" / "pytorch_targets_20261207.json.xz").write_bytes(b"not xz")
+    broken = load_pytorch_run(tmp_path)
+    assert broken.pytorch_records == [] and "pytorch_targets_20261207" in broken.unreadable[0]
+
+
 def test_no_run_no_section(tmp_path):
     report = Report("t")
     pytorch_section(report, load_results(tmp_path))

@@ -20,6 +20,7 @@ with the reason, and the gate reports it. Every figure is then recomputed from t
 from __future__ import annotations
 
 import json
+import lzma
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,8 +147,11 @@ def _from_file(records: list[Record], name: str) -> list[Record]:
 def _read(path: Path, name: str, results: ResultSet):
     """The JSON in `path`, or None with the reason added to results.unreadable."""
     try:
+        if path.suffix == ".xz":  # a large record file kept compressed (benchmarks/results/h100)
+            with lzma.open(path, "rt", encoding="utf-8") as compressed:
+                return json.loads(compressed.read())
         return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, lzma.LZMAError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         results.unreadable.append(f"{name}: {reason}")
         return None
@@ -166,7 +170,11 @@ def _records_or_report(items: list, name: str, results: ResultSet) -> list[Recor
 
 def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
     """The latest run of benchmarks/pytorch_targets.py under folder/pytorch/, if any."""
-    runs = sorted((folder / "pytorch").glob("pytorch_targets_*.json"))
+    runs = sorted(
+        [*(folder / "pytorch").glob("pytorch_targets_*.json"),
+         *(folder / "pytorch").glob("pytorch_targets_*.json.xz")],
+        key=lambda path: path.name.removesuffix(".xz"),
+    )  # fmt: skip
     if not runs:
         return
     relative = f"pytorch/{runs[-1].name}"
