@@ -52,13 +52,22 @@ K_TILE = 64
 # the kernel's own split decides. (Session 27's second run also had a build that dropped read
 # partial sums from L2, STREAM_K_DISCARD; it lost 0.05-0.2 % and is gone from stream_k.cuh.)
 VARIANTS = {"forced": (1019, {"STREAM_K_MIN_SAVED_K_TILES": 0})}
+# --diagnose: the forced build without the partial sums' stores, or without their loads
+# (stream_k.cuh, STREAM_K_DIAGNOSE): wrong results by design, timed without a check, so the
+# difference to "forced" is what the stores or the loads cost.
+DIAGNOSTIC_VARIANTS = {
+    "forced_no_stores": (1021, {"STREAM_K_MIN_SAVED_K_TILES": 0, "STREAM_K_DIAGNOSE": 1}),
+    "forced_no_loads": (1022, {"STREAM_K_MIN_SAVED_K_TILES": 0, "STREAM_K_DIAGNOSE": 2}),
+}
 
 
-def variant_steps() -> dict:
-    """The VARIANTS as Steps the launcher runs, built here (or found in the cache)."""
+def variant_steps(diagnose: bool = False) -> dict:
+    """The VARIANTS (and with `diagnose` the DIAGNOSTIC_VARIANTS) as Steps the launcher runs,
+    built here (or found in the cache)."""
     step = get_step(19)
     steps = {}
-    for name, (number, defines) in VARIANTS.items():
+    chosen = {**VARIANTS, **(DIAGNOSTIC_VARIANTS if diagnose else {})}
+    for name, (number, defines) in chosen.items():
         package._built[number] = build(f"{package.SOURCE_DIR}/{step.file}", arch=package.ARCH,
                                        defines=defines)  # fmt: skip
         report = next(iter(package._built[number].reports.values()))
@@ -82,12 +91,15 @@ def main() -> int:
     parser.add_argument("--prebuild", action="store_true", help="compile the builds and stop")
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--out", default=".")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="also time the builds without the partial sums' stores or loads "
+                             "(wrong results by design: not checked)")  # fmt: skip
     parser.add_argument("--ncu-target", metavar="MxNxK",
                         help="only run step 18, the variants and step 19 twice each at one "
                              "shape (what an ncu run profiles) and stop")  # fmt: skip
     args = parser.parse_args()
 
-    step18, step19, variants = get_step(18), get_step(19), variant_steps()
+    step18, step19, variants = get_step(18), get_step(19), variant_steps(args.diagnose)
     package.build_step(step18)
     package.build_step(step19)
     if args.prebuild:
@@ -122,20 +134,24 @@ def main() -> int:
             for name, step in {**variants, "default": step19}.items()
         }
         for name, call in calls.items():
-            result = check(call(), ref, dtype="bf16")
-            if not result.ok:
+            if name in DIAGNOSTIC_VARIANTS:
+                call()  # wrong by design: timed, never checked
+                result = None
+            else:
+                result = check(call(), ref, dtype="bf16")
+            if result is not None and not result.ok:
                 print(f"{m}x{n}x{k} {name}: WRONG ({result}); not timed", flush=True)
                 row[name] = {"correct": False}
                 continue
             paired = compare(lambda a=a, b=b: package.hgemm(step18, a, b), call, mode="cold",
                              pairs=args.pairs, max_time_s=20.0).to_dict()  # fmt: skip
-            row[name] = {"correct": True, **paired}
+            row[name] = {"correct": result is not None, **paired}
         del ref
         rows.append(row)
         cells = []
         for name in calls:
             p = row[name]
-            if p.get("correct"):
+            if "pct_ci95" in p:
                 low, high = p["pct_ci95"]
                 cells.append(f"{name} {p['pct_of_reference']:6.2f} ({low:.2f}-{high:.2f})")
         print(

@@ -37,6 +37,12 @@ using namespace cluster_gemm;
 using Tile = Schedule<false>;
 
 constexpr int SLICE_FLOATS = 128 * 128;  // 64 x 256 accumulators of one consumer warpgroup
+// A diagnostic build's knob (never set by the launcher): 1 leaves out the partial sums' stores,
+// 2 their loads, flags and barriers kept, so a timing shows what each costs. Its results are
+// wrong: benchmarks/experiments/stream_k_calibrate.py --diagnose times it without a check.
+#ifndef STREAM_K_DIAGNOSE
+#define STREAM_K_DIAGNOSE 0
+#endif
 // Hardware barriers 1-5 are taken (cluster_pipeline.cuh); the fix-up meets on 6 + consumer.
 constexpr int FIXUP_BARRIER = 6;
 // An owner's wait for a flag gives up after this many 64 ns sleeps (over 8 s), with a trap:
@@ -90,7 +96,7 @@ struct Workspace {
         const int thread = threadIdx.x % 128, mine = slot(cluster, rank, consumer);
         float4 *out = slice(mine) + thread;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < 32 && STREAM_K_DIAGNOSE != 1; ++j) {
             const float4 part = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2],
                                             acc[4 * j + 3]);
             __stcg(out + j * 128, part);
@@ -117,7 +123,7 @@ struct Workspace {
         for (int c = owner - 1; split.contributes(c, q); --c) {
             const float4 *in = slice(slot(c, rank, consumer)) + thread;
 #pragma unroll
-            for (int j = 0; j < 32; ++j) {
+            for (int j = 0; j < 32 && STREAM_K_DIAGNOSE != 2; ++j) {
                 const float4 part = __ldcg(in + j * 128);
                 acc[4 * j] += part.x;
                 acc[4 * j + 1] += part.y;
