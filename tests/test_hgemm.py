@@ -81,7 +81,9 @@ def test_step_sass_has_what_it_claims(step):
     else:
         assert not has(counts, "HMMA"), "a wgmma step fell back to mma.sync"
         assert not has(counts, "LDSM"), "wgmma reads shared memory itself; no ldmatrix"
-    if step.uses_tma:
+    if step.stream_k:  # operands by TMA; cp.async only for the fix-up's 32 copies a thread
+        assert sum(n for op, n in counts.items() if op.startswith("LDGSTS")) == 32
+    elif step.uses_tma:
         assert not has(counts, "LDGSTS"), "the TMA step still copies with cp.async"
     else:
         assert not has(counts, "UTMALDG")

@@ -49,8 +49,9 @@ CLUSTER_TILE = 256
 K_TILE = 64
 # Builds of step 19 beside the default, by the defines they set, each under its own key in
 # the launcher's caches and without the launcher's fallback to step 18 (whole_tile_step), so
-# the kernel's own split decides. (Session 27's second run also had a build that dropped read
-# partial sums from L2, STREAM_K_DISCARD; it lost 0.05-0.2 % and is gone from stream_k.cuh.)
+# the kernel's own split decides. (Session 27 also timed builds since gone from stream_k.cuh:
+# dropping read partial sums from L2, an L2 prefetch of them, and the read-back as loads into
+# registers instead of copies through shared memory; docs/notes/hgemm.md, step 19.)
 VARIANTS = {"forced": (1019, {"STREAM_K_MIN_SAVED_K_TILES": 0})}
 # --diagnose: the forced build without the partial sums' stores, or without their loads
 # (stream_k.cuh, STREAM_K_DIAGNOSE): wrong results by design, timed without a check, so the

@@ -682,7 +682,7 @@ def stream_k_slots(grid_blocks: int) -> int:
 STREAM_K_CLUSTER_TILE = (256, 256)
 STREAM_K_K_TILE = 64
 STREAM_K_MIN_SPAN_K_TILES = 8
-STREAM_K_MIN_SAVED_K_TILES = 24
+STREAM_K_MIN_SAVED_K_TILES = 15
 
 
 def stream_k_shares(m: int, n: int, k: int, clusters: int) -> bool:
@@ -715,20 +715,23 @@ STEPS = (
             "step 18 with stream-K over the last partial wave: clusters run whole tiles while "
             "each has one, then share the leftover tiles' K-tiles evenly; a tile's K-tiles "
             "split between clusters are summed through a global workspace (partial sums, "
-            "release/acquire flags) by the cluster that runs its last K-tile. Only where that "
-            "saves at least 24 K-tile times per cluster (the fix-up measured ~16-26); "
-            "elsewhere the launcher runs step 18's kernel",
+            "release/acquire flags) by the cluster that runs its last K-tile, which copies "
+            "them into its free stage ring with cp.async. Only where that saves at least 15 "
+            "K-tile times per cluster (what the fix-up costs, measured); elsewhere the "
+            "launcher runs step 18's kernel",
             2048,
             "as step 18; no cluster idles through the last round of tiles",
             # The first version shared at 4096^3 too and was predicted x1.015 there (3.88
             # tile times of work in 4, a fix-up of ~1-2 us); it measured x0.944 on an H100
-            # (paired against cuBLAS beside step 18) and x1.024 at 8192^3. The fix-up costs
-            # ~16-26 K-tile times (DRAM writes 28 -> 37 MB at 4096^3, ncu), so 4096^3 (7.8
-            # saved) now runs step 18's kernel: x1.00 there; x1.02 at 8192^3 (62 saved).
+            # (paired against cuBLAS beside step 18) and x1.024 at 8192^3. The owner's
+            # read-back of the partial sums was the cost; staged through shared memory, sharing
+            # breaks even near 15 saved K-tile times, so 4096^3 (7.8 saved) runs step 18's
+            # kernel: x1.00 there; x1.023 at 8192^3 (62 saved), calibrated.
             1.0,
             "paired timings against step 18 and cuBLAS at 4096^3 and 8192^3; in SASS, the "
             "release store and acquire load of the fix-up (STG.E.STRONG.GPU, "
-            "LDG.E.STRONG.GPU), the flag wait's sleep and trap, and no local memory",
+            "LDG.E.STRONG.GPU), its 32 cp.async copies per thread (LDGSTS), the flag wait's "
+            "sleep and trap, and no local memory",
         ),
         stream_k=True,
         # Where the split would share nothing, step 18's kernel: the same schedule without the
@@ -743,6 +746,7 @@ STEPS = (
             "USETMAXREG",
             "LDG.E.STRONG.GPU",
             "STG.E.STRONG.GPU",
+            "LDGSTS.E.BYPASS.128",
             "NANOSLEEP",
             "BPT.TRAP",
         ),  # fmt: skip

@@ -11,17 +11,20 @@
 //     to 1 with a release store;
 //   an owner's first thread spins on each contributor's flag with acquire loads and sets it
 //     back to 0 (so every flag is 0 again when the kernel ends and the launcher never clears
-//     them), meets its warpgroup, then every thread adds the partial sums, read through L2.
+//     them), meets its warpgroup and the other consumer (an owner's segment is its cluster's
+//     last, so the stage ring is free once both are past their last wgmma), then every
+//     thread copies its share of each partial sum into the ring with cp.async and adds it.
 // That is CUTLASS's generic barrier pattern (bar.sync, then a release by one thread; an
 // acquire by one thread, then bar.sync): release and acquire are cumulative, so the other
 // threads' stores are ordered by the barrier.
 //
-// What the fix-up costs (H100, session 27, docs/notes/hgemm.md step 19): shared out at 4096^3
-// (forced), ncu saw DRAM writes go from 28 to 37 MB and the kernel from 180 to 188 us. Float4
-// rather than float stores and loads (a quarter of the instructions, four times the bytes per
-// load in flight) took the forced split from ~94.4 % of step 18 there (the first run: 94.2 % of
-// cuBLAS beside step 18's 99.8 %, paired) to 95.5-96.0 %. Dropping read
-// slices from L2 (discard.global.L2) saved 1 of those 9 MB and ran 0.05-0.2 % slower: not kept.
+// What the fix-up costs (H100, session 27, docs/notes/hgemm.md step 19): forced to share at
+// 4096^3 the first build ran at ~94.4 % of step 18 (ncu: 180 -> 188 us). Builds without the
+// partial sums' stores, or without their loads, showed the owner's read-back at the kernel's
+// end to be the cost. Float4 loads took it to 95.5-96.0 %, the copy through the stage ring to
+// 97.5 % (and shapes that save 15.5 K-tile times from 99.4 to 100.1 %). Tried and dropped:
+// discard.global.L2 of read slices (-0.05 to -0.2 %), an L2 prefetch of them before the
+// owner's segment ends (-0.3 to +0.7 %).
 //
 // Slot of (cluster c, CTA rank r, consumer w): (c * ClusterM + r) * CONSUMERS + w. Bytes per
 // slot 64 KiB; 66 clusters x 2 x 2 = 264 slots, 16.5 MiB on an H100 or H200 (hgemm/__init__.py
@@ -106,8 +109,11 @@ struct Workspace {
     }
 
     // Add the partial sums of every cluster below `owner` that left one for shared tile q.
+    // `ring` is the stage ring's memory, which an owner's segment (its cluster's last) no
+    // longer needs once both consumers are past their last wgmma.
     __device__ __forceinline__ void gather(float (&acc)[128], const Split &split, int q,
-                                           int owner, int rank, int consumer) const {
+                                           int owner, int rank, int consumer,
+                                           unsigned char *ring) const {
         const int thread = threadIdx.x % 128;
         if (thread == 0) {
             for (int c = owner - 1; split.contributes(c, q); --c) {
@@ -120,11 +126,21 @@ struct Workspace {
             }
         }
         named_barrier_sync(FIXUP_BARRIER + consumer, 128);
+        named_barrier_sync(CONSUMERS_BARRIER, CONSUMERS * 128);  // the ring is free
+        // this consumer's 64 KiB of the ring (its first 128 KiB: the A tiles and half the B)
+        float4 *staged = reinterpret_cast<float4 *>(ring + consumer * SLICE_FLOATS * 4) + thread;
         for (int c = owner - 1; split.contributes(c, q); --c) {
             const float4 *in = slice(slot(c, rank, consumer)) + thread;
+            // all 32 copies in flight at once (loads into registers got about four, for want of
+            // registers); each thread reads back only the pieces it copied: no barrier between
+#pragma unroll
+            for (int j = 0; j < 32 && STREAM_K_DIAGNOSE != 2; ++j)
+                cp_async_16(staged + j * 128, in + j * 128, 16);
+            cp_async_commit();
+            cp_async_wait<0>();
 #pragma unroll
             for (int j = 0; j < 32 && STREAM_K_DIAGNOSE != 2; ++j) {
-                const float4 part = __ldcg(in + j * 128);
+                const float4 part = staged[j * 128];
                 acc[4 * j] += part.x;
                 acc[4 * j + 1] += part.y;
                 acc[4 * j + 2] += part.z;
@@ -180,7 +196,7 @@ __device__ __forceinline__ void consume(const Problem<ClusterM, false, GroupCRow
             workspace.publish(acc, cluster, rank, consumer);
             return;
         }
-        if (s.role == OWNER) workspace.gather(acc, split, s.q, cluster, rank, consumer);
+        if (s.role == OWNER) workspace.gather(acc, split, s.q, cluster, rank, consumer, ring.a);
         epilogue(acc, origin.x + a_row0, origin.y, consumer, nullptr);
     });
     epilogue.finish(consumer);  // the last tile's deferred rounds
