@@ -64,6 +64,43 @@ def test_fp32_threshold_covers_a_sequential_fp32_accumulation_of_65536_terms():
     assert 1e-6 < error < threshold("fp32") / 2
 
 
+def test_truncating_bf16_doubles_only_the_bf16_rounding_allowance():
+    accumulation = 3 * 2.0**-24 * math.sqrt(65536 / 6)
+    truncating = tolerance("bf16", bf16_truncates=True)
+    assert truncating.threshold == pytest.approx(2 * 2 * 2.0**-8 + accumulation)
+    assert "toward zero" in truncating.explanation and "interpreter" in truncating.explanation
+    # outputs whose rounding bf16 does not set keep theirs
+    assert threshold("fp32", bf16_truncates=True) == threshold("fp32")
+    assert threshold("bf16", out_dtype="fp32", bf16_truncates=True) == threshold("fp32")
+    assert threshold("fp16", bf16_truncates=True) == threshold("fp16")
+
+
+def test_two_truncations_to_bf16_pass_only_where_truncation_is_declared():
+    # softmax rounded twice toward zero, as a kernel holding its exps in bf16 computes it on
+    # Triton's interpreter: within 2 x 2u, over the round-to-nearest 2u on this seed
+    def truncate(t):
+        bits = t.float().contiguous().view(torch.int32) & ~0xFFFF
+        return bits.view(torch.float32).to(torch.bfloat16)
+
+    def held_in_bf16(x):
+        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))
+        held = truncate(e).float()
+        return truncate(held / e.sum(-1, keepdim=True))
+
+    shape = {"rows": 1, "cols": 200}
+    strict = check(held_in_bf16, "softmax", shape, "bf16", trials=1, seed=1602432029)
+    assert not strict.ok
+    lenient = check(held_in_bf16, "softmax", shape, "bf16", trials=1, seed=1602432029,
+                    bf16_truncates=True)  # fmt: skip
+    assert lenient.ok
+
+    # and a wrong answer still fails with the allowance
+    def wrong(x):
+        return held_in_bf16(x) * 1.05
+
+    assert not check(wrong, "softmax", shape, "bf16", trials=2, bf16_truncates=True).ok
+
+
 def test_threshold_explanation_names_its_parts():
     text = threshold_explanation("bf16")
     assert "bf16" in text and "2 roundings" in text and "K=65536" in text

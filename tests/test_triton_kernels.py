@@ -61,7 +61,44 @@ def matmul():
 
 
 def assert_correct(fn, op, shape, dtype, trials=TRIALS):
-    report = check_implementation(fn, op, shape, dtype, trials=trials, device=DEVICE)
+    # on the interpreter fp32 -> bf16 rounds toward zero (kernelab.harness.tolerances): a
+    # kernel that rounds twice, as the softmax's HOLD_INPUT does, went over the
+    # round-to-nearest allowance on one seed in a clean clone (session 27)
+    report = check_implementation(fn, op, shape, dtype, trials=trials, device=DEVICE,
+                                  bf16_truncates=not HAS_CUDA)  # fmt: skip
+    assert report.ok, report.message
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="about Triton's CPU interpreter")
+def test_the_interpreter_rounds_fp32_to_bf16_toward_zero():
+    """Why assert_correct passes bf16_truncates under the interpreter: its fp32 -> bf16 cast
+    drops the low 16 bits. If a Triton release rounds to nearest there, this fails and the
+    allowance can go."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def cast(x_ptr, y_ptr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.store(y_ptr + i, tl.load(x_ptr + i).to(tl.bfloat16))
+
+    x = torch.rand(1024, generator=torch.Generator().manual_seed(27)) * 0.3
+    y = torch.empty(1024, dtype=torch.bfloat16)
+    cast[(1,)](x, y, N=1024)
+    nearest = x.to(torch.bfloat16)
+    assert (y.float() <= x).all()  # never up
+    assert (y != nearest).sum() > 300  # about half the values one ulp below nearest
+
+
+def test_the_held_bf16_exps_pass_on_the_seed_that_failed_a_clean_clone(softmax):
+    """Session 27: HOLD_INPUT's two roundings, both toward zero on the interpreter, read
+    0.0081 against round-to-nearest's 0.0078 on this seed of a 1 x 200 row."""
+    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True, "HOLD_INPUT": True}
+    fn = functools.partial(
+        softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
+    )
+    report = check_implementation(fn, "softmax", {"rows": 1, "cols": 200}, "bf16", trials=1,
+                                  device=DEVICE, seed=1602432029, bf16_truncates=not HAS_CUDA)  # fmt: skip
     assert report.ok, report.message
 
 

@@ -154,15 +154,18 @@ def _fail(message: str, limit: float, error: float = math.inf) -> CheckResult:
     return CheckResult(ok=False, error=error, threshold=limit, message=message)
 
 
-def compare(out, ref, *, dtype: str, math_mode: str | None = None) -> CheckResult:
+def compare(
+    out, ref, *, dtype: str, math_mode: str | None = None, bf16_truncates: bool = False
+) -> CheckResult:
     """Judge `out` against the float64 reference `ref` for inputs of `dtype`.
 
     The output's own dtype sets the rounding allowance (an fp32 result of bf16 inputs is
-    held to fp32's threshold); see kernelab.harness.tolerances.
+    held to fp32's threshold); see kernelab.harness.tolerances. bf16_truncates: the output
+    was made where fp32 -> bf16 rounds toward zero (Triton's CPU interpreter).
     """
     import torch
 
-    limit = threshold(dtype, math_mode)
+    limit = threshold(dtype, math_mode, bf16_truncates=bf16_truncates)
     if not isinstance(out, torch.Tensor):
         return _fail(f"the implementation returned {type(out).__name__}, not a tensor", limit)
     ref = ref.to(torch.float64)
@@ -172,7 +175,7 @@ def compare(out, ref, *, dtype: str, math_mode: str | None = None) -> CheckResul
         )
     try:
         out_name = name_of(out.dtype)
-        limit = threshold(dtype, math_mode, out_name)
+        limit = threshold(dtype, math_mode, out_name, bf16_truncates=bf16_truncates)
     except KernelabError:
         return _fail(f"output dtype {out.dtype} is not a floating type kernelab checks", limit)
     out64 = out.detach().to(device=ref.device, dtype=torch.float64)
@@ -304,13 +307,15 @@ def _synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _run_trial(fn, spec, shape, dtype, math_mode, seed, device) -> CheckResult:
+def _run_trial(
+    fn, spec, shape, dtype, math_mode, seed, device, bf16_truncates=False
+) -> CheckResult:
     import torch
 
     inputs = spec.make_inputs(shape, dtype, seed, device)
     reference = spec.reference(*inputs)
     given = tuple(copy_with_layout(x) if isinstance(x, torch.Tensor) else x for x in inputs)
-    limit = threshold(dtype, math_mode, spec.out_dtype(dtype))
+    limit = threshold(dtype, math_mode, spec.out_dtype(dtype), bf16_truncates=bf16_truncates)
     _synchronize(device)
     try:
         with poisoned_allocations():
@@ -325,7 +330,8 @@ def _run_trial(fn, spec, shape, dtype, math_mode, seed, device) -> CheckResult:
         if mutation:
             result = _fail(mutation, limit)
         else:
-            result = compare(out, reference, dtype=dtype, math_mode=math_mode)
+            result = compare(out, reference, dtype=dtype, math_mode=math_mode,
+                             bf16_truncates=bf16_truncates)  # fmt: skip
     result.seed = seed
     return result
 
@@ -340,8 +346,12 @@ def check_implementation(
     trials: int = 3,
     device="cuda",
     seed: int | None = None,
+    bf16_truncates: bool = False,
 ) -> CheckReport:
     """Run `fn` on `trials` freshly seeded inputs of `op` and judge every output.
+
+    bf16_truncates: `fn` rounds fp32 to bf16 toward zero (a Triton kernel on the CPU
+    interpreter); the bf16 rounding allowance doubles (kernelab.harness.tolerances).
 
     `fn` takes the inputs OPS[op].make_inputs returns, in order, and returns the output.
     Seeds are random unless `seed` is given (then seed, seed + 1, ...); the report lists them
@@ -352,7 +362,8 @@ def check_implementation(
     if str(dtype).lower() == "tf32":
         dtype, math_mode = "fp32", math_mode or "tf32"
     dtype = spec.check_dtype(dtype)
-    limit = tolerance(dtype, math_mode, spec.out_dtype(dtype)).threshold  # validates math_mode
+    allowed = tolerance(dtype, math_mode, spec.out_dtype(dtype), bf16_truncates=bf16_truncates)
+    limit = allowed.threshold  # (and math_mode validated)
     if not isinstance(trials, int) or trials < 1:
         raise KernelabError(f"trials must be a positive integer, got {trials!r}")
     device = _resolve_device(device)
@@ -365,7 +376,7 @@ def check_implementation(
 
     results: list[CheckResult] = []
     for trial_seed in seeds:
-        result = _run_trial(fn, spec, shape, dtype, math_mode, trial_seed, device)
+        result = _run_trial(fn, spec, shape, dtype, math_mode, trial_seed, device, bf16_truncates)
         results.append(result)
         if not result.ok:
             break
