@@ -119,6 +119,8 @@ def test_the_split_covers_every_k_tile_once_and_owners_wait_only_on_lower_cluste
         roles = [role for q, _, _, role in walked if q >= whole]
         assert roles.count(CONTRIBUTOR) <= 1  # one workspace slot per cluster
         assert CONTRIBUTOR not in roles[1:]  # and its contribution comes first
+        # an owner's segment is the cluster's last: its fix-up reuses the free stage ring
+        assert OWNER not in [role for *_, role in walked[:-1]]
         # whole tiles first, round-robin, as step 18 runs them
         assert [q for q, *_ in walked if q < whole] == list(range(c, whole, clusters))
 
