@@ -4,7 +4,7 @@
 #   H200: issue 30's closing measurements (closing_targets_on_gpu.sh, ~215 s on a fast host),
 #         then gpu suite parts d, a, b and c (~195 s); parts e and f are a second call
 #         (SKIP_C=1 bash benchmarks/experiments/suite_rest_on_gpu.sh).
-#   else: STREAM_K=1 (session 27 on): hgemm step 19's first run, stream_k_on_gpu.sh (~280 s);
+#   else: STREAM_K=1: hgemm step 19 against step 18 and cuBLAS, stream_k_on_gpu.sh (~60 s);
 #         otherwise hgemm:18 against cuBLAS at 4096^3 and 8192^3 on the paired harness (300
 #         cold pairs), then pytorch_targets.py --parts gemm twice, so do_bench and the pairs
 #         read the same card within a minute of each other (~120 s).

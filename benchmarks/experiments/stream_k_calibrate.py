@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from kernelab.kernels.cuda import hgemm as package  # noqa: E402
 from kernelab.kernels.cuda.build import build  # noqa: E402
-from kernelab.kernels.cuda.hgemm.steps import get_step  # noqa: E402
+from kernelab.kernels.cuda.hgemm.steps import get_step, stream_k_work  # noqa: E402
 
 # 66 clusters (an H100's 132 SMs in pairs) of 256 x 256 cluster tiles, K-tiles of 64: saved
 # K-tile times 7.8, 15.5, 15.5, 26, 31, 31, 62
@@ -45,8 +45,6 @@ SHAPES = [
     (8192, 8192, 4096),
     (8192, 8192, 8192),
 ]
-CLUSTER_TILE = 256
-K_TILE = 64
 # Builds of step 19 beside the default, by the defines they set, each under its own key in
 # the launcher's caches and without the launcher's fallback to step 18 (whole_tile_step), so
 # the kernel's own split decides. (Session 27 also timed builds since gone from stream_k.cuh:
@@ -78,8 +76,7 @@ def variant_steps(diagnose: bool = False) -> dict:
 
 
 def saved_k_tiles(m: int, n: int, k: int, clusters: int) -> dict:
-    tiles = -(-m // CLUSTER_TILE) * -(-n // CLUSTER_TILE)
-    k_tiles = -(-k // K_TILE)
+    tiles, k_tiles = stream_k_work(m, n, k)
     rounds, left = divmod(tiles, clusters)
     return {
         "cluster_tiles": tiles, "k_tiles": k_tiles, "clusters": clusters, "rounds": rounds,

@@ -1,27 +1,23 @@
 #!/usr/bin/env bash
-# Step 19 (stream-K over the last partial wave) on its first GPU, one device call (~280 s):
-#   1. its tests, under a time limit (a fix-up that waits on a flag nobody sets would hang):
-#      tests/test_hgemm_stream_k.py and every test_hgemm.py test of hgemm:19 (CHECK_SHAPES
-#      includes 3000 x 2100 x 1000, which it shares out);
+# Step 19 (stream-K over the last partial wave) against step 18 and cuBLAS, one device call
+# (~60 s on an H100):
+#   1. its GPU tests (stream_k_tests.sh);
 #   2. if they pass: the ladder's check and cold timing of steps 18 and 19 beside cuBLAS, then
-#      300 cold pairs each at 4096^3 and 8192^3 (2048^3 runs as 18: no full round to fill);
+#      300 cold pairs each at 2048^3, 4096^3 and 8192^3 (where the split shares nothing, 2048^3
+#      and 4096^3, the launcher runs step 18's kernel);
 #   3. triton.testing.do_bench, 19 and 18 against torch.mm, three rounds at 4096^3 and 8192^3;
-#   4. the issue's gemm targets with step 19 in place of 18 (pytorch_targets.py --hgemm-step).
-# Prediction (docs/notes/hgemm.md, step 19): paired x1.015 over 18 at 4096^3, x1.025 at 8192^3.
-# Carry .kernelab-cache built with `hgemm_ladder.py --steps all --prebuild` (19 is not in the
-# default set). Outputs in $OUT/results.tgz.
+#   4. the issue's gemm targets with step 19 (pytorch_targets.py --hgemm-step hgemm:19).
+# Its first run (session 27) tested the prediction x1.015 over 18 at 4096^3 and x1.025 at
+# 8192^3: x0.944 and x1.024 (docs/notes/hgemm.md, step 19). Carry .kernelab-cache built with
+# `hgemm_ladder.py --steps 18,19 --prebuild`. Outputs in $OUT/results.tgz.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
 source benchmarks/experiments/packed_steps.sh  # out, pack, step: all into $OUT/results.tgz
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 
-step "tests"
-timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_hgemm_stream_k.py \
-    tests/test_hgemm.py -k "stream_k or hgemm:19" > "$out/tests.log" 2>&1
-tests=$?
-tail -5 "$out/tests.log"
-if [ "$tests" != 0 ]; then step "tests failed (exit $tests): no timing"; pack; exit 1; fi
+source benchmarks/experiments/stream_k_tests.sh
+stream_k_tests
 
 step "ladder: 18 and 19, cold, then pairs"
 timeout 200 python3 benchmarks/hgemm_ladder.py --steps 18,19 --sizes 2048,4096,8192 \

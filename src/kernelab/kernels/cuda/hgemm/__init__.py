@@ -298,8 +298,9 @@ def _prepare(
         config = persistent_launch(step, built, m, n, k, a_rows.device)
     else:
         config = step.launch(m, n, k)
-    clusters = config.grid[0] // step.cluster
-    if step.whole_tile_step is not None and not stream_k_shares(m, n, k, clusters):
+    if step.whole_tile_step is not None and not stream_k_shares(
+        m, n, k, clusters=config.grid[0] // step.cluster
+    ):
         # nothing to share out: the twin's kernel, without the split's setup
         step = get_step(step.whole_tile_step)
         built = build_step(step)

@@ -685,11 +685,16 @@ STREAM_K_MIN_SPAN_K_TILES = 8
 STREAM_K_MIN_SAVED_K_TILES = 15
 
 
+def stream_k_work(m: int, n: int, k: int) -> tuple[int, int]:
+    """(cluster tiles, K-tiles per tile) of an m x n x k problem under step 19's split."""
+    tile_m, tile_n = STREAM_K_CLUSTER_TILE
+    return -(-m // tile_m) * -(-n // tile_n), -(-k // STREAM_K_K_TILE)
+
+
 def stream_k_shares(m: int, n: int, k: int, clusters: int) -> bool:
     """Whether step 19 on `clusters` clusters shares the last round of an m x n x k problem
     out as K-tiles."""
-    tile_m, tile_n = STREAM_K_CLUSTER_TILE
-    return split_shares(-(-m // tile_m) * -(-n // tile_n), -(-k // STREAM_K_K_TILE), clusters)
+    return split_shares(*stream_k_work(m, n, k), clusters)
 
 
 def split_shares(cluster_tiles: int, k_tiles: int, clusters: int) -> bool:
