@@ -1312,6 +1312,73 @@ def test_matmul_tuned_choices_reads_the_autotuner_caches(matmul, monkeypatch):
     assert entry["config"] == matmul.tma_candidates(2)[-1]
 
 
+class _TimedTuner:
+    """What settle_close_choices reads of Triton's autotuner: its cache and last timings."""
+
+    def __init__(self, matmul, medians_us: dict, chosen: str):
+        self.configs = {name: matmul._triton_config(_tile(name)) for name in medians_us}
+        self.configs_timings = {
+            self.configs[name]: [us / 1e3, us / 1e3, us / 1e3] for name, us in medians_us.items()
+        }
+        self.cache = {(1024, 1024, 1024): self.configs[chosen]}
+
+
+def _tile(name: str) -> dict:
+    bm, bn, stages = (int(part) for part in name.split("x"))
+    return {"BM": bm, "BN": bn, "BK": 128, "SPLIT_K": 1, "num_warps": 4, "num_stages": stages}
+
+
+def _fake_final_round(monkeypatch, matmul, winner_bm: int | None):
+    """final_round without a GPU: the finalist with BM == winner_bm wins (else the first)."""
+    seen = []
+
+    def final_round(run, finalists, ranking=None):
+        seen.append([(c["BM"], c["BN"], c["num_stages"]) for c in finalists])
+        return next((c for c in finalists if c["BM"] == winner_bm), finalists[0])
+
+    monkeypatch.setattr(matmul._runtime, "final_round", final_round)
+    monkeypatch.setattr(matmul._runtime, "TUNING_LOG", {})
+    return seen
+
+
+def test_matmul_final_round_among_the_close_candidates_replaces_the_choice(matmul, monkeypatch):
+    """Within FINAL_ROUND_MARGIN (4 %) of the best median: finalists, best first; the 5 %
+    slower one never plays; the final round's winner becomes the tuner's choice."""
+    tuner = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 10.2, "64x128x3": 10.5}, "128x64x4")
+    seen = _fake_final_round(monkeypatch, matmul, winner_bm=64)
+    matmul.settle_close_choices(tuner, (set(), None), run=lambda candidate: None)
+    assert seen == [[(128, 64, 4), (64, 128, 4)]]
+    assert tuner.cache[(1024, 1024, 1024)] is tuner.configs["64x128x4"]
+    [(key, ranking)] = matmul._runtime.TUNING_LOG.items()
+    assert key == ("triton.matmul", (1024, 1024, 1024))
+    assert [entry["ms"] for entry in ranking] == pytest.approx([0.01, 0.0102, 0.0105])
+
+
+def test_matmul_final_round_keeps_a_choice_that_wins_or_stands_alone(matmul, monkeypatch):
+    tuner = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 10.2}, "128x64x4")
+    seen = _fake_final_round(monkeypatch, matmul, winner_bm=128)
+    matmul.settle_close_choices(tuner, (set(), None), run=lambda candidate: None)
+    assert tuner.cache[(1024, 1024, 1024)] is tuner.configs["128x64x4"]
+    alone = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 11.0}, "128x64x4")
+    matmul.settle_close_choices(alone, (set(), None), run=lambda candidate: None)
+    assert seen[-1] == [(128, 64, 4)]  # one finalist: final_round returns it untimed
+    assert alone.cache[(1024, 1024, 1024)] is alone.configs["128x64x4"]
+
+
+def test_matmul_final_round_only_for_keys_this_call_timed(matmul, monkeypatch):
+    """A key tuned earlier, a key Triton settled without timing (configs_timings still the
+    previous key's) and KERNELAB_TRITON_AUTOTUNE=0 all leave the choice alone."""
+    seen = _fake_final_round(monkeypatch, matmul, winner_bm=64)
+    tuner = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 10.1}, "128x64x4")
+    key = (1024, 1024, 1024)
+    matmul.settle_close_choices(tuner, ({key}, None), run=lambda candidate: None)
+    matmul.settle_close_choices(tuner, (set(), tuner.configs_timings), run=lambda c: None)
+    monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "0")
+    matmul.settle_close_choices(tuner, (set(), None), run=lambda candidate: None)
+    assert seen == []
+    assert tuner.cache[key] is tuner.configs["128x64x4"]
+
+
 # --- full sizes on the GPU --------------------------------------------------------------
 
 
@@ -1654,6 +1721,26 @@ def test_gpu_matmul_small_problem_candidates_full_size(matmul, size):
         report = check_implementation(fn, "gemm", shape, "bf16", trials=2)
         assert report.ok, f"{_candidate_id(config)}: {report.message}"
         assert not _arrival_counters(matmul, torch.device("cuda")).any()
+
+
+@pytest.mark.gpu
+def test_gpu_matmul_tuning_ends_in_a_final_round_and_stays_correct(matmul, monkeypatch):
+    """With tuning on (the suite runs with it off), a fresh tuner at 1024^3 times its
+    candidates, the close ones meet in the final round (launched outside any plan), and the
+    choice it keeps is one of the ranked candidates; every call's answer is checked."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs cc >= 9.0")
+    monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "1")
+    monkeypatch.setattr(matmul, "_TMA_TUNERS", {})
+    monkeypatch.setattr(matmul._runtime, "TUNING_LOG", {})
+    matmul.PLANS.forget()  # a plan from an earlier test would replay without tuning
+    shape = {"m": 1024, "n": 1024, "k": 1024}
+    report = check_implementation(matmul.matmul, "gemm", shape, "bf16", trials=3)
+    assert report.ok, report.message
+    [(key, ranking)] = matmul._runtime.TUNING_LOG.items()
+    assert key[0] == "triton.matmul" and key[1][:3] == (1024, 1024, 1024)
+    [choice] = [c["config"] for c in matmul.tuned_choices() if c["mnk"] == [1024, 1024, 1024]]
+    assert choice in [entry["config"] for entry in ranking if "ms" in entry]
 
 
 @pytest.mark.gpu
