@@ -80,6 +80,9 @@ def test_interrupting_the_judge_ends_the_worker(tmp_path):
          *SMALL],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "KERNELAB_TEST_PIDFILE": str(pidfile)},
+        # a suite started as a background job (cmd &) ignores SIGINT, and the judge would
+        # inherit that and sleep on (session 28): Ctrl-C reaches a foreground judge
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
