@@ -393,3 +393,12 @@ def test_off_the_lean_path_only_none_is_idle(monkeypatch):
     monkeypatch.setattr(knobs.runtime, "launch_enter_hook", None)
     monkeypatch.setattr(knobs.runtime, "launch_exit_hook", None)
     assert launch_plans._hooks_idle()
+
+
+def test_frozen_options_hash_alike_when_equal_and_refuse_what_cannot_hash():
+    first = launch_plans.frozen("tma", None, {"BM": 64, "BN": 128, "extra": [1, {"x": 2}]})
+    again = launch_plans.frozen("tma", None, {"extra": [1, {"x": 2}], "BN": 128, "BM": 64})
+    assert first == again and hash(first) == hash(again)
+    assert first != launch_plans.frozen("tma", None, {"BM": 128, "BN": 64, "extra": [1, {"x": 2}]})
+    assert launch_plans.frozen("plain", None, None) == ("plain", None, None)
+    assert launch_plans.frozen("tma", None, {"BM": {1, 2}}) is None  # a set cannot hash

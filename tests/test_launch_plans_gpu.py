@@ -88,6 +88,36 @@ def test_gpu_planned_calls_match_the_reference(case, lean, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("forced", ["tile", "split-k", "plain"])
+def test_gpu_forced_matmul_calls_are_planned_and_right(forced):
+    """A forced config (matmul(config=...)) or path replays its own plan after two calls
+    (session 28; before, it took Triton's front door every call), and every answer matches
+    the float64 reference; the two configs on the same shapes never share a plan."""
+    import functools
+
+    from kernelab.kernels.triton import matmul
+
+    if torch.cuda.get_device_capability()[0] < 9 and forced != "plain":
+        pytest.skip("TMA needs cc >= 9.0")
+    if forced == "plain":
+        kwargs = {"path": "plain"}
+    elif forced == "split-k":
+        kwargs = {"config": matmul.split_k_candidates(2)[0]}
+    else:
+        kwargs = {"config": matmul.tma_candidates(2)[-1]}
+    spec = get_op("gemm")
+    fn = functools.partial(matmul.matmul, **kwargs)
+    matmul.PLANS.forget()
+    replays = matmul.PLANS.replays
+    for call in range(CALLS):
+        inputs = spec.make_inputs({"m": 300, "n": 520, "k": 777}, "bf16", seed=call, device="cuda")
+        result = compare(fn(*inputs), spec.reference(*inputs), dtype="bf16")
+        assert result.ok, f"{forced}, call {call}: {result.message}"
+    assert matmul.PLANS.replays - replays >= CALLS - 2, f"not planned: {matmul.PLANS.last_refusal}"
+    matmul.PLANS.forget()
+
+
+@pytest.mark.gpu
 def test_gpu_misaligned_views_and_side_streams_get_their_own_right_answers():
     from kernelab.kernels.triton.vector_add import PLANS, vector_add
 

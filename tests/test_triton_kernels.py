@@ -1312,6 +1312,27 @@ def test_matmul_tuned_choices_reads_the_autotuner_caches(matmul, monkeypatch):
     assert entry["config"] == matmul.tma_candidates(2)[-1]
 
 
+def test_matmul_forced_calls_are_planned_under_their_options(matmul, monkeypatch):
+    """A forced call goes through the launch plans keyed by its options (frozen), so two
+    configs on the same tensors never share a plan; the tuned call keys by tensors alone."""
+    keys = []
+
+    def call(device, tensors, launches, *scalars, fresh=0):
+        keys.append(scalars)
+        launches()
+
+    monkeypatch.setattr(matmul.PLANS, "call", call)
+    a = torch.randn(40, 24, dtype=torch.float16, device=DEVICE)
+    b = torch.randn(24, 33, dtype=torch.float16, device=DEVICE)
+    small = {"BM": 16, "BN": 16, "BK": 16, "num_warps": 1, "num_stages": 1}
+    for kwargs in ({}, {"config": small}, {"config": {**small, "BK": 32}}, {"path": "plain"}):
+        torch.testing.assert_close(matmul.matmul(a, b, **kwargs).float(), (a.float() @ b.float()),
+                                   rtol=2e-2, atol=2e-2)  # fmt: skip
+    assert keys[0] == ()
+    assert keys[1] == ("auto", None, tuple(sorted(small.items())))
+    assert keys[2] != keys[1] and keys[3] == ("plain", None, None)
+
+
 class _TimedTuner:
     """What settle_close_choices reads of Triton's autotuner: its cache and last timings."""
 

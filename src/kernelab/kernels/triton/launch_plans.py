@@ -306,6 +306,25 @@ def keep(*workspaces) -> None:
         recording.kept.extend(workspaces)
 
 
+def frozen(*options) -> tuple | None:
+    """An op's options as plan-key scalars: dicts become sorted (key, value) tuples and lists
+    tuples, all the way down; None when some value cannot be hashed (then the call goes
+    unplanned through Triton's front door)."""
+
+    def freeze(value):
+        if isinstance(value, dict):
+            return tuple(sorted((key, freeze(item)) for key, item in value.items()))
+        if isinstance(value, (list, tuple)):
+            return tuple(freeze(item) for item in value)
+        hash(value)
+        return value
+
+    try:
+        return tuple(freeze(option) for option in options)
+    except TypeError:
+        return None
+
+
 def signature(device, *tensors) -> tuple:
     """What the launches of a call depend on in its tensors: each one's device, shape, strides,
     dtype and 16-byte alignment (Triton specializes on it), which of them alias, and the
