@@ -1367,7 +1367,7 @@ def test_matmul_final_round_among_the_close_candidates_replaces_the_choice(matmu
     slower one never plays; the final round's winner becomes the tuner's choice."""
     tuner = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 10.2, "64x128x3": 10.5}, "128x64x4")
     seen = _fake_final_round(monkeypatch, matmul, winner_bm=64)
-    matmul.settle_close_choices(tuner, (set(), None), run=lambda candidate: None)
+    matmul._runtime.settle_close_choices(tuner, (set(), None), lambda c: None, op="triton.matmul")
     assert seen == [[(128, 64, 4), (64, 128, 4)]]
     assert tuner.cache[(1024, 1024, 1024)] is tuner.configs["64x128x4"]
     [(key, ranking)] = matmul._runtime.TUNING_LOG.items()
@@ -1378,10 +1378,10 @@ def test_matmul_final_round_among_the_close_candidates_replaces_the_choice(matmu
 def test_matmul_final_round_keeps_a_choice_that_wins_or_stands_alone(matmul, monkeypatch):
     tuner = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 10.2}, "128x64x4")
     seen = _fake_final_round(monkeypatch, matmul, winner_bm=128)
-    matmul.settle_close_choices(tuner, (set(), None), run=lambda candidate: None)
+    matmul._runtime.settle_close_choices(tuner, (set(), None), lambda c: None, op="triton.matmul")
     assert tuner.cache[(1024, 1024, 1024)] is tuner.configs["128x64x4"]
     alone = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 11.0}, "128x64x4")
-    matmul.settle_close_choices(alone, (set(), None), run=lambda candidate: None)
+    matmul._runtime.settle_close_choices(alone, (set(), None), lambda c: None, op="triton.matmul")
     assert seen[-1] == [(128, 64, 4)]  # one finalist: final_round returns it untimed
     assert alone.cache[(1024, 1024, 1024)] is alone.configs["128x64x4"]
 
@@ -1392,10 +1392,12 @@ def test_matmul_final_round_only_for_keys_this_call_timed(matmul, monkeypatch):
     seen = _fake_final_round(monkeypatch, matmul, winner_bm=64)
     tuner = _TimedTuner(matmul, {"128x64x4": 10.0, "64x128x4": 10.1}, "128x64x4")
     key = (1024, 1024, 1024)
-    matmul.settle_close_choices(tuner, ({key}, None), run=lambda candidate: None)
-    matmul.settle_close_choices(tuner, (set(), tuner.configs_timings), run=lambda c: None)
+    matmul._runtime.settle_close_choices(tuner, ({key}, None), lambda c: None, op="triton.matmul")
+    matmul._runtime.settle_close_choices(
+        tuner, (set(), tuner.configs_timings), lambda c: None, op="triton.matmul"
+    )
     monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "0")
-    matmul.settle_close_choices(tuner, (set(), None), run=lambda candidate: None)
+    matmul._runtime.settle_close_choices(tuner, (set(), None), lambda c: None, op="triton.matmul")
     assert seen == []
     assert tuner.cache[key] is tuner.configs["128x64x4"]
 

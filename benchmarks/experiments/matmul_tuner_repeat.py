@@ -1,7 +1,7 @@
 """How steady is triton.matmul's tuner at 1024^3 bf16? One fresh process per run (session 28).
 
 Each run tunes once and prints the choice, the best first-pass medians (us) and the final
-round's matches (matmul.settle_close_choices, since session 28: % of the champion's speed).
+round's matches (_runtime.settle_close_choices, since session 28: % of the champion's speed).
 --samples N times each candidate with at least N samples instead of the tuner's default
 (kernelab.harness.timing.benchmark's 10, stopping at 0.5 % relative standard error). The
 first run (before the final round) found 100 samples no steadier: 3 of 5 runs chose alike

@@ -9,6 +9,7 @@ imports torch or Triton at module import time.
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 from kernelab.errors import KernelabError
@@ -469,3 +470,50 @@ def tuned(cache: dict, key, run, candidates: list[dict], *, nbytes: int) -> dict
     cache[key] = fastest(run, candidates, ranking)
     TUNING_LOG[key] = ranking
     return cache[key]
+
+
+def config_as_dict(config) -> dict:
+    """A triton.Config as a candidate dict: its meta-parameters, num_warps and num_stages."""
+    return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+
+
+def settle_close_choices(tuner, before: tuple, run, *, op: str) -> None:
+    """Let the candidates Triton's autotuner timed close to its choice meet in a final round.
+
+    Triton's autotuner times its candidates one after another and keeps the fastest median.
+    At 1024^3 bf16 (a 10 us kernel) the clocks drift between those timings by as much as the
+    candidates differ: on an H100 (session 28) five fresh processes ranked 64x128x128 s4
+    first four times and 128x64x128 s4 once, with first-pass medians 0.5-10 % apart, while
+    paired against torch.mm they measured 97.1 and 93.4 % (matmul_tuner_repeat.py,
+    matmul_small_sweep.py). So for every key this call tuned, the candidates within
+    FINAL_ROUND_MARGIN of the best median go through final_round (alternating
+    pairs, cold), `run(candidate)` launching one, and the winner replaces Triton's choice.
+    The ranking goes to TUNING_LOG under (op, key).
+
+    before: the tuner's cache keys and configs_timings before the call. A key that Triton
+    settled without timing (one candidate left after pruning) leaves configs_timings as the
+    previous key's, which must not be read as this one's.
+    """
+    known_keys, timings_before = before
+    cache = getattr(tuner, "cache", None)
+    timings = getattr(tuner, "configs_timings", None)
+    if cache is None or not timings or timings is timings_before:
+        return
+    if not autotune_enabled():
+        return
+    for key in [k for k in cache if k not in known_keys]:
+        ranked = sorted(timings.items(), key=lambda item: _median_of(item[1]))
+        best_ms = _median_of(ranked[0][1])
+        if not math.isfinite(best_ms):  # nothing ran: Triton's own error stands
+            continue
+        close = [c for c, t in ranked if _median_of(t) <= best_ms * (1 + FINAL_ROUND_MARGIN)]
+        finalists = [config_as_dict(c) for c in close[:FINAL_ROUND_SIZE]]
+        ranking = [{"config": config_as_dict(c), "ms": _median_of(t)} for c, t in ranked]
+        winner = final_round(run, finalists, ranking)
+        cache[key] = close[finalists.index(winner)]
+        TUNING_LOG[(op, key)] = ranking
+
+
+def _median_of(timing) -> float:
+    """A timing as Triton's autotuner keeps it: a float, or [median, p20, p80]."""
+    return timing[0] if isinstance(timing, (list, tuple)) else timing

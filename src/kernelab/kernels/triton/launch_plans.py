@@ -310,19 +310,24 @@ def frozen(*options) -> tuple | None:
     """An op's options as plan-key scalars: dicts become sorted (key, value) tuples and lists
     tuples, all the way down; None when some value cannot be hashed (then the call goes
     unplanned through Triton's front door)."""
-
-    def freeze(value):
-        if isinstance(value, dict):
-            return tuple(sorted((key, freeze(item)) for key, item in value.items()))
-        if isinstance(value, (list, tuple)):
-            return tuple(freeze(item) for item in value)
-        hash(value)
-        return value
-
     try:
-        return tuple(freeze(option) for option in options)
+        return tuple(_frozen(option) for option in options)
     except TypeError:
         return None
+
+
+def _frozen(value):
+    if isinstance(value, dict):
+        items = tuple(sorted(value.items()))
+        try:
+            hash(items)  # scalar values, the usual config: one pass (0.5 us against 3.6 here)
+            return items
+        except TypeError:
+            return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(item) for item in value)
+    hash(value)
+    return value
 
 
 def signature(device, *tensors) -> tuple:

@@ -26,9 +26,10 @@ the candidates; 2048^3 and up keep the large tiles that won there. Small tiles d
 from L2. What did help bf16/fp16 small problems is 256-byte K rows (BK 128: half the barrier
 round trips per byte): 92 % of cuBLAS at 1024^3 on the H200, and with a fourth stage 97-98 %
 on the H100 (session 28). Candidates that close are ranked in a final round of alternating
-pairs after Triton's autotuner has timed them one by one (settle_close_choices). Split-K (SPLIT_K programs share a large tile,
-each takes a share of K; the last to finish adds the others' fp32 partials) measured slower
-everywhere and is a forced option only (docs/notes/triton.md, section 4).
+pairs after Triton's autotuner has timed them one by one (_runtime.settle_close_choices).
+Split-K (SPLIT_K programs share a large tile, each takes a share of K; the last to finish adds
+the others' fp32 partials) measured slower everywhere and is a forced option only
+(docs/notes/triton.md, section 4).
 
 fp8 inputs produce a bf16 output (kernelab.kernels.reference says so). Hopper's fp8 wgmma
 wants both operands K-major, so pass b as the transpose of an [N, K] tensor (column-major
@@ -37,7 +38,6 @@ b, b.stride(0) == 1) for full speed; a row-major fp8 b is correct but slower.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import torch
@@ -45,7 +45,12 @@ import triton
 import triton.language as tl
 
 from kernelab.kernels.triton import _runtime
-from kernelab.kernels.triton._runtime import autotuner_bench, interpreting, sm_count
+from kernelab.kernels.triton._runtime import (
+    autotuner_bench,
+    config_as_dict,
+    interpreting,
+    sm_count,
+)
 from kernelab.kernels.triton.launch_plans import LaunchPlans, frozen, keep, launch
 
 GROUP_M = 8
@@ -216,15 +221,10 @@ def _triton_config(candidate: dict, **extra):
     )
 
 
-def _as_candidate(config) -> dict:
-    """A triton.Config as the candidate dict it was made from (_triton_config's inverse)."""
-    return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
-
-
 def _prune_tma(configs, named_args, **kwargs):
     """Autotuner early prune: drop the small tiles where a large one fills the machine."""
     args = {**named_args, **kwargs}
-    as_dicts = [_as_candidate(c) for c in configs]
+    as_dicts = [config_as_dict(c) for c in configs]
     kept = candidates_for(args["M"], args["N"], args["NUM_PROGRAMS"], as_dicts)
     return [c for c, d in zip(configs, as_dicts, strict=True) if d in kept]
 
@@ -426,7 +426,7 @@ def tuned_choices() -> list[dict]:
             "small_tiles": small_tiles,
             "mnk": list(key[:3]),
             "rest_of_key": [str(k) for k in key[3:]],
-            "config": _as_candidate(config),
+            "config": config_as_dict(config),
         }
         for kernel, itemsize, ws, small_tiles, tuner in tuners
         for key, config in tuner.cache.items()
@@ -538,10 +538,11 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
         )
         launch(fallback, grid, *args, **common)
         return
-    settle_close_choices(
+    _runtime.settle_close_choices(
         tuner,
         before,
         lambda candidate: _launch_fixed(descriptors, (M, N, K), common, candidate, _raw_launch),
+        op="triton.matmul",
     )
 
 
@@ -560,50 +561,6 @@ def _launch_fixed(descriptors, mnk, common: dict, meta: dict, launcher) -> None:
 def _raw_launch(kernel, grid, *args, **kwargs) -> None:
     """Triton's front door, never recorded into a launch plan (the tuner's final round)."""
     kernel[grid](*args, **kwargs)
-
-
-def settle_close_choices(tuner, before: tuple, run) -> None:
-    """Let the candidates Triton's autotuner timed close to its choice meet in a final round.
-
-    Triton's autotuner times its candidates one after another and keeps the fastest median.
-    At 1024^3 bf16 (a 10 us kernel) the clocks drift between those timings by as much as the
-    candidates differ: on an H100 (session 28) five fresh processes ranked 64x128x128 s4
-    first four times and 128x64x128 s4 once, with first-pass medians 0.5-10 % apart, while
-    paired against torch.mm they measured 97.1 and 93.4 % (matmul_tuner_repeat.py,
-    matmul_small_sweep.py). So for every key this call tuned, the candidates within
-    FINAL_ROUND_MARGIN of the best median go through _runtime.final_round (alternating
-    pairs, cold), `run(candidate)` launching one, and the winner replaces Triton's choice.
-    The ranking goes to _runtime.TUNING_LOG under ("triton.matmul", key).
-
-    before: the tuner's cache keys and configs_timings before the call. A key that Triton
-    settled without timing (one candidate left after pruning) leaves configs_timings as the
-    previous key's, which must not be read as this one's.
-    """
-    known_keys, timings_before = before
-    cache = getattr(tuner, "cache", None)
-    timings = getattr(tuner, "configs_timings", None)
-    if cache is None or not timings or timings is timings_before:
-        return
-    if not _runtime.autotune_enabled():
-        return
-    for key in [k for k in cache if k not in known_keys]:
-        ranked = sorted(timings.items(), key=lambda item: _median_of(item[1]))
-        best_ms = _median_of(ranked[0][1])
-        if not math.isfinite(best_ms):  # nothing ran: Triton's own error stands
-            continue
-        close = [
-            c for c, t in ranked if _median_of(t) <= best_ms * (1 + _runtime.FINAL_ROUND_MARGIN)
-        ]
-        finalists = [_as_candidate(c) for c in close[: _runtime.FINAL_ROUND_SIZE]]
-        ranking = [{"config": _as_candidate(c), "ms": _median_of(t)} for c, t in ranked]
-        winner = _runtime.final_round(run, finalists, ranking)
-        cache[key] = close[finalists.index(winner)]
-        _runtime.TUNING_LOG[("triton.matmul", key)] = ranking
-
-
-def _median_of(timing) -> float:
-    """A timing as Triton's autotuner keeps it: a float, or [median, p20, p80]."""
-    return timing[0] if isinstance(timing, (list, tuple)) else timing
 
 
 def _launch_plain(a, b, c, *, config: dict | None) -> None:
