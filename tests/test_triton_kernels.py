@@ -1763,7 +1763,10 @@ def test_gpu_matmul_tuning_ends_in_a_final_round_and_stays_correct(matmul, monke
     [(key, ranking)] = matmul._runtime.TUNING_LOG.items()
     assert key[0] == "triton.matmul" and key[1][:3] == (1024, 1024, 1024)
     [choice] = [c["config"] for c in matmul.tuned_choices() if c["mnk"] == [1024, 1024, 1024]]
-    assert choice in [entry["config"] for entry in ranking if "ms" in entry]
+    first_pass = {str(entry["config"]): entry["ms"] for entry in ranking if "ms" in entry}
+    best_ms = min(first_pass.values())
+    # the kept choice is a finalist: within FINAL_ROUND_MARGIN of the first pass's best
+    assert first_pass[str(choice)] <= best_ms * (1 + matmul._runtime.FINAL_ROUND_MARGIN)
 
 
 @pytest.mark.gpu

@@ -5,6 +5,9 @@ three runs of pytorch_targets.py on one H100; this asks whether that is the tune
 moving between candidates or one candidate's timing moving. Every candidate that
 candidates_for keeps at 1024^3 is checked against a float32 product, then timed in three
 alternating rounds against torch.mm; the tuned call (autotuner's choice) likewise.
+Then a forced config= call took Triton's front door every call (28-116 us of host time), so
+its rows timed launches; since session 28 forced calls are planned, and
+matmul_small_sweep.py times the candidates paired on device time.
 
   PYTHONPATH=src python3 benchmarks/experiments/matmul_1024_configs.py   # on the GPU
 """
