@@ -117,6 +117,44 @@ def test_gpu_forced_matmul_calls_are_planned_and_right(forced):
     matmul.PLANS.forget()
 
 
+# (what softmax() is told, shape, dtype, whether it must replay a plan after two calls)
+FORCED_SOFTMAX = [
+    ("row-tile", {"rows": 64, "cols": 4096}, "bf16", True),
+    ("two-pass", {"rows": 37, "cols": 4099}, "fp32", True),
+    ("cooperative", {"rows": 8, "cols": 65536}, "bf16", False),  # right, planned or not
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", FORCED_SOFTMAX, ids=lambda case: case[0])
+def test_gpu_forced_softmax_calls_are_planned_and_right(case):
+    """A forced row-tile config or long-row path replays its own plan after two calls
+    (session 29; before, it took Triton's front door every call), every answer right."""
+    import functools
+
+    from kernelab.kernels.triton import softmax
+
+    forced, shape, dtype, must_plan = case
+    if forced == "row-tile":
+        kwargs = {"config": softmax.row_tile_candidates(4096)[1]}  # not the default guess
+    elif forced == "two-pass":
+        kwargs = {"single_pass_max_cols": 1024, "long_rows": "two-pass"}
+    else:
+        kwargs = {"single_pass_max_cols": 1024, "long_rows": "cooperative"}
+    spec = get_op("softmax")
+    fn = functools.partial(softmax.softmax, **kwargs)
+    softmax.PLANS.forget()
+    replays = softmax.PLANS.replays
+    for call in range(CALLS):
+        inputs = spec.make_inputs(shape, dtype, seed=call, device="cuda")
+        result = compare(fn(*inputs), spec.reference(*inputs), dtype=dtype)
+        assert result.ok, f"{forced}, call {call}: {result.message}"
+    if must_plan:
+        planned = softmax.PLANS.replays - replays
+        assert planned >= CALLS - 2, f"not planned: {softmax.PLANS.last_refusal}"
+    softmax.PLANS.forget()
+
+
 @pytest.mark.gpu
 def test_gpu_misaligned_views_and_side_streams_get_their_own_right_answers():
     from kernelab.kernels.triton.vector_add import PLANS, vector_add

@@ -187,6 +187,34 @@ def test_softmax_long_row_paths_at_small_size(softmax, shape, dtype, long_rows):
     assert_correct(_forced_long_rows(softmax, long_rows), "softmax", shape, dtype)
 
 
+def test_softmax_forced_calls_are_planned_under_their_options(softmax, monkeypatch):
+    """A forced call goes through the launch plans keyed by its options (frozen), so two
+    forced paths on the same tensors never share a plan; the tuned call keys by tensors alone;
+    options the key cannot hold go unplanned, still right."""
+    keys = []
+
+    def call(device, tensors, launches, *scalars, fresh=0):
+        keys.append(scalars)
+        launches()
+
+    monkeypatch.setattr(softmax.PLANS, "call", call)
+    x = torch.randn(5, 97, device=DEVICE)
+    expected = torch.softmax(x.double(), dim=-1).float()
+    two_pass = {"single_pass_max_cols": 16, "chunk_cols": 32, "long_rows": "two-pass"}
+    l2_rows = {"single_pass_max_cols": 16, "config": SMALL_L2_CONFIGS["l2-rows"]}
+    for kwargs in ({}, two_pass, {**two_pass, "chunk_cols": 64}, l2_rows):
+        torch.testing.assert_close(softmax.softmax(x, **kwargs), expected, rtol=1e-5, atol=1e-6)
+    assert keys[0] == ()
+    assert keys[1] == (16, 32, "two-pass", None)
+    assert keys[2] != keys[1]
+    assert keys[3] == (16, None, None, tuple(sorted(SMALL_L2_CONFIGS["l2-rows"].items())))
+    # two-pass reads CHUNK alone, so the set rides along harmlessly on any device
+    unhashable = {"path": "two-pass", "CHUNK": 32, "note": {"a set"}}
+    result = softmax.softmax(x, single_pass_max_cols=16, config=unhashable)
+    torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-6)
+    assert len(keys) == 4  # the unhashable config never reached the plans
+
+
 def _all_paths(softmax_module):
     return [softmax_module.softmax] + [
         _forced_long_rows(softmax_module, path) for path in LONG_ROW_PATHS

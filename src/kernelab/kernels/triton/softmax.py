@@ -98,7 +98,7 @@ from kernelab.kernels.triton._runtime import (
     sm_count,
     tuned,
 )
-from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch
+from kernelab.kernels.triton.launch_plans import LaunchPlans, frozen, keep, launch
 
 PLANS = LaunchPlans("triton.softmax")
 # the dtypes it takes; a module constant, not a tuple built on every call
@@ -2051,12 +2051,20 @@ def softmax(
         return out
     options = (single_pass_max_cols, chunk_cols, long_rows, config)
     if options == (None, None, None, None):
-        # the tuned choice: planned (launch_plans), where a forced one always goes through
+        # the tuned choice: planned (launch_plans), keyed by the tensors alone
         PLANS.call(
             x.device, (x2d, out), lambda: _dispatch(x2d, out, None, None, None, None), fresh=1
         )
         return out
-    _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_rows, config)
+    # a forced choice is planned too, keyed by its options as well (as triton.matmul's since
+    # session 28): through Triton's front door each call pays its launcher's Python again
+    frozen_options = frozen(*options)
+    if frozen_options is None:  # a config the key cannot hold: unplanned
+        _dispatch(x2d, out, *options)
+        return out
+    PLANS.call(
+        x.device, (x2d, out), lambda: _dispatch(x2d, out, *options), *frozen_options, fresh=1
+    )
     return out
 
 
