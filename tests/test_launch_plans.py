@@ -178,6 +178,55 @@ def test_an_undeclared_tensor_leaves_the_call_unplanned():
     assert "neither the call's nor a declared workspace" in plans.last_refusal
 
 
+def test_a_key_that_keeps_failing_is_given_up_and_no_longer_recorded(monkeypatch):
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.given_up")
+
+    def refused(x, out):
+        launch(kernel, (1,), x, torch.zeros(16), 16, 1.0)  # an undeclared per-call tensor
+
+    for call in range(launch_plans.MOST_FAILED_RECORDINGS):
+        assert not plans.given_up(KEY), call
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)), refused)
+    assert plans.given_up(KEY)
+
+    def no_recording(tensors):
+        raise AssertionError("a given-up key was recorded")
+
+    monkeypatch.setattr(launch_plans, "_Recording", no_recording)
+    _call(plans, KEY, (torch.empty(16), torch.empty(16)), refused)
+    assert kernel.front_door_calls == launch_plans.MOST_FAILED_RECORDINGS + 1  # still runs
+    other = (1, 0, "another key")
+    assert not plans.given_up(other)  # only the failing key
+    plans.forget()
+    assert not plans.given_up(KEY)
+
+
+def test_launches_that_differ_call_to_call_give_the_key_up_too():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.turns_given_up")
+    for turn in range(launch_plans.MOST_FAILED_RECORDINGS + 1):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)),
+              lambda x, out, t=turn: launch(kernel, (1,), x, out, 16, t))  # fmt: skip
+    assert plans.given_up(KEY)  # the first call had nothing to differ from
+
+
+def test_a_key_that_plans_after_a_tuning_call_is_not_held_against_it():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.tuned_then_planned")
+    tuning = [True]
+
+    def body(x, out):
+        for _ in range(launch_plans.MOST_LAUNCHES_PER_CALL + 1 if tuning.pop() else 1):
+            launch(kernel, (1,), x, out, 16, 1.0)
+        tuning.append(False)
+
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
+    assert plans.installed(KEY) and not plans.given_up(KEY)
+    assert plans._failed == {}  # the tuning call's refusal went with the install
+
+
 def test_a_view_of_a_declared_workspace_is_held_and_passed_again():
     kernel = FakeKernel(_kernel)
     plans = LaunchPlans("test.kept")

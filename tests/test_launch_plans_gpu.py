@@ -51,6 +51,10 @@ def _calls_match_the_reference(name, shape, dtype, *, seed0=0, stream=None) -> N
         if stream is None:
             out = fn(*inputs)
         else:
+            # the inputs were drawn on the current stream: the side stream must wait for them,
+            # or it reads whatever the freed blocks held (session 29, under 8 workers: a
+            # vector_add of softmax outputs left behind by an earlier test)
+            stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
                 out = fn(*inputs)
             stream.synchronize()
@@ -141,17 +145,21 @@ def test_gpu_forced_softmax_calls_are_planned_and_right(case):
         kwargs = {"single_pass_max_cols": 1024, "long_rows": "two-pass"}
     else:
         kwargs = {"single_pass_max_cols": 1024, "long_rows": "cooperative"}
+    from kernelab.kernels.triton.launch_plans import MOST_FAILED_RECORDINGS
+
     spec = get_op("softmax")
     fn = functools.partial(softmax.softmax, **kwargs)
     softmax.PLANS.forget()
     replays = softmax.PLANS.replays
-    for call in range(CALLS):
+    calls = CALLS + MOST_FAILED_RECORDINGS
+    for call in range(calls):
         inputs = spec.make_inputs(shape, dtype, seed=call, device="cuda")
         result = compare(fn(*inputs), spec.reference(*inputs), dtype=dtype)
         assert result.ok, f"{forced}, call {call}: {result.message}"
-    if must_plan:
-        planned = softmax.PLANS.replays - replays
-        assert planned >= CALLS - 2, f"not planned: {softmax.PLANS.last_refusal}"
+    planned = softmax.PLANS.replays - replays >= calls - 2
+    # a forced path that cannot be planned stops being recorded (recording costs host time)
+    given_up = max(softmax.PLANS._failed.values(), default=0) >= MOST_FAILED_RECORDINGS
+    assert planned or (given_up and not must_plan), f"not planned: {softmax.PLANS.last_refusal}"
     softmax.PLANS.forget()
 
 

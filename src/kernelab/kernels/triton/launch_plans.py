@@ -25,7 +25,9 @@ A plan is installed only when it is safe to replay:
 - two calls in a row recorded the same launches (kernels, grids, scalars, slots): a call
   that tunes, or one whose scalars change from call to call, never matches its successor;
 - nothing is planned while a CUDA graph is captured, under the interpreter, or with
-  KERNELAB_LAUNCH_PLANS=0.
+  KERNELAB_LAUNCH_PLANS=0;
+- a key whose calls failed to plan MOST_FAILED_RECORDINGS times is given up: its calls take
+  the front door unrecorded, since recording costs host time of its own.
 Scalars are replayed as recorded, so each op's key must hold every scalar its caller passes
 (eps, flags): callers build keys with signature(...) plus those.
 """
@@ -47,6 +49,13 @@ import torch
 MOST_LAUNCHES_PER_CALL = 8
 # Plans kept per op; the oldest goes first.
 PLAN_CAPACITY = 256
+# Calls of one key that may fail to plan (a refusal, or launches unlike the call before) before
+# the key is given up and its calls take the front door without recording. Recording is not
+# free: a forced cooperative softmax, refused every call for its zeroed workspace, cost 103 us
+# of host time a call recorded against 80 unrecorded on an H100 (session 29,
+# softmax_forced_host_cost.py). Eight, not one: a first call that probes or tunes refuses
+# for a reason that goes away.
+MOST_FAILED_RECORDINGS = 8
 
 ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
 
@@ -368,6 +377,7 @@ class LaunchPlans:
         self.op = op
         self._plans: OrderedDict[tuple, list[_Launch]] = OrderedDict()
         self._pending: dict[tuple, tuple] = {}
+        self._failed: OrderedDict[tuple, int] = OrderedDict()  # key: recordings that failed
         self.replays = 0
         self.last_refusal: str | None = None
         _every_op.append(self)
@@ -427,11 +437,19 @@ class LaunchPlans:
     def installed(self, key) -> bool:
         return key in self._plans
 
+    def given_up(self, key) -> bool:
+        """Whether calls of key have failed to plan MOST_FAILED_RECORDINGS times (no install
+        between): they are no longer recorded."""
+        return self._failed.get(key, 0) >= MOST_FAILED_RECORDINGS
+
     @contextmanager
     def recording(self, key, tensors: tuple):
         """Record the launches of the body; installs a plan once two calls agree. A key of
         None records nothing."""
         if key is None or _active() is not None:  # or an op inside another op's recording
+            yield
+            return
+        if self.given_up(key):
             yield
             return
         recording = _Recording(tensors)
@@ -445,23 +463,34 @@ class LaunchPlans:
         if recording.refused is not None:
             self.last_refusal = recording.refused
             self._pending.pop(key, None)
+            self._count_failure(key)
             return
         shape = tuple(step.shape for step in recording.launches)
-        if self._pending.get(key) == shape:
+        pending = self._pending.get(key)
+        if pending == shape:
             del self._pending[key]
+            self._failed.pop(key, None)
             for step in recording.launches:
                 step.direct = _direct_launch(step)
             self._plans[key] = recording.launches
             while len(self._plans) > PLAN_CAPACITY:
                 self._plans.popitem(last=False)
         else:
+            if pending is not None:  # launches unlike the call before's
+                self._count_failure(key)
             self._pending[key] = shape
             while len(self._pending) > PLAN_CAPACITY:
                 self._pending.pop(next(iter(self._pending)))
 
+    def _count_failure(self, key) -> None:
+        self._failed[key] = self._failed.get(key, 0) + 1
+        while len(self._failed) > PLAN_CAPACITY:
+            self._failed.popitem(last=False)
+
     def forget(self) -> None:
         self._plans.clear()
         self._pending.clear()
+        self._failed.clear()
 
 
 def how_launched() -> dict[str, dict]:
