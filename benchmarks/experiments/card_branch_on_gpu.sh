@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# One device call for whichever card comes (session 29; kind nvidia-h200 has given H100s since
-# session 24, and a failed start costs 90-210 s of the session's device time).
-#   H200: issue 30's closing measurements, closing_targets_on_gpu.sh (~215-450 s); the gpu
-#         suite is the next call's (gpu_suite.sh d a b c, then suite_rest_on_gpu.sh).
-#   else: the gpu suite's parts d, a, b and c with 8 workers (~280 s on an H100 in session 28),
-#         then softmax_forced_host_cost.py (~40 s): what a change to launch_plans.py, which
-#         every Triton op replays through, needs checked.
-# Logs in $OUT/results.tgz (the device tool brings back 8 files at most).
+# One device call for whichever card comes (kind nvidia-h200 has given H100s since session 24,
+# and a failed start costs 90-210 s of the session's device time).
+#   H200: issue 30's closing measurements, closing_targets_on_gpu.sh (~215-450 s), alone: with
+#         the gpu suite after it (sessions 26-28's h200_else_paired.sh) a call could pass its
+#         600 s. The gpu suite is the next call's (gpu_suite.sh d a b c, then
+#         suite_rest_on_gpu.sh).
+#   else, by ELSE:
+#     suite (the default): the gpu suite's parts d, a, b and c with 8 workers (~200-280 s on an
+#         H100), then softmax_forced_host_cost.py (~15 s): what a change to launch_plans.py,
+#         which every Triton op replays through, needs checked;
+#     paired: hgemm:18 against cuBLAS at 4096^3 and 8192^3 on the paired harness (300 cold
+#         pairs), then pytorch_targets.py --parts gemm twice, so do_bench and the pairs read
+#         the same card within a minute of each other (~120 s; session 26);
+#     stream-k: hgemm step 19 against step 18 and cuBLAS, stream_k_on_gpu.sh (~60 s).
+# Logs in $OUT/results.tgz (the device tool brings back 8 files at most), paired's as files.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=src KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
@@ -16,6 +23,27 @@ if [[ "$card" == *H200* ]]; then
     bash benchmarks/experiments/closing_targets_on_gpu.sh 2>&1 | tail -70
     exit 0
 fi
+case ${ELSE:-suite} in
+    stream-k)
+        bash benchmarks/experiments/stream_k_on_gpu.sh
+        exit $?
+        ;;
+    paired)
+        timeout 200 python3 benchmarks/hgemm_ladder.py --steps 18 --sizes 4096,8192 --modes cold \
+            --max-time 0.5 --paired 300 --paired-modes cold --out "$OUT/paired" 2>&1 | tail -25
+        for run in 1 2; do
+            mkdir -p "$OUT/gemm$run"
+            OUT="$OUT/gemm$run" timeout 100 python3 benchmarks/pytorch_targets.py --parts gemm 2>&1 |
+                grep -E "^(sgemm|hgemm)"
+        done
+        exit 0
+        ;;
+    suite) ;;
+    *)
+        echo "card_branch_on_gpu.sh: ELSE must be suite, paired or stream-k, not '$ELSE'" >&2
+        exit 2
+        ;;
+esac
 source benchmarks/experiments/packed_steps.sh # out, pack, step: all into $OUT/results.tgz
 step "gpu suite d a b c"
 KERNELAB_DIRECT_LAUNCH=1 GPU_SUITE_WORKERS=8 OUT="$out" timeout 400 \
