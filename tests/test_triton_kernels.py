@@ -1440,6 +1440,27 @@ def test_gpu_vector_add_full_size(vector_add, dtype):
 
 
 @pytest.mark.gpu
+def test_gpu_vector_add_tuning_ends_in_a_final_round_and_stays_correct(vector_add, monkeypatch):
+    """With tuning on (the suite runs with it off), a fresh tuner times its four configs at a
+    new n, the close ones meet in the final round (launched outside any plan), the choice it
+    keeps is a finalist, and every call's answer, the tuning call's first, is checked."""
+    monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "1")
+    monkeypatch.setattr(vector_add._vector_add_tuned, "cache", {})
+    monkeypatch.setattr(vector_add._runtime, "TUNING_LOG", {})
+    vector_add.PLANS.forget()  # a plan from an earlier test would replay without tuning
+    n = (1 << 24) + 5  # 64 MiB of fp32, an n no other test tunes
+    report = check_implementation(vector_add.vector_add, "vector_add", {"n": n}, "fp32", trials=3)
+    assert report.ok, report.message
+    [(key, ranking)] = vector_add._runtime.TUNING_LOG.items()
+    assert key[0] == "triton.vector_add" and key[1][0] == n
+    [choice] = [c["config"] for c in vector_add.tuned_choices() if c["n"] == n]
+    first_pass = {str(entry["config"]): entry["ms"] for entry in ranking if "ms" in entry}
+    assert len(first_pass) == len(vector_add.CONFIGS)
+    best_ms = min(first_pass.values())
+    assert first_pass[str(choice)] <= best_ms * (1 + vector_add._runtime.FINAL_ROUND_MARGIN)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("cols", [512, 1000, 4096, 16384, 16385, 32768, 65536, 100_003, 262_144])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_gpu_softmax_full_size(softmax, cols, dtype):
