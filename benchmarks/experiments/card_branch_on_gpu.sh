@@ -12,7 +12,9 @@
 #     paired: hgemm:18 against cuBLAS at 4096^3 and 8192^3 on the paired harness (300 cold
 #         pairs), then pytorch_targets.py --parts gemm twice, so do_bench and the pairs read
 #         the same card within a minute of each other (~120 s; session 26);
-#     stream-k: hgemm step 19 against step 18 and cuBLAS, stream_k_on_gpu.sh (~60 s).
+#     stream-k: hgemm step 19 against step 18 and cuBLAS, stream_k_on_gpu.sh (~60 s);
+#     tests: only the gpu tests TESTS names (pytest arguments, tuning on), for a change that
+#         needs a few tests checked and not a whole suite's device time.
 # Logs in $OUT/results.tgz (the device tool brings back 8 files at most), paired's as files.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
@@ -38,9 +40,15 @@ case ${ELSE:-suite} in
         done
         exit 0
         ;;
+    tests)
+        # shellcheck disable=SC2086  # TESTS is a list of pytest arguments
+        KERNELAB_DIRECT_LAUNCH=1 timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider \
+            --tb=short -rfE ${TESTS:?ELSE=tests needs TESTS, pytest arguments} 2>&1 | tail -30
+        exit $?
+        ;;
     suite) ;;
     *)
-        echo "card_branch_on_gpu.sh: ELSE must be suite, paired or stream-k, not '$ELSE'" >&2
+        echo "card_branch_on_gpu.sh: ELSE must be suite, tests, paired or stream-k, not '$ELSE'" >&2
         exit 2
         ;;
 esac
