@@ -41,9 +41,11 @@ case ${ELSE:-suite} in
         exit 0
         ;;
     tests)
-        # shellcheck disable=SC2086  # TESTS is a list of pytest arguments
+        # TESTS is parsed as shell words, so -k "a or b" keeps its quotes' meaning (an
+        # unquoted ${TESTS} would hand pytest the quote characters; session 30)
+        eval "pytest_args=(${TESTS:?ELSE=tests needs TESTS, pytest arguments})"
         KERNELAB_DIRECT_LAUNCH=1 timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider \
-            --tb=short -rfE ${TESTS:?ELSE=tests needs TESTS, pytest arguments} 2>&1 | tail -30
+            --tb=short -rfE "${pytest_args[@]}" 2>&1 | tail -30
         exit $?
         ;;
     suite) ;;
