@@ -1424,6 +1424,12 @@ def test_matmul_final_round_only_for_keys_this_call_timed(matmul, monkeypatch):
     matmul._runtime.settle_close_choices(
         tuner, (set(), tuner.configs_timings), lambda c: None, op="triton.matmul"
     )
+    # what the ops take before a launch; taken after it, nothing is new
+    assert matmul._runtime.tuner_state(tuner) == ({key}, tuner.configs_timings)
+    assert matmul._runtime.tuner_state(object()) == (set(), None)  # a tuner never called
+    matmul._runtime.settle_close_choices(
+        tuner, matmul._runtime.tuner_state(tuner), lambda c: None, op="triton.matmul"
+    )
     monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "0")
     matmul._runtime.settle_close_choices(tuner, (set(), None), lambda c: None, op="triton.matmul")
     assert seen == []
@@ -1453,7 +1459,8 @@ def test_gpu_vector_add_tuning_ends_in_a_final_round_and_stays_correct(vector_ad
     assert report.ok, report.message
     [(key, ranking)] = vector_add._runtime.TUNING_LOG.items()
     assert key[0] == "triton.vector_add" and key[1][0] == n
-    [choice] = [c["config"] for c in vector_add.tuned_choices() if c["n"] == n]
+    tuner = vector_add._vector_add_tuned
+    [choice] = [vector_add._runtime.config_as_dict(c) for k, c in tuner.cache.items() if k[0] == n]
     first_pass = {str(entry["config"]): entry["ms"] for entry in ranking if "ms" in entry}
     assert len(first_pass) == len(vector_add.CONFIGS)
     best_ms = min(first_pass.values())

@@ -477,6 +477,12 @@ def config_as_dict(config) -> dict:
     return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
 
 
+def tuner_state(tuner) -> tuple:
+    """What settle_close_choices needs from before a tuned launch: the autotuner's cache keys
+    and its configs_timings object (Triton replaces it when it times a new key)."""
+    return set(getattr(tuner, "cache", ())), getattr(tuner, "configs_timings", None)
+
+
 def settle_close_choices(tuner, before: tuple, run, *, op: str) -> None:
     """Let the candidates Triton's autotuner timed close to its choice meet in a final round.
 
@@ -490,7 +496,7 @@ def settle_close_choices(tuner, before: tuple, run, *, op: str) -> None:
     pairs, cold), `run(candidate)` launching one, and the winner replaces Triton's choice.
     The ranking goes to TUNING_LOG under (op, key).
 
-    before: the tuner's cache keys and configs_timings before the call. A key that Triton
+    before: tuner_state(tuner) taken before the call. A key that Triton
     settled without timing (one candidate left after pruning) leaves configs_timings as the
     previous key's, which must not be read as this one's.
     """

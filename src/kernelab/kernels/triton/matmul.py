@@ -522,7 +522,7 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
         launch(fallback, grid, *args, **common)
         return
     tuner = _tma_autotuner(itemsize, warp_specialize)
-    before = (set(getattr(tuner, "cache", ())), getattr(tuner, "configs_timings", None))
+    before = _runtime.tuner_state(tuner)
     try:
         launch(tuner, grid, *args, **common)
     except Exception as exc:  # Triton raises compiler errors of many types

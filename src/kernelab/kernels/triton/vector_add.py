@@ -85,7 +85,7 @@ def _launch(x_flat, y_flat, out, n) -> None:
         return
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
     tuner = _vector_add_tuned
-    before = (set(getattr(tuner, "cache", ())), getattr(tuner, "configs_timings", None))
+    before = _runtime.tuner_state(tuner)
     launch(tuner, grid, x_flat, y_flat, out, n)
     # Triton's tuner timed the configs one after another; the close ones meet again in
     # alternating pairs (as triton.matmul's), launched at Triton's front door, unrecorded
@@ -101,11 +101,3 @@ def _launch_candidate(x_flat, y_flat, out, n, candidate: dict) -> None:
     """One launch with a candidate dict (BLOCK, num_warps, num_stages), outside any plan."""
     grid = (triton.cdiv(n, candidate["BLOCK"]),)
     _vector_add_kernel[grid](x_flat, y_flat, out, n, **candidate)
-
-
-def tuned_choices() -> list[dict]:
-    """The config the tuner keeps for each n it has seen: what benchmarks record."""
-    cache = getattr(_vector_add_tuned, "cache", {})
-    return [
-        {"n": key[0], "config": _runtime.config_as_dict(config)} for key, config in cache.items()
-    ]
