@@ -34,7 +34,7 @@ if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
 from kernelab.errors import KernelabError  # noqa: E402
-from kernelab.kernels.cuda.hgemm import (  # noqa: E402
+from kernelab.ladders.hgemm import (  # noqa: E402
     DEFAULT_BENCHMARK_STEPS,
     STEPS,
     ladder,  # noqa: E402

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.hardware.catalog import CATALOG
-from kernelab.lenses.hierarchy import measure_hierarchy, record_path, save_record
+from kernelab.lenses.hierarchy import record_path, save_record
 from kernelab.output import console, note
+from kernelab.probes.hierarchy import measure_hierarchy
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "h200" / "hierarchy.json"
 

@@ -49,7 +49,7 @@ def _compress(report: Path) -> Path:
 
 def verify_ladder(out: Path, size: int, steps: str | None) -> dict:
     from kernelab.harness.records import save_records
-    from kernelab.kernels.cuda.sgemm.ladder import parse_steps, verify_ladder
+    from kernelab.ladders.sgemm.ladder import parse_steps, verify_ladder
 
     report = out / "sgemm_ladder_verify.ncu-rep"
     result, records = verify_ladder(parse_steps(steps), size, report_path=report, progress=note)

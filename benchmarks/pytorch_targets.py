@@ -139,8 +139,8 @@ def _checked(impl, spec, inputs, dtype) -> str | None:
 def measure(target: Target) -> None:
     import torch
 
-    from kernelab.kernels.reference import get_op
-    from kernelab.kernels.registry import get
+    from kernelab.spec.reference import get_op
+    from kernelab.spec.registry import get
 
     impl = get(target.impl)
     spec = get_op(impl.op)
@@ -224,8 +224,8 @@ LAUNCH_CASES = [
 def launch_costs(hgemm_step: str = HGEMM_STEP) -> list[dict]:
     import torch
 
-    from kernelab.kernels.reference import get_op
-    from kernelab.kernels.registry import get
+    from kernelab.spec.reference import get_op
+    from kernelab.spec.registry import get
 
     rows = []
     for name, shape, dtype, baseline in LAUNCH_CASES:
@@ -257,7 +257,7 @@ def launch_costs(hgemm_step: str = HGEMM_STEP) -> list[dict]:
         # host cost is the goal; wall (the GPU's time where longer) is kept beside it
         row["met"] = row["ours"]["host_us"] <= row["base"]["host_us"] + HOST_GOAL_US
         if name.startswith("triton."):
-            from kernelab.kernels.triton import direct_launch, launch_plans
+            from kernelab.runtime import direct_launch, launch_plans
 
             row["plans"] = {op: counts for op, counts in launch_plans.how_launched().items()
                             if counts["plans"]}  # fmt: skip
@@ -276,7 +276,7 @@ def _tuner_choice(target) -> dict:
     from process to process where configs time close together (session 25, 1024^3)."""
     if target.impl != "triton.matmul":
         return {}
-    from kernelab.kernels.triton.matmul import tuned_choices
+    from kernelab.ops.matmul import tuned_choices
 
     mnk = [target.shape[d] for d in ("m", "n", "k")]
     return {"tuned_configs": [c for c in tuned_choices() if c["mnk"] == mnk]}
@@ -285,7 +285,7 @@ def _tuner_choice(target) -> dict:
 def record_of(target: Target, identity, versions: dict) -> dict:
     from kernelab.harness.records import Record
     from kernelab.harness.stats import summarize
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     r = target.results
     ours_ms = r["ours_ms"]

@@ -10,7 +10,7 @@
    A step that fails anywhere is not timed.
 2. With --tune: every tile candidate of the tunable steps (8 and 11) at a large and a small
    shape; prints the winners and writes tuned_h200.json into --out (copy it next to
-   src/kernelab/kernels/cuda/sgemm/steps.py to commit the H200's winners).
+   src/kernelab/ladders/sgemm/steps.py to commit the H200's winners).
 3. Timing of cuBLAS fp32 (TF32 off) and every step at each size, in this one process, with
    kernelab.harness.timing (cold L2) or, if that module is missing, a torch.cuda.Event timer
    that flushes L2 before each call (labelled "fallback timer" in the output).
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from kernelab.kernels.cuda.sgemm import STEPS, build_step, sgemm  # noqa: E402
-from kernelab.kernels.cuda.sgemm.ladder import parse_steps  # noqa: E402
+from kernelab.ladders.sgemm import STEPS, build_step, sgemm  # noqa: E402
+from kernelab.ladders.sgemm.ladder import parse_steps  # noqa: E402
 
 CHECK_SHAPES = [
     (1, 1, 1),
@@ -143,7 +143,7 @@ def fallback_timer(max_time_s: float):
 
 
 def tune(steps, max_time_s: float, out_dir: Path) -> dict:
-    from kernelab.kernels.cuda.sgemm.tuning import tune as tune_step
+    from kernelab.ladders.sgemm.tuning import tune as tune_step
 
     timer, _ = make_timer(max_time_s)
     winners: dict = {}
@@ -286,7 +286,7 @@ def main() -> int:
 
     records = []
     if not args.no_time:
-        from kernelab.kernels.cuda.sgemm.ladder import plot, time_ladder
+        from kernelab.ladders.sgemm.ladder import plot, time_ladder
 
         timer, label = make_timer(args.max_time)
         skip = None if args.all_sizes else 4096

@@ -212,7 +212,7 @@ def memory_case(
     describe(), if given, is called after the check (where autotuning happened) and its
     dict joins `extra`: the chosen launch configuration and the tuner's ranking.
     """
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     cost = OPS[op].cost(shape, dtype)
     check = run.check(f"triton.{op}", triton_fn, op, shape, dtype)
@@ -274,8 +274,8 @@ def part_copy(run):
 
 
 def part_vector_add(run):
-    from kernelab.kernels.reference import OPS
-    from kernelab.kernels.triton.vector_add import vector_add
+    from kernelab.ops.vector_add import vector_add
+    from kernelab.spec.reference import OPS
 
     for dtype in ("fp32",) if run.args.quick else ("fp32", "bf16"):
         n = GIB // (4 if dtype == "fp32" else 2)  # 1 GiB per operand
@@ -296,7 +296,7 @@ def torch_softmax(x):
 
 def tuning_for(key_prefix) -> dict:
     """The tuner's rankings whose key starts with key_prefix (what the last case tuned)."""
-    from kernelab.kernels.triton._runtime import TUNING_LOG
+    from kernelab.runtime.tuner import TUNING_LOG
 
     return {
         str(key): ranking
@@ -306,7 +306,7 @@ def tuning_for(key_prefix) -> dict:
 
 
 def part_softmax(run):
-    from kernelab.kernels.triton import softmax as module
+    from kernelab.ops import softmax as module
 
     torch = run.torch
     if run.args.sweep:
@@ -327,7 +327,7 @@ def part_softmax(run):
 
 
 def softmax_case(run, module, rows, cols, dtype):
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     shape = {"rows": rows, "cols": cols}
     inputs = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")
@@ -363,13 +363,13 @@ def torch_layernorm(x, w, b, eps):
 
 
 def torch_rmsnorm(x, w, eps):
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     return OPS["rmsnorm"].torch_eager(x, w, eps)
 
 
 def part_norms(run):
-    from kernelab.kernels.triton import norms
+    from kernelab.ops import norms
 
     if run.args.sweep:
         cols_list = SWEEP_NORM_COLS
@@ -388,7 +388,7 @@ def part_norms(run):
 
 
 def norm_case(run, norms, op, fn, eager, rows, cols, dtype):
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     shape = {"rows": rows, "cols": cols}
     inputs = OPS[op].make_inputs(shape, dtype, 0, "cuda")
@@ -411,8 +411,8 @@ def norm_case(run, norms, op, fn, eager, rows, cols, dtype):
 
 def part_matmul(run):
     torch = run.torch
-    from kernelab.kernels.reference import OPS
-    from kernelab.kernels.triton.matmul import matmul
+    from kernelab.ops.matmul import matmul
+    from kernelab.spec.reference import OPS
 
     sizes = (4096,) if run.args.quick else MATMUL_SIZES
     fp8 = torch.cuda.get_device_capability() >= (8, 9)

@@ -42,8 +42,8 @@ def main(argv=None) -> int:
 
     from kernelab.harness.check import check_implementation
     from kernelab.harness.timing import benchmark
-    from kernelab.kernels.triton import matmul as mm
-    from kernelab.kernels.triton._runtime import sm_count
+    from kernelab.ops import matmul as mm
+    from kernelab.runtime.tuner import sm_count
 
     device = torch.device(args.device)
     programs = sm_count(device)

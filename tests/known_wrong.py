@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelab.kernels.reference import OPS
+from kernelab.spec.reference import OPS
 
 
 def _correct(op: str, *inputs) -> torch.Tensor:

@@ -27,8 +27,8 @@ pytest.importorskip("triton")
 
 from kernelab.errors import KernelabError  # noqa: E402
 from kernelab.harness.check import compare, poisoned_allocations  # noqa: E402
-from kernelab.kernels.reference import dtype_of, get_op  # noqa: E402
-from kernelab.kernels.registry import implementations  # noqa: E402
+from kernelab.spec.reference import dtype_of, get_op  # noqa: E402
+from kernelab.spec.registry import implementations  # noqa: E402
 
 CLEAR_ERRORS = (KernelabError, ValueError, TypeError)
 FLOATS = ("fp32", "bf16", "fp16")
@@ -170,10 +170,10 @@ def _matrix(names_from) -> list:
 
 
 def _callable(impl, via: str):
-    """The kernel as the registry builds it, or as its torch op (kernelab.kernels.torch_ops),
+    """The kernel as the registry builds it, or as its torch op (kernelab.ops.torch_ops),
     which must pass the kernel's errors and answers through unchanged."""
     if via == "torch-op":
-        from kernelab.kernels.torch_ops import op_for
+        from kernelab.ops.torch_ops import op_for
 
         return op_for(impl.name)
     return impl.build()
@@ -221,7 +221,7 @@ def test_ladder_step_refuses_bad_input_before_compiling(monkeypatch, name, kind)
     import importlib
 
     ladder = name.split(":")[0]
-    module = importlib.import_module(f"kernelab.kernels.cuda.{ladder}")
+    module = importlib.import_module(f"kernelab.ladders.{ladder}")
 
     def no_build(*args, **kwargs):
         raise AssertionError(f"{name} reached the compiler with bad input ({kind})")

@@ -22,8 +22,8 @@ from kernelab.harness.ceilings import DeviceIdentity
 from kernelab.harness.records import load_records
 from kernelab.harness.stats import summarize
 from kernelab.harness.timing import Timing
-from kernelab.kernels import registry
-from kernelab.kernels.registry import Implementation
+from kernelab.spec import registry
+from kernelab.spec.registry import Implementation
 
 
 def test_sizes_per_op():
@@ -65,7 +65,7 @@ def test_bad_sizes_are_one_line_errors(op, keys, spec, match):
 @pytest.fixture
 def torch_only(monkeypatch):
     """A registry holding only the torch baselines (and what a test registers itself)."""
-    monkeypatch.setattr(registry, "PROVIDERS", ("kernelab.kernels.torch_baselines",))
+    monkeypatch.setattr(registry, "PROVIDERS", ("kernelab.ops.torch_baselines",))
     monkeypatch.setattr(registry, "_REGISTRY", {})
     monkeypatch.setattr(registry, "_loaded", False)
 
@@ -108,7 +108,7 @@ def test_default_baselines_share_op_dtype_and_math_mode(torch_only):
 
 def test_torch_mm_keeps_tf32_off_and_restores_the_flag(torch_only):
     torch = pytest.importorskip("torch")
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     seen = {}
     original = torch.mm
@@ -132,7 +132,7 @@ def test_torch_mm_keeps_tf32_off_and_restores_the_flag(torch_only):
 
 def test_eager_baselines_compute_their_op(torch_only):
     torch = pytest.importorskip("torch")
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     for name, op, shape in (
         ("torch.softmax", "softmax", {"rows": 3, "cols": 17}),

@@ -20,7 +20,7 @@ from kernelab.harness.check import (
     threshold_explanation,
 )
 from kernelab.harness.tolerances import tolerance
-from kernelab.kernels.reference import OPS
+from kernelab.spec.reference import OPS
 
 
 def check(fn, op, shape, dtype="fp32", **kwargs):

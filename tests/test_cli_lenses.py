@@ -7,8 +7,8 @@ import json
 import pytest
 
 from kernelab.cli import main
-from kernelab.kernels import registry
-from kernelab.kernels.registry import Implementation
+from kernelab.spec import registry
+from kernelab.spec.registry import Implementation
 
 TILE = ["tile", "--bm", "128", "--bn", "128", "--bk", "8", "--tm", "8", "--tn", "8"]
 

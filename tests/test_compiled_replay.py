@@ -1,4 +1,4 @@
-"""The compiled replay (kernels/triton/compiled_replay.c) on the CPU: it builds with the
+"""The compiled replay (runtime/compiled_replay.c) on the CPU: it builds with the
 machine's C compiler, its plan keys equal launch_plans' own item for item, and it refuses bad
 arguments with Python errors. Its launches are tested in test_direct_launch.py (every direct
 launch test runs through it too) and on the GPU in test_launch_plans_gpu.py."""
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernelab.kernels.triton import compiled_replay, launch_plans
-from kernelab.kernels.triton.launch_plans import LaunchPlans
+from kernelab.runtime import compiled_replay, launch_plans
+from kernelab.runtime.launch_plans import LaunchPlans
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kernelab.errors import KernelabError, MissingToolError, NoGPUError
-from kernelab.kernels.cuda import build as cuda_build
-from kernelab.kernels.cuda import launch as cuda_launch
-from kernelab.kernels.cuda.ptxas import PtxasReport, parse_ptxas
-from kernelab.kernels.cuda.sass import functions, sass_facts
+from kernelab.runtime.cuda import build as cuda_build
+from kernelab.runtime.cuda import launch as cuda_launch
+from kernelab.runtime.cuda.ptxas import PtxasReport, parse_ptxas
+from kernelab.runtime.cuda.sass import functions, sass_facts
 
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 
@@ -101,7 +101,7 @@ def test_sass_of_a_vector_copy(kernel_source):
     facts = sass_facts(built.cubin, "copy4")
     assert facts["ldg_128"] == 1 and facts["stg_128"] == 1
     assert facts["local_loads"] == facts["local_stores"] == 0
-    from kernelab.kernels.cuda.sass import disassemble
+    from kernelab.runtime.cuda.sass import disassemble
 
     assert "copy4" in functions(disassemble(built.cubin))
 
@@ -129,7 +129,7 @@ def test_missing_nvcc_is_one_line(kernel_source, monkeypatch, tmp_path):
 
 def test_unknown_source_is_an_error():
     with pytest.raises(KernelabError, match="not found"):
-        cuda_build.build("sgemm/99_missing.cu")
+        cuda_build.build("ladders/sgemm/99_missing.cu")
 
 
 def test_arch_mismatch_message():

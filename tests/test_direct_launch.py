@@ -1,4 +1,4 @@
-"""Direct launches (kernels/triton/direct_launch.py) on the CPU: the parameter bytes a planned
+"""Direct launches (runtime/direct_launch.py) on the CPU: the parameter bytes a planned
 launch hands cuLaunchKernel, and every launch it leaves to Triton's launcher. The driver is a
 stand-in that reads the parameter array back; test_launch_plans_gpu.py runs the real one."""
 
@@ -13,8 +13,8 @@ import torch
 from test_launch_plans import FakeKernel
 
 from kernelab.errors import KernelabError
-from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans, tensor_maps
-from kernelab.kernels.triton.launch_plans import LaunchPlans, launch
+from kernelab.runtime import compiled_replay, direct_launch, launch_plans, tensor_maps
+from kernelab.runtime.launch_plans import LaunchPlans, launch
 
 NAMES = ["x_ptr", "out_ptr", "n", "scale", "BLOCK"]
 SIGNATURE = {

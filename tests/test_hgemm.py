@@ -21,9 +21,7 @@ import subprocess
 import pytest
 
 from kernelab.errors import KernelabError, UnknownNameError
-from kernelab.kernels.cuda import build as cuda_build
-from kernelab.kernels.cuda import prepared
-from kernelab.kernels.cuda.hgemm import (
+from kernelab.ladders.hgemm import (
     CHECK_SHAPES,
     STEPS,
     aligned_rows,
@@ -37,9 +35,11 @@ from kernelab.kernels.cuda.hgemm import (
     tma_step_params,
     transposed_rows,
 )
-from kernelab.kernels.cuda.sass import disassemble, find_tool, has, opcode_counts
+from kernelab.runtime.cuda import build as cuda_build
+from kernelab.runtime.cuda import prepared
+from kernelab.runtime.cuda.sass import disassemble, find_tool, has, opcode_counts
 
-HGEMM_DIR = cuda_build.KERNEL_DIR / "hgemm"
+HGEMM_DIR = cuda_build.KERNEL_DIR / "ladders" / "hgemm"
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="needs cuobjdump")
 
@@ -303,7 +303,7 @@ def test_steps_are_numbered_and_described():
 
 
 def test_registry_lists_every_step():
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     for step in STEPS:
         impl = get(step.name)
@@ -580,7 +580,7 @@ def test_hgemm_refuses_bad_operands():
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
 def test_step_is_correct_on_gpu(step, shape):
     from kernelab.harness.check import check_implementation
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     m, n, k = shape
     fn = get(step.name).build()
@@ -620,8 +620,8 @@ def test_step_handles_views_and_a_given_output(step):
 def test_cluster_grid_fits_the_gpu_at_once(step):
     import torch
 
-    from kernelab.kernels.cuda.hgemm import persistent_launch
-    from kernelab.kernels.cuda.hgemm.tma import co_resident_clusters
+    from kernelab.ladders.hgemm import persistent_launch
+    from kernelab.ladders.hgemm.tma import co_resident_clusters
 
     built = build_step(step)
     probe = step.launch(4096, 4096, 4096)

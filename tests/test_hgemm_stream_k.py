@@ -15,9 +15,9 @@ from collections import defaultdict
 
 import pytest
 
-from kernelab.kernels.cuda import build as cuda_build
+from kernelab.runtime.cuda import build as cuda_build
 
-HGEMM_DIR = cuda_build.KERNEL_DIR / "hgemm"
+HGEMM_DIR = cuda_build.KERNEL_DIR / "ladders" / "hgemm"
 WHOLE, OWNER, CONTRIBUTOR = 0, 1, 2
 
 WALKER = r"""
@@ -175,7 +175,7 @@ def test_the_launchers_rule_agrees_with_the_kernels_split(walker):
     nothing: a disagreement would run whole tiles where sharing pays, or the reverse."""
     import random
 
-    from kernelab.kernels.cuda.hgemm.steps import split_shares
+    from kernelab.ladders.hgemm.steps import split_shares
 
     rng = random.Random(27)
     cases = [case for case, _ in RULE_CASES] + [
@@ -202,7 +202,7 @@ def _operands(m, n, k):
 def _flags_all_zero() -> bool:
     import torch
 
-    from kernelab.kernels.cuda import hgemm as package
+    from kernelab.ladders import hgemm as package
 
     torch.cuda.synchronize()
     kept = list(package._stream_k_workspaces.values())
@@ -217,7 +217,7 @@ SHARED_SHAPES = [(2560, 2560, 8192), (2500, 2550, 8010), (8192, 8192, 4096)]
 
 @pytest.mark.parametrize("shape", SHARED_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_the_gpu_tests_shapes_are_shared_out_on_an_h100(walker, shape):
-    from kernelab.kernels.cuda.hgemm.steps import stream_k_work
+    from kernelab.ladders.hgemm.steps import stream_k_work
 
     whole, shared, _ = walker(*stream_k_work(*shape), 66)
     assert shared > 0
@@ -227,7 +227,7 @@ def test_the_gpu_tests_shapes_are_shared_out_on_an_h100(walker, shape):
 @pytest.mark.parametrize("shape", SHARED_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_shared_tiles_are_correct_and_leave_the_flags_zero(shape):
     from kernelab.harness.check import compare
-    from kernelab.kernels.cuda.hgemm import hgemm
+    from kernelab.ladders.hgemm import hgemm
 
     a, b, ref = _operands(*shape)
     for _ in range(3):  # the same prepared launch again: the flags it left must be zero
@@ -241,7 +241,7 @@ def test_two_streams_at_once_each_get_their_own_workspace():
     import torch
 
     from kernelab.harness.check import compare
-    from kernelab.kernels.cuda import hgemm as package
+    from kernelab.ladders import hgemm as package
 
     a, b, ref = _operands(*SHARED_SHAPES[0])
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
@@ -262,7 +262,7 @@ def test_a_first_call_inside_graph_capture_runs_whole_tiles_and_is_correct():
     import torch
 
     from kernelab.harness.check import compare
-    from kernelab.kernels.cuda import hgemm as package
+    from kernelab.ladders import hgemm as package
 
     m, n, k = SHARED_SHAPES[0]
     a, b, ref = _operands(m, n, k)
@@ -290,7 +290,7 @@ def test_a_first_call_inside_graph_capture_runs_whole_tiles_and_is_correct():
 )
 def test_step_19_runs_step_18s_kernel_where_it_would_share_nothing(shape, kernel):
     from kernelab.harness.check import compare
-    from kernelab.kernels.cuda import hgemm as package
+    from kernelab.ladders import hgemm as package
 
     a, b, ref = _operands(*shape)
     package._plans.clear()

@@ -11,16 +11,6 @@ import pytest
 from kernelab.cli import main
 from kernelab.errors import KernelabError
 from kernelab.hardware import get_gpu
-from kernelab.kernels.cuda import build as cuda_build
-from kernelab.kernels.cuda.micro import bandwidth as micro_bandwidth
-from kernelab.kernels.cuda.micro.chase import (
-    GPU_PAGE_BYTES,
-    PLANS,
-    ChasePlan,
-    plan_order,
-    successor_table,
-    visiting_order,
-)
 from kernelab.lenses import hierarchy, pipeline
 from kernelab.lenses.hierarchy import (
     LUO_2024,
@@ -34,9 +24,19 @@ from kernelab.lenses.hierarchy import (
     record_path,
     save_record,
 )
+from kernelab.probes import bandwidth as micro_bandwidth
+from kernelab.probes.chase import (
+    GPU_PAGE_BYTES,
+    PLANS,
+    ChasePlan,
+    plan_order,
+    successor_table,
+    visiting_order,
+)
+from kernelab.runtime.cuda import build as cuda_build
 
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
-MICRO_SOURCES = ("micro/pointer_chase.cu", "micro/bandwidth.cu")
+MICRO_SOURCES = ("probes/pointer_chase.cu", "probes/bandwidth.cu")
 
 
 def _has_cuda() -> bool:
@@ -151,13 +151,13 @@ def test_micro_kernels_compile_for_sm90_without_spills(source, tmp_path, monkeyp
 
 @needs_nvcc
 def test_sass_has_the_intended_loads(tmp_path, monkeypatch):
-    from kernelab.kernels.cuda import sass
+    from kernelab.runtime.cuda import sass
 
     if sass.find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump")
     monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
-    bandwidth = cuda_build.build("micro/bandwidth.cu").cubin
-    chase = cuda_build.build("micro/pointer_chase.cu").cubin
+    bandwidth = cuda_build.build("probes/bandwidth.cu").cubin
+    chase = cuda_build.build("probes/pointer_chase.cu").cubin
     smem = sass.sass_facts(bandwidth, "smem_read")
     assert smem["lds_128"] > 0 and smem["lds_128"] == smem["lds"]
     for kernel in ("l2_read", "hbm_read", "hbm_copy"):
@@ -390,7 +390,7 @@ def test_a_chase_on_the_device_walks_the_whole_cycle(tmp_path, monkeypatch):
     """A small L2 chase: a warm lap and then `nodes` timed steps end where they began."""
     import torch
 
-    from kernelab.kernels.cuda.micro.chase import run_chase
+    from kernelab.probes.chase import run_chase
 
     monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
     l2 = torch.cuda.get_device_properties(0).L2_cache_size

@@ -16,7 +16,7 @@ from kernelab.lab.run import run_lab
 def _record(impl: str, op: str, shape: dict, dtype: str, median_ms: float = 1.0, **kw) -> Record:
     """A record whose samples give `median_ms`, or, with achieved_gbps, the time its shape's
     bytes take at that rate: the gate and the tables read the samples, not stored rates."""
-    from kernelab.kernels.reference import get_op
+    from kernelab.spec.reference import get_op
 
     if kw.get("achieved_gbps"):
         median_ms = get_op(op).cost(shape, dtype).bytes / kw["achieved_gbps"] / 1e6
@@ -343,9 +343,9 @@ def test_hgemm_stage_writes_what_the_gate_reads(tmp_path, monkeypatch):
     every size, writes hgemm/summary.json, and the gate judges that file's cold pairs."""
     import torch
 
-    from kernelab.kernels.cuda import build
-    from kernelab.kernels.cuda.hgemm import ladder
     from kernelab.lab import run as lab_run
+    from kernelab.ladders.hgemm import ladder
+    from kernelab.runtime.cuda import build
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stand-in H200")

@@ -18,7 +18,7 @@ from kernelab.lab.results import load_results
 def _record(impl, op, shape, dtype, gbps, when="2026-11-29T16:00:00+00:00") -> Record:
     """A record whose samples move the op's minimal bytes at `gbps` (the report derives its
     rates from the samples, never from the stored figure)."""
-    from kernelab.kernels.reference import OPS
+    from kernelab.spec.reference import OPS
 
     median_ms = OPS[op].cost(shape, dtype).bytes / (gbps * 1e9) * 1e3
     return Record(op=op, implementation=impl, shape=shape, dtype=dtype, mode="cold",

@@ -1,4 +1,4 @@
-"""`kernelab ladder hgemm` and its engine, kernels/cuda/hgemm/ladder.py.
+"""`kernelab ladder hgemm` and its engine, ladders/hgemm/ladder.py.
 
 On the CPU: step and mode parsing, the pipeline lens against numbers worked by hand, the
 per-step profile rows read from a real H200 ncu report, the CLI's compile report and lens
@@ -19,11 +19,11 @@ import pytest
 
 from kernelab.errors import KernelabError, UnknownNameError
 from kernelab.hardware import get_gpu
-from kernelab.kernels.cuda import build as cuda_build
-from kernelab.kernels.cuda.hgemm import CHECK_SHAPES, STEPS, get_step
-from kernelab.kernels.cuda.hgemm import ladder as hl
-from kernelab.kernels.cuda.sass import find_tool
+from kernelab.ladders.hgemm import CHECK_SHAPES, STEPS, get_step
+from kernelab.ladders.hgemm import ladder as hl
 from kernelab.output import to_jsonable
+from kernelab.runtime.cuda import build as cuda_build
+from kernelab.runtime.cuda.sass import find_tool
 
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 NCU_FIXTURE = Path(__file__).parent / "fixtures" / "ncu" / "gemm_focused_raw.csv"
@@ -201,7 +201,7 @@ def test_rows_records_and_table():
 
     from kernelab.harness.records import Record
     from kernelab.harness.stats import summarize
-    from kernelab.kernels.reference import get_op
+    from kernelab.spec.reference import get_op
 
     cost = get_op("gemm").cost({"m": 1024, "n": 1024, "k": 1024}, "bf16")
 

@@ -20,8 +20,8 @@ from test_cli_profile import fake_ncu  # noqa: F401  (the stand-in ncu fixture)
 from kernelab.cli import main
 from kernelab.errors import KernelabError
 from kernelab.harness.records import load_records
-from kernelab.kernels.cuda.sgemm import verify as v
-from kernelab.kernels.cuda.sgemm.steps import STEPS, get_step
+from kernelab.ladders.sgemm import verify as v
+from kernelab.ladders.sgemm.steps import STEPS, get_step
 
 FFMA = float(4096**3)  # thread-level FFMAs of a 4096^3 GEMM
 WARP_FFMA = FFMA / 32
@@ -221,14 +221,14 @@ def test_step_for_kernel_reads_ncu_names():
 
 def test_launcher_runs_each_step_in_the_profiling_range():
     cmd = v.launcher_command([get_step(1), get_step(6)], 2048)
-    assert cmd[1:3] == ["-m", "kernelab.kernels.cuda.sgemm.verify"]
+    assert cmd[1:3] == ["-m", "kernelab.ladders.sgemm.verify"]
     assert cmd[cmd.index("--steps") + 1] == "1,6"
     assert cmd[cmd.index("--size") + 1] == "2048"
     assert v.main(["--size", "0"]) == 2
 
 
 def test_one_ncu_run_profiles_every_step_inside_the_profiling_range(fake_ncu, tmp_path):  # noqa: F811
-    from kernelab.kernels.cuda.sgemm.ladder import verify_ladder
+    from kernelab.ladders.sgemm.ladder import verify_ladder
     from kernelab.profiling.runner import PROFILE_RANGE
 
     with pytest.raises(KernelabError, match="no kernel of sgemm:01, sgemm:02"):
@@ -428,7 +428,7 @@ def test_every_step_profiled_once_and_every_metric_read(tmp_path):
     ncu, and the claims that are physics (coalescing, LDG.128, LDGSTS) hold."""
     import torch
 
-    from kernelab.kernels.cuda.sgemm.ladder import verify_ladder
+    from kernelab.ladders.sgemm.ladder import verify_ladder
 
     result, records = verify_ladder(list(STEPS), 1024, report_path=tmp_path / "ladder.ncu-rep")
     steps = {s["step"]: s for s in result["steps"]}

@@ -1,4 +1,4 @@
-"""Launch plans (kernels/triton/launch_plans.py) on the CPU: what gets recorded, when a plan is
+"""Launch plans (runtime/launch_plans.py) on the CPU: what gets recorded, when a plan is
 installed, what a replay passes. The kernels are stand-ins with a JIT function's parameters;
 the GPU tests (test_launch_plans_gpu.py) replay the real ops against torch."""
 
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernelab.kernels.triton import launch_plans
-from kernelab.kernels.triton.launch_plans import LaunchPlans, keep, launch, signature
+from kernelab.runtime import launch_plans
+from kernelab.runtime.launch_plans import LaunchPlans, keep, launch, signature
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kernelab.harness.check import compare  # noqa: E402
-from kernelab.kernels.reference import get_op  # noqa: E402
-from kernelab.kernels.registry import get  # noqa: E402
+from kernelab.spec.reference import get_op  # noqa: E402
+from kernelab.spec.registry import get  # noqa: E402
 
 CALLS = 5
 
@@ -39,7 +39,7 @@ def _module_of(name: str):
 
     module = {"vector_add": "vector_add", "softmax": "softmax", "rmsnorm": "norms",
               "layernorm": "norms", "matmul": "matmul"}[name.split(".")[1]]  # fmt: skip
-    return importlib.import_module(f"kernelab.kernels.triton.{module}")
+    return importlib.import_module(f"kernelab.ops.{module}")
 
 
 def _calls_match_the_reference(name, shape, dtype, *, seed0=0, stream=None) -> None:
@@ -73,7 +73,7 @@ def _id(case) -> str:
 def test_gpu_planned_calls_match_the_reference(case, lean, monkeypatch):
     """lean: KERNELAB_DIRECT_LAUNCH=1's replay path (direct launches where built, Triton's
     launcher called without its hook arguments elsewhere)."""
-    from kernelab.kernels.triton import launch_plans
+    from kernelab.runtime import launch_plans
 
     name, shape, dtype, must_plan = case
     plans = _module_of(name).PLANS
@@ -99,7 +99,7 @@ def test_gpu_forced_matmul_calls_are_planned_and_right(forced):
     the float64 reference; the two configs on the same shapes never share a plan."""
     import functools
 
-    from kernelab.kernels.triton import matmul
+    from kernelab.ops import matmul
 
     if torch.cuda.get_device_capability()[0] < 9 and forced != "plain":
         pytest.skip("TMA needs cc >= 9.0")
@@ -138,8 +138,8 @@ def test_gpu_forced_softmax_calls_are_planned_and_right(case):
     no longer recorded after MOST_FAILED_RECORDINGS calls."""
     import functools
 
-    from kernelab.kernels.triton import softmax
-    from kernelab.kernels.triton.launch_plans import MOST_FAILED_RECORDINGS
+    from kernelab.ops import softmax
+    from kernelab.runtime.launch_plans import MOST_FAILED_RECORDINGS
 
     forced, shape, dtype, must_plan = case
     if forced == "row-tile":
@@ -166,7 +166,7 @@ def test_gpu_forced_softmax_calls_are_planned_and_right(case):
 
 @pytest.mark.gpu
 def test_gpu_misaligned_views_and_side_streams_get_their_own_right_answers():
-    from kernelab.kernels.triton.vector_add import PLANS, vector_add
+    from kernelab.ops.vector_add import PLANS, vector_add
 
     PLANS.forget()
     base = torch.randn(4097, device="cuda")
@@ -188,7 +188,7 @@ def test_gpu_misaligned_views_and_side_streams_get_their_own_right_answers():
 def test_gpu_norm_eps_and_bias_are_part_of_the_plan():
     import torch.nn.functional as F
 
-    from kernelab.kernels.triton.norms import PLANS, layernorm, rmsnorm
+    from kernelab.ops.norms import PLANS, layernorm, rmsnorm
 
     PLANS.forget()
     x = torch.randn(16, 1024, device="cuda")
@@ -228,7 +228,7 @@ def test_gpu_planned_launches_replay_through_cuLaunchKernel(case, compiled, monk
     those calls still match the reference: fresh inputs each call, so the tensor maps are
     looked up for addresses the caching allocator hands out again with new data in them.
     compiled: keys and launches from compiled_replay.c (the default where it builds)."""
-    from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans
+    from kernelab.runtime import compiled_replay, direct_launch, launch_plans
 
     name, shape, dtype, tma = case
     plans = _module_of(name).PLANS

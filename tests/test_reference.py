@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from kernelab.errors import KernelabError, UnknownNameError
-from kernelab.kernels.reference import (
+from kernelab.spec.reference import (
     LAYERNORM_EPS,
     OPS,
     RMSNORM_EPS,
@@ -30,7 +30,7 @@ SMALL = {
 
 def test_importing_the_references_and_checker_does_not_import_torch():
     code = (
-        "import sys, kernelab.kernels.reference, kernelab.harness.check, "
+        "import sys, kernelab.spec.reference, kernelab.harness.check, "
         "kernelab.harness.tolerances; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

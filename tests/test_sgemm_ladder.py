@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelab.kernels.cuda import build as cuda_build
-from kernelab.kernels.cuda.sass import disassemble, sass_facts
-from kernelab.kernels.cuda.sgemm import STEPS, build_step, get_step
+from kernelab.ladders.sgemm import STEPS, build_step, get_step
+from kernelab.runtime.cuda import build as cuda_build
+from kernelab.runtime.cuda.sass import disassemble, sass_facts
 
 TESTS = Path(__file__).parent
-SGEMM_DIR = cuda_build.KERNEL_DIR / "sgemm"
+SGEMM_DIR = cuda_build.KERNEL_DIR / "ladders" / "sgemm"
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20)")
 
@@ -116,7 +116,7 @@ def test_steps_are_numbered_and_described():
 
 
 def test_registry_lists_every_step():
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     for step in STEPS:
         impl = get(step.name)
@@ -480,7 +480,7 @@ GPU_SHAPES = [
 def test_step_matches_torch_on_gpu(step):
     import torch
 
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     torch.backends.cuda.matmul.allow_tf32 = False
     fn = get(step.name).build()
@@ -499,7 +499,7 @@ def test_step_matches_torch_on_gpu(step):
 def test_step_handles_strided_views_and_beta_on_gpu(step):
     import torch
 
-    from kernelab.kernels.cuda.sgemm import sgemm
+    from kernelab.ladders.sgemm import sgemm
 
     m, n, k = 300, 129, 77
     a = torch.randn(m, k + 1, device="cuda")[:, :k]  # lda = 78: rows not 16-byte aligned
@@ -517,7 +517,7 @@ def test_step_handles_strided_views_and_beta_on_gpu(step):
 @pytest.mark.gpu
 def test_ladder_checks_with_the_harness_on_gpu():
     from kernelab.harness.check import check_implementation
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     for step in STEPS:
         fn = get(step.name).build()
@@ -534,7 +534,7 @@ def test_step12_candidates_match_torch_on_gpu(number, defines):
     spread copy landing in a stage another warp still reads)."""
     import torch
 
-    from kernelab.kernels.cuda.sgemm import sgemm
+    from kernelab.ladders.sgemm import sgemm
 
     torch.backends.cuda.matmul.allow_tf32 = False
     step = get_step(number)
@@ -554,7 +554,7 @@ def test_step12_candidates_match_torch_on_gpu(number, defines):
 
 def test_parse_steps():
     from kernelab.errors import UnknownNameError
-    from kernelab.kernels.cuda.sgemm.ladder import parse_steps
+    from kernelab.ladders.sgemm.ladder import parse_steps
 
     assert [s.number for s in parse_steps("1,5,10")] == [1, 5, 10]
     assert [s.number for s in parse_steps("9-11,2")] == [2, 9, 10, 11]
@@ -565,7 +565,7 @@ def test_parse_steps():
 
 
 def test_shape_class():
-    from kernelab.kernels.cuda.sgemm.tuning import shape_class
+    from kernelab.ladders.sgemm.tuning import shape_class
 
     assert shape_class(1024, 1024, 1024) == "small"  # 64 tiles of 128x128 < 132 SMs
     assert shape_class(2048, 2048, 2048) == "large"  # 256 tiles: measured better with big tiles
@@ -576,7 +576,7 @@ def test_shape_class():
 def test_winner_lookup_order(monkeypatch, tmp_path):
     import json
 
-    from kernelab.kernels.cuda.sgemm import tuning
+    from kernelab.ladders.sgemm import tuning
 
     step = get_step(8)
     monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
@@ -599,7 +599,7 @@ def test_winner_lookup_order(monkeypatch, tmp_path):
 def test_committed_winners_are_candidates():
     import json
 
-    from kernelab.kernels.cuda.sgemm import tuning
+    from kernelab.ladders.sgemm import tuning
 
     data = json.loads(tuning.COMMITTED["h200"].read_text())
     assert isinstance(data["measured"], bool) and data["source"]
@@ -612,7 +612,7 @@ def test_committed_winners_are_candidates():
 def test_plot_and_record_from_rows(tmp_path):
     from types import SimpleNamespace
 
-    from kernelab.kernels.cuda.sgemm.ladder import plot, to_record
+    from kernelab.ladders.sgemm.ladder import plot, to_record
 
     rows = [
         {"step": "cuBLAS", "size": 1024, "gflops": 40000.0},
@@ -668,7 +668,7 @@ def test_cli_rejects_bad_input(capsys):
 
 
 def test_a_tuned_winner_sets_the_tile_the_lenses_see():
-    from kernelab.kernels.cuda.sgemm.tuning import committed_winner
+    from kernelab.ladders.sgemm.tuning import committed_winner
 
     step = next(s for s in STEPS if s.name == "sgemm:13")
     winner = committed_winner(step, "h200")

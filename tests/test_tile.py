@@ -6,8 +6,6 @@ import pytest
 
 from kernelab.errors import KernelabError
 from kernelab.hardware import CATALOG, get_gpu
-from kernelab.kernels import registry
-from kernelab.kernels.registry import Implementation
 from kernelab.lenses import tile as tile_lens
 from kernelab.lenses.occupancy import LaunchDoesNotFit
 from kernelab.lenses.tile import (
@@ -17,6 +15,8 @@ from kernelab.lenses.tile import (
     estimate_registers,
     thread_tile_reuse,
 )
+from kernelab.spec import registry
+from kernelab.spec.registry import Implementation
 
 GPU = "h200" if "h200" in CATALOG else "h100-sxm"
 

@@ -1,4 +1,4 @@
-"""kernelab's kernels as torch operators (kernelab.kernels.torch_ops): schemas, fake tensors,
+"""kernelab's kernels as torch operators (kernelab.ops.torch_ops): schemas, fake tensors,
 torch.compile and CUDA graphs.
 
 Anywhere: the seven ops are registered with their schemas, every non-baseline implementation
@@ -25,9 +25,9 @@ pytest.importorskip("triton")
 
 from kernelab.errors import KernelabError, UnknownNameError  # noqa: E402
 from kernelab.harness.check import check_implementation, compare  # noqa: E402
-from kernelab.kernels.reference import get_op  # noqa: E402
-from kernelab.kernels.registry import get, implementations  # noqa: E402
-from kernelab.kernels.torch_ops import op_for, ops  # noqa: E402
+from kernelab.ops.torch_ops import op_for, ops  # noqa: E402
+from kernelab.spec.reference import get_op  # noqa: E402
+from kernelab.spec.registry import get, implementations  # noqa: E402
 
 SCHEMAS = {
     "vector_add": "kernelab::vector_add(Tensor x, Tensor y) -> Tensor",
@@ -99,9 +99,9 @@ def test_op_for_refuses_baselines_and_unknown_names():
 
 def test_importing_kernelab_registers_nothing_and_the_ops_import_no_kernel():
     code = (
-        "import sys, kernelab.kernels.registry as r; r.implementations(); "
-        "print('torch' in sys.modules, 'kernelab.kernels.torch_ops' in sys.modules); "
-        "import kernelab.kernels.torch_ops; "
+        "import sys, kernelab.spec.registry as r; r.implementations(); "
+        "print('torch' in sys.modules, 'kernelab.ops.torch_ops' in sys.modules); "
+        "import kernelab.ops.torch_ops; "
         "print('triton' in sys.modules, 'cuda.core' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

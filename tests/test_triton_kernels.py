@@ -32,7 +32,7 @@ FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 
 def _kernel_module(name: str):
     """Import a kernel module; on the CPU make sure its kernels were built for the interpreter."""
-    module = importlib.import_module(f"kernelab.kernels.triton.{name}")
+    module = importlib.import_module(f"kernelab.ops.{name}")
     if not HAS_CUDA:
         jitted = [v for v in vars(module).values() if type(v).__name__ == "JITFunction"]
         if jitted:  # imported earlier without TRITON_INTERPRET: rebuild for the interpreter
@@ -106,7 +106,7 @@ def test_the_held_bf16_exps_pass_on_the_seed_that_failed_a_clean_clone(softmax):
 
 
 def test_provider_lists_the_five_kernels_with_their_ops():
-    from kernelab.kernels.triton import implementations
+    from kernelab.ops import implementations
 
     ops = {impl.name: impl.op for impl in implementations()}
     assert ops == {
@@ -119,14 +119,14 @@ def test_provider_lists_the_five_kernels_with_their_ops():
 
 
 def test_provider_builds_the_public_functions(softmax, matmul):
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     assert get("triton.softmax").build() is softmax.softmax
     assert get("triton.matmul").build() is matmul.matmul
 
 
 def test_importing_the_provider_does_not_import_triton_or_torch():
-    code = "import sys, kernelab.kernels.triton; print('triton' in sys.modules, 'torch' in sys.modules)"
+    code = "import sys, kernelab.ops; print('triton' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -268,7 +268,7 @@ def _norm_operands(cols: int, dtype: str, device: str = "cuda"):
 @pytest.mark.parametrize("shape", [{"rows": 5, "cols": 127}, {"rows": 3, "cols": 1031}], ids=str)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.tuner import row_tile_candidates
 
     for config in row_tile_candidates(_block(shape["cols"])):
         fn = functools.partial(softmax.softmax, config=config)
@@ -278,7 +278,7 @@ def test_softmax_every_row_tile_candidate(softmax, shape, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softmax_wide_thread_candidates_run_one_row_per_program(softmax, dtype):
-    from kernelab.kernels.triton._runtime import row_tile_candidates, shared_bytes_per_program
+    from kernelab.runtime.tuner import row_tile_candidates, shared_bytes_per_program
 
     # rows of 2K-8K values also get 64 values per thread: 1, 2 and 4 warps
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
@@ -419,7 +419,7 @@ def test_softmax_deferred_continues_its_turns_on_kept_words(softmax, monkeypatch
     # on from the base the kernel stored. 9 rows over 4 groups: group 0 finishes 3 rows a
     # call, groups 1-3 two. Under the interpreter a program is its row's only chunk, so a
     # publish and a poll that disagree on the slot spin out and write NaN.
-    from kernelab.kernels.triton import turn_words
+    from kernelab.runtime import turn_words
 
     monkeypatch.setattr(turn_words, "REUSE", True)
     turn_words.forget()
@@ -464,7 +464,7 @@ def test_softmax_flat_kernel_flips_its_tag_every_call_on_kept_words(softmax, mon
     # the next call's waits cannot take the last call's words for its own. Two shapes of the
     # same unit count share one workspace (9 rows of 256 or of 200 values, one 256-value chunk
     # each: under the interpreter a row of more chunks would wait for peers that run later).
-    from kernelab.kernels.triton import turn_words
+    from kernelab.runtime import turn_words
 
     monkeypatch.setattr(turn_words, "REUSE", True)
     turn_words.forget()
@@ -823,7 +823,7 @@ def test_softmax_unknown_long_row_path_is_refused(softmax):
 
 
 def test_softmax_config_for_names_the_path_and_default_config(softmax):
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.tuner import row_tile_candidates
 
     x = torch.randn(4, 1000, device=DEVICE)
     assert softmax.config_for(x) == {
@@ -849,7 +849,7 @@ def test_softmax_config_for_names_the_path_and_default_config(softmax):
 
 @pytest.mark.parametrize("block_n", [1, 64, 512, 1024, 2048, 4096, 8192, 16384, 32768])
 def test_row_tile_candidates_start_with_inductors_choice_and_end_persistent(block_n):
-    from kernelab.kernels.triton._runtime import MIN_TILE_ELEMENTS, row_tile_candidates
+    from kernelab.runtime.tuner import MIN_TILE_ELEMENTS, row_tile_candidates
 
     candidates = row_tile_candidates(block_n)
     first, last = candidates[0], candidates[-1]
@@ -883,14 +883,14 @@ H100_LIMITS = {"threads": 2048, "registers": 65536, "shared_bytes": 233472, "blo
     ],
 )
 def test_occupancy_never_overestimates(warps, regs, shared, expected):
-    from kernelab.kernels.triton._runtime import occupancy
+    from kernelab.runtime.tuner import occupancy
 
     got = occupancy(H100_LIMITS, num_warps=warps, regs_per_thread=regs, shared_bytes=shared)
     assert got == expected
 
 
 def test_tuned_times_large_inputs_once_and_leaves_small_ones_to_the_heuristic(monkeypatch):
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     monkeypatch.setattr(_runtime, "interpreting", lambda: False)
     timed = []
@@ -915,7 +915,7 @@ def test_tuned_times_large_inputs_once_and_leaves_small_ones_to_the_heuristic(mo
 
 
 def test_fastest_sends_the_configs_close_to_the_best_to_a_paired_final_round(monkeypatch):
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     monkeypatch.setattr(_runtime, "interpreting", lambda: False)
     monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "1")
@@ -946,7 +946,7 @@ def test_autotuner_bench_answers_with_the_cold_timers_quantiles(monkeypatch):
     from types import SimpleNamespace
 
     from kernelab.harness import timing
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     asked = {}
 
@@ -969,7 +969,7 @@ def test_autotuner_bench_answers_with_the_cold_timers_quantiles(monkeypatch):
 
 
 def test_every_triton_autotuner_ranks_configs_by_device_time():
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     matmul, vector_add = _kernel_module("matmul"), _kernel_module("vector_add")
     tuners = [matmul._plain_tuned, vector_add._vector_add_tuned]
@@ -981,7 +981,7 @@ def test_every_triton_autotuner_ranks_configs_by_device_time():
 def test_final_round_champion_yields_only_to_a_faster_challenger():
     from types import SimpleNamespace
 
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     # pct: the challenger's speed as % of the champion's, per (champion, challenger)
     # (within FINAL_ROUND_EDGE_PCT of the champion is a tie; a tie keeps the champion)
@@ -1007,7 +1007,7 @@ def test_final_round_champion_yields_only_to_a_faster_challenger():
 
 
 def test_occupancy_key_takes_a_keyword_tensor_by_dtype_and_alignment():
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     words = torch.zeros(8, dtype=torch.int64)
     # two workspaces of one dtype and alignment compile to one binary: one key
@@ -1022,7 +1022,7 @@ def test_final_round_keeps_the_champion_when_a_match_cannot_be_timed():
     from types import SimpleNamespace
 
     from kernelab.errors import KernelabError
-    from kernelab.kernels.triton import _runtime
+    from kernelab.runtime import tuner as _runtime
 
     def compare(reference, candidate, **kwargs):
         if candidate() == "b":
@@ -1078,7 +1078,7 @@ def test_layernorm_without_bias_and_with_a_large_mean(norms, limit):
 
 @pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
 def test_norms_every_row_tile_candidate(norms, op):
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.tuner import row_tile_candidates
 
     shape = {"rows": 5, "cols": 127, "stride": 130}
     for config in row_tile_candidates(_block(shape["cols"])):
@@ -1593,7 +1593,7 @@ def test_gpu_softmax_flat_kernel(softmax, config):
     # a strided input and ragged chunks, each shape three times on fresh data (the kept words'
     # epoch flips each call: a stale word taken for this call's would corrupt a row), then the
     # numerics at huge logits.
-    from kernelab.kernels.triton import softmax_flat
+    from kernelab.ops.softmax import flat as softmax_flat
 
     config = {"path": "flat", **config}
     fn = functools.partial(softmax.softmax, config=config)
@@ -1731,7 +1731,7 @@ def test_gpu_cooperative_grid_never_exceeds_what_the_driver_says_is_resident(sof
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("cols", [32_768, 262_144])
 def test_gpu_l2_grid_is_resident_and_within_its_l2_budget(softmax, dtype, cols):
-    from kernelab.kernels.triton._runtime import l2_cache_bytes
+    from kernelab.runtime.tuner import l2_cache_bytes
 
     x = torch.randn(512, cols, device="cuda", dtype=dtype)
     l2_configs = [c for c in softmax.long_row_candidates(cols, dtype) if c["path"].startswith("l2")]
@@ -1750,7 +1750,7 @@ def test_gpu_l2_grid_is_resident_and_within_its_l2_budget(softmax, dtype, cols):
 @pytest.mark.parametrize("cols", [1024, 4096, 16384])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_gpu_layernorm_every_row_tile_candidate(norms, cols, dtype):
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.tuner import row_tile_candidates
 
     shape = {"rows": (16 << 20) // (4 * cols), "cols": cols}
     itemsize = {"fp32": 4, "bf16": 2}[dtype]
@@ -1848,8 +1848,8 @@ import json, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernelab.kernels.cuda.sass import disassemble
-from kernelab.kernels.triton.softmax import _softmax_rows_kernel as kernel
+from kernelab.runtime.cuda.sass import disassemble
+from kernelab.ops.softmax import _softmax_rows_kernel as kernel
 
 out = []
 for config in json.loads(sys.argv[1]):
@@ -1878,8 +1878,8 @@ def test_pipelined_row_tiles_copy_the_next_rows_through_shared_memory():
     # num_stages=2 alone never did.
     import json
 
-    from kernelab.kernels.cuda.sass import find_tool
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.cuda.sass import find_tool
+    from kernelab.runtime.tuner import row_tile_candidates
 
     if find_tool("cuobjdump") is None:
         pytest.skip("needs cuobjdump")
@@ -1903,8 +1903,8 @@ def _pipeline_depths(candidates: list[dict]) -> list[int]:
 
 
 def test_pipelined_candidates_fit_in_shared_memory(norms):
-    from kernelab.kernels.triton._runtime import SM90_SHARED_BYTES_PER_PROGRAM as limit
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.tuner import SM90_SHARED_BYTES_PER_PROGRAM as limit
+    from kernelab.runtime.tuner import row_tile_candidates
 
     # LayerNorm at 16K fp32 stages x, weight and bias: 2 x 3 x 64 KiB at PIPELINE=3 is over
     # the 227 KiB a program may have (the H200 refused it, 2026-11-29 session 4); 2 stages fit
@@ -1925,7 +1925,7 @@ def test_pipelined_candidates_fit_in_shared_memory(norms):
 
 
 def test_shared_row_softmax_fits_only_rows_its_tma_boxes_can_address():
-    from kernelab.kernels.triton import softmax_shared as shared
+    from kernelab.ops.softmax import shared as shared
 
     fits = shared.shape_fits
     # rows of 2- or 4-byte values in whole steps of 8 lines of 256, contiguous, <= 64 KiB
@@ -1946,7 +1946,7 @@ def test_shared_row_softmax_offers_the_steps_that_divide_a_row(monkeypatch):
     # As if on a Hopper GPU: rows of 72 lines take the steps of 8 only, 128 lines all three
     # configurations; the tuners' keys carry those steps, so a winner is never reused on rows
     # whose lines it does not divide.
-    from kernelab.kernels.triton import softmax_shared as shared
+    from kernelab.ops.softmax import shared as shared
 
     monkeypatch.setattr(shared, "fits", lambda x2d: True)
     steps = {cols: [c["SUB"] for c in shared.candidates_for(torch.empty(2, cols))]
@@ -1958,7 +1958,7 @@ def test_shared_row_softmax_leads_the_row_tuner_from_8_kib_rows(softmax, monkeyp
     # As if on a Hopper GPU: rows of 8 KiB or more (fp32 2K, bf16 4K) list the shared-memory
     # kernel first, so it is what small inputs and an untuned run launch; 4 KiB rows (bf16
     # 2K) keep the register tile first and the shared kernel last. Nothing dropped.
-    from kernelab.kernels.triton import softmax_shared as shared
+    from kernelab.ops.softmax import shared as shared
 
     monkeypatch.setattr(shared, "fits", lambda x2d: True)
     for cols, dtype, first in [
@@ -1977,7 +1977,7 @@ def test_shared_row_softmax_leads_the_row_tuner_from_8_kib_rows(softmax, monkeyp
 def test_shared_memory_softmax_turns_itself_off_with_a_warning_where_gluon_fails(monkeypatch):
     # A Triton or a GPU where the Gluon kernel does not compile or run: the first check
     # warns once and the shared-memory paths are not offered (the register kernels serve).
-    from kernelab.kernels.triton import softmax_shared as shared
+    from kernelab.ops.softmax import shared as shared
 
     def broken(*args, **kwargs):
         raise RuntimeError("PassManager::run failed")
@@ -2002,8 +2002,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime.jit import mangle_type
-from kernelab.kernels.cuda.sass import disassemble, find_tool
-from kernelab.kernels.triton import softmax_shared as shared
+from kernelab.runtime.cuda.sass import disassemble, find_tool
+from kernelab.ops.softmax import shared as shared
 
 kernel = shared._softmax_shared_row_kernel
 cols, sub, warps = (int(v) for v in sys.argv[1:4])
@@ -2038,8 +2038,8 @@ def test_shared_row_softmax_compiles_for_hopper_with_tma_and_few_registers(sub, 
     # programs fit per SM: the point of the kernel. Needs Gluon and the CUDA tools.
     import json
 
-    from kernelab.kernels.cuda.sass import find_tool
-    from kernelab.kernels.triton import softmax_shared as shared
+    from kernelab.ops.softmax import shared as shared
+    from kernelab.runtime.cuda.sass import find_tool
 
     if shared.gluon is None or find_tool("cuobjdump") is None:
         pytest.skip("needs a Triton with Gluon, and cuobjdump")
@@ -2058,7 +2058,7 @@ def test_shared_row_softmax_compiles_for_hopper_with_tma_and_few_registers(sub, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("index", range(3), ids=["sub8w8", "sub16w8", "sub8w4"])
 def test_gpu_softmax_shared_row_kernel(softmax, index):
-    from kernelab.kernels.triton import softmax_shared as shared
+    from kernelab.ops.softmax import shared as shared
 
     config = dict(shared.CONFIGS[index])
     fn = functools.partial(softmax.softmax, config=config)
@@ -2119,7 +2119,7 @@ def test_gpu_softmax_shared_row_is_offered_only_where_it_fits(softmax):
 
 
 def test_shared_split_softmax_offers_rows_of_whole_chunks():
-    from kernelab.kernels.triton import softmax_shared_split as split
+    from kernelab.ops.softmax import shared_split as split
 
     def chunks(cols, itemsize):
         return [cols * itemsize // c["CHUNK_BYTES"] for c in split.offered(cols, itemsize)]
@@ -2133,7 +2133,7 @@ def test_shared_split_softmax_offers_rows_of_whole_chunks():
 
 
 def test_a_gluon_kernel_that_fails_its_first_launch_is_turned_off_with_a_warning():
-    from kernelab.kernels.triton.softmax_shared import works_or_warn
+    from kernelab.ops.softmax.shared import works_or_warn
 
     def broken() -> bool:
         raise RuntimeError("PassManager::run failed\nmore lines")
@@ -2148,7 +2148,7 @@ def test_a_gluon_kernel_that_fails_its_first_launch_is_turned_off_with_a_warning
 
 
 def test_held_softmax_offers_2_byte_rows_of_262k_values_or_more(softmax):
-    from kernelab.kernels.triton import softmax_held as held
+    from kernelab.ops.softmax import held as held
 
     def chunks(cols, itemsize):
         return [cols // c["CHUNK"] for c in held.offered(cols, itemsize)]
@@ -2182,7 +2182,7 @@ def _launched_by(launch, config):
 
 def _held_launch(config):
     """The held kernel itself on any dtype (fp32 too: its tolerance is the tight one)."""
-    from kernelab.kernels.triton import softmax_held as held
+    from kernelab.ops.softmax import held as held
 
     return _launched_by(held._launch, config)
 
@@ -2197,7 +2197,8 @@ def test_gpu_softmax_kept_words_continue_across_calls(softmax, monkeypatch, dtyp
     # fresh data, checked against the reference; a stale word read as current would mix
     # rows up or poison them with NaN. (Since session 18 the winners are the flat kernel's,
     # whose kept words change their tag each call instead of continuing turns.)
-    from kernelab.kernels.triton import softmax_held, turn_words
+    from kernelab.ops.softmax import held as softmax_held
+    from kernelab.runtime import turn_words
 
     monkeypatch.setattr(turn_words, "REUSE", True)
     turn_words.forget()
@@ -2224,7 +2225,7 @@ def test_gpu_softmax_configs_of_one_shape_share_kept_words(softmax, monkeypatch)
     # shapes agree (same chunk, same packing): each must continue the turns another one
     # left. bf16 131K: the c1024 candidates (three) take turns on one workspace, and the
     # c2048 ones (two) on another, each call on fresh data and checked.
-    from kernelab.kernels.triton import turn_words
+    from kernelab.runtime import turn_words
 
     monkeypatch.setattr(turn_words, "REUSE", True)
     turn_words.forget()
@@ -2244,7 +2245,7 @@ def test_gpu_softmax_configs_of_one_shape_share_kept_words(softmax, monkeypatch)
 @pytest.mark.gpu
 @pytest.mark.parametrize("index", range(3), ids=["c8192w4", "c4096w2", "c4096w2-r128"])
 def test_gpu_softmax_held_kernel(softmax, index):
-    from kernelab.kernels.triton import softmax_held as held
+    from kernelab.ops.softmax import held as held
 
     config = dict(held.CONFIGS[index])
     public = functools.partial(softmax.softmax, config=config)
@@ -2281,7 +2282,7 @@ def test_gpu_softmax_held_kernel(softmax, index):
 @pytest.mark.gpu
 @pytest.mark.parametrize("index", range(3), ids=["c64k-sub8w8", "c32k-sub8w8", "c64k-sub16w4"])
 def test_gpu_softmax_shared_split_kernel(softmax, index):
-    from kernelab.kernels.triton import softmax_shared_split as split
+    from kernelab.ops.softmax import shared_split as split
 
     config = dict(split.CONFIGS[index])
     fn = functools.partial(softmax.softmax, config=config)

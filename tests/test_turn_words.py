@@ -1,4 +1,4 @@
-"""The split-row softmax's exchange words kept between calls (kernels/triton/turn_words.py):
+"""The split-row softmax's exchange words kept between calls (runtime/turn_words.py):
 what is kept and when, and the turn arithmetic that makes kept words safe."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelab.kernels.triton import turn_words  # noqa: E402
+from kernelab.runtime import turn_words  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -32,7 +32,7 @@ def test_words_are_kept_unless_the_environment_says_0(setting, expected):
     env = {k: v for k, v in os.environ.items() if k != "KERNELAB_SOFTMAX_REUSE_WORDS"}
     if setting is not None:
         env["KERNELAB_SOFTMAX_REUSE_WORDS"] = setting
-    code = "from kernelab.kernels.triton import turn_words; print(turn_words.REUSE)"
+    code = "from kernelab.runtime import turn_words; print(turn_words.REUSE)"
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(expected)

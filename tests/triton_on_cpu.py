@@ -27,6 +27,6 @@ def interpreted_kernels() -> None:
     if HAS_CUDA:
         return
     for name in KERNEL_MODULES:
-        module = importlib.import_module(f"kernelab.kernels.triton.{name}")
+        module = importlib.import_module(f"kernelab.ops.{name}")
         if any(type(v).__name__ == "JITFunction" for v in vars(module).values()):
             importlib.reload(module)

@@ -19,7 +19,7 @@ GIB = 1024**3
 def main() -> None:
     import torch
 
-    from kernelab.kernels.cuda.build import build
+    from kernelab.runtime.cuda.build import build
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
@@ -52,7 +52,7 @@ def _time_pattern(pattern: str, variants, builds, sms: int, buffer_bytes: int) -
     import torch
 
     from kernelab.harness.timing import benchmark
-    from kernelab.kernels.cuda.launch import Launch, launch
+    from kernelab.runtime.cuda.launch import Launch, launch
 
     src = torch.empty(buffer_bytes // 4, dtype=torch.int32, device="cuda")
     src.random_() if pattern == "random" else src.fill_(1)

@@ -57,7 +57,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     from kernelab.harness.timing import flush_size_bytes
-    from kernelab.kernels.cuda.hgemm import hgemm
+    from kernelab.ladders.hgemm import hgemm
 
     n = args.size
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)

@@ -41,7 +41,7 @@ def main() -> int:
     import torch
 
     from kernelab.harness.paired import compare
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     mn = args.mn
     ks = [int(k) for k in args.ks.split(",")]

@@ -58,8 +58,8 @@ def param_info(function_handle: int) -> list[tuple[int, int]]:
 
 
 def main() -> None:
-    from kernelab.kernels.triton import compiled_replay, direct_launch, launch_plans
-    from kernelab.kernels.triton import vector_add as module
+    from kernelab.ops import vector_add as module
+    from kernelab.runtime import compiled_replay, direct_launch, launch_plans
 
     x = torch.randn(4096, device="cuda")
     y = torch.randn(4096, device="cuda")
@@ -228,9 +228,9 @@ def main() -> None:
     # --- whole ops, the hooked replay against the lean one (DIRECT), beside torch -----------
     import torch.nn.functional as F
 
-    from kernelab.kernels.triton.matmul import matmul
-    from kernelab.kernels.triton.norms import layernorm, rmsnorm
-    from kernelab.kernels.triton.softmax import softmax
+    from kernelab.ops.matmul import matmul
+    from kernelab.ops.norms import layernorm, rmsnorm
+    from kernelab.ops.softmax import softmax
 
     s = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     ma = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)

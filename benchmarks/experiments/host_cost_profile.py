@@ -55,12 +55,12 @@ def profile_to(fn, path: Path) -> None:
 
 
 def cases():
-    from kernelab.kernels.cuda.hgemm import hgemm
-    from kernelab.kernels.cuda.sgemm import sgemm
-    from kernelab.kernels.triton.matmul import matmul
-    from kernelab.kernels.triton.norms import layernorm, rmsnorm
-    from kernelab.kernels.triton.softmax import softmax
-    from kernelab.kernels.triton.vector_add import vector_add
+    from kernelab.ladders.hgemm import hgemm
+    from kernelab.ladders.sgemm import sgemm
+    from kernelab.ops.matmul import matmul
+    from kernelab.ops.norms import layernorm, rmsnorm
+    from kernelab.ops.softmax import softmax
+    from kernelab.ops.vector_add import vector_add
 
     dev = "cuda"
     x = torch.randn(4096, device=dev)

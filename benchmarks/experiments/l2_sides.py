@@ -95,8 +95,8 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from kernelab.kernels.cuda.build import build
-    from kernelab.kernels.cuda.launch import Launch, launch
+    from kernelab.runtime.cuda.build import build
+    from kernelab.runtime.cuda.launch import Launch, launch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))

@@ -15,7 +15,7 @@ matmul_small_sweep.py times the candidates paired on device time.
 import torch
 import triton.testing as tt
 
-from kernelab.kernels.triton import matmul as mm
+from kernelab.ops import matmul as mm
 
 n = 1024
 a = torch.randn(n, n, device="cuda").to(torch.bfloat16)

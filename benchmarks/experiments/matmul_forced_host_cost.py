@@ -13,7 +13,7 @@ import torch
 import triton.testing as tt
 
 from kernelab.harness.launch_cost import measure_host_cost
-from kernelab.kernels.triton import matmul as mm
+from kernelab.ops import matmul as mm
 
 n = 1024
 a = torch.randn(n, n, device="cuda").to(torch.bfloat16)

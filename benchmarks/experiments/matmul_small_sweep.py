@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from kernelab.harness.paired import compare
-from kernelab.kernels.triton import matmul as mm
+from kernelab.ops import matmul as mm
 
 # BM, BN, BK, warps, stages, warp specialization: tiles the tuner does not try at 1024^3
 EXTRA = [

@@ -15,8 +15,8 @@ import json
 
 import torch
 
-from kernelab.kernels.triton import _runtime
-from kernelab.kernels.triton import matmul as mm
+from kernelab.ops import matmul as mm
+from kernelab.runtime import tuner as _runtime
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--samples", type=int, default=0)

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from kernelab.harness.check import check_implementation
-from kernelab.kernels.triton import softmax
+from kernelab.ops import softmax
 
 GIB = 1 << 30
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}

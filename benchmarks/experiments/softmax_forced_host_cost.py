@@ -16,8 +16,8 @@ import torch
 import triton.testing as tt
 
 from kernelab.harness.launch_cost import measure_host_cost
-from kernelab.kernels.triton import launch_plans
-from kernelab.kernels.triton import softmax as sm
+from kernelab.ops import softmax as sm
+from kernelab.runtime import launch_plans
 
 
 def calls_for(x) -> dict:

@@ -47,8 +47,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernelab.kernels.triton import softmax as _softmax
-from kernelab.kernels.triton import softmax_shared as shared
+from kernelab.ops import softmax as _softmax
+from kernelab.ops.softmax import shared as shared
 
 LINE = shared.LINE
 LOG2E = shared.LOG2E
@@ -198,7 +198,7 @@ def check_edges(cols: str, dtypes: str) -> list[dict]:
 def main(argv=None) -> int:
     from softmax_gluon_rows import run_experiment  # this folder's script
 
-    from kernelab.kernels.triton import softmax as library
+    from kernelab.ops import softmax as library
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))

@@ -1,4 +1,4 @@
-"""The held-row softmax (kernels/triton/softmax_held.py) at any configuration, beside the library.
+"""The held-row softmax (ops/softmax/held.py) at any configuration, beside the library.
 
 The library's held kernel is the deferred exchange with the row a program finishes held in
 shared memory as its input values, its exps taken again at the finish (its docstring has
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelab.kernels.triton import softmax_held as held
+from kernelab.ops.softmax import held as held
 
 CONFIGS = (
     {"CHUNK": 8192, "num_warps": 4, "L2_AHEAD": 1},

@@ -39,8 +39,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernelab.kernels.triton import softmax as _softmax
-from kernelab.kernels.triton import softmax_shared as shared
+from kernelab.ops import softmax as _softmax
+from kernelab.ops.softmax import shared as shared
 
 GIB = 1 << 30
 LINE = shared.LINE

@@ -193,7 +193,7 @@ def resident_groups(kernel, device, probe: tuple, kwargs: dict, n_rows: int, n_c
     int64 words that carry no turn's tag yet."""
     import torch
 
-    from kernelab.kernels.triton._runtime import compiled_occupancy
+    from kernelab.runtime.tuner import compiled_occupancy
 
     per_sm, info = compiled_occupancy(kernel, device, probe, kwargs)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -228,7 +228,7 @@ def compare_main(argv, description, configs, label, launch, record_name) -> int:
     """The command line the long-row Gluon experiments share: each configuration (configs, or
     --configs as a JSON list) named label(config) and run by launch(x, config) -> (out, plan),
     checked and timed beside the library's tuned softmax (run_experiment)."""
-    from kernelab.kernels.triton import softmax as library
+    from kernelab.ops import softmax as library
 
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", type=Path, default=Path("."))
@@ -250,7 +250,7 @@ def compare_main(argv, description, configs, label, launch, record_name) -> int:
 
 
 def main(argv=None) -> int:
-    from kernelab.kernels.triton import softmax as library
+    from kernelab.ops import softmax as library
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))

@@ -1,6 +1,6 @@
 """The held-row softmax with its next rows in flight by cp.async, DEPTH rows deep.
 
-The library's held kernel (kernels/triton/softmax_held.py) keeps the next row's chunk in
+The library's held kernel (ops/softmax/held.py) keeps the next row's chunk in
 registers and asks the L2 for the row after it (prefetch.global.L2::evict_last). ncu at
 bf16 262K (session 13, softmax_ncu/profile_held_c8192w4_bf16_262k.json) has its L2 fabric
 93.5 % busy with DRAM at 81 %, where a copy runs its fabric at 91.6 % with DRAM at 86 %:
@@ -44,7 +44,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 # the library's held kernel's exchange and finish
-from kernelab.kernels.triton.softmax_held import (
+from kernelab.ops.softmax.held import (
     LOG2E,
     MAX_SPINS,
     _finish,

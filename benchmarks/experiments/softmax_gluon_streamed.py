@@ -1,6 +1,6 @@
 """The held softmax with registers only for the chunk in flight: every pass reads shared memory.
 
-The library's held kernel (kernels/triton/softmax_held.py) holds the row it will finish as
+The library's held kernel (ops/softmax/held.py) holds the row it will finish as
 input values in shared memory, but its step still widens the whole chunk to fp32 in
 registers (64 values a thread at bf16 c4096 w2: 168 registers, 6 programs per SM). Session
 12 measured what those registers cost: capped at 128 (8 programs per SM) the same kernel ran
@@ -42,7 +42,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from kernelab.kernels.triton.softmax_held import (
+from kernelab.ops.softmax.held import (
     LOG2E,
     MAX_SPINS,
     _last_row_scale,

@@ -1,6 +1,6 @@
 """The held-row softmax with each chunk's (max, sum) reduced warp by warp, then once across.
 
-The library's held kernel (kernels/triton/softmax_held.py) takes a chunk's max and its sum
+The library's held kernel (ops/softmax/held.py) takes a chunk's max and its sum
 of exps as two block reductions. At c8192 w4 each crosses the four warps through shared
 memory, and the SASS of one step has 7 BAR.SYNC (Triton 3.6, sm_90): about four for each
 reduction's scratch, one before the chunk is held. ncu at bf16 262K
@@ -32,7 +32,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 # the library's held kernel: its loads, L2 prefetch, exchange and finish
-from kernelab.kernels.triton.softmax_held import (
+from kernelab.ops.softmax.held import (
     LOG2E,
     MAX_SPINS,
     _finish,

@@ -45,8 +45,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton import softmax as lib
-from kernelab.kernels.triton._runtime import (
+from kernelab.ops import softmax as lib
+from kernelab.runtime.tuner import (
     compiled_occupancy,
     interpreting,
     resident_programs,

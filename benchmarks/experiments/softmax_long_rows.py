@@ -106,7 +106,7 @@ def candidates_at(module, cols: int, torch_dtype) -> list[dict]:
     without the lean exp (the row-tile kernel is shared with the long-row single pass)."""
     import triton
 
-    from kernelab.kernels.triton._runtime import row_tile_candidates
+    from kernelab.runtime.tuner import row_tile_candidates
 
     if cols > module.SINGLE_PASS_MAX_COLS:
         return module.long_row_variants(cols, torch_dtype)
@@ -141,8 +141,8 @@ def run_shape(
     extra: list[dict] = (),
 ) -> tuple[list, list]:
     """Check and time every long-row candidate and torch eager at one shape; table rows."""
-    from kernelab.kernels.reference import OPS
     from kernelab.output import note
+    from kernelab.spec.reference import OPS
 
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
@@ -217,9 +217,9 @@ def main(argv=None) -> int:
     from kernelab.harness.bench import BenchSession
     from kernelab.harness.ceilings import this_gpu
     from kernelab.harness.timing import benchmark
-    from kernelab.kernels.reference import OPS
-    from kernelab.kernels.triton import softmax as module
+    from kernelab.ops import softmax as module
     from kernelab.output import note
+    from kernelab.spec.reference import OPS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))

@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 
 from kernelab.harness import paired, timing
-from kernelab.kernels.triton import softmax, turn_words
+from kernelab.ops import softmax
+from kernelab.runtime import turn_words
 
 # (rows, cols): 2 GiB moved at 65K-131K (the sweep's shapes), 1 GiB read at 262K
 SHAPES = ((8192, 65536), (4096, 131072), (2048, 262144))

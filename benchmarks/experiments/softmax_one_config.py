@@ -18,7 +18,7 @@ def run(module, x, out, config: dict) -> bool:
     """One launch of this configuration's kernel itself (never a fallback). A held config
     runs even where the library does not offer it (another chunk, no L2 prefetch, fp32)."""
     if config.get("path") == "held":
-        from kernelab.kernels.triton import softmax_held
+        from kernelab.ops.softmax import held as softmax_held
 
         return softmax_held._launch(x, out, config)
     return module._run_long_rows(x, out, config)
@@ -27,7 +27,7 @@ def run(module, x, out, config: dict) -> bool:
 def main(argv=None) -> int:
     import torch
 
-    from kernelab.kernels.triton import softmax as module
+    from kernelab.ops import softmax as module
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cols", type=int, required=True)

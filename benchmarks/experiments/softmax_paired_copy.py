@@ -29,7 +29,7 @@ import torch
 
 from kernelab.harness import paired
 from kernelab.harness.check import check_implementation
-from kernelab.kernels.triton import softmax
+from kernelab.ops import softmax
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 GIB = 1 << 30  # bytes read per call, as in the sweep's shapes (and the same written)

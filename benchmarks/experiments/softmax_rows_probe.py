@@ -16,7 +16,7 @@ import torch
 import triton.testing
 
 from kernelab.harness.timing import benchmark
-from kernelab.kernels.triton import softmax as sm
+from kernelab.ops import softmax as sm
 
 OUT = Path(os.environ.get("OUT", "."))
 DEFAULT = ["2048x65536:fp32", "4096x65536:fp32", "1024x131072:fp32", "4096x32768:bf16"]

@@ -37,7 +37,7 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton.softmax import _load_chunk, _prefetch_to_l2
+from kernelab.ops.softmax import _load_chunk, _prefetch_to_l2
 
 GIB = 1 << 30
 

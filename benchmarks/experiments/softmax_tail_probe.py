@@ -25,7 +25,7 @@ from statistics import median
 import torch
 import triton.testing
 
-from kernelab.kernels.triton import softmax as sm
+from kernelab.ops import softmax as sm
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # (cols, dtype): row counts around the 256 MiB one the targets run used, and 1 GiB's

@@ -49,7 +49,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.kernels.triton import softmax as _softmax
+from kernelab.ops import softmax as _softmax
 
 LOG2E = tl.constexpr(1.4426950408889634)
 VALID = tl.constexpr(1 << 31)  # the tag bit of softmax._packed's word of turn 1
@@ -139,7 +139,7 @@ def launch(x, config: dict, max_spins: int = MAX_SPINS):
     _ticketed_kernel[(n_rows * n_chunks,)](*args, **kwargs)
     plan = {"chunks_per_row": n_chunks}
     if x.device.type == "cuda":
-        from kernelab.kernels.triton._runtime import compiled_occupancy
+        from kernelab.runtime.tuner import compiled_occupancy
 
         per_sm, info = compiled_occupancy(_ticketed_kernel, x.device, args, kwargs)
         plan.update(info, per_sm=per_sm)

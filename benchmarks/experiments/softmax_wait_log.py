@@ -40,7 +40,7 @@ def main(argv=None) -> int:
 
     from kernelab.harness.check import check_implementation
     from kernelab.harness.timing import benchmark
-    from kernelab.kernels.triton import softmax as module
+    from kernelab.ops import softmax as module
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))

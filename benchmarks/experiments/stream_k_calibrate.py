@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from kernelab.kernels.cuda import hgemm as package  # noqa: E402
-from kernelab.kernels.cuda.build import build  # noqa: E402
-from kernelab.kernels.cuda.hgemm.steps import get_step, stream_k_work  # noqa: E402
+from kernelab.ladders import hgemm as package  # noqa: E402
+from kernelab.ladders.hgemm.steps import get_step, stream_k_work  # noqa: E402
+from kernelab.runtime.cuda.build import build  # noqa: E402
 
 # 66 clusters (an H100's 132 SMs in pairs) of 256 x 256 cluster tiles, K-tiles of 64: saved
 # K-tile times 7.8, 15.5, 15.5, 26, 31, 31, 62

@@ -28,7 +28,7 @@ tail -20 "$out/ladder.txt"
 step "do_bench"
 timeout 90 python3 - > "$out/do_bench.txt" 2>&1 <<'PY'
 import torch, triton.testing as tt
-from kernelab.kernels.cuda.hgemm import hgemm
+from kernelab.ladders.hgemm import hgemm
 for n in (4096, 8192):
     a = torch.randn(n, n, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, n, device="cuda").to(torch.bfloat16)

@@ -60,7 +60,7 @@ def main() -> int:
     kind = type(tensor_map)
     print(f"\nexpanded: {[type(v).__name__ for v in expanded]} values {expanded[1:]}")
     print(f"tensor map type {kind.__module__}.{kind.__name__} basicsize {kind.__basicsize__}")
-    from kernelab.kernels.triton.tensor_maps import map_address
+    from kernelab.runtime.tensor_maps import map_address
 
     base = id(tensor_map)
     assumed = map_address(tensor_map)

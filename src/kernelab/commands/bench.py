@@ -81,7 +81,7 @@ def default_dtype(impl) -> str:
 def pick_baselines(impl, dtype: str, names: list[str] | None, candidates) -> list:
     """The baselines to time beside `impl`: the named ones, or by default every registered
     baseline of the same op, dtype and math mode (torch eager, torch.compile, cuBLAS)."""
-    from kernelab.kernels import registry
+    from kernelab.spec import registry
 
     if names:
         chosen = [registry.get(name) for name in names]
@@ -224,8 +224,8 @@ def register(app: typer.Typer) -> None:
         """Check and time a kernel at given sizes; report TFLOP/s, GB/s and % of the roofline."""
         from kernelab.harness.ceilings import this_gpu
         from kernelab.harness.timing import MODES
-        from kernelab.kernels import registry
-        from kernelab.kernels.reference import get_op
+        from kernelab.spec import registry
+        from kernelab.spec.reference import get_op
 
         impl = registry.get(kernel)
         if plot is not None and plot.suffix.lower() not in (".png", ".svg"):

@@ -118,7 +118,6 @@ def register(app: typer.Typer) -> None:
         from kernelab.lenses.hierarchy import (
             document,
             load_record,
-            measure_hierarchy,
             record_path,
             save_record,
         )
@@ -127,6 +126,8 @@ def register(app: typer.Typer) -> None:
             record = load_record(import_file)
             path = import_file
         else:
+            from kernelab.probes.hierarchy import measure_hierarchy
+
             record = measure_hierarchy(quick=quick)
             path = save_record(record, record_path(record.gpu_id or record.gpu, record.driver))
             note(f"saved to {path}")

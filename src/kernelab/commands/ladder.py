@@ -12,7 +12,7 @@ and checks that the metric each step claims to improve moved the right way again
 before: per step, the metric, the previous and the new value, the expected direction and
 PASS/FAIL. --import REPORT does the same from a saved report, without a GPU.
 
-`kernelab ladder hgemm` (the engine is kernels/cuda/hgemm/ladder.py): without a GPU the
+`kernelab ladder hgemm` (the engine is ladders/hgemm/ladder.py): without a GPU the
 compile report and each step's pipeline lens (Little's law at its tiles, on the H200 or the
 detected GPU); with one, every step checked at the awkward shapes and the timed sizes, then
 timed beside cuBLAS bf16 in each --mode (default cold and graph), one table per mode with the
@@ -245,7 +245,7 @@ def register(app: typer.Typer) -> None:
         """A GEMM ladder against cuBLAS: compile report, correctness, timing (sgemm: fp32;
         hgemm: Hopper bf16 with the pipeline lens per step); with --profile, each step under
         Nsight Compute."""
-        from kernelab.kernels.cuda.sgemm import ladder as sgemm_ladder
+        from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
         if name not in LADDERS:
             raise unknown("ladder", name, LADDERS)
@@ -352,7 +352,7 @@ def _lens_spec():
 def _hgemm(
     sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool, pairs: int = 0
 ) -> None:
-    from kernelab.kernels.cuda.hgemm import ladder as hgemm_ladder
+    from kernelab.ladders.hgemm import ladder as hgemm_ladder
 
     size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES))
     chosen = hgemm_ladder.parse_steps(steps)
@@ -494,7 +494,7 @@ def _render_hgemm_compile(result: dict, console) -> None:
 
 
 def _render_hgemm_timing(result: dict, console) -> None:
-    from kernelab.kernels.cuda.hgemm.ladder import same_mode
+    from kernelab.ladders.hgemm.ladder import same_mode
     from kernelab.output import Table
 
     names = list(dict.fromkeys(r["impl"] for r in result["timing"]))

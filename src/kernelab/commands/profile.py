@@ -171,8 +171,8 @@ def register(app) -> None:
             profiles, report, mode = run.kernels, run.report_path, "command"
             extra = {"command": run.command}
         else:
-            from kernelab.kernels import registry
-            from kernelab.kernels.reference import get_op
+            from kernelab.spec import registry
+            from kernelab.spec.reference import get_op
 
             name = target[0]
             op_spec = get_op(registry.get(name).op)

@@ -45,7 +45,7 @@ class Recognition:
 
 
 def _dtype_name(tensor) -> str:
-    from kernelab.kernels.reference import name_of
+    from kernelab.spec.reference import name_of
 
     return name_of(tensor.dtype)
 

@@ -122,7 +122,7 @@ def poison(tree: Any, paths: set[str]) -> None:
 def describe(tree: Any) -> str:
     """ "tuple of 2: fp32[128, 64], fp32[64]" for messages."""
     from kernelab.errors import KernelabError
-    from kernelab.kernels.reference import name_of
+    from kernelab.spec.reference import name_of
 
     def one(leaf) -> str:
         if not _is_tensor(leaf):

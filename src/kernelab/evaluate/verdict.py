@@ -169,7 +169,7 @@ def _synchronize(device) -> None:
 
 def _dtype_name(dtype) -> str | None:
     from kernelab.harness.tolerances import threshold
-    from kernelab.kernels.reference import name_of
+    from kernelab.spec.reference import name_of
 
     try:
         name = name_of(dtype)

@@ -292,7 +292,7 @@ def _gemm_fn(torch, dtype: str, size: int):
 
 def _measure_gemm(torch, dtype: str, sizes, max_time_s: float):
     from kernelab.harness.timing import benchmark
-    from kernelab.kernels.torch_baselines import fp32_matmul
+    from kernelab.spec.math_modes import fp32_matmul
 
     tried = []
     for size in sizes:

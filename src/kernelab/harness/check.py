@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 
 from kernelab.errors import KernelabError, NoGPUError
 from kernelab.harness.tolerances import threshold, threshold_explanation, tolerance
-from kernelab.kernels.reference import get_op, name_of
+from kernelab.spec.reference import get_op, name_of
 
 __all__ = [
     "CheckReport",

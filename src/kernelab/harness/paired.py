@@ -3,7 +3,7 @@
 Under a power cap the clocks of a GPU wander by several percent over seconds (on the H200 a
 cuBLAS GEMM at 4096^3 moved 3.5 % between two timings a few seconds apart). Two medians taken
 one after the other carry that drift into their ratio, and even rounds of alternating
-medians (kernels/cuda/hgemm/ladder.time_rounds) leave a spread of +/-4 % per round. Here
+medians (ladders/hgemm/ladder.time_rounds) leave a spread of +/-4 % per round. Here
 each sample is a *pair*: one call of the reference and one of the candidate, back to back,
 each with its own events (and in cold mode its own L2 flush before it). Both calls of a pair
 run within a millisecond of each other, at the same clocks and temperature, so the pair's

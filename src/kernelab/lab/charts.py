@@ -20,7 +20,7 @@ def ladder_rows(records: list[Record]) -> list[dict]:
 
 
 def ladder_chart(records: list[Record], path: Path) -> Path | None:
-    from kernelab.kernels.cuda.sgemm.ladder import plot
+    from kernelab.ladders.sgemm.ladder import plot
 
     rows = ladder_rows(records)
     return plot(rows, path) if rows else None

@@ -145,8 +145,8 @@ def roofline_section(report: Report, records_dir: Path, figures: Path) -> None:
     if not data:
         return
     from kernelab.hardware.catalog import get_gpu
-    from kernelab.kernels.reference import get_op
     from kernelab.roofline.model import Ceilings, place
+    from kernelab.spec.reference import get_op
 
     gpu = data["gpu"]
     report.add(
@@ -188,8 +188,8 @@ def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None
     """Each op's fastest kernelab implementation at its largest measured shape, placed with
     its measured time on the datasheet roofline of the GPU it ran on."""
     from kernelab.hardware.catalog import CATALOG
-    from kernelab.kernels.reference import get_op
     from kernelab.roofline.model import Ceilings, place
+    from kernelab.spec.reference import get_op
 
     ours = [r for r in results.records if r.implementation.startswith(("triton.", "sgemm:"))]
     gpu_ids = {r.gpu_id for r in results.records if r.gpu_id in CATALOG}
@@ -242,8 +242,8 @@ def _tuned_tile(name: str, gpu_id: str):
     """(TileConfig, ptxas registers or None) of the winner a tunable SGEMM step ran with on
     `gpu_id` (its committed tuning), or None for a fixed step or a GPU never tuned."""
     from kernelab.errors import KernelabError
-    from kernelab.kernels.cuda.sgemm.steps import STEPS
-    from kernelab.kernels.cuda.sgemm.tuning import committed_winner
+    from kernelab.ladders.sgemm.steps import STEPS
+    from kernelab.ladders.sgemm.tuning import committed_winner
     from kernelab.lenses.tile import tile_config_from_metadata
 
     step = next((s for s in STEPS if s.name == name and s.tunable), None)
@@ -252,7 +252,7 @@ def _tuned_tile(name: str, gpu_id: str):
         return None
     config = tile_config_from_metadata({"tiles": step.tiles_with(defines)}, dtype="fp32")
     try:
-        from kernelab.kernels.cuda.sgemm import build_step
+        from kernelab.ladders.sgemm import build_step
 
         registers = build_step(step, defines).report(step.kernel).registers
     except KernelabError:  # no nvcc and no cached cubin: the lens estimates them
@@ -438,7 +438,7 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
     timing = summary.get("timing") or []  # a run may have made only rounds or pairs
     techniques = {}
     try:
-        from kernelab.kernels.cuda.hgemm.steps import STEPS
+        from kernelab.ladders.hgemm.steps import STEPS
 
         techniques = {step.name: step.technique for step in STEPS}
     except ImportError:

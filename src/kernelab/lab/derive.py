@@ -73,7 +73,7 @@ def rederive_record(record: Record, disagreements: list[str]) -> None:
 def _rederive_work(record: Record, where: str, disagreements: list[str]) -> None:
     """FLOPs and bytes of one call from the cost model at the record's shape and dtype, so a
     record cannot claim more work than its shape does; ops without a model keep theirs."""
-    from kernelab.kernels.reference import get_op
+    from kernelab.spec.reference import get_op
 
     try:
         cost = get_op(record.op).cost(record.shape, record.dtype)

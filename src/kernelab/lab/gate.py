@@ -101,9 +101,11 @@ def _softmax_search_space() -> tuple[int, int, int]:
     try:
         import torch
 
-        from kernelab.kernels.triton import softmax_held, softmax_shared, softmax_shared_split
-        from kernelab.kernels.triton._runtime import row_tile_candidates
-        from kernelab.kernels.triton.softmax import long_row_candidates
+        from kernelab.ops.softmax import held as softmax_held
+        from kernelab.ops.softmax import long_row_candidates
+        from kernelab.ops.softmax import shared as softmax_shared
+        from kernelab.ops.softmax import shared_split as softmax_shared_split
+        from kernelab.runtime.tuner import row_tile_candidates
     except ImportError:
         return 0, 0, 0
     shared = sum(len(m.CONFIGS) for m in (softmax_shared, softmax_shared_split, softmax_held))
@@ -124,7 +126,7 @@ def softmax_criteria(results: ResultSet) -> list[Criterion]:
     autotuned = short_space > 1 and long_space > 1
     tuned_text = (f"triton.softmax tunes over {short_space} row-tile and {long_space} long-row "
                   f"configurations, and {shared_space} shared-memory ones (Gluon) on Hopper "
-                  "(kernels/triton/softmax*.py)")  # fmt: skip
+                  "(ops/softmax/)")  # fmt: skip
     benchmarked = len(columns) >= SOFTMAX_MIN_COLUMN_COUNTS
     phase = Criterion(
         "fused softmax in Triton, autotuned and benchmarked",
@@ -208,8 +210,8 @@ def _placements(results: ResultSet) -> list[tuple[Record, object]]:
     its median time. Hot or graph timings may run from L2, which no DRAM roof bounds."""
     from kernelab.hardware.catalog import CATALOG
     from kernelab.hardware.detect import match_catalog
-    from kernelab.kernels.reference import get_op
     from kernelab.roofline.model import Ceilings, place
+    from kernelab.spec.reference import get_op
 
     placed = []
     for r in [*results.records, *results.hgemm_records]:
@@ -317,8 +319,8 @@ def _moved_gbps(profile: dict) -> float | None:
     """The rate a profiled kernel did its job at: the op's minimal bytes over ncu's time for
     it (what the roofline counts; L2 hits can make it exceed the DRAM rate), else ncu's DRAM
     rate when the implementation or shape is not one kernelab can cost."""
-    from kernelab.kernels.reference import get_op
-    from kernelab.kernels.registry import get
+    from kernelab.spec.reference import get_op
+    from kernelab.spec.registry import get
 
     try:
         op = get_op(get(profile["implementation"]).op)

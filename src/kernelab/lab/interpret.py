@@ -25,7 +25,7 @@ CASES = [
 
 def run_cases() -> list[dict]:
     from kernelab.harness.check import check_implementation
-    from kernelab.kernels.registry import get
+    from kernelab.spec.registry import get
 
     results = []
     for name, op, shape, dtype in CASES:

@@ -87,7 +87,7 @@ def _launch_path(rows: list[dict]) -> str:
     if paths == {True} and all(_compiled(row) for row in triton):
         return (
             "The Triton ops replayed through direct launches made from C "
-            "(cuLaunchKernel, kernels/triton/compiled_replay.c)."
+            "(cuLaunchKernel, runtime/compiled_replay.c)."
         )
     if paths == {True}:
         return "The Triton ops replayed through direct launches (cuLaunchKernel)."

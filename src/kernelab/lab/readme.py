@@ -69,8 +69,8 @@ def results_markdown(root: Path, gpu_id: str = "h200") -> str:
 def _ptxas_registers() -> dict[str, int]:
     """Registers per thread of each ladder step from ptxas, when nvcc is here; else {} and
     the tile lens estimates them (and says so)."""
-    from kernelab.kernels.cuda.build import find_nvcc
-    from kernelab.kernels.cuda.sgemm.ladder import compile_report, parse_steps
+    from kernelab.ladders.sgemm.ladder import compile_report, parse_steps
+    from kernelab.runtime.cuda.build import find_nvcc
 
     if find_nvcc() is None:
         return {}

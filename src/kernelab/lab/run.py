@@ -76,8 +76,8 @@ def _write(path: Path, data) -> Path:
 
 def stage_rooflines(state: LabState, progress: Progress) -> str:
     from kernelab.hardware.catalog import get_gpu
-    from kernelab.kernels.reference import get_op
     from kernelab.roofline.model import Ceilings, place
+    from kernelab.spec.reference import get_op
 
     spec = get_gpu(state.gpu_id)
     rows = []
@@ -90,8 +90,8 @@ def stage_rooflines(state: LabState, progress: Progress) -> str:
 
 
 def stage_compile_report(state: LabState, progress: Progress) -> str:
-    from kernelab.kernels.cuda.build import find_nvcc
-    from kernelab.kernels.cuda.sgemm.ladder import compile_report, parse_steps
+    from kernelab.ladders.sgemm.ladder import compile_report, parse_steps
+    from kernelab.runtime.cuda.build import find_nvcc
 
     if find_nvcc() is None:
         why = "nvcc not found: the CUDA ladder's compile report needs the CUDA toolkit"
@@ -133,7 +133,7 @@ def stage_ceilings(state: LabState, progress: Progress) -> str:
 
 def stage_sgemm(state: LabState, progress: Progress) -> str:
     from kernelab.harness.records import save_records
-    from kernelab.kernels.cuda.sgemm.ladder import check_steps, parse_steps, time_ladder
+    from kernelab.ladders.sgemm.ladder import check_steps, parse_steps, time_ladder
 
     steps = parse_steps(None)
     shapes = [
@@ -164,7 +164,7 @@ def stage_sgemm(state: LabState, progress: Progress) -> str:
 
 # The Hopper ladder in the lab: the best step (and, in a full run, the ones it grew from)
 # checked at the awkward shapes, then timed against cuBLAS in alternating pairs of calls, the
-# measure the gate judges (kernels/cuda/hgemm/ladder.time_paired).
+# measure the gate judges (ladders/hgemm/ladder.time_paired).
 HGEMM_LAB_SIZES = (2048, 4096, 8192)
 
 
@@ -186,8 +186,8 @@ def hgemm_plan(capability: tuple[int, int], nvcc: str | None, quick: bool) -> di
 def stage_hgemm(state: LabState, progress: Progress) -> str:
     import torch
 
-    from kernelab.kernels.cuda.build import find_nvcc
-    from kernelab.kernels.cuda.hgemm import ladder
+    from kernelab.ladders.hgemm import ladder
+    from kernelab.runtime.cuda.build import find_nvcc
 
     plan = hgemm_plan(torch.cuda.get_device_capability(), find_nvcc(), state.quick)
     if "skip" in plan:
@@ -236,8 +236,8 @@ def stage_triton(state: LabState, progress: Progress) -> str:
     from kernelab.harness.bench import BenchSession
     from kernelab.harness.ceilings import this_gpu
     from kernelab.harness.records import save_records
-    from kernelab.kernels import registry
-    from kernelab.kernels.reference import get_op
+    from kernelab.spec import registry
+    from kernelab.spec.reference import get_op
 
     identity = this_gpu("kernelab lab")
     baselines = {"vector_add": ["torch.add"], "softmax": ["torch.softmax", "torch.compile.softmax"],
@@ -266,8 +266,8 @@ def stage_triton(state: LabState, progress: Progress) -> str:
 
 def _best_ladder_step(state: LabState) -> str:
     """The fastest SGEMM step this run timed at its largest size; the last step if none."""
-    from kernelab.kernels.cuda.sgemm.ladder import parse_steps
     from kernelab.lab.results import load_results
+    from kernelab.ladders.sgemm.ladder import parse_steps
 
     ladder = [
         r for r in load_results(state.records_dir).ladder() if r.implementation.startswith("sgemm:")

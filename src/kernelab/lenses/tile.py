@@ -392,7 +392,7 @@ def tile_config_from_metadata(metadata: dict, *, dtype: str = "fp32") -> TileCon
 
 def kernel_tile(name: str) -> TileConfig:
     """The tiling a registered implementation declares (e.g. "sgemm:10")."""
-    from kernelab.kernels import registry
+    from kernelab.spec import registry
 
     impl = registry.get(name)
     dtype = impl.dtypes[0] if impl.dtypes else "fp32"
@@ -407,8 +407,8 @@ def kernel_tile(name: str) -> TileConfig:
 
 def ladder_tiles(op: str = "gemm") -> dict[str, TileConfig]:
     """The tilings of every registered implementation of `op` that declares one: the SGEMM
-    ladder steps, once kernelab.kernels.cuda.sgemm registers them."""
-    from kernelab.kernels import registry
+    ladder steps, once kernelab.ladders.sgemm registers them."""
+    from kernelab.spec import registry
 
     tiles = {}
     for impl in registry.implementations(op):

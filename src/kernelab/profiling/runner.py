@@ -25,8 +25,8 @@ DEFAULT_WARMUP = 3
 def run(name: str, shape: dict, dtype: str, *, warmup: int, range_name: str) -> None:
     import torch
 
-    from kernelab.kernels import registry
-    from kernelab.kernels.reference import get_op
+    from kernelab.spec import registry
+    from kernelab.spec.reference import get_op
 
     if not torch.cuda.is_available():
         raise KernelabError("no CUDA GPU visible to the profiled process")

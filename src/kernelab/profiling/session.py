@@ -58,8 +58,8 @@ def _metrics_with(extra: Sequence[str] | None) -> tuple[str, ...]:
 
 def check_implementation_request(name: str, shape: dict, dtype: str | None):
     """(implementation, op spec, clean shape, dtype) or a one-line KernelabError."""
-    from kernelab.kernels import registry
-    from kernelab.kernels.reference import get_op
+    from kernelab.spec import registry
+    from kernelab.spec.reference import get_op
 
     impl = registry.get(name)
     op = get_op(impl.op)

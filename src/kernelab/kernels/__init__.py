@@ -1,1 +1,0 @@
-"""Kernels: the torch references (the specification of each op) and the implementations."""

@@ -1,0 +1,65 @@
+"""What the SGEMM and the Hopper ladders share: their registry entries and how a step list
+is read from the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kernelab.errors import KernelabError
+
+
+def select_steps(spec: str | None, steps: Sequence, lookup: Callable) -> list:
+    """None, "" or "all" -> every step; else "6", "3,4,sgemm:05" or "5-9" -> those steps in
+    ladder order. `lookup` turns one name or number into its step (an unknown one raises)."""
+    if spec is None or spec.strip().lower() in ("", "all"):
+        return list(steps)
+    chosen: set[int] = set()
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = (lookup(x.strip()).number for x in part.split("-", 1))
+            if lo > hi:
+                raise KernelabError(f"step range '{part}' runs backwards; write it low-high")
+            chosen.update(range(lo, hi + 1))
+        else:
+            chosen.add(lookup(part).number)
+    if not chosen:
+        raise KernelabError(f"no steps in '{spec}'; e.g. --steps 6 or --steps 5-9")
+    return [s for s in steps if s.number in chosen]
+
+
+def ladder_implementations(
+    steps,
+    *,
+    run_step: Callable,  # run_step(step, a, b) -> a @ b
+    build_step: Callable,  # build_step(step): compile (cached) ahead of the first call
+    prefix: str,  # "sgemm" / "hgemm": the function name seen by profilers
+    dtypes: tuple[str, ...],
+    label: str,  # "SGEMM" / "Hopper bf16 GEMM"
+) -> list:
+    from kernelab.spec.registry import Implementation
+
+    def callable_for(step):
+        def build():
+            build_step(step)  # compile now, so the first timed call does not pay for nvcc
+
+            def run(a, b):
+                return run_step(step, a, b)
+
+            run.__name__ = f"{prefix}_{step.number:02d}_{step.slug}"
+            return run
+
+        return build
+
+    return [
+        Implementation(
+            name=step.name,
+            op="gemm",
+            build=callable_for(step),
+            dtypes=dtypes,
+            description=f"{label} step {step.number}: {step.technique}",
+            metadata=step.metadata(),
+        )
+        for step in steps
+    ]

@@ -1,0 +1,349 @@
+"""Run the SGEMM ladder: the compile report (no GPU needed), then check every step, time
+every step and cuBLAS fp32 in the same run, and turn the timings into rows and records; or
+profile every step once under Nsight Compute and verify the metric each step claims to
+improve (the checks live in verify.py).
+
+Every "% of cuBLAS" here is measured in one harness and one process, side by side, with
+TF32 off: cuBLAS is the registry's "torch.mm" (full fp32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from kernelab.errors import KernelabError
+from kernelab.ladders.sgemm.steps import STEPS, Step, get_step
+
+CUBLAS = "torch.mm"
+# Steps this slow take seconds per call at 8192^3 (naive: ~500 GFLOP/s -> 2.2 s); time them
+# with fewer samples.
+SLOW_STEPS = {1, 2, 3}
+
+
+def parse_steps(spec: str | None) -> list[Step]:
+    """ "1,5,10" or "1-4,11" or None (all) -> steps in ladder order."""
+    from kernelab.ladders.provider import select_steps
+
+    return select_steps(spec, STEPS, get_step)
+
+
+def compile_report(
+    steps: list[Step], progress: Callable[[str], None] = lambda _: None
+) -> list[dict]:
+    """What ptxas and the SASS say about each step: registers, shared memory, spills, and the
+    instruction facts the step's technique rests on. Needs nvcc (or a warm cache), no GPU."""
+    from kernelab.ladders.sgemm import build_step
+    from kernelab.runtime.cuda.sass import find_tool, sass_facts
+
+    rows = []
+    for step in steps:
+        progress(f"compiling {step.name} ({step.file})")
+        built = build_step(step)
+        report = built.report(step.kernel)
+        facts = sass_facts(built.cubin, step.kernel) if find_tool("cuobjdump") else {}
+        rows.append(
+            {
+                "step": step.name,
+                "technique": step.technique,
+                "arch": built.arch,
+                "registers": report.registers,
+                "static_smem_bytes": report.shared_bytes,
+                "dynamic_smem_bytes": step.launch(4096, 4096, 4096).shared_bytes,
+                "spill_store_bytes": report.spill_store_bytes,
+                "spill_load_bytes": report.spill_load_bytes,
+                "stack_frame_bytes": report.stack_frame_bytes,
+                "threads": math.prod(step.launch(4096, 4096, 4096).block),
+                "sass": facts,
+                "cubin": str(built.cubin),
+                "cached": built.cached,
+            }
+        )
+    return rows
+
+
+def check_steps(
+    steps: list[Step], shapes: list[dict], progress: Callable[[str], None] = lambda _: None
+) -> list[dict]:
+    """check_implementation for every step at every shape; one row each."""
+    from kernelab.harness.check import check_implementation
+    from kernelab.spec.registry import get
+
+    rows = []
+    for step in steps:
+        fn = get(step.name).build()
+        for shape in shapes:
+            progress(f"checking {step.name} at {_shape_text(shape)}")
+            report = check_implementation(fn, "gemm", shape, "fp32")
+            rows.append(
+                {
+                    "step": step.name,
+                    "shape": shape,
+                    "ok": report.ok,
+                    "error": report.error,
+                    "threshold": report.threshold,
+                    "message": report.message,
+                }
+            )
+    return rows
+
+
+def _shape_text(shape: dict) -> str:
+    return "x".join(str(shape[k]) for k in ("m", "n", "k"))
+
+
+def time_ladder(
+    steps: list[Step],
+    sizes: list[int],
+    *,
+    mode: str = "cold",
+    max_time_s: float = 2.0,
+    progress: Callable[[str], None] = lambda _: None,
+    timer: Callable | None = None,
+    skip_slow_above: int | None = None,
+) -> tuple[list[dict], list]:
+    """Time cuBLAS fp32 and every step at every square size, in the same run.
+
+    Returns (rows, records). A row: step, size, median_ms, gflops, pct_of_cublas,
+    speedup_vs_prev (observed, against the previous *timed* step), expected_speedup,
+    rel_noise. `timer(fn, min_samples)` overrides kernelab.harness.timing.benchmark.
+    Steps in SLOW_STEPS are skipped at sizes above `skip_slow_above` when it is given.
+    """
+    import torch
+
+    from kernelab.spec.reference import get_op
+    from kernelab.spec.registry import get
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    benchmark = timer or _harness_timer(mode, max_time_s)
+    identity, versions = _identity()
+    rows, records = [], []
+    for size in sizes:
+        a = torch.randn(size, size, device="cuda")
+        b = torch.randn(size, size, device="cuda")
+        cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, "fp32")
+        flops = cost.flops
+        progress(f"timing cuBLAS fp32 at {size}^3")
+        cublas_impl = get(CUBLAS)
+        cublas_fn = cublas_impl.build()
+        cublas = benchmark(lambda fn=cublas_fn, a=a, b=b: fn(a, b), 10)
+        cublas_row = _row("cuBLAS", None, size, cublas, cost, cublas.median_ms)
+        rows.append(cublas_row)
+        records.append(to_record(CUBLAS, size, cublas, flops, identity, versions, cublas_row))
+        previous = None
+        for step in steps:
+            if skip_slow_above is not None and step.number in SLOW_STEPS and size > skip_slow_above:
+                progress(f"skipping {step.name} at {size}^3: seconds per call")
+                continue
+            progress(f"timing {step.name} ({step.slug}) at {size}^3")
+            fn = get(step.name).build()
+            timing = benchmark(
+                lambda fn=fn, a=a, b=b: fn(a, b), 3 if step.number in SLOW_STEPS else 10
+            )
+            row = _row(step.name, step, size, timing, cost, cublas.median_ms)
+            if previous is not None:
+                row["speedup_vs_prev"] = previous["median_ms"] / row["median_ms"]
+                row["prev_step"] = previous["step"]
+            rows.append(row)
+            records.append(to_record(step.name, size, timing, flops, identity, versions, row))
+            previous = row
+    return rows, records
+
+
+def _harness_timer(mode: str, max_time_s: float):
+    from kernelab.harness.timing import benchmark
+
+    return lambda fn, min_samples: benchmark(
+        fn, mode=mode, min_samples=min_samples, max_time_s=max_time_s
+    )
+
+
+def _identity():
+    from kernelab.environment import software_versions
+    from kernelab.harness.ceilings import this_gpu
+
+    return this_gpu("kernelab ladder"), software_versions()
+
+
+def _row(name: str, step: Step | None, size: int, timing, cost, cublas_ms: float) -> dict:
+    return {
+        "step": name,
+        "technique": step.technique if step else "cuBLAS fp32 (torch.mm, TF32 off)",
+        "size": size,
+        "median_ms": timing.median_ms,
+        "gflops": cost.flops / (timing.median_ms * 1e-3) / 1e9,
+        "bytes": cost.bytes,
+        "pct_of_cublas": 100.0 * cublas_ms / timing.median_ms,
+        "expected_speedup": step.expected_speedup if step else None,
+        "speedup_vs_prev": None,
+        "rel_noise": timing.rel_noise,
+        "throttled": getattr(timing, "throttled", False),
+    }
+
+
+def to_record(name: str, size: int, timing, flops: float, identity, versions: dict, row: dict):
+    """A kernelab Record of one ladder timing (the harness's Timing or a stand-in with
+    median_ms, rel_noise, samples_ms, mode)."""
+    from kernelab.harness.records import Record
+
+    summary = getattr(timing, "summary", None)
+    stats = summary.to_dict() if summary is not None else {
+        "median": timing.median_ms, "rel_noise": timing.rel_noise, "n": len(timing.samples_ms)
+    }  # fmt: skip
+
+    return Record(
+        op="gemm",
+        implementation=name,
+        shape={"m": size, "n": size, "k": size},
+        dtype="fp32",
+        mode=timing.mode,
+        samples_ms=list(timing.samples_ms),
+        stats=stats,
+        gpu=identity.name,
+        gpu_id=identity.gpu_id,
+        driver=identity.driver,
+        versions=versions,
+        clocks=dict(getattr(timing, "clocks", {})),
+        flops=flops,
+        bytes=row["bytes"],
+        achieved_tflops=row["gflops"] / 1e3,
+        warnings=list(getattr(timing, "warnings", [])),
+        extra={
+            "ladder": "sgemm",
+            "pct_of_cublas": row["pct_of_cublas"],
+            "speedup_vs_prev": row["speedup_vs_prev"],
+            "expected_speedup": row["expected_speedup"],
+            "technique": row["technique"],
+        },
+    )
+
+
+def plot(rows: list[dict], path: str | Path) -> Path:
+    """One panel per size: GFLOP/s per step as bars, cuBLAS fp32 as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({r["size"] for r in rows})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4.2), squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        steps = [r for r in rows if r["size"] == size and r["step"] != "cuBLAS"]
+        cublas = next((r for r in rows if r["size"] == size and r["step"] == "cuBLAS"), None)
+        labels = [r["step"].removeprefix("sgemm:") for r in steps]
+        ax.bar(labels, [r["gflops"] / 1e3 for r in steps], color="#4c72b0")
+        if cublas is not None:
+            ax.axhline(cublas["gflops"] / 1e3, color="#c44e52", linestyle="--", label="cuBLAS fp32")
+            ax.legend(loc="upper left", fontsize=8)
+        ax.set_title(f"SGEMM {size}^3")
+        ax.set_xlabel("ladder step")
+        ax.set_ylabel("TFLOP/s")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# --- verification with the profiler (`kernelab ladder sgemm --profile`) ----------------------
+
+
+def verify_ladder(
+    steps: list[Step],
+    size: int,
+    *,
+    report_path=None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict, list]:
+    """Profile every step (and the step before each, for the comparison) once at size^3 under
+    ncu and check each step's claimed metric against the previous step. Needs a GPU and ncu.
+    Returns (the verification as a dict, one record per profiled step)."""
+    from kernelab.ladders.sgemm.verify import profile_steps, with_predecessors
+
+    profiled = with_predecessors(steps)
+    run, profiles = profile_steps(profiled, size, out_path=report_path, progress=progress)
+    kernels = {k.name: k for k in run.kernels}
+    return _verification(steps, profiles, size, run.report_path, kernels, live=True)
+
+
+def verify_report(
+    path,
+    steps: list[Step],
+    size: int,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict, list]:
+    """The same verification read from a saved ncu report (.ncu-rep or CSV page, .xz too) of
+    the ladder's kernels at size^3; no GPU needed (the SASS checks need nvcc and cuobjdump)."""
+    from kernelab.ladders.sgemm.verify import profiles_from_kernels, sass_for, step_for_kernel
+    from kernelab.profiling.report import load
+
+    kernels = load(path)
+    present = {s.number for s in map(step_for_kernel, (k.name for k in kernels)) if s}
+    if not any(s.number in present for s in steps):
+        chosen = ", ".join(s.kernel for s in steps)
+        raise KernelabError(f"{path}: no kernel of the chosen steps ({chosen}) in the report")
+    in_report = [s for s in steps if s.number in present]
+    profiles = profiles_from_kernels(kernels, sass_for(in_report, size, progress))
+    return _verification(steps, profiles, size, path, {k.name: k for k in kernels}, live=False)
+
+
+def _verification(steps, profiles, size, report, kernels: dict, *, live: bool):
+    from kernelab.ladders.sgemm.verify import summary, verify
+
+    verdicts = verify(profiles, steps)
+    device = next((k.device for k in kernels.values() if k.device), None)
+    result = {
+        "ladder": "sgemm",
+        "size": size,
+        "gpu": device,
+        "report": str(report),
+        "steps": [v.to_dict() for v in verdicts],
+        "counts": summary(verdicts),
+        "all_passed": bool(verdicts) and all(v.verdict == "PASS" for v in verdicts),
+    }
+    records = [
+        _verification_record(v, kernels.get(v.kernel), size, device, report, live)
+        for v in verdicts
+        if v.duration_ms
+    ]
+    return result, records
+
+
+def _verification_record(verdict, kernel, size: int, device, report, live: bool):
+    """One Record per verified step: the ncu kernel time as its one sample (mode "ncu": caches
+    flushed before the launch, clocks unlocked), the checks in `extra`."""
+    from kernelab.environment import software_versions
+    from kernelab.harness.ceilings import catalog_id_for
+    from kernelab.harness.records import Record
+    from kernelab.harness.stats import summarize
+    from kernelab.profiling.metrics import SM_CYCLES_PER_SECOND
+    from kernelab.spec.reference import get_op
+
+    cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, "fp32")
+    sm_hz = kernel.metric(SM_CYCLES_PER_SECOND) if kernel is not None else None
+    driver = None
+    if live:
+        from kernelab.harness.gpu_clocks import driver_version
+
+        driver = driver_version()
+    return Record(
+        op="gemm",
+        implementation=verdict.step.name,
+        shape={"m": size, "n": size, "k": size},
+        dtype="fp32",
+        mode="ncu",
+        samples_ms=[verdict.duration_ms],
+        stats=summarize([verdict.duration_ms]).to_dict(),
+        gpu=device or "",
+        gpu_id=catalog_id_for(device) if device else None,
+        driver=driver,
+        versions=software_versions() if live else {},
+        clocks={"sm_mhz_ncu": sm_hz / 1e6} if sm_hz else {},
+        flops=cost.flops,
+        bytes=cost.bytes,
+        achieved_tflops=cost.flops / (verdict.duration_ms * 1e-3) / 1e12,
+        extra={"ladder": "sgemm", "verification": verdict.to_dict(), "ncu_report": str(report)},
+    )

@@ -1,0 +1,106 @@
+"""The torch baselines every kernel is compared to: cuBLAS through torch.mm, the eager ops and
+their torch.compile versions.
+
+torch.compile uses its default mode with dynamic=False: the configuration most users run,
+with no CUDA graphs (the timer's graph mode decides about launch batching, for every
+implementation alike) and without max-autotune, which tunes for minutes per shape and would
+make `kernelab bench` unusable interactively. Compilation happens on the first call, which
+the checker and the timer's warm-up make, never inside the timed region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kernelab.spec.math_modes import fp32_matmul
+from kernelab.spec.registry import Implementation
+
+FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _mm(*, tf32: bool) -> Callable[[], Callable]:
+    def build():
+        import torch
+
+        def mm(a, b):
+            # cuBLAS picks tf32 kernels from this flag at call time, so set it around the call.
+            with fp32_matmul(tf32=tf32):
+                return torch.mm(a, b)
+
+        return mm
+
+    return build
+
+
+def _eager(op: str) -> Callable[[], Callable]:
+    def build():
+        from kernelab.spec.reference import OPS
+
+        return OPS[op].torch_eager
+
+    return build
+
+
+def _compiled(op: str) -> Callable[[], Callable]:
+    def build():
+        import torch
+
+        from kernelab.spec.reference import OPS
+
+        return torch.compile(OPS[op].torch_eager, dynamic=False)
+
+    return build
+
+
+# (name suffix, op, what torch runs)
+_EAGER_OPS = (
+    ("softmax", "softmax", "torch.softmax(x, dim=-1)"),
+    ("layer_norm", "layernorm", "torch.nn.functional.layer_norm"),
+    ("rms_norm", "rmsnorm", "torch.nn.functional.rms_norm"),
+    ("add", "vector_add", "x + y"),
+)
+
+
+def implementations() -> list[Implementation]:
+    impls = [
+        Implementation(
+            name="torch.mm",
+            op="gemm",
+            build=_mm(tf32=False),
+            dtypes=FLOAT_DTYPES,
+            description="cuBLAS through torch.mm; fp32 in full fp32 (TF32 off)",
+            is_baseline=True,
+        ),
+        Implementation(
+            name="torch.mm.tf32",
+            op="gemm",
+            build=_mm(tf32=True),
+            dtypes=("fp32",),
+            description="cuBLAS through torch.mm with fp32 inputs on tf32 tensor cores",
+            math_mode="tf32",
+            is_baseline=True,
+        ),
+    ]
+    for suffix, op, what in _EAGER_OPS:
+        impls.append(
+            Implementation(
+                name=f"torch.{suffix}",
+                op=op,
+                build=_eager(op),
+                dtypes=FLOAT_DTYPES,
+                description=f"torch eager: {what}",
+                is_baseline=True,
+            )
+        )
+        impls.append(
+            Implementation(
+                name=f"torch.compile.{suffix}",
+                op=op,
+                build=_compiled(op),
+                dtypes=FLOAT_DTYPES,
+                description=f"torch.compile (default mode, static shapes) of {what}",
+                is_baseline=True,
+                metadata={"compiler": "inductor", "mode": "default", "dynamic": False},
+            )
+        )
+    return impls
