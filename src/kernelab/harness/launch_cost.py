@@ -4,8 +4,8 @@ The timer (harness/timing.py) reports device time: it queues calls behind a spin
 the Python launch path never shows. A user calling the kernel from PyTorch pays that path on
 every call, and when it is longer than the kernel the GPU idles between calls: the call is
 launch-bound at that size, and no kernel tuning will help (a CUDA graph, a leaner launcher or
-a fused op will). Measured on the H200 in session 19: triton.softmax at 64 x 4096 took
-196 us a call from Python for a few microseconds of GPU work.
+a fused op will). A small softmax is a few microseconds of GPU work; through Triton's own
+launcher its call costs the host tens of microseconds more.
 
 Per call, over back-to-back calls of `fn` with nothing in between:
   host_us  the host time to return from the call (the launch path; the GPU runs behind it),
