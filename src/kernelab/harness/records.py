@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import lzma
 import math
 import os
 import subprocess
@@ -148,15 +149,27 @@ class Record:
         return record
 
 
+def read_text(path: str | Path) -> str:
+    """The text of `path`, decompressed when its name ends in .xz (large record files are
+    committed as .json.xz): every reader of records goes through here, so each reads both."""
+    path = Path(path)
+    if path.suffix == ".xz":
+        with lzma.open(path, "rt", encoding="utf-8") as compressed:
+            return compressed.read()
+    return path.read_text()
+
+
 def read_json(path: str | Path, what: str):
-    """The JSON document at `path`; a one-line KernelabError when it is missing or broken."""
+    """The JSON document at `path` (.json or .json.xz); a one-line KernelabError when it is
+    missing or broken."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except FileNotFoundError:
         raise KernelabError(f"no {what} at {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KernelabError(f"{path} is not JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, lzma.LZMAError, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise KernelabError(f"{path} is not JSON: {reason}") from None
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -192,15 +205,12 @@ def save_records(records: list[Record], path: str | Path) -> Path:
 
 
 def load_records(path: str | Path) -> list[Record]:
-    """The records in a JSON file written by save_records (KernelabError when it is not one)."""
+    """The records in a JSON file (.json, or .json.xz) written by save_records, or a document
+    that holds them under "records" (`kernelab bench --json`, benchmarks/pytorch_targets.py);
+    KernelabError when it is not one."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KernelabError(f"no record file at {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KernelabError(f"{path} is not JSON: {exc}") from None
-    if isinstance(data, dict) and "records" in data:  # a `kernelab bench --json` document
+    data = read_json(path, "record file")
+    if isinstance(data, dict) and "records" in data:  # a document that holds a record list
         data = data["records"]
     if not isinstance(data, list):
         raise KernelabError(f"{path} holds no list of records")

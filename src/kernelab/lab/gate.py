@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelab.harness.records import Record
-from kernelab.lab.derive import derive_all, from_samples
-from kernelab.lab.results import ResultSet, latest_per_case
+from kernelab.lab.derive import from_samples
+from kernelab.lab.results import ResultSet, derive_all, latest_per_case
 
 PHASE_SGEMM_PCT = 70.0  # the phase asks for 70-80 % of cuBLAS fp32
 KERNELAB_SGEMM_PCT = 90.0  # our own bar at 4096^3 (issue 4)

@@ -26,6 +26,11 @@ _FIGURE = re.compile(r"(?<![\w.])(\d+\.\d+)(?![\w.])")
 _SENTENCE_END = re.compile(r"(?<=[.;:])\s+")
 
 
+def record_stem(source_file: str) -> str:
+    """The name a page cites a record file by: its file name without folder or .json(.xz)."""
+    return source_file.rsplit("/", 1)[-1].removesuffix(".xz").removesuffix(".json")
+
+
 def rates_by_file(results: ResultSet) -> dict[str, list[float]]:
     """Per record file (its stem), the natural rate of each record from samples."""
     rates: dict[str, list[float]] = {}
@@ -34,8 +39,7 @@ def rates_by_file(results: ResultSet) -> dict[str, list[float]]:
             continue
         rate = r.achieved_tflops if r.op in RATE_OPS else (r.achieved_gbps or 0) / 1000
         if rate:
-            name = r.extra.get("source_file", "")
-            rates.setdefault(name.removesuffix(".json"), []).append(rate)
+            rates.setdefault(record_stem(r.extra.get("source_file", "")), []).append(rate)
     return rates
 
 
