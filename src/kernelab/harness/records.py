@@ -28,6 +28,48 @@ SCHEMA_VERSION = 1
 MIN_NOISE = 0.01
 
 
+# Each card with committed records: its catalog id -> its folder under benchmarks/results/.
+CARD_FOLDERS = {"h200": "h200", "h100-sxm": "h100"}
+DEFAULT_CARD = "h200"  # the card with the fullest committed records (every stage of the lab)
+
+
+def results_root() -> Path | None:
+    """benchmarks/results/ of the source checkout kernelab runs from (an editable install),
+    or None for an installed wheel, which carries no records."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "benchmarks").is_dir():
+            path = parent / "benchmarks" / "results"
+            return path if path.is_dir() else None
+    return None
+
+
+def card_folder(gpu: str) -> str | None:
+    """The folder name of a card with committed records, from its folder name or catalog id
+    ("h100" or "h100-sxm"); None for a GPU without committed records."""
+    gpu = gpu.strip().lower()
+    if gpu in CARD_FOLDERS.values():
+        return gpu
+    return CARD_FOLDERS.get(gpu)
+
+
+def committed_cards() -> list[str]:
+    """The folders of benchmarks/results/ that hold a card's records, default card first."""
+    root = results_root()
+    if root is None:
+        return []
+    found = [name for name in CARD_FOLDERS.values() if (root / name).is_dir()]
+    return sorted(found, key=lambda name: (name != CARD_FOLDERS[DEFAULT_CARD], name))
+
+
+def committed_card_dir(gpu: str = DEFAULT_CARD) -> Path | None:
+    """benchmarks/results/<card>/ for a card (folder name or catalog id), or None when this
+    checkout has no records of it."""
+    root, folder = results_root(), card_folder(gpu)
+    if root is None or folder is None or not (root / folder).is_dir():
+        return None
+    return root / folder
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
