@@ -47,7 +47,7 @@ def ladder_chart(records: list[Record], path: Path) -> Path | None:
     if not rows:
         return None
     sizes = sorted({r["size"] for r in rows})
-    fig = Figure(figsize=(4.5 * len(sizes), 4.4))
+    fig = Figure(figsize=(4.5 * len(sizes), 4.4), layout="constrained")
     axes = fig.subplots(1, len(sizes), squeeze=False)[0]
     for ax, size in zip(axes, sizes, strict=True):
         steps = sorted((r for r in rows if r["size"] == size and r["step"] != "cuBLAS"),
@@ -61,7 +61,7 @@ def ladder_chart(records: list[Record], path: Path) -> Path | None:
             ax.legend(loc="upper left", fontsize=8)
         ax.set_title(f"{size}^3")
         ax.set_xlabel("ladder step")
-        ax.set_ylabel("GFLOP/s (fp32, cold L2, median)")
+    axes[0].set_ylabel("GFLOP/s (fp32, cold L2, median)")
     fig.suptitle(f"SGEMM ladder against cuBLAS fp32 on {gpu_of(records)}")
     _footnote(fig, f"Source: {sources_of(records)}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,9 +146,57 @@ def softmax_chart(records: list[Record], path: Path, copy_gbps: float | None) ->
     return sweep_chart(softmax, path, title="Softmax bandwidth against row length", ceiling=ceiling)
 
 
-def roofline_chart(ceilings, placements, path: Path, title: str) -> Path | None:
-    from kernelab.roofline.plot import plot_roofline
+def roofline_chart(ceilings, placements, path: Path, title: str,
+                   footnote: str = "") -> Path | None:  # fmt: skip
+    """The roofline (kernelab.roofline.plot) with `placements`, each roof's label moved off any
+    kernel's marker, and `footnote` (the source records) under it."""
+    from kernelab.roofline.plot import draw_roofline
 
     if not placements:
         return None
-    return plot_roofline(ceilings, placements, path, title=title)
+    fig = draw_roofline(ceilings, placements, title=title)
+    clear_labels_of_markers(fig)
+    if footnote:  # under the title, where the legend below the axes cannot meet it
+        ax = fig.axes[0]
+        ax.set_title(title, pad=16)
+        ax.text(0.5, 1.01, footnote, transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=7, color="#555555")  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+MARKER_RADIUS_PX = 8  # a scatter marker of size 40 pt^2 is about 6 px across at 100 dpi
+
+
+def clear_labels_of_markers(fig) -> None:
+    """Each roof label ("bf16/fp16 989.4 TFLOP/s") that covers a kernel's marker moves below its
+    roof, else to the roof's left end, whichever covers none; a marker is never hidden."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        points = [ax.transData.transform(offset)
+                  for collection in ax.collections
+                  for offset in collection.get_offsets()]  # fmt: skip
+
+        def covers(text, points=points) -> bool:
+            box = text.get_window_extent(renderer).expanded(1.0, 1.0)
+            return any(box.x0 - MARKER_RADIUS_PX <= x <= box.x1 + MARKER_RADIUS_PX
+                       and box.y0 - MARKER_RADIUS_PX <= y <= box.y1 + MARKER_RADIUS_PX
+                       for x, y in points)  # fmt: skip
+
+        for text in ax.texts:
+            if "TFLOP/s" not in text.get_text() or not covers(text):
+                continue
+            x_end, y = text.xy
+            ridge = next((line.get_xdata()[0] for line in ax.lines
+                          if len(line.get_ydata()) == 2 and line.get_ydata()[0] == y
+                          and line.get_ydata()[1] == y), None)  # fmt: skip
+            tries = [((-4, -4), "right", "top", x_end)]
+            if ridge is not None:
+                tries += [((4, 4), "left", "bottom", ridge), ((4, -4), "left", "top", ridge)]
+            for offset, ha, va, x in tries:
+                text.xy, text.xyann = (x, y), offset
+                text.set_ha(ha)
+                text.set_va(va)
+                if not covers(text):
+                    break

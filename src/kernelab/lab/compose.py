@@ -240,7 +240,8 @@ def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None
         title = (f"Measured {family}-family kernels on {charts.gpu_of(ours)}, "
                  f"{ceilings.gpu_id} datasheet roofline")  # fmt: skip
         path = charts.roofline_chart(ceilings, group, figures / f"roofline_measured_{family}.png",
-                                     title)  # fmt: skip
+                                     title, f"Cold L2, medians of the samples. Source: "
+                                     f"{charts.sources_of(ours)}")  # fmt: skip
         if path:
             report.add(Image(path, f"measured {family}-family kernels (TFLOP/s against FLOP/byte) "
                                    f"on the {ceilings.gpu_id} datasheet roofline, each op's "

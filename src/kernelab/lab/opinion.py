@@ -74,8 +74,9 @@ def citations(text: str, rates: dict[str, list[float]]) -> tuple[list[str], list
             sorted(s.rsplit("/", 1)[-1] for s in cited - verified))  # fmt: skip
 
 
-def judge_page(text: str, results: ResultSet) -> tuple[bool, str]:
-    """(passed, evidence) for the opinion page's text against the results."""
+def judge_page(text: str, results: ResultSet) -> tuple[bool, str, int]:
+    """(passed, evidence, how many cited record files the samples confirm) for the opinion
+    page's text against the results."""
     words = len(text.split())
     lower = text.lower()
     thin = [name for name, keys in OPTIONS.items()
@@ -98,4 +99,4 @@ def judge_page(text: str, results: ResultSet) -> tuple[bool, str]:
         evidence += f"; cited without a figure the samples give: {', '.join(unverified)}"
     if problems:
         evidence = "; ".join(problems) + "; " + evidence
-    return not problems, evidence
+    return not problems, evidence, len(verified)
