@@ -188,7 +188,7 @@ def test_samples_off_by_3x_fail_the_roofline_numbers_and_profile(folder, factor)
 @pytest.mark.parametrize(
     "change, says",
     [
-        ({"bottleneck": "memory"}, "make it 'compute'"),
+        ({"bottleneck": "memory"}, "make it compute"),
         ({"dram_gbps": 3000.0}, "implies 15000 GB/s"),
         ({"sm_pct": 140.0}, "outside 0-100"),
         ({"ncu_rules": []}, "not from an ncu report"),

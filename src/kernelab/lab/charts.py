@@ -30,8 +30,8 @@ def sources_of(records: list[Record]) -> str:
     files = sorted({str(r.extra.get("source_file", "")) for r in records} - {""})
     if len(files) <= 2:
         return ", ".join(files) or "records of unknown origin"
-    folders = sorted({f.rsplit("/", 1)[0] if "/" in f else "." for f in files})
-    return f"{len(files)} record files ({', '.join(folders)})"
+    folders = sorted({f.rsplit("/", 1)[0] + "/" if "/" in f else "the top level" for f in files})
+    return f"{len(files)} record files ({' and '.join(folders)} of the results folder)"
 
 
 def _footnote(fig, text: str) -> None:

@@ -19,9 +19,10 @@ from kernelab.lab.compose import (
     hgemm_section,
     kernels_section,
     ladder_section,
+    measured_roofline,
     timeline_section,
 )
-from kernelab.lab.gate import Criterion, evaluate_gate
+from kernelab.lab.gate import Criterion, evaluate_gate, rate_goal_note
 from kernelab.lab.pytorch_view import pytorch_section, target_row
 from kernelab.lab.report import Heading, Paragraph, Report, Table, to_markdown
 from kernelab.lab.results import ResultSet, load_results
@@ -56,9 +57,11 @@ def _headline(report: Report, card: str, results: ResultSet, gate: list[Criterio
     rows = [row for r in results.pytorch_records if (row := target_row(r)) is not None]
     if rows:
         met = sum(row["met"] for row in rows)
+        note = rate_goal_note(results)
         report.add(
             Paragraph(f"The targets as PyTorch calls them, under triton.testing.do_bench "
-                      f"({results.pytorch_file}): {met} of {len(rows)} met."),  # fmt: skip
+                      f"({results.pytorch_file}): {met} of {len(rows)} met."
+                      + (f" Note: {note}." if note else "")),  # fmt: skip
             Table(["kernel", "shape", "dtype", "goal", "measured", "met"],
                   [[row["kernel"], row["shape"], row["dtype"], row["goal"],
                     f"{row['value']:.2f} {row['unit']}", "yes" if row["met"] else "NO"]
@@ -102,13 +105,15 @@ def results_page(root: Path, loaded: dict[str, tuple[ResultSet, list[Criterion]]
         ceilings_section(report, results)
         ladder_section(report, results, figures, registers)
         kernels_section(report, results, figures)
-        pytorch_section(report, results)
+        note = rate_goal_note(results)
+        pytorch_section(report, results, note=f"Note: {note}." if note else "")
         hgemm_section(report, results)
+        measured_roofline(report, results, figures)
         timeline_section(report, results)
         for block in report.blocks[first + 2:]:
             if isinstance(block, Heading):  # each card's sections sit under its heading
                 block.level = 3
-                if not block.text.endswith(f", {name}"):
+                if "NVIDIA" not in block.text and not block.text.endswith(f", {name}"):
                     block.text = f"{block.text}, {name}"
     return to_markdown(report, docs)
 

@@ -180,13 +180,9 @@ def _records_or_report(items: list, name: str, results: ResultSet) -> list[Recor
     return None if records is None else _from_file(records, name)
 
 
-def _run_time(path: Path) -> str:
+def _run_time(data) -> str:
     """When a benchmarks/pytorch_targets.py run was made: the latest record timestamp in it
     (ISO 8601 UTC, so strings order as times); "" when it has none."""
-    try:
-        data = read_json(path, "record file")
-    except KernelabError:
-        return ""
     rows = data.get("records") if isinstance(data, dict) else None
     stamps = [str(r.get("timestamp") or "") for r in rows or [] if isinstance(r, dict)]
     return max(stamps, default="")
@@ -194,16 +190,19 @@ def _run_time(path: Path) -> str:
 
 def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
     """The newest run of benchmarks/pytorch_targets.py under folder/pytorch/, if any: newest by
-    the timestamps its records carry, not by its file name."""
-    runs = _json_files(folder / "pytorch", "pytorch_targets*")
+    the timestamps its records carry, not by its file name. A run file that cannot be read is
+    reported (results.unreadable), since it may be the newest."""
+    runs = []
+    for path in _json_files(folder / "pytorch", "pytorch_targets*"):
+        relative = f"pytorch/{path.name}"
+        data = _read(path, relative, results)
+        if data is not None:
+            runs.append((_run_time(data), path.name, relative, data))
     if not runs:
         return
-    newest = max(runs, key=lambda path: (_run_time(path), path.name))
-    relative = f"pytorch/{newest.name}"
-    data = _read(newest, relative, results)
+    _, _, relative, data = max(runs, key=lambda run: run[:2])
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        if data is not None:
-            results.not_understood.append(relative)
+        results.not_understood.append(relative)
         return
     records = _records_or_report(data["records"], relative, results)
     if records is None:
@@ -215,8 +214,8 @@ def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
 
 
 def load_pytorch_run(folder: Path) -> ResultSet:
-    """Only the latest benchmarks/pytorch_targets.py run under folder/pytorch/: what the README
-    shows of a card whose other records it does not gate on (the H100's, for one)."""
+    """Only the newest benchmarks/pytorch_targets.py run under folder/pytorch/, nothing else of
+    the folder."""
     results = ResultSet(folder=folder)
     if folder.exists():
         _load_pytorch_view(folder, results)
