@@ -261,7 +261,8 @@ def exit_check(
 def readme(
     check: Annotated[
         bool,
-        typer.Option(help="Write nothing; exit 1 when README.md or docs/results.md is stale."),
+        typer.Option(help="Write nothing; exit 1 when README.md or docs/results.md is not what "
+                     "the committed records give."),
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -274,7 +275,13 @@ def readme(
     root = repo_root()
     if root is None:
         raise KernelabError("kernelab readme works in a source checkout (pip install -e .)")
-    pages = render_pages(root)
+    if check:  # the figures drawn aside: a check writes nothing into the checkout
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="kernelab-readme-") as scratch:
+            pages = render_pages(root, Path(scratch))
+    else:
+        pages = render_pages(root)
     stale = stale_pages(root, pages)
     if not check:
         write_pages(root, pages)
