@@ -64,7 +64,9 @@ class ResultSet:
 
     @property
     def empty(self) -> bool:
-        return self.ceilings is None and not self.records and not self.profiles
+        """Whether the folder held no measurement at all (of any kind a card's records hold)."""
+        return (self.ceilings is None and not self.records and not self.profiles
+                and not self.pytorch_records and not self.hgemm_records)  # fmt: skip
 
     def machine(self) -> str:
         """Which GPU, driver and day these results were measured on, from the files."""
