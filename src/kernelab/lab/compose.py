@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from kernelab.lab import charts
-from kernelab.lab.gate import Criterion
+from kernelab.lab.gate import Criterion, rate_goal_note
 from kernelab.lab.pytorch_view import pytorch_section
 from kernelab.lab.report import Bullets, Heading, Image, Paragraph, Report, Table
 from kernelab.lab.results import ResultSet, latest_per_case
@@ -634,7 +634,8 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     compiled = _read(state.records_dir / "compile.json").get("compile", [])
     ladder_section(report, results, figures, {r["step"]: r["registers"] for r in compiled})
     kernels_section(report, results, figures)
-    pytorch_section(report, results)
+    note = rate_goal_note(results)
+    pytorch_section(report, results, note=f"Note: {note}." if note else "")
     hgemm_section(report, results)
     measured_roofline(report, results, figures)
     profiles_section(report, results)
