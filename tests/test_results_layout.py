@@ -50,6 +50,35 @@ def test_every_committed_file_is_read_and_the_folder_stays_small():
     assert big == []  # large record files are kept compressed
 
 
+def test_every_record_list_is_in_the_one_record_schema():
+    """Each file that holds records holds them as Records (schema_version and all), so
+    `kernelab compare` reads every one; the other files are documents (ceilings, summaries)."""
+    lists = 0
+    for path in sorted(RESULTS.rglob("*.json*")):
+        data = read_json(path, "record file")
+        items = data.get("records") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            continue
+        lists += 1
+        assert all("schema_version" in item for item in items), path
+        assert len(load_records(path)) == len(items), path
+    assert lists >= 38
+
+
+def test_benchmark_rows_read_as_records_with_the_provenance_they_carry():
+    from kernelab.harness.records import record_from_row
+
+    row = {"op": "softmax", "implementation": "triton.softmax", "shape": {"rows": 2, "cols": 8},
+           "dtype": "bf16", "samples_ms": [1.0, 1.2], "median_ms": 1.1, "rel_noise": 0.02,
+           "achieved_tbps": 4.1, "timer": "cold", "throttled": False}  # fmt: skip
+    record = record_from_row(row, versions={"torch": "2.11.0"})
+    assert record.achieved_gbps == pytest.approx(4100.0) and record.stats["rel_noise"] == 0.02
+    assert record.versions == {"torch": "2.11.0"} and record.git_commit is None
+    assert record.extra == {"timer": "cold", "throttled": False}
+    with pytest.raises(Exception, match="neither samples nor a median"):
+        record_from_row({"op": "copy", "implementation": "torch.copy_"})
+
+
 def test_each_card_is_found_by_folder_name_and_catalog_id():
     assert committed_cards()[:2] == ["h200", "h100"]
     assert card_folder("h100-sxm") == "h100" and card_folder("H200") == "h200"
@@ -79,12 +108,15 @@ def test_compressed_records_read_like_plain_ones(tmp_path):
     assert "\n" not in str(info.value)
 
 
-def test_compare_reads_xz_records_in_a_subprocess(tmp_path):
-    committed = RESULTS / "h100" / "pytorch" / "pytorch_targets_20261206.json.xz"
-    done = kernelab("compare", str(committed), str(committed), "--json")
+@pytest.mark.parametrize("committed, pairs", [
+    ("h100/pytorch/pytorch_targets_20261206.json.xz", 24),
+    ("h200/triton/triton_kernels_sweep_20261130-134619.json.xz", 41),
+])  # fmt: skip
+def test_compare_reads_committed_xz_records_in_a_subprocess(committed, pairs):
+    done = kernelab("compare", str(RESULTS / committed), str(RESULTS / committed), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["counts"]["SAME"] == 24 and result["counts"]["SLOW"] == 0
+    assert result["counts"]["SAME"] == pairs and result["counts"]["SLOW"] == 0
 
 
 @pytest.mark.parametrize("card", CARDS)

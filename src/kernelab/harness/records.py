@@ -246,20 +246,69 @@ def save_records(records: list[Record], path: str | Path) -> Path:
     return path
 
 
+def record_from_row(row: dict, versions: dict | None = None) -> Record:
+    """A row of benchmarks/triton_kernels.py (flat timing fields, TB/s) as a Record, the one
+    schema: its samples and median kept, its provenance what the row says (no git commit it
+    did not carry). `versions`: the document's, when the row has none of its own."""
+    if not isinstance(row, dict):
+        raise KernelabError(f"a record must be a JSON object, got {type(row).__name__}")
+    if not row.get("samples_ms") and row.get("median_ms") is None:
+        raise KernelabError(f"{row.get('implementation')} has neither samples nor a median")
+    tbps = row.get("achieved_tbps")
+    stats = {"median": row.get("median_ms")}
+    if row.get("rel_noise") is not None:
+        stats["rel_noise"] = row["rel_noise"]
+    extra = {**(row.get("extra") or {}), "timer": row.get("timer")}
+    if "throttled" in row:
+        extra["throttled"] = row["throttled"]
+    return Record(
+        op=row["op"],
+        implementation=row["implementation"],
+        shape=row.get("shape") or {},
+        dtype=row.get("dtype", ""),
+        mode=row.get("mode", "cold"),
+        samples_ms=row.get("samples_ms") or [],
+        stats=stats,
+        gpu=row.get("gpu", ""),
+        versions=row.get("versions") or dict(versions or {}),
+        clocks=row.get("clocks") or {},
+        timestamp=row.get("timestamp", ""),
+        flops=row.get("flops") or 0.0,
+        bytes=row.get("bytes") or 0.0,
+        achieved_tflops=row.get("achieved_tflops"),
+        achieved_gbps=tbps * 1000 if tbps is not None else row.get("achieved_gbps"),
+        check=row.get("check") or {},
+        extra=extra,
+        git_commit=row.get("git_commit"),
+        git_dirty=row.get("git_dirty"),
+    )
+
+
+def records_from(items: list, versions: dict | None = None) -> list[Record]:
+    """Records from a JSON list: Record dicts (they carry schema_version) and benchmark rows
+    alike (record_from_row)."""
+    return [Record.from_dict(item) if isinstance(item, dict) and "schema_version" in item
+            else record_from_row(item, versions) for item in items]  # fmt: skip
+
+
 def load_records(path: str | Path) -> list[Record]:
     """The records in a JSON file (.json, or .json.xz) written by save_records, or a document
     that holds them under "records" (`kernelab bench --json`, benchmarks/pytorch_targets.py);
     KernelabError when it is not one."""
     path = Path(path)
     data = read_json(path, "record file")
+    versions = None
     if isinstance(data, dict) and "records" in data:  # a document that holds a record list
+        versions = data.get("versions") if isinstance(data.get("versions"), dict) else None
         data = data["records"]
     if not isinstance(data, list):
         raise KernelabError(f"{path} holds no list of records")
     try:
-        return [Record.from_dict(item) for item in data]
+        return records_from(data, versions)
     except KernelabError as exc:
         raise KernelabError(f"{path}: {exc}") from None
+    except KeyError as exc:  # a benchmark row without its op or implementation
+        raise KernelabError(f"{path}: a record lacks {exc.args[0]}") from None
 
 
 def append_record(record: Record, path: str | Path) -> Path:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelab.errors import KernelabError
-from kernelab.harness.records import Record, read_json
+from kernelab.harness.records import Record, read_json, records_from
 from kernelab.lab import derive
 
 
@@ -100,43 +100,12 @@ class ResultSet:
         return [r for r in self.records if r.op == op]
 
 
-def _record_from_sweep_row(row: dict) -> Record:
-    """A benchmarks/triton_kernels.py record (TB/s, flat timing fields) as a Record."""
-    if not row.get("samples_ms") and row.get("median_ms") is None:
-        raise KernelabError(f"{row.get('implementation')} has neither samples nor a median")
-    tbps = row.get("achieved_tbps")
-    return Record(
-        op=row["op"],
-        implementation=row["implementation"],
-        shape=row.get("shape", {}),
-        dtype=row.get("dtype", ""),
-        mode=row.get("mode", "cold"),
-        samples_ms=row.get("samples_ms", []),
-        stats={"median": row.get("median_ms")},
-        gpu=row.get("gpu", ""),
-        clocks=row.get("clocks", {}),
-        timestamp=row.get("timestamp", ""),
-        flops=row.get("flops", 0.0),
-        bytes=row.get("bytes", 0.0),
-        achieved_tflops=row.get("achieved_tflops"),
-        achieved_gbps=tbps * 1000 if tbps is not None else row.get("achieved_gbps"),
-        check=row.get("check", {}),
-        extra={**row.get("extra", {}), "timer": row.get("timer")},
-        git_commit=row.get("git_commit"),  # unknown for a row that did not carry it
-        git_dirty=row.get("git_dirty"),
-    )
-
-
 def _records_from(items: list) -> list[Record] | None:
+    """The records of a JSON list (Record dicts or benchmark rows), or None when it is no
+    list of records at all."""
     if not items or not all(isinstance(i, dict) and "implementation" in i for i in items):
         return None
-    out = []
-    for item in items:
-        if "schema_version" in item:
-            out.append(Record.from_dict(item))
-        else:
-            out.append(_record_from_sweep_row(item))
-    return out
+    return records_from(items)
 
 
 def _from_file(records: list[Record], name: str) -> list[Record]:
