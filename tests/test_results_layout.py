@@ -152,6 +152,14 @@ def test_exit_check_refuses_a_bad_results_folder_in_one_line(argument, says):
     assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
 
 
+def test_exit_check_refuses_a_folder_without_measurements(tmp_path):
+    (tmp_path / "rooflines.json").write_text(json.dumps({"gpu": "h200", "rooflines": []}))
+    done = kernelab("exit-check", "--results", str(tmp_path))
+    assert done.returncode == 2 and "holds no measured records" in done.stderr
+    assert "--results benchmarks/results/h200" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("out, says", [("", "--out is empty"),
                                        ("/proc/kernelab-x/report", "cannot create --out")])  # fmt: skip
 def test_lab_refuses_an_unwritable_out_before_any_work(tmp_path, out, says):

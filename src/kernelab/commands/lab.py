@@ -234,6 +234,13 @@ def exit_check(
 
     folder = results_folder(results)
     loaded = load_results(folder)
+    if loaded.empty and loaded.files and not loaded.unreadable:  # files, none a measurement
+        from kernelab.errors import KernelabError
+
+        raise KernelabError(
+            f"--results {folder} holds no measured records (a lab run without a GPU measures "
+            "nothing); judge a card's committed records: --results benchmarks/results/h200"
+        )
     gate = evaluate_gate(loaded, lab_run.docs_dir())
     data = {"results": str(folder), "machine": loaded.machine(), "files": loaded.files,
             "gate": [c.to_dict() for c in gate],
@@ -285,13 +292,15 @@ def readme(
     stale = stale_pages(root, pages)
     if not check:
         write_pages(root, pages)
-    data = {"pages": [str(p) for p in pages], "stale": [str(p) for p in stale], "check": check}
+    data = {"pages": [p.relative_to(root).as_posix() for p in pages],
+            "stale": [p.relative_to(root).as_posix() for p in stale], "check": check}
 
-    def render(console) -> None:
+    def render(console) -> None:  # paths as the checkout names them, never absolute
+        shown = [p.relative_to(root).as_posix() for p in (stale if check else pages)]
         if check:
-            console.print("stale: " + ", ".join(map(str, stale)) if stale else "up to date")
+            console.print("stale: " + ", ".join(shown) if stale else "up to date")
         else:
-            console.print(f"rewrote {', '.join(str(p) for p in pages)}")
+            console.print(f"rewrote {', '.join(shown)}")
 
     emit(data, as_json, render)
     if check and stale:
