@@ -521,7 +521,8 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
             Paragraph(
                 "Each round times cuBLAS, every step, then cuBLAS again; a step is rated "
                 "against the faster of the two cuBLAS timings around it, so the card's drift "
-                "over a run cancels. The gate judges these medians unless the run also has pairs."
+                "over a run cancels. A round keeps its %, not the samples behind it, so the "
+                "gate shows these but never judges on them."
             ),
             Table(["step", "size", "median %", "range %", "rounds ahead"], rows),
         )
@@ -539,7 +540,8 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
                 "(kernelab.harness.paired); the figure is the median over pairs of cuBLAS time "
                 "/ step time, beside its 95 % interval and the band of single pairs. Both calls "
                 "of a pair run at the same clocks, so the card's drift under its power cap "
-                "cancels. The gate judges the cold medians when a run has them."
+                "cancels. The gate judges the cold medians when this run is the card's newest "
+                "measure of the target."
             ),
             Table(
                 ["step", "mode", "size", "median %", "95 % interval", "p20 - p80", "pairs ahead"],
