@@ -33,6 +33,7 @@ SLOW = (
     "test_eval_verdict.py",
     "test_timeline_capture.py",
     "test_lab.py::test_cpu_lab_quick_writes_a_report_with_every_section",
+    "test_readme.py::test_the_committed_pages_are_what_the_records_give",
 )
 
 

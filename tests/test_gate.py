@@ -188,7 +188,7 @@ def test_samples_off_by_3x_fail_the_roofline_numbers_and_profile(folder, factor)
 @pytest.mark.parametrize(
     "change, says",
     [
-        ({"bottleneck": "memory"}, "make it 'compute'"),
+        ({"bottleneck": "memory"}, "make it compute"),
         ({"dram_gbps": 3000.0}, "implies 15000 GB/s"),
         ({"sm_pct": 140.0}, "outside 0-100"),
         ({"ncu_rules": []}, "not from an ncu report"),
@@ -247,3 +247,56 @@ def test_an_unreadable_record_file_is_reported_not_skipped(folder, capsys):
                                                              "softmax_run_c.json"]  # fmt: skip
     assert "softmax_run_c.json" in statuses[RECORDS]["evidence"]
     assert "broken_record.json" in statuses[RECORDS]["evidence"]
+
+
+def _do_bench_run(out, when: str, softmax_tbps: float, hgemm_pct: float) -> None:
+    """A benchmarks/pytorch_targets.py run in out/pytorch/, made at `when`: softmax at
+    `softmax_tbps`, hgemm:18 and sgemm:13 at `hgemm_pct` % of cuBLAS, from the samples."""
+    def target(impl, op, shape, dtype, ours_ms, base_ms, goal, nbytes=0.0):
+        return Record(op=op, implementation=impl, shape=shape, dtype=dtype, mode="do_bench",
+                      samples_ms=_samples(ours_ms), stats=summarize(_samples(ours_ms)).to_dict(),
+                      gpu="NVIDIA H200", gpu_id="h200", timestamp=when, bytes=nbytes,
+                      extra={"baseline": "torch.mm", "baseline_samples_ms": _samples(base_ms),
+                             "goal": goal})  # fmt: skip
+
+    rows, cols = 4096, 32768
+    nbytes = 2 * 2 * rows * cols
+    records = [target("triton.softmax", "softmax", {"rows": rows, "cols": cols}, "bf16",
+                      nbytes / (softmax_tbps * 1e9), 1.0, "tbps >= 4.0", nbytes)]  # fmt: skip
+    for size in (2048, 4096, 8192):
+        records.append(target("hgemm:18", "gemm", {"m": size, "n": size, "k": size}, "bf16",
+                              1.0, hgemm_pct / 100, "pct >= 100.0"))  # fmt: skip
+    records.append(target("sgemm:13", "gemm", dict(CUBE), "fp32", 1.0, hgemm_pct / 100,
+                          "pct >= 90.0"))  # fmt: skip
+    (out / "pytorch").mkdir(exist_ok=True)
+    (out / "pytorch" / "pytorch_targets_run.json").write_text(
+        json.dumps({"records": [r.to_dict() for r in records], "launch_costs": []}))  # fmt: skip
+
+
+def test_each_target_is_judged_once_from_its_newest_records(folder):
+    # a do_bench run newer than the kernelab-timer records: it alone judges, and says so
+    _do_bench_run(folder, "2026-12-02T10:00:00+00:00", softmax_tbps=3.9, hgemm_pct=60.0)
+    verdicts = _gate(folder)
+    for name in (SOFTMAX_FAST, HGEMM, SGEMM, SGEMM_PHASE):
+        assert not verdicts[name].passed, name
+        assert "pytorch/pytorch_targets_run.json (2026-12-02)" in verdicts[name].evidence
+        assert "older kernelab-timer records (to 2026-11-30) not judged" in verdicts[name].evidence
+    assert "1 of 1 shapes below 4.0 TB/s" in verdicts[SOFTMAX_FAST].evidence
+    assert "rows=4096 cols=32768 bf16 at 3.90 TB/s" in verdicts[SOFTMAX_FAST].evidence
+    assert "4096^3 60.0 %" in verdicts[HGEMM].evidence
+    # the same run, older than the timer's records: the timer's records judge (they pass)
+    _do_bench_run(folder, "2026-11-29T10:00:00+00:00", softmax_tbps=3.9, hgemm_pct=60.0)
+    verdicts = _gate(folder)
+    for name in (SOFTMAX_FAST, HGEMM, SGEMM, SGEMM_PHASE):
+        assert verdicts[name].passed, name
+        assert "pytorch_targets_run" not in verdicts[name].evidence
+    # and a newer run that meets every target passes from it
+    _do_bench_run(folder, "2026-12-02T10:00:00+00:00", softmax_tbps=4.2, hgemm_pct=101.0)
+    verdicts = _gate(folder)
+    assert all(verdicts[n].passed for n in (SOFTMAX_FAST, HGEMM, SGEMM, SGEMM_PHASE))
+
+
+def test_no_evidence_holds_a_python_repr(folder):
+    _scale_samples(folder / "softmax_run_b.json", 1.2)  # a FAIL, so the slowest shape is named
+    for criterion in gate.evaluate_gate(load_results(folder), folder.parent / "docs"):
+        assert "{'" not in criterion.evidence and "['" not in criterion.evidence, criterion.name

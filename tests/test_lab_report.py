@@ -134,7 +134,8 @@ def test_a_profiled_kernel_below_the_roof_keeps_its_diagnosis():
 def _state(tmp_path, on_gpu: bool):
     (tmp_path / "out" / "records").mkdir(parents=True)
     return SimpleNamespace(out=tmp_path / "out", records_dir=tmp_path / "out" / "records",
-                           done={"rooflines": "6 kernels placed"}, on_gpu=on_gpu)  # fmt: skip
+                           done={"rooflines": "6 kernels placed"}, on_gpu=on_gpu,
+                           gpu_id="h200", gpu_from="the default")  # fmt: skip
 
 
 @pytest.mark.parametrize("on_gpu", [False, True])
@@ -155,7 +156,9 @@ def test_report_says_where_each_number_comes_from(tmp_path, on_gpu):
         assert "No criterion below was measured on this machine" in gate_table
         assert "| committed records |" in gate_table and results.machine() in gate_table
         assert str(committed) in md.split("## Exit criteria")[0]
+        assert "The GPU this report is about: h200, the default" in md
         nxt = md.split("## What to run next on a GPU", 1)[1]
-        for command in ("kernelab lab --out", "kernelab exit-check --results",
+        for command in ("kernelab lab --out", "kernelab exit-check --results DIR/records",
+                        "kernelab exit-check --results benchmarks/results/h100",
                         "kernelab ceilings", "python3 -m pytest -q -m gpu"):  # fmt: skip
             assert command in nxt

@@ -80,7 +80,7 @@ def test_the_section_reads_the_latest_run_and_shows_both_tables(tmp_path):
     assert row[4] == "100.00 %" and row[-1] == "yes"
     assert row[6] == "-" and row[7] == "30 / 12"  # no copy ceiling for a % goal
     says = " ".join(b.text for b in report.blocks if isinstance(b, Paragraph))
-    assert "the run predates direct launches" in says  # its rows say nothing of the path
+    assert "the run's code predates direct launches" in says  # its rows say nothing of the path
     old_run, device_bound = costs.rows  # the first has no host figure: its wall stands in
     assert old_run[3:] == ["27.0 (27.0)", "8.0 (8.0, torch.softmax)", "+19.0", "NO"]
     assert device_bound[3:] == ["15.0 (48.8)", "19.5 (19.6, torch.mm)", "-4.5", "yes"]
@@ -128,27 +128,31 @@ def test_another_cards_run_gets_its_own_heading_source_and_note(tmp_path):
     assert load_pytorch_run(tmp_path / "absent").pytorch_records == []
 
 
-def test_the_latest_run_is_read_whether_or_not_it_is_compressed(tmp_path):
+def test_the_newest_run_is_read_whether_or_not_it_is_compressed(tmp_path):
     import lzma
 
     from kernelab.lab.results import load_pytorch_run
 
     (tmp_path / "pytorch").mkdir()
 
-    def run_of(impl):
+    def run_of(impl, when):
         record = _record(impl, {"m": 4}, ours=[1.0], base=[1.0], goal="pct >= 90.0")
+        record.timestamp = when
         return json.dumps({"records": [record.to_dict()], "launch_costs": []})
 
-    (tmp_path / "pytorch" / "pytorch_targets_20261206-session26.json").write_text(run_of("a:1"))
-    with lzma.open(tmp_path / "pytorch" / "pytorch_targets_20261206-session27.json.xz", "wt") as f:
-        f.write(run_of("b:2"))
+    # newest by the records' timestamps, not by the file name
+    (tmp_path / "pytorch" / "pytorch_targets_z.json").write_text(
+        run_of("a:1", "2026-12-05T10:00:00+00:00"))  # fmt: skip
+    with lzma.open(tmp_path / "pytorch" / "pytorch_targets_a.json.xz", "wt") as f:
+        f.write(run_of("b:2", "2026-12-06T10:00:00+00:00"))
     run = load_pytorch_run(tmp_path)
     assert [r.implementation for r in run.pytorch_records] == ["b:2"]
-    assert run.pytorch_file == "pytorch/pytorch_targets_20261206-session27.json.xz"
-    # a damaged archive is reported, not skipped in silence
+    assert run.pytorch_file == "pytorch/pytorch_targets_a.json.xz"
+    assert run.unreadable == []
+    # a damaged archive is reported, not skipped in silence: it may be the newest run
     (tmp_path / "pytorch" / "pytorch_targets_20261207.json.xz").write_bytes(b"not xz")
     broken = load_pytorch_run(tmp_path)
-    assert broken.pytorch_records == [] and "pytorch_targets_20261207" in broken.unreadable[0]
+    assert [u.split(":")[0] for u in broken.unreadable] == ["pytorch/pytorch_targets_20261207.json.xz"]
 
 
 def test_no_run_no_section(tmp_path):

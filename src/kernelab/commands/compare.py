@@ -1,7 +1,7 @@
 """`kernelab compare OLD NEW`: two record files side by side, FAST / SLOW / SAME within the noise.
 
-Works anywhere: it reads JSON records (from `kernelab bench --out`, the cache or
-benchmarks/results) and touches no GPU. A record whose median or noise is not a usable number
+Works anywhere: it reads record files, .json or .json.xz (from `kernelab bench --out`, the
+cache, or benchmarks/results/<card>/), and touches no GPU. A record whose median or noise is not a usable number
 (0, null, a string, NaN) is refused with one line naming the file and the record, before any
 arithmetic on it. Exit status: 0, or 1 with --fail-on-slow when a pair is SLOW, for CI.
 """
@@ -103,7 +103,7 @@ def read_record_file(path: Path):
     from kernelab.harness.records import load_records
 
     if path.is_dir():
-        raise KernelabError(f"{path} is a folder; give a record file (JSON)")
+        raise KernelabError(f"{path} is a folder; give a record file (.json or .json.xz)")
     try:
         records = load_records(path)
     except OSError as exc:
@@ -115,8 +115,8 @@ def read_record_file(path: Path):
 def register(app: typer.Typer) -> None:
     @app.command()
     def compare(
-        old: Annotated[Path, typer.Argument(help="The earlier record file (JSON).")],
-        new: Annotated[Path, typer.Argument(help="The later record file (JSON).")],
+        old: Annotated[Path, typer.Argument(help="The earlier record file (.json or .json.xz).")],
+        new: Annotated[Path, typer.Argument(help="The later record file (.json or .json.xz).")],
         fail_on_slow: Annotated[
             bool,
             typer.Option(

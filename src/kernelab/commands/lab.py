@@ -79,8 +79,50 @@ def drill(
     emit(data, as_json, render)
 
 
+def writable_out(out: str, option: str = "--out") -> Path:
+    """The folder `out` names, created, checked before any work: one-line KernelabError for an
+    empty name, a file, or a place this process cannot create or write (nothing written)."""
+    import os
+
+    from kernelab.errors import KernelabError
+
+    if not out.strip():
+        raise KernelabError(f"{option} is empty; give a folder for the report")
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise KernelabError(f"{option} {out} is a file; give a folder for the report")
+    if not path.exists():
+        try:
+            path.mkdir(parents=True)
+        except OSError as exc:
+            raise KernelabError(f"cannot create {option} {out}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise KernelabError(f"cannot write into {option} {out}: permission denied")
+    return path
+
+
+def results_folder(results: str | None) -> Path:
+    """The results folder exit-check judges: --results, checked (one line for an empty name or
+    a missing folder), else the committed records of the default card."""
+    from kernelab.errors import KernelabError
+    from kernelab.lab.paths import DEFAULT_CARD, committed_results_dir
+
+    if results is None:
+        folder = committed_results_dir(DEFAULT_CARD)
+        if folder is None:
+            raise KernelabError("no committed records in this install: pass --results DIR "
+                                "(a lab run's DIR/records, or benchmarks/results/<card>)")  # fmt: skip
+        return folder
+    if not results.strip():
+        raise KernelabError("--results is empty; give a results folder")
+    folder = Path(results).expanduser()
+    if not folder.is_dir():
+        raise KernelabError(f"--results {results}: no such folder")
+    return folder
+
+
 def lab(
-    out: Annotated[Path, typer.Option(help="Where the report, charts and records go.")] = Path(
+    out: Annotated[str, typer.Option(help="Where the report, charts and records go.")] = (
         "lab-report"
     ),
     quick: Annotated[
@@ -88,7 +130,7 @@ def lab(
     ] = False,
     gpu: Annotated[
         str | None,
-        typer.Option(help="Catalog GPU for the analytic part (default: this GPU, else h100-sxm)."),
+        typer.Option(help="Catalog GPU the report is about (default: this GPU, else h200)."),
     ] = None,
     fresh: Annotated[
         bool, typer.Option(help="Start over instead of resuming an interrupted run in OUT.")
@@ -96,13 +138,15 @@ def lab(
     as_json: JsonOption = False,
 ) -> None:
     """The whole phase on this machine: measure, check, time, profile, then write the report."""
-    from kernelab.errors import KernelabError
+    if gpu is not None:
+        from kernelab.hardware import resolve_gpu
 
-    if out.exists() and not out.is_dir():
-        raise KernelabError(f"--out {out} is a file; give a folder for the report")
+        resolve_gpu(gpu)  # an unknown name is one line before any work
+    folder = writable_out(out)
     from kernelab.lab import run as lab_run
     from kernelab.lab.compose import compose
     from kernelab.lab.gate import evaluate_gate
+    from kernelab.lab.paths import DEFAULT_CARD, card_folder
     from kernelab.lab.report import write_report
     from kernelab.lab.results import load_results
     from kernelab.output import err_console
@@ -114,26 +158,33 @@ def lab(
             if is_stage_line(message):
                 note(message)
 
-        state = lab_run.run_lab(out, quick=quick, gpu=gpu, fresh=fresh, progress=progress)
+        state = lab_run.run_lab(folder, quick=quick, gpu=gpu, fresh=fresh, progress=progress)
         if state.on_gpu:
             results = load_results(state.records_dir)
             source = f"Every measured number below comes from this run ({results.machine()})."
         else:
-            committed = lab_run.committed_results_dir()
+            card = card_folder(state.gpu_id)
+            committed = lab_run.committed_results_dir(card) if card else None
+            instead = ""
+            if committed is None:
+                committed = lab_run.committed_results_dir(DEFAULT_CARD)
+                instead = f" (none are committed for the {state.gpu_id}: the default card's)"
             results = load_results(committed)
+            shown = f"benchmarks/results/{committed.name}" if committed else ""
             source = (
                 f"No CUDA GPU here. Measured numbers below are the committed records in "
-                f"{committed}, from {results.machine()}."
+                f"{shown}{instead}, from {results.machine()}."
                 if not results.empty
                 else "No CUDA GPU here and no committed GPU records found: only the analytic parts."
             )
         gate = evaluate_gate(results, lab_run.docs_dir())
         report = compose(state, results, source, gate)
-        md, page = write_report(report, out)
+        md, page = write_report(report, folder)
     data = {
-        "out": str(out),
+        "out": str(folder),
         "on_gpu": state.on_gpu,
         "gpu": state.gpu_id,
+        "gpu_from": state.gpu_from,
         "stages": state.done,
         "failed": state.failed,
         "report": {"markdown": str(md), "html": str(page)},
@@ -142,20 +193,26 @@ def lab(
     }
 
     def render(console) -> None:
-        console.print(source)
+        from rich.markup import escape
+
+        console.print(f"GPU of the report: {state.gpu_id}, {state.gpu_from}", highlight=False)
+        console.print(escape(source), highlight=False)
         for name, error in state.failed.items():
-            console.print(f"[red]stage {name} failed: {error}[/] (the next run tries it again)")
+            console.print(f"[red]stage {name} failed:[/] {escape(error)} (the next run tries it "
+                          "again)", highlight=False)  # fmt: skip
         for c in gate:
             mark = "[green]PASS[/]" if c.passed else "[red]FAIL[/]"
-            console.print(f"{mark}  ({c.bar}) {c.name}")
-        console.print(f"report: {md} and {page}")
+            console.print(f"{mark}  {escape(f'({c.bar}) {c.name}')}", highlight=False)
+        console.print(escape(f"report: {md} and {page}"), highlight=False)
 
     emit(data, as_json, render)
 
 
 def exit_check(
     results: Annotated[
-        Path | None, typer.Option(help="A results folder (default: the committed H200 records).")
+        str | None,
+        typer.Option(help="A results folder: a lab run's DIR/records or benchmarks/results/<card> "
+                     "(default: the committed records of the h200)."),  # fmt: skip
     ] = None,
     strict: Annotated[
         bool,
@@ -166,21 +223,27 @@ def exit_check(
     """The phase's exit criteria, PASS or FAIL each with its evidence, from measured records.
 
     Each criterion carries a bar: [phase] is the curriculum's exit criterion, [kernelab] our
-    own stricter target. Exit status: 0 when every [phase] criterion passes (a [kernelab]
-    FAIL is shown but is a target, not a gate); 1 when a [phase] criterion fails, or with
-    --strict when any criterion fails; 2 for a missing results folder.
+    own stricter target. Each target is judged once, from the newest records of it in the
+    folder, and its evidence names them. Exit status: 0 when every [phase] criterion passes
+    (a [kernelab] FAIL is shown but is a target, not a gate); 1 when a [phase] criterion
+    fails, or with --strict when any criterion fails; 2 for an empty or missing folder.
     """
-    from kernelab.errors import KernelabError
     from kernelab.lab import run as lab_run
     from kernelab.lab.gate import evaluate_gate
     from kernelab.lab.results import load_results
 
-    folder = results or lab_run.committed_results_dir()
-    if folder is None or not folder.is_dir():
-        raise KernelabError("no results folder: pass --results DIR (a lab run's DIR/records)")
+    folder = results_folder(results)
     loaded = load_results(folder)
+    if loaded.empty and loaded.files and not loaded.unreadable:  # files, none a measurement
+        from kernelab.errors import KernelabError
+
+        raise KernelabError(
+            f"--results {folder} holds no measured records (a lab run without a GPU measures "
+            "nothing); judge a card's committed records: --results benchmarks/results/h200"
+        )
     gate = evaluate_gate(loaded, lab_run.docs_dir())
-    data = {"results": str(folder), "machine": loaded.machine(), "gate": [c.to_dict() for c in gate],
+    data = {"results": str(folder), "machine": loaded.machine(), "files": loaded.files,
+            "gate": [c.to_dict() for c in gate],
             "phase_passed": all(c.passed for c in gate if c.bar == "phase"),
             "all_passed": all(c.passed for c in gate), "strict": strict,
             "unreadable": loaded.unreadable}  # fmt: skip
@@ -188,7 +251,8 @@ def exit_check(
     def render(console) -> None:
         from rich.markup import escape
 
-        console.print(f"results: {escape(str(folder))} ({escape(loaded.machine())})")
+        console.print(escape(f"results: {folder} ({loaded.machine()}), {len(loaded.files)} "
+                             "record files read"), highlight=False)  # fmt: skip
         for c in gate:
             mark = "[green]PASS[/]" if c.passed else "[red]FAIL[/]"
             line = escape(f"[{c.bar}] {c.name}\n       {c.evidence}")
@@ -202,28 +266,51 @@ def exit_check(
 
 
 def readme(
-    gpu: Annotated[str, typer.Option(help="Which committed results folder to render.")] = "h200",
+    check: Annotated[
+        bool,
+        typer.Option(help="Write nothing; exit 1 when README.md or docs/results.md is not what "
+                     "the committed records give."),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Regenerate the README's results tables and charts from the committed GPU records."""
+    """Regenerate the README's headline results and docs/results.md (the full tables) from the
+    committed records of every card (benchmarks/results/<card>/)."""
     from kernelab.errors import KernelabError
     from kernelab.lab.paths import repo_root
-    from kernelab.lab.readme import update_readme
+    from kernelab.lab.readme import render_pages, stale_pages, write_pages
 
     root = repo_root()
     if root is None:
         raise KernelabError("kernelab readme works in a source checkout (pip install -e .)")
-    path = update_readme(root, gpu)
-    emit(
-        {"readme": str(path)}, as_json, lambda c: c.print(f"rewrote the results section of {path}")
-    )
+    if check:  # the figures drawn aside: a check writes nothing into the checkout
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="kernelab-readme-") as scratch:
+            pages = render_pages(root, Path(scratch))
+    else:
+        pages = render_pages(root)
+    stale = stale_pages(root, pages)
+    if not check:
+        write_pages(root, pages)
+    data = {"pages": [p.relative_to(root).as_posix() for p in pages],
+            "stale": [p.relative_to(root).as_posix() for p in stale], "check": check}
+
+    def render(console) -> None:  # paths as the checkout names them, never absolute
+        shown = [p.relative_to(root).as_posix() for p in (stale if check else pages)]
+        if check:
+            console.print("stale: " + ", ".join(shown) if stale else "up to date")
+        else:
+            console.print(f"rewrote {', '.join(shown)}")
+
+    emit(data, as_json, render)
+    if check and stale:
+        raise typer.Exit(1)
 
 
 def is_stage_line(message: str) -> bool:
     """Whether a progress message is a stage's own line ("hgemm: started", "triton: 28
     timings (39 s)"), printed to stay; the rest only updates the spinner. The names come
-    from the lab's stage lists, so a new stage is never silent (the hgemm stage was, on the
-    H200 in session 5, while this was a hand-kept set)."""
+    from the lab's stage lists, so a new stage is never silent."""
     from kernelab.lab.run import CPU_STAGES, GPU_STAGES
 
     names = {name for name, _ in CPU_STAGES + GPU_STAGES}

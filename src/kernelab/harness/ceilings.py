@@ -215,6 +215,35 @@ def measured_ceilings_for(spec, path: str | Path | None = None):
     return max(found, key=lambda m: m.timestamp).to_ceilings()
 
 
+def committed_measured(spec) -> tuple[MeasuredCeilings, Path] | None:
+    """The committed ceilings of a catalog GPU (benchmarks/results/<card>/ceilings.json[.xz] in
+    a source checkout) and their path, or None: measured on that GPU, never another's."""
+    from kernelab.harness.records import committed_card_dir
+
+    folder = committed_card_dir(spec.id)
+    if folder is None:
+        return None
+    for path in (folder / "ceilings.json", folder / "ceilings.json.xz"):
+        if path.is_file():
+            measured = load_measured(path)
+            return (measured, path) if measured.gpu_id == spec.id else None
+    return None
+
+
+def measured_or_committed(spec, path: str | Path | None = None):
+    """(Ceilings, where they come from) for a catalog GPU, or None: `path`, $KERNELAB_CEILINGS
+    or this user's cache first (measured_ceilings_for), then the committed records of that card
+    (committed_measured). What `kernelab roofline --ceilings measured` reads."""
+    measured = measured_ceilings_for(spec, path)
+    if measured is not None:
+        return measured, str(path or os.environ.get("KERNELAB_CEILINGS") or "the ceilings cache")
+    committed = committed_measured(spec)
+    if committed is None:
+        return None
+    found, where = committed
+    return found.to_ceilings(), f"the committed records ({where.parent.name}/{where.name})"
+
+
 # --- measuring ----------------------------------------------------------------------------
 
 

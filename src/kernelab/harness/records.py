@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import lzma
 import math
 import os
 import subprocess
@@ -25,6 +26,48 @@ SCHEMA_VERSION = 1
 # The smallest relative change compare will call FAST or SLOW, whatever the noise says:
 # clocks and co-tenants move a median by about this much between runs on the same card.
 MIN_NOISE = 0.01
+
+
+# Each card with committed records: its catalog id -> its folder under benchmarks/results/.
+CARD_FOLDERS = {"h200": "h200", "h100-sxm": "h100"}
+DEFAULT_CARD = "h200"  # the card with the fullest committed records (every stage of the lab)
+
+
+def results_root() -> Path | None:
+    """benchmarks/results/ of the source checkout kernelab runs from (an editable install),
+    or None for an installed wheel, which carries no records."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "benchmarks").is_dir():
+            path = parent / "benchmarks" / "results"
+            return path if path.is_dir() else None
+    return None
+
+
+def card_folder(gpu: str) -> str | None:
+    """The folder name of a card with committed records, from its folder name or catalog id
+    ("h100" or "h100-sxm"); None for a GPU without committed records."""
+    gpu = gpu.strip().lower()
+    if gpu in CARD_FOLDERS.values():
+        return gpu
+    return CARD_FOLDERS.get(gpu)
+
+
+def committed_cards() -> list[str]:
+    """The folders of benchmarks/results/ that hold a card's records, default card first."""
+    root = results_root()
+    if root is None:
+        return []
+    found = [name for name in CARD_FOLDERS.values() if (root / name).is_dir()]
+    return sorted(found, key=lambda name: (name != CARD_FOLDERS[DEFAULT_CARD], name))
+
+
+def committed_card_dir(gpu: str = DEFAULT_CARD) -> Path | None:
+    """benchmarks/results/<card>/ for a card (folder name or catalog id), or None when this
+    checkout has no records of it."""
+    root, folder = results_root(), card_folder(gpu)
+    if root is None or folder is None or not (root / folder).is_dir():
+        return None
+    return root / folder
 
 
 def utc_now() -> str:
@@ -148,15 +191,27 @@ class Record:
         return record
 
 
+def read_text(path: str | Path) -> str:
+    """The text of `path`, decompressed when its name ends in .xz (large record files are
+    committed as .json.xz): every reader of records goes through here, so each reads both."""
+    path = Path(path)
+    if path.suffix == ".xz":
+        with lzma.open(path, "rt", encoding="utf-8") as compressed:
+            return compressed.read()
+    return path.read_text()
+
+
 def read_json(path: str | Path, what: str):
-    """The JSON document at `path`; a one-line KernelabError when it is missing or broken."""
+    """The JSON document at `path` (.json or .json.xz); a one-line KernelabError when it is
+    missing or broken."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except FileNotFoundError:
         raise KernelabError(f"no {what} at {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KernelabError(f"{path} is not JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, lzma.LZMAError, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise KernelabError(f"{path} is not JSON: {reason}") from None
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -191,23 +246,69 @@ def save_records(records: list[Record], path: str | Path) -> Path:
     return path
 
 
+def record_from_row(row: dict, versions: dict | None = None) -> Record:
+    """A row of benchmarks/triton_kernels.py (flat timing fields, TB/s) as a Record, the one
+    schema: its samples and median kept, its provenance what the row says (no git commit it
+    did not carry). `versions`: the document's, when the row has none of its own."""
+    if not isinstance(row, dict):
+        raise KernelabError(f"a record must be a JSON object, got {type(row).__name__}")
+    if not row.get("samples_ms") and row.get("median_ms") is None:
+        raise KernelabError(f"{row.get('implementation')} has neither samples nor a median")
+    tbps = row.get("achieved_tbps")
+    stats = {"median": row.get("median_ms")}
+    if row.get("rel_noise") is not None:
+        stats["rel_noise"] = row["rel_noise"]
+    extra = {**(row.get("extra") or {}), "timer": row.get("timer")}
+    if "throttled" in row:
+        extra["throttled"] = row["throttled"]
+    return Record(
+        op=row["op"],
+        implementation=row["implementation"],
+        shape=row.get("shape") or {},
+        dtype=row.get("dtype", ""),
+        mode=row.get("mode", "cold"),
+        samples_ms=row.get("samples_ms") or [],
+        stats=stats,
+        gpu=row.get("gpu", ""),
+        versions=row.get("versions") or dict(versions or {}),
+        clocks=row.get("clocks") or {},
+        timestamp=row.get("timestamp", ""),
+        flops=row.get("flops") or 0.0,
+        bytes=row.get("bytes") or 0.0,
+        achieved_tflops=row.get("achieved_tflops"),
+        achieved_gbps=tbps * 1000 if tbps is not None else row.get("achieved_gbps"),
+        check=row.get("check") or {},
+        extra=extra,
+        git_commit=row.get("git_commit"),
+        git_dirty=row.get("git_dirty"),
+    )
+
+
+def records_from(items: list, versions: dict | None = None) -> list[Record]:
+    """Records from a JSON list: Record dicts (they carry schema_version) and benchmark rows
+    alike (record_from_row)."""
+    return [Record.from_dict(item) if isinstance(item, dict) and "schema_version" in item
+            else record_from_row(item, versions) for item in items]  # fmt: skip
+
+
 def load_records(path: str | Path) -> list[Record]:
-    """The records in a JSON file written by save_records (KernelabError when it is not one)."""
+    """The records in a JSON file (.json, or .json.xz) written by save_records, or a document
+    that holds them under "records" (`kernelab bench --json`, benchmarks/pytorch_targets.py);
+    KernelabError when it is not one."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KernelabError(f"no record file at {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KernelabError(f"{path} is not JSON: {exc}") from None
-    if isinstance(data, dict) and "records" in data:  # a `kernelab bench --json` document
+    data = read_json(path, "record file")
+    versions = None
+    if isinstance(data, dict) and "records" in data:  # a document that holds a record list
+        versions = data.get("versions") if isinstance(data.get("versions"), dict) else None
         data = data["records"]
     if not isinstance(data, list):
         raise KernelabError(f"{path} holds no list of records")
     try:
-        return [Record.from_dict(item) for item in data]
+        return records_from(data, versions)
     except KernelabError as exc:
         raise KernelabError(f"{path}: {exc}") from None
+    except KeyError as exc:  # a benchmark row without its op or implementation
+        raise KernelabError(f"{path}: a record lacks {exc.args[0]}") from None
 
 
 def append_record(record: Record, path: str | Path) -> Path:

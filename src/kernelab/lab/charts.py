@@ -9,7 +9,7 @@ from kernelab.harness.records import Record
 
 
 def ladder_rows(records: list[Record]) -> list[dict]:
-    """Records of a ladder run as the rows kernels.cuda.sgemm.ladder.plot draws."""
+    """Records of a ladder run as rows: step, size, GFLOP/s (cuBLAS named so)."""
     rows = []
     for r in records:
         if r.achieved_tflops is None or not r.shape.get("m"):
@@ -19,21 +19,77 @@ def ladder_rows(records: list[Record]) -> list[dict]:
     return rows
 
 
+def gpu_of(records: list[Record]) -> str:
+    """The GPU the records were measured on, as it named itself, or "an unknown GPU"."""
+    names = sorted({r.gpu for r in records if r.gpu})
+    return ", ".join(names) or "an unknown GPU"
+
+
+def sources_of(records: list[Record]) -> str:
+    """The record files behind a chart, for its footnote: one named, else how many and where."""
+    files = sorted({str(r.extra.get("source_file", "")) for r in records} - {""})
+    if len(files) <= 2:
+        return ", ".join(files) or "records of unknown origin"
+    folders = sorted({f.rsplit("/", 1)[0] + "/" if "/" in f else "the top level" for f in files})
+    return f"{len(files)} record files ({' and '.join(folders)} of the results folder)"
+
+
+def _footnote(fig, text: str) -> None:
+    fig.text(0.01, -0.02, text, fontsize=7, color="#555555", ha="left", va="top")
+
+
 def ladder_chart(records: list[Record], path: Path) -> Path | None:
-    from kernelab.ladders.sgemm.ladder import plot
+    """One panel per size: GFLOP/s per step as bars, cuBLAS fp32 dashed; the GPU in the title,
+    the record files in the footnote. GFLOP/s, as the ladder's table."""
+    from matplotlib.figure import Figure
 
     rows = ladder_rows(records)
-    return plot(rows, path) if rows else None
+    if not rows:
+        return None
+    sizes = sorted({r["size"] for r in rows})
+    fig = Figure(figsize=(4.5 * len(sizes), 4.4), layout="constrained")
+    axes = fig.subplots(1, len(sizes), squeeze=False)[0]
+    for ax, size in zip(axes, sizes, strict=True):
+        steps = sorted((r for r in rows if r["size"] == size and r["step"] != "cuBLAS"),
+                       key=lambda r: r["step"])  # fmt: skip
+        cublas = next((r for r in rows if r["size"] == size and r["step"] == "cuBLAS"), None)
+        ax.bar([r["step"].removeprefix("sgemm:") for r in steps], [r["gflops"] for r in steps],
+               color="#4c72b0")  # fmt: skip
+        if cublas is not None:
+            ax.axhline(cublas["gflops"], color="#c44e52", linestyle="--",
+                       label=f"cuBLAS fp32 ({cublas['gflops']:,.0f})")  # fmt: skip
+            ax.legend(loc="upper left", fontsize=8)
+        ax.set_title(f"{size}^3")
+        ax.set_xlabel("ladder step")
+    axes[0].set_ylabel("GFLOP/s (fp32, cold L2, median)")
+    fig.suptitle(f"SGEMM ladder against cuBLAS fp32 on {gpu_of(records)}")
+    _footnote(fig, f"Source: {sources_of(records)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
 
 
 # The shape dimension a sweep varies, per op: what the x axis of a sweep chart shows.
 SWEEP_AXIS = {"gemm": "m", "softmax": "cols", "layernorm": "cols", "rmsnorm": "cols",
               "vector_add": "n"}  # fmt: skip
+# What each implementation in a sweep is, in the legend: the benchmark scripts name torch's
+# eager op "eager.<op>" and the lab "torch.<op>"; both are the same call, torch eager.
+BASELINE_WORDS = {"eager": "torch eager", "torch": "torch eager", "torch.compile": "torch.compile",
+                  "compile": "torch.compile", "triton": "kernelab Triton"}  # fmt: skip
+
+
+def legend_name(implementation: str, dtype: str) -> str:
+    """`triton.softmax bf16` as `kernelab Triton, bf16`; eager.softmax and torch.softmax both
+    as `torch eager, bf16`."""
+    family = implementation.rsplit(".", 1)[0] if "." in implementation else implementation
+    return f"{BASELINE_WORDS.get(family, implementation)}, {dtype}"
 
 
 def sweep_chart(records: list[Record], path: Path, *, title: str,
                 ceiling: tuple[str, float] | None = None) -> Path | None:  # fmt: skip
-    """Rate against size, one line per implementation and dtype, the ceiling dashed.
+    """Rate against size, one marker series per implementation and dtype (markers only: the
+    sizes are sparse, and a line between them would claim rates nobody measured), the ceiling
+    dashed; the GPU in the title, the record files in the footnote.
 
     GEMMs are drawn in TFLOP/s, everything else in TB/s (bytes the cost model counts: one
     read of each input and one write of each output). `ceiling` is (label, value) in the
@@ -41,21 +97,27 @@ def sweep_chart(records: list[Record], path: Path, *, title: str,
     from matplotlib.figure import Figure
 
     series: dict[str, list[tuple[int, float]]] = {}
-    ops = set()
+    ops, used = set(), []
     for r in records:
         axis = SWEEP_AXIS.get(r.op)
         rate = r.achieved_tflops if r.op == "gemm" else (r.achieved_gbps or 0) / 1000
         if axis and rate and r.shape.get(axis):
             ops.add(r.op)
-            series.setdefault(f"{r.implementation} {r.dtype}", []).append((r.shape[axis], rate))
+            used.append(r)
+            series.setdefault(legend_name(r.implementation, r.dtype), []).append(
+                (r.shape[axis], rate)
+            )
     if not series:
         return None
     fig = Figure(figsize=(7.5, 4.5))
     ax = fig.add_subplot()
-    for label, points in sorted(series.items()):
+    markers = "os^vD<>"
+    for index, (label, points) in enumerate(sorted(series.items())):
         points.sort()
-        style = "-" if label.startswith(("triton", "sgemm", "hgemm")) else ":"
-        ax.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", label=label)
+        ours = label.startswith("kernelab")
+        ax.plot([p[0] for p in points], [p[1] for p in points], linestyle="none",
+                marker=markers[index % len(markers)], markersize=6 if ours else 4,
+                alpha=1.0 if ours else 0.7, label=label)  # fmt: skip
     if ceiling is not None:
         ax.axhline(ceiling[1], color="black", linestyle="--", label=ceiling[0])
     op = next(iter(ops)) if len(ops) == 1 else None
@@ -66,9 +128,11 @@ def sweep_chart(records: list[Record], path: Path, *, title: str,
         )
     )
     ax.set_ylabel("TFLOP/s" if op == "gemm" else "TB/s (inputs read once, outputs written once)")
-    ax.set_title(title)
+    ax.set_title(f"{title} on {gpu_of(used)}")
     ax.legend(fontsize=7, loc="lower left")
     ax.grid(True, which="both", alpha=0.3)
+    _footnote(fig, f"Cold L2, median of each timing's samples; the latest run of each shape. "
+                   f"Source: {sources_of(used)}")  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return path
@@ -77,13 +141,62 @@ def sweep_chart(records: list[Record], path: Path, *, title: str,
 def softmax_chart(records: list[Record], path: Path, copy_gbps: float | None) -> Path | None:
     """Softmax TB/s against column count, with the measured copy ceiling."""
     softmax = [r for r in records if r.op == "softmax"]
-    ceiling = ("measured copy ceiling", copy_gbps / 1000) if copy_gbps else None
+    ceiling = (f"measured copy ceiling ({copy_gbps / 1000:.2f} TB/s)", copy_gbps / 1000) \
+        if copy_gbps else None
     return sweep_chart(softmax, path, title="Softmax bandwidth against row length", ceiling=ceiling)
 
 
-def roofline_chart(ceilings, placements, path: Path, title: str) -> Path | None:
-    from kernelab.roofline.plot import plot_roofline
+def roofline_chart(ceilings, placements, path: Path, title: str,
+                   footnote: str = "") -> Path | None:  # fmt: skip
+    """The roofline (kernelab.roofline.plot) with `placements`, each roof's label moved off any
+    kernel's marker, and `footnote` (the source records) under it."""
+    from kernelab.roofline.plot import draw_roofline
 
     if not placements:
         return None
-    return plot_roofline(ceilings, placements, path, title=title)
+    fig = draw_roofline(ceilings, placements, title=title)
+    clear_labels_of_markers(fig)
+    if footnote:  # under the title, where the legend below the axes cannot meet it
+        ax = fig.axes[0]
+        ax.set_title(title, pad=16)
+        ax.text(0.5, 1.01, footnote, transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=7, color="#555555")  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+MARKER_RADIUS_PX = 8  # a scatter marker of size 40 pt^2 is about 6 px across at 100 dpi
+
+
+def clear_labels_of_markers(fig) -> None:
+    """Each roof label ("bf16/fp16 989.4 TFLOP/s") that covers a kernel's marker moves below its
+    roof, else to the roof's left end, whichever covers none; a marker is never hidden."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        points = [ax.transData.transform(offset)
+                  for collection in ax.collections
+                  for offset in collection.get_offsets()]  # fmt: skip
+
+        def covers(text, points=points) -> bool:
+            box = text.get_window_extent(renderer).expanded(1.0, 1.0)
+            return any(box.x0 - MARKER_RADIUS_PX <= x <= box.x1 + MARKER_RADIUS_PX
+                       and box.y0 - MARKER_RADIUS_PX <= y <= box.y1 + MARKER_RADIUS_PX
+                       for x, y in points)  # fmt: skip
+
+        for text in ax.texts:
+            if "TFLOP/s" not in text.get_text() or not covers(text):
+                continue
+            x_end, y = text.xy
+            ridge = next((line.get_xdata()[0] for line in ax.lines
+                          if len(line.get_ydata()) == 2 and line.get_ydata()[0] == y
+                          and line.get_ydata()[1] == y), None)  # fmt: skip
+            tries = [((-4, -4), "right", "top", x_end)]
+            if ridge is not None:
+                tries += [((4, 4), "left", "bottom", ridge), ((4, -4), "left", "top", ridge)]
+            for offset, ha, va, x in tries:
+                text.xy, text.xyann = (x, y), offset
+                text.set_ha(ha)
+                text.set_va(va)
+                if not covers(text):
+                    break

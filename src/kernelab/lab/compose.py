@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from kernelab.lab import charts
-from kernelab.lab.gate import Criterion
+from kernelab.lab.gate import Criterion, rate_goal_note
 from kernelab.lab.pytorch_view import pytorch_section
 from kernelab.lab.report import Bullets, Heading, Image, Paragraph, Report, Table
 from kernelab.lab.results import ResultSet, latest_per_case
@@ -66,10 +66,24 @@ def provenance_section(report: Report, state, results: ResultSet, source_note: s
                 "the datasheet roofline table, the CUDA compile report and the Triton checks "
                 "under the interpreter."),
             (0, f"Every timing, ceiling, profile and the exit criteria's PASS/FAIL come from "
-                f"committed records, not from this machine: {results.folder}, {results.machine()}. "
-                "To measure your own, see 'What to run next on a GPU' at the end."),
+                f"committed records, not from this machine: {shown_folder(results.folder)}, "
+                f"{results.machine()}. To measure your own, see 'What to run next on a GPU' at "
+                "the end."),
         ]  # fmt: skip
+    items.append((0, f"The GPU this report is about: {state.gpu_id}, {state.gpu_from}."
+                     if state.gpu_from else f"The GPU this report is about: {state.gpu_id}."))
     report.add(Heading("Where the numbers come from"), Bullets(items))
+
+
+def shown_folder(folder: Path | None) -> str:
+    """A results folder as a reader should see it: benchmarks/results/<card> for committed
+    records (never this checkout's absolute path), else the folder as given."""
+    if folder is None:
+        return "no folder"
+    parts = folder.parts
+    if len(parts) >= 3 and parts[-3:-1] == ("benchmarks", "results"):
+        return "/".join(parts[-3:])
+    return str(folder)
 
 
 def gate_section(
@@ -117,16 +131,21 @@ def gate_section(
 
 
 def next_on_gpu_section(report: Report, out: Path) -> None:
-    """On a machine without a GPU: the exact commands that measure what this run could not."""
-    records = out / "records"
+    """On a machine without a GPU: what works here, and the exact commands that measure what
+    this run could not on a machine with one."""
     report.add(
         Heading("What to run next on a GPU"),
         Paragraph("This machine has no CUDA GPU, so the measured sections above are the "
-                  "committed records. On a machine with one, from a checkout of kernelab:"),
+                  "committed records. Here, the gate on each card's committed records: "
+                  "`kernelab exit-check` (the h200's) and `kernelab exit-check --results "
+                  "benchmarks/results/h100`. This run's own records folder holds no "
+                  "measurements, so the gate has nothing of this machine to judge. On a "
+                  "machine with a GPU, from a checkout of kernelab:"),
         Bullets([
-            (0, f"kernelab lab --out {out}: the whole phase measured on that GPU (add --quick "
+            (0, "kernelab lab --out DIR: the whole phase measured on that GPU (add --quick "
                 "for minutes instead of a quarter hour); this report, rewritten with its numbers"),
-            (0, f"kernelab exit-check --results {records}: the exit criteria on your records"),
+            (0, "kernelab exit-check --results DIR/records: then, the exit criteria on the "
+                "records that run measured"),
             (0, "kernelab ceilings: that GPU's copy bandwidth and cuBLAS peaks, the ceilings "
                 "every % above is measured against"),
             (0, "kernelab ladder sgemm and kernelab ladder hgemm --pairs 200: the two CUDA "
@@ -155,6 +174,7 @@ def roofline_section(report: Report, records_dir: Path, figures: Path) -> None:
             [
                 "kernel",
                 "op",
+                "shape",
                 "dtype",
                 "intensity (FLOP/B)",
                 "ridge (FLOP/B)",
@@ -165,6 +185,7 @@ def roofline_section(report: Report, records_dir: Path, figures: Path) -> None:
                 [
                     r["kernel"],
                     r["op"],
+                    shape_text(r.get("input_shape") or {}),
                     r["dtype"],
                     _fmt(r["intensity"], ".1f"),
                     _fmt(r["ridge"], ".0f"),
@@ -179,9 +200,11 @@ def roofline_section(report: Report, records_dir: Path, figures: Path) -> None:
     points = [place(get_op(r["op"]).cost(r["input_shape"], r["dtype"]), Ceilings.from_spec(spec))
               for r in data["rooflines"] if r["dtype"] == "bf16"]  # fmt: skip
     path = charts.roofline_chart(Ceilings.from_spec(spec), points, figures / "roofline_builtin.png",
-                                 f"Built-in bf16 kernels on {gpu}")  # fmt: skip
+                                 f"Built-in bf16 kernels on the {gpu} datasheet roofline "
+                                 "(attainable rates, no timing)")  # fmt: skip
     if path:
-        report.add(Image(path, f"bf16 kernels on the {gpu} roofline (attainable rates)"))
+        report.add(Image(path, f"bf16 kernels on the {gpu} datasheet roofline: attainable "
+                               "TFLOP/s against FLOP/byte, from the cost model alone"))  # fmt: skip
 
 
 def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None:
@@ -214,12 +237,16 @@ def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None
             continue
     for family in ("fp32", "bf16"):
         group = [p for p in points if (p.dtype == "fp32") == (family == "fp32")]
+        title = (f"Measured {family}-family kernels on {charts.gpu_of(ours)}, "
+                 f"{ceilings.gpu_id} datasheet roofline")  # fmt: skip
         path = charts.roofline_chart(ceilings, group, figures / f"roofline_measured_{family}.png",
-                                     f"Measured kernels, {family} family, {ceilings.gpu_id}")  # fmt: skip
+                                     title, f"Cold L2, medians of the samples. Source: "
+                                     f"{charts.sources_of(ours)}")  # fmt: skip
         if path:
-            report.add(
-                Image(path, f"measured {family}-family kernels on the {ceilings.gpu_id} roofline")
-            )
+            report.add(Image(path, f"measured {family}-family kernels (TFLOP/s against FLOP/byte) "
+                                   f"on the {ceilings.gpu_id} datasheet roofline, each op's "
+                                   "fastest at its largest shape; from "
+                                   f"{charts.sources_of(ours)}"))  # fmt: skip
 
 
 def ceilings_section(report: Report, results: ResultSet) -> None:
@@ -325,11 +352,13 @@ def ladder_section(report: Report, results: ResultSet, figures: Path,
             (by[(name, s)].extra.get("technique", "") for s in sizes if (name, s) in by), ""
         )
         rows.append(row + [technique])
-    report.add(Heading("SGEMM ladder (fp32, no TF32): GFLOP/s and % of cuBLAS"),
+    gpu = charts.gpu_of(ladder)
+    report.add(Heading(f"SGEMM ladder (fp32, no TF32) on {gpu}: GFLOP/s and % of cuBLAS"),
                Table(["step", *[f"{s}^3" for s in sizes], "technique"], rows))  # fmt: skip
     path = charts.ladder_chart(ladder, figures / "ladder.png")
     if path:
-        report.add(Image(path, "SGEMM ladder against cuBLAS fp32"))
+        report.add(Image(path, f"SGEMM ladder against cuBLAS fp32 on {gpu}, GFLOP/s; from "
+                               f"{charts.sources_of(ladder)}"))  # fmt: skip
     tile_lens_section(report, ladder, registers)
 
 
@@ -420,10 +449,17 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
               "host us/call (triton / first baseline)"]  # fmt: skip
     if all(row[-1] == "-" for row in rows):  # records made before they carried host costs
         header, rows = header[:-1], [row[:-1] for row in rows]
-    report.add(Heading(f"Triton kernels against {baseline_kinds(names)}"), Table(header, rows))
-    path = charts.softmax_chart(latest_per_case(others), figures / "softmax.png", copy)
+    report.add(Heading(f"Triton kernels against {baseline_kinds(names)}"),
+               Paragraph("eager.softmax (benchmarks/triton_kernels.py's name) and torch.softmax "
+                         "(the lab's) are the same baseline: torch's own op, run eagerly."),
+               Table(header, rows))  # fmt: skip
+    latest = latest_per_case(others)
+    path = charts.softmax_chart(latest, figures / "softmax.png", copy)
     if path:
-        report.add(Image(path, "softmax TB/s against row length"))
+        softmax = [r for r in latest if r.op == "softmax"]
+        report.add(Image(path, f"softmax TB/s against row length on {charts.gpu_of(softmax)}, "
+                               "kernelab's Triton kernel and torch eager, cold L2; from "
+                               f"{charts.sources_of(softmax)}"))  # fmt: skip
 
 
 # A timing whose samples spread more than this (IQR / median) is marked as not comparable.
@@ -467,9 +503,8 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
         )
         if mode == "cold":
             report.add(Paragraph(
-                f"The latest ladder run ({', '.join(summary.get('steps') or [])}); every "
-                "earlier run, with the steps it timed, is kept in the results folder's "
-                "hgemm/history/."
+                f"The latest ladder run, on {summary.get('gpu') or 'an unnamed GPU'}: the steps "
+                f"{', '.join(summary.get('steps') or [])} against cuBLAS in the same run."
             ))  # fmt: skip
     if noisy_cells:
         report.add(Paragraph(
@@ -486,7 +521,8 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
             Paragraph(
                 "Each round times cuBLAS, every step, then cuBLAS again; a step is rated "
                 "against the faster of the two cuBLAS timings around it, so the card's drift "
-                "over a run cancels. The gate judges these medians unless the run also has pairs."
+                "over a run cancels. A round keeps its %, not the samples behind it, so the "
+                "gate shows these but never judges on them."
             ),
             Table(["step", "size", "median %", "range %", "rounds ahead"], rows),
         )
@@ -504,7 +540,8 @@ def hgemm_section(report: Report, results: ResultSet) -> None:
                 "(kernelab.harness.paired); the figure is the median over pairs of cuBLAS time "
                 "/ step time, beside its 95 % interval and the band of single pairs. Both calls "
                 "of a pair run at the same clocks, so the card's drift under its power cap "
-                "cancels. The gate judges the cold medians when a run has them."
+                "cancels. The gate judges the cold medians when this run is the card's newest "
+                "measure of the target."
             ),
             Table(
                 ["step", "mode", "size", "median %", "95 % interval", "p20 - p80", "pairs ahead"],
@@ -599,7 +636,8 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     compiled = _read(state.records_dir / "compile.json").get("compile", [])
     ladder_section(report, results, figures, {r["step"]: r["registers"] for r in compiled})
     kernels_section(report, results, figures)
-    pytorch_section(report, results)
+    note = rate_goal_note(results)
+    pytorch_section(report, results, note=f"Note: {note}." if note else "")
     hgemm_section(report, results)
     measured_roofline(report, results, figures)
     profiles_section(report, results)

@@ -6,18 +6,13 @@ stored figures are not read. Each is recomputed here from the samples, so a reco
 samples say 3x slower reads 3x slower, whatever its other fields say. A stored figure that
 disagrees with its own samples is named in `ResultSet.disagreements` (a bug in the code that
 wrote it); a figure without samples behind it is marked so (`from_samples` False) and the
-gate does not judge on it.
+gate does not judge on it. kernelab.lab.results.derive_all applies these to a whole ResultSet.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kernelab.harness import stats
 from kernelab.harness.records import Record
-
-if TYPE_CHECKING:
-    from kernelab.lab.results import ResultSet
 
 # Stored and recomputed agree when they are this close: the same samples through the same
 # quantile, differing only by float rounding (or a 1-ulp change in the median's definition).
@@ -165,22 +160,3 @@ def rederive_rounds(rows: list[dict]) -> None:
     not kept: no samples stand behind them, so they are marked and never judged on."""
     for row in rows:
         row["from_samples"] = False
-
-
-def derive_all(results: ResultSet) -> None:
-    """Recompute every figure of `results` from its samples, once (load_results does it; the
-    gate does it for a ResultSet built by hand)."""
-    if results.derived:
-        return
-    found: list[str] = []
-    for record in [*results.records, *results.hgemm_records]:
-        rederive_record(record, found)
-    rederive_pct_of_cublas(results.ladder(), found)
-    rederive_pct_of_cublas(results.hgemm_records, found)
-    summary = results.hgemm_summary or {}
-    for row in summary.get("paired") or []:
-        rederive_paired(row, found)
-    rederive_hgemm_timing(summary.get("timing") or [], results.hgemm_records, found)
-    rederive_rounds(summary.get("rounds") or [])
-    results.disagreements.extend(found)
-    results.derived = True

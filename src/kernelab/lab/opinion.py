@@ -26,6 +26,20 @@ _FIGURE = re.compile(r"(?<![\w.])(\d+\.\d+)(?![\w.])")
 _SENTENCE_END = re.compile(r"(?<=[.;:])\s+")
 
 
+def record_stem(source_file: str) -> str:
+    """The name a page cites a record file by: its path in the results folder without
+    .json(.xz), e.g. `triton/triton_kernels_sweep_20261130-134619` or `hgemm/records`."""
+    return source_file.removesuffix(".xz").removesuffix(".json")
+
+
+def _cited(stem: str, sentence: str) -> bool:
+    """Whether `sentence` names the record file: by its path, or by its file name where that is
+    a file's name (an underscore or a digit in it) rather than a word like "records"."""
+    base = stem.rsplit("/", 1)[-1]
+    distinctive = "_" in base or any(ch.isdigit() for ch in base)
+    return stem in sentence or (distinctive and base in sentence)
+
+
 def rates_by_file(results: ResultSet) -> dict[str, list[float]]:
     """Per record file (its stem), the natural rate of each record from samples."""
     rates: dict[str, list[float]] = {}
@@ -34,8 +48,7 @@ def rates_by_file(results: ResultSet) -> dict[str, list[float]]:
             continue
         rate = r.achieved_tflops if r.op in RATE_OPS else (r.achieved_gbps or 0) / 1000
         if rate:
-            name = r.extra.get("source_file", "")
-            rates.setdefault(name.removesuffix(".json"), []).append(rate)
+            rates.setdefault(record_stem(r.extra.get("source_file", "")), []).append(rate)
     return rates
 
 
@@ -51,16 +64,19 @@ def citations(text: str, rates: dict[str, list[float]]) -> tuple[list[str], list
     verified, cited = set(), set()
     for i, sentence in enumerate(sentences):
         for stem in rates:
-            if stem and stem in sentence:
+            if stem and _cited(stem, sentence):
                 cited.add(stem)
                 window = " ".join(sentences[max(0, i - 1) : i + 1])
                 if any(_matches(f, rates[stem]) for f in _FIGURE.findall(window)):
                     verified.add(stem)
-    return sorted(verified), sorted(cited - verified)
+    # each named as a page names it: its file name
+    return (sorted(s.rsplit("/", 1)[-1] for s in verified),
+            sorted(s.rsplit("/", 1)[-1] for s in cited - verified))  # fmt: skip
 
 
-def judge_page(text: str, results: ResultSet) -> tuple[bool, str]:
-    """(passed, evidence) for the opinion page's text against the results."""
+def judge_page(text: str, results: ResultSet) -> tuple[bool, str, int]:
+    """(passed, evidence, how many cited record files the samples confirm) for the opinion
+    page's text against the results."""
     words = len(text.split())
     lower = text.lower()
     thin = [name for name, keys in OPTIONS.items()
@@ -83,4 +99,4 @@ def judge_page(text: str, results: ResultSet) -> tuple[bool, str]:
         evidence += f"; cited without a figure the samples give: {', '.join(unverified)}"
     if problems:
         evidence = "; ".join(problems) + "; " + evidence
-    return not problems, evidence
+    return not problems, evidence, len(verified)

@@ -1,6 +1,6 @@
 """The report's section on the kernels as PyTorch calls them: every target under
 triton.testing.do_bench beside kernelab's own timer, and the host cost per call against
-torch's (benchmarks/pytorch_targets.py, issue 30).
+torch's (benchmarks/pytorch_targets.py).
 
 Figures come from the samples the records hold: ours from samples_ms, the baseline from
 extra["baseline_samples_ms"], both do_bench's, taken in the same run. The harness column is the
@@ -95,8 +95,8 @@ def _launch_path(rows: list[dict]) -> str:
         return "The Triton ops replayed through Triton's launcher (KERNELAB_DIRECT_LAUNCH=0)."
     if paths == {None}:
         return (
-            "The Triton ops replayed through Triton's launcher: the run predates direct "
-            "launches (launch_plans.DIRECT, the default since session 24)."
+            "The Triton ops replayed through Triton's launcher: the run's code predates "
+            "direct launches (launch_plans.DIRECT, now the default)."
         )
     return "The Triton ops' replay path differs between rows (see the run's launch_costs)."
 

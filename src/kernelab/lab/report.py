@@ -87,7 +87,9 @@ img { max-width: 100%; } figcaption { color: #555; font-size: 0.9em; }
 
 def _html_cell(value) -> str:
     text = str(value)
-    css = {"PASS": ' class="pass"', "FAIL": ' class="fail"'}.get(text, "")
+    # verdicts styled alike wherever they stand: the gate's PASS/FAIL, a target's yes/NO
+    css = {"PASS": ' class="pass"', "yes": ' class="pass"', "FAIL": ' class="fail"',
+           "NO": ' class="fail"'}.get(text, "")  # fmt: skip
     return f"<td{css}>{html.escape(text)}</td>"
 
 

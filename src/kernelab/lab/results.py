@@ -20,12 +20,12 @@ with the reason, and the gate reports it. Every figure is then recomputed from t
 from __future__ import annotations
 
 import json
-import lzma
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelab.errors import KernelabError
-from kernelab.harness.records import Record
+from kernelab.harness.records import Record, read_json, records_from
+from kernelab.lab import derive
 
 
 def latest_per_case(records: list[Record]) -> list[Record]:
@@ -64,13 +64,16 @@ class ResultSet:
 
     @property
     def empty(self) -> bool:
-        return self.ceilings is None and not self.records and not self.profiles
+        """Whether the folder held no measurement at all (of any kind a card's records hold)."""
+        return (self.ceilings is None and not self.records and not self.profiles
+                and not self.pytorch_records and not self.hgemm_records)  # fmt: skip
 
     def machine(self) -> str:
         """Which GPU, driver and day these results were measured on, from the files."""
-        gpus = {r.gpu for r in self.records if r.gpu}
-        drivers = {r.driver for r in self.records if r.driver}
-        days = sorted({r.timestamp[:10] for r in self.records if r.timestamp})
+        everything = [*self.records, *self.hgemm_records, *self.pytorch_records]
+        gpus = {r.gpu for r in everything if r.gpu}
+        drivers = {r.driver for r in everything if r.driver}
+        days = sorted({r.timestamp[:10] for r in everything if r.timestamp})
         if self.ceilings:
             gpus.add(self.ceilings.get("gpu", ""))
             drivers.add(self.ceilings.get("driver") or "")
@@ -97,43 +100,12 @@ class ResultSet:
         return [r for r in self.records if r.op == op]
 
 
-def _record_from_sweep_row(row: dict) -> Record:
-    """A benchmarks/triton_kernels.py record (TB/s, flat timing fields) as a Record."""
-    if not row.get("samples_ms") and row.get("median_ms") is None:
-        raise KernelabError(f"{row.get('implementation')} has neither samples nor a median")
-    tbps = row.get("achieved_tbps")
-    return Record(
-        op=row["op"],
-        implementation=row["implementation"],
-        shape=row.get("shape", {}),
-        dtype=row.get("dtype", ""),
-        mode=row.get("mode", "cold"),
-        samples_ms=row.get("samples_ms", []),
-        stats={"median": row.get("median_ms")},
-        gpu=row.get("gpu", ""),
-        clocks=row.get("clocks", {}),
-        timestamp=row.get("timestamp", ""),
-        flops=row.get("flops", 0.0),
-        bytes=row.get("bytes", 0.0),
-        achieved_tflops=row.get("achieved_tflops"),
-        achieved_gbps=tbps * 1000 if tbps is not None else row.get("achieved_gbps"),
-        check=row.get("check", {}),
-        extra={**row.get("extra", {}), "timer": row.get("timer")},
-        git_commit=row.get("git_commit"),  # unknown for a row that did not carry it
-        git_dirty=row.get("git_dirty"),
-    )
-
-
 def _records_from(items: list) -> list[Record] | None:
+    """The records of a JSON list (Record dicts or benchmark rows), or None when it is no
+    list of records at all."""
     if not items or not all(isinstance(i, dict) and "implementation" in i for i in items):
         return None
-    out = []
-    for item in items:
-        if "schema_version" in item:
-            out.append(Record.from_dict(item))
-        else:
-            out.append(_record_from_sweep_row(item))
-    return out
+    return records_from(items)
 
 
 def _from_file(records: list[Record], name: str) -> list[Record]:
@@ -145,16 +117,27 @@ def _from_file(records: list[Record], name: str) -> list[Record]:
 
 
 def _read(path: Path, name: str, results: ResultSet):
-    """The JSON in `path`, or None with the reason added to results.unreadable."""
+    """The JSON in `path` (.json or .json.xz), or None with the reason added to
+    results.unreadable."""
     try:
-        if path.suffix == ".xz":  # a large record file kept compressed (benchmarks/results/h100)
-            with lzma.open(path, "rt", encoding="utf-8") as compressed:
-                return json.loads(compressed.read())
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, lzma.LZMAError) as exc:
+        return read_json(path, "record file")
+    except (OSError, KernelabError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         results.unreadable.append(f"{name}: {reason}")
         return None
+
+
+def _json_files(folder: Path, pattern: str = "*") -> list[Path]:
+    """The .json and .json.xz files matching `pattern` in `folder`, by name."""
+    return sorted({*folder.glob(f"{pattern}.json"), *folder.glob(f"{pattern}.json.xz")})
+
+
+def _named(folder: Path, stem: str) -> Path | None:
+    """folder/stem.json, else folder/stem.json.xz, else None."""
+    for suffix in (".json", ".json.xz"):
+        if (folder / f"{stem}{suffix}").is_file():
+            return folder / f"{stem}{suffix}"
+    return None
 
 
 def _records_or_report(items: list, name: str, results: ResultSet) -> list[Record] | None:
@@ -168,20 +151,29 @@ def _records_or_report(items: list, name: str, results: ResultSet) -> list[Recor
     return None if records is None else _from_file(records, name)
 
 
+def _run_time(data) -> str:
+    """When a benchmarks/pytorch_targets.py run was made: the latest record timestamp in it
+    (ISO 8601 UTC, so strings order as times); "" when it has none."""
+    rows = data.get("records") if isinstance(data, dict) else None
+    stamps = [str(r.get("timestamp") or "") for r in rows or [] if isinstance(r, dict)]
+    return max(stamps, default="")
+
+
 def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
-    """The latest run of benchmarks/pytorch_targets.py under folder/pytorch/, if any."""
-    runs = sorted(
-        [*(folder / "pytorch").glob("pytorch_targets_*.json"),
-         *(folder / "pytorch").glob("pytorch_targets_*.json.xz")],
-        key=lambda path: path.name.removesuffix(".xz"),
-    )  # fmt: skip
+    """The newest run of benchmarks/pytorch_targets.py under folder/pytorch/, if any: newest by
+    the timestamps its records carry, not by its file name. A run file that cannot be read is
+    reported (results.unreadable), since it may be the newest."""
+    runs = []
+    for path in _json_files(folder / "pytorch", "pytorch_targets*"):
+        relative = f"pytorch/{path.name}"
+        data = _read(path, relative, results)
+        if data is not None:
+            runs.append((_run_time(data), path.name, relative, data))
     if not runs:
         return
-    relative = f"pytorch/{runs[-1].name}"
-    data = _read(runs[-1], relative, results)
+    _, _, relative, data = max(runs, key=lambda run: run[:2])
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        if data is not None:
-            results.not_understood.append(relative)
+        results.not_understood.append(relative)
         return
     records = _records_or_report(data["records"], relative, results)
     if records is None:
@@ -193,43 +185,62 @@ def _load_pytorch_view(folder: Path, results: ResultSet) -> None:
 
 
 def load_pytorch_run(folder: Path) -> ResultSet:
-    """Only the latest benchmarks/pytorch_targets.py run under folder/pytorch/: what the README
-    shows of a card whose other records it does not gate on (the H100's, for one)."""
+    """Only the newest benchmarks/pytorch_targets.py run under folder/pytorch/, nothing else of
+    the folder."""
     results = ResultSet(folder=folder)
     if folder.exists():
         _load_pytorch_view(folder, results)
     return results
 
 
+# Subfolders read by name: the hgemm ladder's run, the inference example, the do_bench run.
+NAMED_FOLDERS = ("hgemm", "timeline", "pytorch")
+
+
+def _content_files(folder: Path) -> list[tuple[Path, str]]:
+    """(path, name relative to folder) of every JSON file read by its content: those at the
+    top and in any subfolder but the named ones (sgemm/, triton/, ... in the committed layout)."""
+    found = []
+    for path in _json_files(folder):
+        found.append((path, path.name))
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in NAMED_FOLDERS):
+        for path in sorted({*sub.rglob("*.json"), *sub.rglob("*.json.xz")}):
+            found.append((path, path.relative_to(folder).as_posix()))
+    return found
+
+
 def load_results(folder: Path | None) -> ResultSet:
+    """Every result in `folder` (a lab run's DIR/records/ or a card's benchmarks/results/<card>/),
+    each file read by its content, .json or .json.xz alike; the figures then recomputed from
+    their samples."""
     results = ResultSet(folder=folder)
-    if folder is None or not folder.exists():
+    if folder is None or not folder.is_dir():
         return results
-    for attribute, relative in (
-        ("hgemm_summary", "hgemm/summary.json"),
-        ("timeline_example", "timeline/timeline_example.json"),
+    for attribute, where, stem in (
+        ("hgemm_summary", "hgemm", "summary"),
+        ("timeline_example", "timeline", "timeline_example"),
     ):
-        path = folder / relative
-        if path.is_file() and (data := _read(path, relative, results)) is not None:
+        path = _named(folder / where, stem)
+        relative = f"{where}/{path.name}" if path else ""
+        if path is not None and (data := _read(path, relative, results)) is not None:
             setattr(results, attribute, data)
             results.files.append(relative)
-    path = folder / "hgemm" / "records.json"
-    if path.is_file() and (data := _read(path, "hgemm/records.json", results)) is not None:
+    path = _named(folder / "hgemm", "records")
+    relative = f"hgemm/{path.name}" if path else ""
+    if path is not None and (data := _read(path, relative, results)) is not None:
         reported = len(results.unreadable)
-        hgemm = _records_or_report(
-            data if isinstance(data, list) else [], "hgemm/records.json", results
-        )
+        hgemm = _records_or_report(data if isinstance(data, list) else [], relative, results)
         if hgemm is not None:
             results.hgemm_records = hgemm
-            results.files.append("hgemm/records.json")
+            results.files.append(relative)
         elif len(results.unreadable) == reported:  # else it was reported as unreadable
-            results.not_understood.append("hgemm/records.json")
+            results.not_understood.append(relative)
     _load_pytorch_view(folder, results)
-    for path in sorted(folder.glob("*.json")):
-        data = _read(path, path.name, results)
+    for path, name in _content_files(folder):
+        data = _read(path, name, results)
         if data is None:
             continue
-        results.files.append(path.name)
+        results.files.append(name)
         if isinstance(data, dict) and "ceilings" in data and "gpu" in data:
             results.ceilings = data
         elif isinstance(data, dict) and "latencies" in data and "bandwidths" in data:
@@ -247,16 +258,33 @@ def load_results(folder: Path | None) -> ResultSet:
         ):
             items = data["records"] if isinstance(data, dict) else data
             reported = len(results.unreadable)
-            records = _records_or_report(items, path.name, results)
+            records = _records_or_report(items, name, results)
             if records is not None:
                 results.records.extend(records)
             elif len(results.unreadable) > reported:
-                results.files.remove(path.name)  # reported as unreadable instead
+                results.files.remove(name)  # reported as unreadable instead
             else:
-                results.not_understood.append(path.name)
+                results.not_understood.append(name)
         else:
-            results.not_understood.append(path.name)
-    from kernelab.lab.derive import derive_all
-
+            results.not_understood.append(name)
     derive_all(results)
     return results
+
+
+def derive_all(results: ResultSet) -> None:
+    """Recompute every figure of `results` from its samples, once (load_results does it; the
+    gate does it for a ResultSet built by hand)."""
+    if results.derived:
+        return
+    found: list[str] = []
+    for record in [*results.records, *results.hgemm_records]:
+        derive.rederive_record(record, found)
+    derive.rederive_pct_of_cublas(results.ladder(), found)
+    derive.rederive_pct_of_cublas(results.hgemm_records, found)
+    summary = results.hgemm_summary or {}
+    for row in summary.get("paired") or []:
+        derive.rederive_paired(row, found)
+    derive.rederive_hgemm_timing(summary.get("timing") or [], results.hgemm_records, found)
+    derive.rederive_rounds(summary.get("rounds") or [])
+    results.disagreements.extend(found)
+    results.derived = True

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelab.lab.paths import committed_results_dir, repo_root
+from kernelab.lab.paths import DEFAULT_CARD, committed_results_dir, repo_root
 
 Progress = Callable[[str], None]
 
@@ -54,6 +54,7 @@ class LabState:
     on_gpu: bool
     done: dict = field(default_factory=dict)  # stage -> summary line
     failed: dict = field(default_factory=dict)  # stage -> the error (not saved: runs again)
+    gpu_from: str = ""  # how gpu_id was chosen, in words (report_gpu)
 
     @property
     def records_dir(self) -> Path:
@@ -323,6 +324,30 @@ CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
               ("interpreter", stage_interpreter)]  # fmt: skip
 
 
+def failure_text(exc: BaseException) -> str:
+    """A failed stage's error in one line of words: a KernelabError's own message, another
+    exception's type and first line; never a Python repr."""
+    from kernelab.errors import KernelabError
+
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = first if isinstance(exc, KernelabError) and first else (
+        f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    )
+    return text[:300]
+
+
+def report_gpu(gpu: str | None, detected=None) -> tuple[str, str]:
+    """(catalog id, how it was chosen) of the GPU the report is about: --gpu when given, else
+    the detected GPU when the catalog knows it, else DEFAULT_CARD, said so."""
+    from kernelab.hardware import resolve_gpu
+
+    if gpu is not None:
+        return resolve_gpu(gpu).id, "named with --gpu"
+    if detected is not None and detected.spec is not None:
+        return detected.spec.id, "this machine's GPU"
+    return DEFAULT_CARD, "the default (no GPU detected here; --gpu NAME picks another)"
+
+
 def run_lab(
     out: Path, *, quick: bool, gpu: str | None, fresh: bool, progress: Progress
 ) -> LabState:
@@ -330,13 +355,8 @@ def run_lab(
 
     detected = detect_gpu()
     on_gpu = detected is not None
-    if gpu is None:
-        gpu_id = detected.spec.id if detected and detected.spec else "h100-sxm"
-    else:
-        from kernelab.hardware import resolve_gpu
-
-        gpu_id = resolve_gpu(gpu).id
-    state = LabState(out=out, quick=quick, gpu_id=gpu_id, on_gpu=on_gpu)
+    gpu_id, gpu_from = report_gpu(gpu, detected)
+    state = LabState(out=out, quick=quick, gpu_id=gpu_id, on_gpu=on_gpu, gpu_from=gpu_from)
     state.records_dir.mkdir(parents=True, exist_ok=True)
     stages_file = state.records_dir / "stages.json"
     if stages_file.exists() and not fresh:
@@ -354,7 +374,7 @@ def run_lab(
             # A stage that fails (a kernel that faults, a tool the machine lacks) is reported
             # and the others still run; it is not marked done, so the next run tries it again.
             progress(traceback.format_exc(limit=4))
-            state.failed[name] = f"{exc!r:.300}"
+            state.failed[name] = failure_text(exc)
             progress(f"{name}: failed ({state.failed[name]})")
             continue
         state.done[name] = line
