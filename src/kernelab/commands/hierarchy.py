@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError
-from kernelab.output import JsonOption, emit, input_file, note, output_file
+from kernelab.errors import KernelabError, input_file, output_file
+from kernelab.output import JsonOption, emit, note
 
 
 def _size(n: int | None) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
-from kernelab.output import JsonOption, emit, positive_number
+from kernelab.output import JsonOption, emit
 
 GpuOption = Annotated[
     str | None,
@@ -266,7 +266,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Little's law: bytes in flight to saturate HBM, and MMA work to cover latency."""
-        from kernelab.errors import KernelabError
+        from kernelab.errors import KernelabError, positive_number
         from kernelab.lenses.pipeline import memory_pipeline, tensor_core_pipeline
         from kernelab.roofline.costs import canonical_dtype
 

@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError
-from kernelab.output import JsonOption, emit, input_file, output_file
+from kernelab.errors import KernelabError, input_file, output_file
+from kernelab.output import JsonOption, emit
 
 SECTION_SETS = ("focused", "full")
 # Shape options: each fills the op's shape key of the same name; --size fills them all.

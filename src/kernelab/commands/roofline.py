@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError, unknown
+from kernelab.errors import KernelabError, output_file, positive_number, unknown
 from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
-from kernelab.output import JsonOption, emit, note, output_file, positive_number
+from kernelab.output import JsonOption, emit, note
 from kernelab.roofline.costs import COST_MODELS, plain_number, shape_label
 from kernelab.roofline.model import Ceilings, Placement, place
 

@@ -19,8 +19,8 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError
-from kernelab.output import JsonOption, emit, input_file, output_folder, to_jsonable
+from kernelab.errors import KernelabError, input_file, output_folder
+from kernelab.output import JsonOption, emit, to_jsonable
 
 DEFAULT_OUT = "kernelab-timeline"
 NSYS_SUFFIXES = (".csv", ".nsys-rep")
