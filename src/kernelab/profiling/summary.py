@@ -283,7 +283,9 @@ def summarize(
         roofline=placement,
         roofline_note=note,
         predicted=predicted_block,
-        diagnosis=diagnose(metrics, copy_ceiling_gbps),
+        diagnosis=diagnose(
+            metrics, copy_ceiling_gbps, minimum_bytes=predicted.bytes if predicted else None
+        ),
         ncu_rules=[r for r in profile.rules if r.get("type") in ("OPT", "WRN", "ERR")],
     )
 
