@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,7 +57,8 @@ def test_the_explanation_states_the_answer_it_explains():
 
 def _drill(tmp_path, *args: str, piped: str | None = None) -> subprocess.CompletedProcess:
     """The real command; stdin closed, or a pipe carrying `piped`."""
-    env = {**os.environ, "KERNELAB_CACHE": str(tmp_path)}
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "KERNELAB_CACHE": str(tmp_path), "PYTHONPATH": src}
     stdin = {"input": piped} if piped is not None else {"stdin": subprocess.DEVNULL}
     return subprocess.run(
         [sys.executable, "-m", "kernelab", "drill", *args],
