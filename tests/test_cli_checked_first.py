@@ -104,6 +104,29 @@ def test_import_and_out_paths_are_one_line(place, argv, words):
     assert words in _one_line(place, *argv)
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["bench", "torch.mm", "--plot", "/proc/x.png"], "cannot write in /proc"),
+        (["bench", "torch.mm", "--out", ""], "not an empty string"),
+        (["bench", "torch.mm", "--out", "a_folder"], "is a folder"),
+        (["bench", "torch.mm", "--max-time", "nan"], "--max-time must be a positive, finite"),
+    ],
+)
+def test_bench_checks_its_paths_and_numbers_before_timing(place, argv, words):
+    assert words in _one_line(place, *argv)
+
+
+def test_piped_tables_carry_no_trailing_blanks(place):
+    out = _run(place, *GEMM).stdout
+    assert "intensity" in out and all(line == line.rstrip() for line in out.splitlines())
+
+
+def test_version_says_what_is_missing_in_words(place):
+    out = _run(place, "version").stdout
+    assert "None" not in out and "kernelab" in out
+
+
 # --- numbers and GPUs ----------------------------------------------------------------------
 
 

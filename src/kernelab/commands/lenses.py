@@ -81,7 +81,10 @@ def _render_tile(console, analysis, banks, gpu_label: str) -> None:
             f"{occ.blocks_per_sm} blocks/SM, {occ.active_warps}/{occ.max_warps} warps "
             f"({occ.occupancy_pct:.1f}%), limited by {' and '.join(occ.limiter)}",
         ),
-        ("limits", ", ".join(f"{k} {v}" for k, v in occ.limits.items())),
+        (
+            "blocks/SM by",
+            ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in occ.limits.items()),
+        ),
         (
             "global->shared",
             f"{analysis.block_flops_per_global_byte:.1f} FLOP/byte vs {analysis.math_dtype} "
