@@ -134,6 +134,9 @@ def _render_one(console: Console, spec, hierarchy, detected) -> None:
         rows.append(
             (f"peak_tflops.{dtype}", rate, "TOPS" if dtype.startswith("int") else "TFLOP/s")
         )
+    # The clock a peak is quoted at, where it is not the boost clock (Hopper's tensor rates).
+    for dtype, mhz in spec.peak_clock_mhz.items():
+        rows.append((f"peak_clock_mhz.{dtype}", mhz, "MHz"))
     for key, value, unit in rows:
         shown = _number(value, 1 if isinstance(value, float) and value % 1 else 0)
         figures.add_row(key, f"{shown} {unit}".strip(), source_document(spec.source_of(key)))

@@ -217,6 +217,10 @@ def register(app: typer.Typer) -> None:
         from kernelab.lenses.banks import bank_conflicts
         from kernelab.lenses.tile import analyze_tile
 
+        if kernel is not None and not kernel.strip():
+            from kernelab.errors import KernelabError
+
+            raise KernelabError("--kernel needs a registered kernel name, not an empty string")
         chosen = choose_gpu(gpu)
         spec = chosen.spec
         given = {
