@@ -246,3 +246,13 @@ def test_the_path_helpers(tmp_path):
         with pytest.raises(KernelabError, match="positive, finite"):
             positive_number(value, "--x")
     assert positive_number(2.5, "--x") == 2.5
+
+
+def test_pipeline_on_a_gpu_without_the_tensor_peak_says_so(place):
+    argv = ["pipeline", "--gpu", "rtx-5090", "--latency-ns", "500"]
+    err = _one_line(place, *argv, "--dtype", "bf16")  # asked for: an error
+    assert "rtx-5090 has no bf16 peak" in err
+    done = _run(place, *argv, "--json")  # not asked for: the memory half, and why no more
+    data = json.loads(done.stdout)
+    assert data["tensor_cores"] is None and "no bf16 peak" in data["tensor_cores_note"]
+    assert "no tensor-core line" in _run(place, *argv).stdout

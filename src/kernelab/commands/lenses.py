@@ -130,7 +130,7 @@ def _render_tile(console, analysis, banks, gpu_label: str) -> None:
         console.print(f"note: {line}", highlight=False)
 
 
-def _render_pipeline(console, memory, tensor, gpu_label: str) -> None:
+def _render_pipeline(console, memory, tensor, gpu_label: str, tensor_note: str | None) -> None:
     lat = memory.latency
     rows = [
         ("gpu", gpu_label),
@@ -166,6 +166,8 @@ def _render_pipeline(console, memory, tensor, gpu_label: str) -> None:
     console.print(memory.summary, highlight=False)
     if tensor is not None:
         console.print(tensor.summary, highlight=False)
+    if tensor_note is not None:
+        console.print(tensor_note, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -266,7 +268,9 @@ def register(app: typer.Typer) -> None:
         blocks_per_sm: Annotated[
             int | None, typer.Option("--blocks-per-sm", help="Resident blocks per SM.")
         ] = None,
-        dtype: Annotated[str, typer.Option("--dtype", help="Tensor-core dtype.")] = "bf16",
+        dtype: Annotated[
+            str | None, typer.Option("--dtype", help="Tensor-core dtype (default bf16).")
+        ] = None,
         bm: Annotated[int | None, typer.Option("--bm", help="MMA stage tile rows.")] = None,
         bn: Annotated[int | None, typer.Option("--bn", help="MMA stage tile columns.")] = None,
         bk: Annotated[int | None, typer.Option("--bk", help="MMA stage tile depth.")] = None,
@@ -282,8 +286,8 @@ def register(app: typer.Typer) -> None:
         positive_number(bytes_per_stage, "--bytes-per-stage", "bytes")
         chosen = choose_gpu(gpu)
         spec = chosen.spec
-        explicit_dtype = dtype != "bf16"
-        dtype = canonical_dtype(dtype)
+        explicit_dtype = dtype is not None
+        dtype = canonical_dtype(dtype if dtype is not None else "bf16")
         memory = memory_pipeline(
             spec,
             bandwidth_gbps=bandwidth_gbps,
@@ -305,9 +309,20 @@ def register(app: typer.Typer) -> None:
             )
         elif explicit_dtype:
             raise KernelabError(f"{spec.id} has no {dtype} peak rate in the catalog")
+        tensor_note = None
+        if tensor is None:
+            tensor_note = (
+                f"no tensor-core line: {spec.id} has no {dtype} peak rate in the catalog "
+                f"(it has: {', '.join(spec.peak_tflops) or 'none'})"
+            )
         data = {
             "memory": memory.to_dict(),
             "tensor_cores": tensor.to_dict() if tensor else None,
+            "tensor_cores_note": tensor_note,
             "gpu_choice": chosen.to_dict(),
         }
-        emit(data, as_json, lambda console: _render_pipeline(console, memory, tensor, chosen.label))
+        emit(
+            data,
+            as_json,
+            lambda console: _render_pipeline(console, memory, tensor, chosen.label, tensor_note),
+        )
