@@ -185,9 +185,16 @@ def register(app: typer.Typer) -> None:
 
         detected = None
         if name.strip().lower() == "auto":
+            from kernelab.errors import NoGPUError
             from kernelab.hardware.detect import require_gpu
 
-            detected = require_gpu()
+            try:
+                detected = require_gpu()
+            except NoGPUError:
+                raise NoGPUError(
+                    "no CUDA GPU found on this machine; name one: kernelab gpu NAME "
+                    "(kernelab gpus lists them)"
+                ) from None
             spec = detected.spec
         else:
             spec = get_gpu(name)
