@@ -86,7 +86,8 @@ def register(app) -> None:
         target: Annotated[
             list[str] | None,
             typer.Argument(
-                help="A registered implementation name (torch.mm), or after '--' a command to run."
+                metavar="TARGET",
+                help="A registered implementation name (torch.mm), or after '--' a command to run.",
             ),
         ] = None,
         import_path: Annotated[

@@ -48,7 +48,10 @@ def register(app) -> None:
     def timeline(
         target: Annotated[
             list[str] | None,
-            typer.Argument(help="After '--': python script.py [args] or python -m module [args]."),
+            typer.Argument(
+                metavar="COMMAND",
+                help="After '--': python script.py [args] or python -m module [args].",
+            ),
         ] = None,
         import_path: Annotated[
             str | None,
