@@ -50,9 +50,19 @@ def test_the_explanation_states_the_answer_it_explains():
     # Seed 13's first question: the h200-nvl fp32 ridge, 60 / 4.8 = 12.5 FLOP/byte.
     for question in drill.make_questions(30, seed=13):
         if question.kind == "ridge":
-            assert question.explanation.endswith(f"= {question.answer:g} FLOP/byte")
+            assert f"= {question.answer:g} FLOP/byte; accepted: " in question.explanation
     first = drill.make_questions(1, seed=13)[0]
     assert first.answer == 12.5 and "= 12.5 FLOP/byte" in first.explanation
+
+
+def test_every_number_states_the_replies_it_accepts():
+    first = drill.make_questions(1, seed=13)[0]
+    assert first.explanation.endswith("accepted: 11.25 to 13.75 FLOP/byte")
+    assert first.judge("11.25") and not first.judge("11.2")
+    sms = _card("H100 SXM SM count")
+    assert sms.explanation == "accepted: 118.8 to 145.2 SMs"
+    words = drill.make_questions(2, seed=13)[1]
+    assert words.kind == "bound" and "accepted" not in words.explanation
 
 
 def _drill(tmp_path, *args: str, piped: str | None = None) -> subprocess.CompletedProcess:

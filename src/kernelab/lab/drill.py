@@ -92,6 +92,19 @@ class Question:
     unit: str = ""
     explanation: str = ""
 
+    def __post_init__(self) -> None:
+        # A number's explanation ends with the replies it accepts, so the tolerance is stated
+        # wherever the answer is shown.
+        if not isinstance(self.answer, str):
+            low, high = self.accepted_range()
+            accepted = f"accepted: {low:.4g} to {high:.4g} {self.unit}".rstrip()
+            self.explanation = f"{self.explanation}; {accepted}" if self.explanation else accepted
+
+    def accepted_range(self) -> tuple[float, float]:
+        """The replies judged right: the answer within NUMBER_TOLERANCE either way."""
+        spread = NUMBER_TOLERANCE * abs(self.answer)
+        return self.answer - spread, self.answer + spread
+
     def judge(self, reply: str | None) -> bool:
         if reply is None:
             return False
