@@ -31,9 +31,10 @@ def test_tile_json(capsys):
     data = _json(
         capsys,
         [*TILE, "--threads", "256", "--regs", "128", "--m", "4096", "--n", "4096", "--k", "4096"]
-        + ["--json"],
+        + ["--gpu", "h200", "--json"],
     )
     assert data["gpu"] == "h200"
+    assert data["gpu_choice"] == {"id": "h200", "how": "given", "reason": "given with --gpu"}
     assert data["smem_per_block_bytes"] == 8192
     assert data["registers_source"] == "given"
     assert data["occupancy"]["blocks_per_sm"] == 2
@@ -100,7 +101,7 @@ def test_tile_reads_a_registered_kernel(capsys, monkeypatch):
 
 
 def test_pipeline_json(capsys):
-    data = _json(capsys, ["pipeline", "--latency-ns", "500", "--json"])
+    data = _json(capsys, ["pipeline", "--gpu", "h200", "--latency-ns", "500", "--json"])
     memory = data["memory"]
     assert memory["bandwidth_gbps"] == 4800
     assert memory["in_flight_per_sm_bytes"] == pytest.approx(4800e9 * 500e-9 / 132)
@@ -110,7 +111,8 @@ def test_pipeline_json(capsys):
 
 
 def test_pipeline_with_a_kernel_and_a_tile(capsys):
-    argv = ["pipeline", "--latency-ns", "500", "--bytes-per-stage", "4096", "--stages", "2"]
+    argv = ["pipeline", "--gpu", "h200", "--latency-ns", "500", "--bytes-per-stage", "4096"]
+    argv += ["--stages", "2"]
     argv += ["--blocks-per-sm", "1", "--bm", "128", "--bn", "256", "--bk", "64", "--json"]
     data = _json(capsys, argv)
     need = 4800e9 * 500e-9 / 132
@@ -128,7 +130,13 @@ def test_pipeline_human_output(capsys):
     "argv",
     [
         ["pipeline", "--latency-ns", "0"],
+        ["pipeline", "--latency-ns", "nan"],
+        ["pipeline", "--latency-ns", "inf"],
         ["pipeline", "--bandwidth-gbps", "-5"],
+        ["pipeline", "--bandwidth-gbps", "inf"],
+        ["pipeline", "--bandwidth-gbps", "nan"],
+        ["pipeline", "--bytes-per-stage", "nan"],
+        ["pipeline", "--gpu", ""],
         ["pipeline", "--stages", "2"],
         ["pipeline", "--bm", "128"],
         ["pipeline", "--dtype", "fp5"],

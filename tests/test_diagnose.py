@@ -90,7 +90,7 @@ def test_details_page_without_a_pipe_breakdown_does_not_invent_a_unit():
     ids=["softmax-bf16-131k", "copy-bf16"],
 )
 def test_h200_streaming_kernels_are_bound_by_the_l2_fabric(fixture, dram_pct):
-    # kernelab profile on the H200 (session 11): the long-row bf16 softmax winner and a plain
+    # kernelab profile on the H200: the long-row bf16 softmax winner and a plain
     # copy (torch.neg, 256 MiB). Both have the L2's busiest part, its fabric, ahead of DRAM.
     profile = load_csv(NCU / fixture)[0]
     result = d.diagnose(profile.metrics)
@@ -124,7 +124,7 @@ def test_memory_bound_on_l2_points_at_reuse_not_dram():
 
 
 def test_memory_bound_on_the_l2_fabric_names_the_link_between_partitions():
-    # The H200's long-row bf16 softmax (ncu, session 11): memory 78 % (DRAM), L2 93 %, and
+    # The H200's long-row bf16 softmax (ncu): memory 78 % (DRAM), L2 93 %, and
     # the L2's 93 % is its fabric (lts__throughput is the maximum over its sub-units).
     metrics = kernel(45, 78, dram=78, l2=93.37, l1=11)
     metrics[m.L2_FABRIC] = 93.37
@@ -273,3 +273,92 @@ def test_below_the_roof_the_metrics_alone_decide():
 def test_dram_roof_pct(achieved, ceiling, expected):
     got = d.dram_roof_pct(achieved, ceiling)
     assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+# --- streaming kernels: the L2 is busy with DRAM's bytes, not with reuse ----------------------
+
+
+def _without_fabric(metrics: dict) -> dict:
+    """The report as the focused sections alone record it: no fabric counter."""
+    return {k: v for k, v in metrics.items() if k != m.L2_FABRIC}
+
+
+@pytest.mark.parametrize(
+    "fixture", ["softmax_bf16_131k_fabric_raw.csv.xz", "copy_bf16_fabric_raw.csv.xz"]
+)
+def test_a_real_streaming_kernel_is_not_told_to_tile_for_l2(fixture):
+    """The H200 softmax and copy read each byte once. Without the fabric counter the L2's
+    share of peak (92-94 %) is the busiest unit, above DRAM's (79-86 %), yet its traffic is
+    about DRAM's: the diagnosis names DRAM and fewer bytes, never tiles fetched from L2."""
+    metrics = _without_fabric(load_csv(NCU / fixture)[0].metrics)
+    assert m.number(metrics, m.L2_THROUGHPUT) > m.number(metrics, m.DRAM_THROUGHPUT)
+    ratio, how = d.l2_traffic_over_dram(metrics)
+    assert how == "estimated" and 1.0 <= ratio < d.L2_REUSE_RATIO
+
+    result = d.diagnose(metrics)
+    assert (result.bottleneck, result.unit) == ("memory", "DRAM")
+    assert result.summary.startswith("memory-bound, streaming")
+    assert d.MEMORY_ADVICE["L2"] not in result.advice
+    assert "tiles are fetched again" not in " ".join(result.advice)
+    assert "near the DRAM roof" in result.advice[0] and "fuse" in result.advice[0]
+    assert "l2_bytes_over_dram_bytes" in metric_names(result)
+    # Near the roof nothing else is advised: no stages, no occupancy (only fewer bytes help).
+    assert len(result.advice) == 1
+
+
+def test_the_softmax_moving_its_minimal_bytes_says_so():
+    softmax = load_csv(NCU / "softmax_bf16_131k_fabric_raw.csv.xz")[0]
+    metrics = _without_fabric(softmax.metrics)
+    minimum = m.dram_bytes(metrics)  # the op's minimum: read x once, write y once
+    result = d.diagnose(metrics, minimum_bytes=minimum)
+    assert "1.00x the op's minimal bytes" in result.advice[0]
+
+
+def test_the_fabric_report_keeps_the_fabric_and_adds_that_it_streams():
+    softmax = load_csv(NCU / "softmax_bf16_131k_fabric_raw.csv.xz")[0]
+    result = d.diagnose(softmax.metrics)
+    assert (result.bottleneck, result.unit) == ("memory", "L2 fabric")
+    assert "streaming" in result.summary
+    assert any("near the DRAM roof" in line for line in result.advice)
+
+
+def _streaming(dram_pct: float, l2_pct: float, hit: float, read: float, write: float) -> dict:
+    metrics = kernel(40, l2_pct, dram=dram_pct, l2=l2_pct, l1=20)
+    metrics |= {m.L2_HIT_RATE: hit, m.DRAM_BYTES_READ: read, m.DRAM_BYTES_WRITE: write}
+    return metrics
+
+
+def test_the_row_softmax_of_the_issue_is_diagnosed_at_the_dram_roof():
+    # DRAM 83 % of peak, L2 90 % with a 51 % hit rate, each byte read once and written once:
+    # L2 traffic = 256 MB / 0.49 = 522 MB over 512 MB of DRAM traffic, 1.02x.
+    result = d.diagnose(_streaming(83, 90, 51, 256e6, 256e6))
+    assert (result.bottleneck, result.unit) == ("memory", "DRAM")
+    assert "83 % of peak" in result.advice[0] and "narrower dtype" in result.advice[0]
+
+
+def test_a_streaming_kernel_below_the_roof_is_told_to_keep_more_in_flight():
+    result = d.diagnose(_streaming(55, 70, 50, 256e6, 256e6))
+    assert (result.bottleneck, result.unit) == ("memory", "DRAM")
+    assert "in flight" in result.advice[0] and "near the DRAM roof" not in result.advice[0]
+
+
+def test_l2_reuse_still_points_at_tiles():
+    # A 90 % hit rate: each byte DRAM sent was read from L2 about 10 times.
+    result = d.diagnose(_streaming(30, 85, 90, 100e6, 10e6))
+    assert (result.bottleneck, result.unit) == ("memory", "L2")
+    assert "fetched again" in result.advice[0]
+    ratio = next(e for e in result.evidence if e.metric == "l2_bytes_over_dram_bytes").value
+    assert ratio == pytest.approx(100e6 / 0.1 / 110e6)
+
+
+def test_measured_l2_bytes_win_over_the_estimate():
+    metrics = _streaming(83, 90, 90, 256e6, 256e6)  # the hit rate alone would say reuse
+    metrics[m.L2_BYTES] = 600e6
+    assert d.l2_traffic_over_dram(metrics) == (pytest.approx(600e6 / 512e6), "measured")
+    assert d.diagnose(metrics).unit == "DRAM"
+    metrics[m.L2_BYTES] = 4e9
+    assert d.diagnose(metrics).unit == "L2"
+
+
+def test_without_byte_counters_the_ratio_is_unknown():
+    assert d.l2_traffic_over_dram(kernel(35, 85, dram=30, l2=85)) == (None, "")

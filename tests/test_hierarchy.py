@@ -300,7 +300,7 @@ def test_import_renders_a_stored_record(tmp_path, capsys):
 def test_import_of_a_missing_file_is_one_line(tmp_path, capsys):
     assert main(["hierarchy", "--import", str(tmp_path / "none.json")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("kernelab: no hierarchy record at") and "\n" not in err
+    assert err.startswith("kernelab: --import") and "no such file" in err and "\n" not in err
 
 
 @pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU path")

@@ -162,7 +162,7 @@ def test_drill_agrees_with_the_catalog_and_cost_models():
             assert q.answer > 0
 
 
-def test_drill_command_keeps_the_score(tmp_path, monkeypatch, capsys):
+def test_drill_command_scores_a_scripted_run_without_counting_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
     answers = ";".join(str(q.answer) for q in drill.make_questions(3, seed=11))
     assert main(["drill", "--rounds", "3", "--seed", "11", "--answers", answers, "--json"]) == 0
@@ -170,7 +170,9 @@ def test_drill_command_keeps_the_score(tmp_path, monkeypatch, capsys):
     assert first["correct"] == 3
     assert main(["drill", "--rounds", "3", "--seed", "11", "--answers", "x;y;z", "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
-    assert second["correct"] == 0 and second["all_time"] == {"asked": 6, "correct": 3}
+    # Answers from a script (no terminal) are scored but never join the all-time tally.
+    assert second["correct"] == 0 and second["all_time"] == {"asked": 0, "correct": 0}
+    assert not drill.score_path().exists()
 
 
 def test_kernel_table_compares_inside_one_run_and_shows_the_latest(tmp_path):

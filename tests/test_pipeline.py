@@ -85,7 +85,9 @@ def test_tensor_core_pipeline_on_the_h200(h200):
     rate = 989.4e12 / 132
     result = tensor_core_pipeline(h200, dtype="bf16", latency_ns=1200, bm=128, bn=256, bk=64)
     assert result.flops_per_sm_per_s == pytest.approx(rate)
-    assert result.flops_per_sm_per_cycle == pytest.approx(rate / 1.98e9)
+    # At the 1,830 MHz the tensor peak is quoted at: the Hopper SM's 4,096 dense bf16
+    # FLOP/clk (the whitepaper's 1,024 FMA x 4 tensor cores), not 989.4 T / 132 / 1.98 GHz.
+    assert result.flops_per_sm_per_cycle == pytest.approx(4096, rel=1e-3)
     assert result.flops_in_flight_per_sm == pytest.approx(rate * 1200e-9)
     assert result.flops_per_stage == 2 * 128 * 256 * 64
     assert result.bytes_per_stage == (128 + 256) * 64 * 2
@@ -135,3 +137,26 @@ def test_unknown_architecture_needs_a_latency():
 def test_bad_input_is_a_kernelab_error(h200, call):
     with pytest.raises(KernelabError):
         call(h200)
+
+
+@pytest.mark.parametrize("gpu_id", ["h100-sxm", "h200", "h100-pcie"])
+def test_a_hopper_sm_retires_4096_bf16_flop_per_cycle(gpu_id):
+    # The hardware figure (4 tensor cores x 512 dense FMA per clock) must come out of the
+    # catalog's peak and the clock that peak is quoted at, whichever Hopper card.
+    spec = get_gpu(gpu_id)
+    result = tensor_core_pipeline(spec, dtype="bf16", latency_ns=500)
+    assert result.flops_per_sm_per_cycle == pytest.approx(4096, rel=1e-3)
+    assert "4096 bf16 FLOP/cycle" in result.summary
+    assert spec.rate_clock_mhz("bf16") < spec.boost_clock_mhz
+    # The SIMT fp32 rate is quoted at the boost clock: 128 lanes x 2 FLOP per FMA.
+    assert spec.flops_per_sm_per_cycle("fp32") == pytest.approx(256, rel=5e-3)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0.0, -5.0])
+def test_non_finite_or_non_positive_latency_and_bandwidth_are_refused(h200, value):
+    with pytest.raises(KernelabError, match="must be positive"):
+        memory_pipeline(h200, latency_ns=value)
+    with pytest.raises(KernelabError, match="must be positive"):
+        memory_pipeline(h200, bandwidth_gbps=value)
+    with pytest.raises(KernelabError, match="must be positive"):
+        memory_pipeline(h200, bytes_per_stage=value)

@@ -174,7 +174,7 @@ def test_cli_import_renders_for_a_person(fixtures_dir, capsys):
         (["timeline", "--drill", "1", "--import", "x.json"], "--drill reruns"),
         (["timeline", "--gpu", "h2000", "--import", "x.json"], "unknown GPU"),
         (["timeline", "--import", "x.json", "--", "python", "y.py"], "not both"),
-        (["timeline", "--import", "missing.json"], "no trace file"),
+        (["timeline", "--import", "missing.json"], "no such file"),
         (["timeline", "--", "ls", "-l"], "runs a Python workload"),
     ],
 )

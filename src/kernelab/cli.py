@@ -92,7 +92,13 @@ def version(as_json: JsonOption = False) -> None:
     from kernelab.environment import software_versions
 
     versions = software_versions()
-    emit(versions, as_json, lambda c: [c.print(f"{k:>12}  {v}") for k, v in versions.items()])
+
+    def render(console) -> None:
+        for name, value in versions.items():
+            shown = "not found" if value is None else value
+            console.print(f"{name:>12}  {shown}", highlight=False)
+
+    emit(versions, as_json, render)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,7 +53,17 @@ class _Console(Console):
         # A table wider than the terminal (see Table) is printed whole, not cropped at the edge.
         if any(isinstance(o, RichTable) for o in objects):
             kwargs.setdefault("crop", False)
-        super().print(*objects, **kwargs)
+        # Inside a capture or a recording (or a rich without _buffer_index), print as rich does.
+        if self.is_terminal or self.record or getattr(self, "_buffer_index", 1):
+            super().print(*objects, **kwargs)
+            return
+        # Through a pipe, lines end where their text does: rich pads every table row to the
+        # table's width, which a diff or a grep sees as trailing blanks.
+        with self.capture() as captured:
+            super().print(*objects, **kwargs)
+        text = captured.get()
+        self.file.write("\n".join(line.rstrip() for line in text.split("\n")))
+        self.file.flush()
 
 
 class Table(RichTable):

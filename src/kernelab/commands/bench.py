@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError, unknown
+from kernelab.errors import KernelabError, output_file, positive_number, unknown
 from kernelab.harness.bench import BenchSession
 from kernelab.output import JsonOption, emit, note
 
@@ -207,12 +207,15 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--no-baselines", help="Time only KERNEL.")
         ] = False,
         out: Annotated[
-            Path | None, typer.Option("--out", help="Write the records to this JSON file.")
+            str | None,
+            typer.Option("--out", metavar="FILE", help="Write the records to this JSON file."),
         ] = None,
         plot: Annotated[
-            Path | None,
+            str | None,
             typer.Option(
-                "--plot", help="Chart of the rate against size, ceiling drawn (.png/.svg)."
+                "--plot",
+                metavar="FILE",
+                help="Chart of the rate against size, ceiling drawn (.png/.svg).",
             ),
         ] = None,
         min_samples: Annotated[int, typer.Option("--min-samples", help="Fewest timed calls.")] = 10,
@@ -228,12 +231,13 @@ def register(app: typer.Typer) -> None:
         from kernelab.spec.reference import get_op
 
         impl = registry.get(kernel)
-        if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
-            raise KernelabError(f"--plot writes .png or .svg, not {plot.suffix or plot.name!r}")
+        plot_path = output_file(plot, "--plot", suffixes=(".png", ".svg"))
+        out_path = output_file(out, "--out")
         if mode not in MODES:
             raise unknown("timing mode", mode, MODES)
-        if min_samples < 1 or max_time <= 0:
-            raise KernelabError("--min-samples must be at least 1 and --max-time positive")
+        if min_samples < 1:
+            raise KernelabError(f"--min-samples must be at least 1, got {min_samples}")
+        positive_number(max_time, "--max-time", "seconds")
         op_spec = get_op(impl.op)
         dtype = (dtype or default_dtype(impl)).strip().lower()
         if dtype not in impl.dtypes:
@@ -278,9 +282,9 @@ def register(app: typer.Typer) -> None:
                 }
             rows.extend(shape_rows)
 
-        saved = _save(records, out, identity)
-        if plot is not None:
-            _plot(records, plot, run, impl, dtype)
+        saved = _save(records, out_path, identity)
+        if plot_path is not None:
+            _plot(records, plot_path, run, impl, dtype)
         result = {
             "kernel": impl.name,
             "op": impl.op,
@@ -291,7 +295,7 @@ def register(app: typer.Typer) -> None:
             "rows": rows,
             "records": [r.to_dict() for r in records],
             "saved_to": saved,
-            "plot": str(plot) if plot is not None and records else None,
+            "plot": str(plot_path) if plot_path is not None and records else None,
         }
         emit(result, as_json, _render(result))
         if any(not row["check_ok"] for row in rows):

@@ -134,6 +134,9 @@ def _render_one(console: Console, spec, hierarchy, detected) -> None:
         rows.append(
             (f"peak_tflops.{dtype}", rate, "TOPS" if dtype.startswith("int") else "TFLOP/s")
         )
+    # The clock a peak is quoted at, where it is not the boost clock (Hopper's tensor rates).
+    for dtype, mhz in spec.peak_clock_mhz.items():
+        rows.append((f"peak_clock_mhz.{dtype}", mhz, "MHz"))
     for key, value, unit in rows:
         shown = _number(value, 1 if isinstance(value, float) and value % 1 else 0)
         figures.add_row(key, f"{shown} {unit}".strip(), source_document(spec.source_of(key)))
@@ -182,9 +185,16 @@ def register(app: typer.Typer) -> None:
 
         detected = None
         if name.strip().lower() == "auto":
+            from kernelab.errors import NoGPUError
             from kernelab.hardware.detect import require_gpu
 
-            detected = require_gpu()
+            try:
+                detected = require_gpu()
+            except NoGPUError:
+                raise NoGPUError(
+                    "no CUDA GPU found on this machine; name one: kernelab gpu NAME "
+                    "(kernelab gpus lists them)"
+                ) from None
             spec = detected.spec
         else:
             spec = get_gpu(name)

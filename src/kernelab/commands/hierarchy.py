@@ -8,11 +8,11 @@ pipeline lens picks up the latencies. `--import FILE` renders a stored record, G
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from kernelab.errors import KernelabError, input_file, output_file
 from kernelab.output import JsonOption, emit, note
 
 
@@ -105,11 +105,16 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--quick", help="Shorter timings, 1 GiB copy buffers.")
         ] = False,
         import_file: Annotated[
-            Path | None,
-            typer.Option("--import", help="Render a stored hierarchy record instead of measuring."),
+            str | None,
+            typer.Option(
+                "--import",
+                metavar="FILE",
+                help="Render a stored hierarchy record instead of measuring.",
+            ),
         ] = None,
         out: Annotated[
-            Path | None, typer.Option("--out", help="Also write the record to this file.")
+            str | None,
+            typer.Option("--out", metavar="FILE", help="Also write the record to this file."),
         ] = None,
         as_json: JsonOption = False,
     ) -> None:
@@ -122,17 +127,21 @@ def register(app: typer.Typer) -> None:
             save_record,
         )
 
-        if import_file is not None:
-            record = load_record(import_file)
-            path = import_file
+        import_path = input_file(import_file, "--import")
+        if import_path is not None and out is not None:
+            raise KernelabError("--out saves a new measurement; with --import there is none")
+        out_path = output_file(out, "--out")
+        if import_path is not None:
+            record = load_record(import_path)
+            path = import_path
         else:
             from kernelab.probes.hierarchy import measure_hierarchy
 
             record = measure_hierarchy(quick=quick)
             path = save_record(record, record_path(record.gpu_id or record.gpu, record.driver))
             note(f"saved to {path}")
-            if out is not None:
-                save_record(record, out)
-                note(f"and to {out}")
+            if out_path is not None:
+                save_record(record, out_path)
+                note(f"and to {out_path}")
         spec = CATALOG.get(record.gpu_id) if record.gpu_id else None
         emit(document(record, spec, path), as_json, render_record(record, spec, str(path)))

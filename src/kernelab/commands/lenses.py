@@ -14,19 +14,15 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import NoGPUError
+from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
 from kernelab.output import JsonOption, emit
 
-GpuOption = Annotated[str, typer.Option("--gpu", help="Catalog id, or 'auto' for this GPU.")]
-
-
-def _gpu(name: str):
-    from kernelab.hardware import resolve_gpu
-
-    try:
-        return resolve_gpu(name)
-    except ImportError as exc:  # GPU detection is unavailable in this installation
-        raise NoGPUError(f"cannot detect the GPU here ({exc}); pass --gpu NAME") from None
+GpuOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu", help=f"Catalog id, or auto (default: this GPU if detected, else {DEFAULT_GPU})."
+    ),
+]
 
 
 def _table(console, rows) -> None:
@@ -60,7 +56,7 @@ def _tile_config(kernel, given: dict):
     return TileConfig(**overrides)
 
 
-def _render_tile(console, analysis, banks) -> None:
+def _render_tile(console, analysis, banks, gpu_label: str) -> None:
     c, occ = analysis.config, analysis.occupancy
     warp = f", warp tile {c.wm}x{c.wn}" if c.wm else ""
     rows = [
@@ -69,7 +65,7 @@ def _render_tile(console, analysis, banks) -> None:
             f"{c.bm}x{c.bn}x{c.bk} block{warp}, {c.tm}x{c.tn} per thread, {c.threads} threads, "
             f"{c.dtype}, {c.stages} stage(s)",
         ),
-        ("gpu", analysis.gpu),
+        ("gpu", gpu_label),
         (
             "shared memory",
             f"{_kib(analysis.smem_per_block_bytes)} per block (A {_kib(analysis.smem_a_bytes)} "
@@ -85,7 +81,10 @@ def _render_tile(console, analysis, banks) -> None:
             f"{occ.blocks_per_sm} blocks/SM, {occ.active_warps}/{occ.max_warps} warps "
             f"({occ.occupancy_pct:.1f}%), limited by {' and '.join(occ.limiter)}",
         ),
-        ("limits", ", ".join(f"{k} {v}" for k, v in occ.limits.items())),
+        (
+            "blocks/SM by",
+            ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in occ.limits.items()),
+        ),
         (
             "global->shared",
             f"{analysis.block_flops_per_global_byte:.1f} FLOP/byte vs {analysis.math_dtype} "
@@ -131,10 +130,10 @@ def _render_tile(console, analysis, banks) -> None:
         console.print(f"note: {line}", highlight=False)
 
 
-def _render_pipeline(console, memory, tensor) -> None:
+def _render_pipeline(console, memory, tensor, gpu_label: str, tensor_note: str | None) -> None:
     lat = memory.latency
     rows = [
-        ("gpu", memory.gpu),
+        ("gpu", gpu_label),
         ("bandwidth", f"{memory.bandwidth_gbps:.0f} GB/s"),
         ("latency", f"{lat.ns:.0f} ns ({lat.source})"),
         (
@@ -167,6 +166,8 @@ def _render_pipeline(console, memory, tensor) -> None:
     console.print(memory.summary, highlight=False)
     if tensor is not None:
         console.print(tensor.summary, highlight=False)
+    if tensor_note is not None:
+        console.print(tensor_note, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -196,7 +197,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--regs", help="Registers per thread (ptxas -v).")
         ] = None,
         dtype: Annotated[str | None, typer.Option("--dtype", help="Input dtype.")] = None,
-        gpu: GpuOption = "h200",
+        gpu: GpuOption = None,
         m: Annotated[int | None, typer.Option("--m", help="Problem M, for waves.")] = None,
         n: Annotated[int | None, typer.Option("--n", help="Problem N, for waves.")] = None,
         k: Annotated[int | None, typer.Option("--k", help="Problem K, for waves.")] = None,
@@ -218,7 +219,12 @@ def register(app: typer.Typer) -> None:
         from kernelab.lenses.banks import bank_conflicts
         from kernelab.lenses.tile import analyze_tile
 
-        spec = _gpu(gpu)
+        if kernel is not None and not kernel.strip():
+            from kernelab.errors import KernelabError
+
+            raise KernelabError("--kernel needs a registered kernel name, not an empty string")
+        chosen = choose_gpu(gpu)
+        spec = chosen.spec
         given = {
             "bm": bm,
             "bn": bn,
@@ -243,11 +249,12 @@ def register(app: typer.Typer) -> None:
         data = analysis.to_dict()
         data["kernel"] = kernel
         data["banks"] = banks.to_dict() if banks else None
-        emit(data, as_json, lambda console: _render_tile(console, analysis, banks))
+        data["gpu_choice"] = chosen.to_dict()
+        emit(data, as_json, lambda console: _render_tile(console, analysis, banks, chosen.label))
 
     @app.command()
     def pipeline(
-        gpu: GpuOption = "h200",
+        gpu: GpuOption = None,
         latency_ns: Annotated[
             float | None, typer.Option("--latency-ns", help="Load latency to assume, in ns.")
         ] = None,
@@ -261,20 +268,26 @@ def register(app: typer.Typer) -> None:
         blocks_per_sm: Annotated[
             int | None, typer.Option("--blocks-per-sm", help="Resident blocks per SM.")
         ] = None,
-        dtype: Annotated[str, typer.Option("--dtype", help="Tensor-core dtype.")] = "bf16",
+        dtype: Annotated[
+            str | None, typer.Option("--dtype", help="Tensor-core dtype (default bf16).")
+        ] = None,
         bm: Annotated[int | None, typer.Option("--bm", help="MMA stage tile rows.")] = None,
         bn: Annotated[int | None, typer.Option("--bn", help="MMA stage tile columns.")] = None,
         bk: Annotated[int | None, typer.Option("--bk", help="MMA stage tile depth.")] = None,
         as_json: JsonOption = False,
     ) -> None:
         """Little's law: bytes in flight to saturate HBM, and MMA work to cover latency."""
-        from kernelab.errors import KernelabError
+        from kernelab.errors import KernelabError, positive_number
         from kernelab.lenses.pipeline import memory_pipeline, tensor_core_pipeline
         from kernelab.roofline.costs import canonical_dtype
 
-        spec = _gpu(gpu)
-        explicit_dtype = dtype != "bf16"
-        dtype = canonical_dtype(dtype)
+        positive_number(latency_ns, "--latency-ns", "ns")
+        positive_number(bandwidth_gbps, "--bandwidth-gbps", "GB/s")
+        positive_number(bytes_per_stage, "--bytes-per-stage", "bytes")
+        chosen = choose_gpu(gpu)
+        spec = chosen.spec
+        explicit_dtype = dtype is not None
+        dtype = canonical_dtype(dtype if dtype is not None else "bf16")
         memory = memory_pipeline(
             spec,
             bandwidth_gbps=bandwidth_gbps,
@@ -296,8 +309,20 @@ def register(app: typer.Typer) -> None:
             )
         elif explicit_dtype:
             raise KernelabError(f"{spec.id} has no {dtype} peak rate in the catalog")
+        tensor_note = None
+        if tensor is None:
+            tensor_note = (
+                f"no tensor-core line: {spec.id} has no {dtype} peak rate in the catalog "
+                f"(it has: {', '.join(spec.peak_tflops) or 'none'})"
+            )
         data = {
             "memory": memory.to_dict(),
             "tensor_cores": tensor.to_dict() if tensor else None,
+            "tensor_cores_note": tensor_note,
+            "gpu_choice": chosen.to_dict(),
         }
-        emit(data, as_json, lambda console: _render_pipeline(console, memory, tensor))
+        emit(
+            data,
+            as_json,
+            lambda console: _render_pipeline(console, memory, tensor, chosen.label, tensor_note),
+        )

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError
+from kernelab.errors import KernelabError, input_file, output_file
 from kernelab.output import JsonOption, emit
 
 SECTION_SETS = ("focused", "full")
@@ -87,12 +86,17 @@ def register(app) -> None:
         target: Annotated[
             list[str] | None,
             typer.Argument(
-                help="A registered implementation name (torch.mm), or after '--' a command to run."
+                metavar="TARGET",
+                help="A registered implementation name (torch.mm), or after '--' a command to run.",
             ),
         ] = None,
         import_path: Annotated[
-            Path | None,
-            typer.Option("--import", help="Read a saved .ncu-rep or ncu CSV page (.xz too)."),
+            str | None,
+            typer.Option(
+                "--import",
+                metavar="FILE",
+                help="Read a saved .ncu-rep or ncu CSV page (.xz too).",
+            ),
         ] = None,
         kernel: Annotated[
             str | None,
@@ -119,7 +123,8 @@ def register(app) -> None:
             str, typer.Option("--set", help="Sections: 'focused' (default) or 'full'.")
         ] = "focused",
         out: Annotated[
-            Path | None, typer.Option("--out", help="Keep the report here (FILE.ncu-rep).")
+            str | None,
+            typer.Option("--out", metavar="FILE", help="Keep the report here (FILE.ncu-rep)."),
         ] = None,
         gpu: Annotated[
             str | None,
@@ -143,16 +148,34 @@ def register(app) -> None:
             )
         sections = "full" if section_set == "full" else FOCUSED_SECTIONS
         predicted, extra = None, {}
+        if gpu is not None:
+            from kernelab.hardware import get_gpu
+
+            if not gpu.strip():
+                raise KernelabError("--gpu needs a catalog id, not an empty string")
+            get_gpu(gpu)  # an unknown name fails here, before any work
+        if launch_skip < 0 or launch_count < 1:
+            raise KernelabError("--launch-skip must be 0 or more and --launch-count 1 or more")
+        out_path = None
+        if out is not None:
+            if import_path is not None:
+                raise KernelabError("--out keeps a new report; with --import there is none")
+            from kernelab.profiling.ncu import report_path
+
+            if not out.strip():
+                raise KernelabError("--out needs a path, not an empty string")
+            out_path = output_file(str(report_path(out)), "--out")
 
         if import_path is not None:
             if target:
                 raise KernelabError("give either --import FILE or something to profile, not both")
             if nvtx is not None:
                 raise KernelabError("--nvtx selects kernels while profiling, not in --import")
-            profiles = report_module.load(import_path)
+            import_file = input_file(import_path, "--import")
+            profiles = report_module.load(import_file)
             if kernel is not None:
-                profiles = kernels_matching(profiles, kernel, import_path)
-            report, mode = import_path, "import"
+                profiles = kernels_matching(profiles, kernel, import_file)
+            report, mode = import_file, "import"
         elif not target:
             raise KernelabError(
                 "nothing to profile: give an implementation name, --kernel REGEX -- COMMAND, "
@@ -166,7 +189,7 @@ def register(app) -> None:
                 launch_skip=launch_skip,
                 launch_count=launch_count,
                 sections=sections,
-                out_path=out,
+                out_path=out_path,
             )
             profiles, report, mode = run.kernels, run.report_path, "command"
             extra = {"command": run.command}
@@ -178,7 +201,9 @@ def register(app) -> None:
             op_spec = get_op(registry.get(name).op)
             given = {"m": m, "n": n, "k": k, "rows": rows, "cols": cols}
             shape = _shape(op_spec, size, given)
-            run = session.run_implementation(name, shape, dtype, sections=sections, out_path=out)
+            run = session.run_implementation(
+                name, shape, dtype, sections=sections, out_path=out_path
+            )
             profiles, report, mode = run.kernels, run.report_path, "implementation"
             predicted = run.predicted
             extra = {

@@ -6,12 +6,12 @@ measured time reached; --plot draws the chart.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError, NoGPUError, unknown
+from kernelab.errors import KernelabError, output_file, positive_number, unknown
+from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
 from kernelab.output import JsonOption, emit, note
 from kernelab.roofline.costs import COST_MODELS, plain_number, shape_label
 from kernelab.roofline.model import Ceilings, Placement, place
@@ -35,6 +35,7 @@ _OPTIONAL = {
     "attention": ("batch", "seq_k", "causal"),
 }
 CEILING_SOURCES = ("datasheet", "measured")
+GPU_HELP = f"Catalog id, or auto (default: this GPU if detected, else {DEFAULT_GPU})."
 
 
 def _flag(name: str) -> str:
@@ -58,15 +59,6 @@ def _cost_arguments(op: str, given: dict) -> dict:
     return arguments
 
 
-def _gpu(name: str):
-    from kernelab.hardware import resolve_gpu
-
-    try:
-        return resolve_gpu(name)
-    except ImportError as exc:  # GPU detection is unavailable in this installation
-        raise NoGPUError(f"cannot detect the GPU here ({exc}); pass --gpu NAME") from None
-
-
 def _ceilings(spec, source: str) -> Ceilings:
     if source not in CEILING_SOURCES:
         raise unknown("ceilings source", source, CEILING_SOURCES)
@@ -87,6 +79,12 @@ def _ceilings(spec, source: str) -> Ceilings:
 
 def verdict(p: Placement) -> str:
     """One plain sentence: which roof bounds the op, by how much, and the floor time."""
+    if p.flops == 0:
+        # No arithmetic at all: intensity 0, the memory roof alone sets the floor.
+        return (
+            f"memory-bound: no FLOPs, only {plain_number(p.bytes)} bytes to move (intensity 0, "
+            f"left of any ridge) on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
+        )
     if p.bound == "compute":
         where = f"is {p.intensity / p.ridge:.2g}x the"
     else:
@@ -97,7 +95,7 @@ def verdict(p: Placement) -> str:
     )
 
 
-def _render(console, p: Placement) -> None:
+def _render(console, p: Placement, gpu_label: str) -> None:
     from kernelab.output import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -106,7 +104,7 @@ def _render(console, p: Placement) -> None:
     rows = [
         ("op", f"{p.op} {shape_label(p.shape)}"),
         ("dtype", p.dtype if p.math_dtype == p.dtype else f"{p.dtype} (math: {p.math_dtype})"),
-        ("gpu", f"{p.gpu} ({p.ceilings_source} ceilings)"),
+        ("gpu", f"{gpu_label}, {p.ceilings_source} ceilings"),
         ("FLOPs", f"{p.flops:.4g}"),
         ("bytes", f"{p.bytes:.4g}"),
         ("intensity", f"{p.intensity:.4g} FLOP/B"),
@@ -180,7 +178,7 @@ def roofline(
     ] = None,
     causal: Annotated[bool, typer.Option("--causal", help="Causal mask (attention).")] = False,
     dtype: Annotated[str, typer.Option("--dtype", help="Input dtype.")] = "bf16",
-    gpu: Annotated[str, typer.Option("--gpu", help="Catalog id, or auto.")] = "h100-sxm",
+    gpu: Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)] = None,
     time_ms: Annotated[
         float | None, typer.Option("--time-ms", help="A measured time to judge, in ms.")
     ] = None,
@@ -191,7 +189,7 @@ def roofline(
         str, typer.Option("--ceilings", help="datasheet (the catalog) or measured.")
     ] = "datasheet",
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Write the chart (.png/.svg).")
+        str | None, typer.Option("--plot", metavar="FILE", help="Write the chart (.png/.svg).")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -217,31 +215,28 @@ def roofline(
         "causal": causal or None,
     }
     arguments = _cost_arguments(op_name, given)
-    if time_ms is not None and not time_ms > 0:
-        raise KernelabError(f"--time-ms must be a positive number of milliseconds, got {time_ms}")
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
-        raise KernelabError(f"--plot needs a .png or .svg file name, got '{plot}'")
-    if plot is not None and not plot.parent.is_dir():
-        # A typo in a path should not quietly grow a tree of folders.
-        raise KernelabError(f"--plot: no folder {plot.parent} (create it first)")
-    if plot is not None and plot.is_dir():
-        raise KernelabError(f"--plot {plot} is a folder; give a file name ending .png or .svg")
+    positive_number(time_ms, "--time-ms", "milliseconds")
+    plot_path = output_file(plot, "--plot", suffixes=(".png", ".svg"))
+    chosen = choose_gpu(gpu)
 
     cost = COST_MODELS[op_name](**arguments, dtype=dtype)
-    spec = _gpu(gpu)
-    limits = _ceilings(spec, ceilings.strip().lower())
+    limits = _ceilings(chosen.spec, ceilings.strip().lower())
     placement = place(cost, limits, math_mode=math, time_ms=time_ms)
 
-    if plot is not None:
+    if plot_path is not None:
         from kernelab.roofline.plot import plot_roofline
 
-        plot_roofline(limits, [placement], plot)
-        note(f"wrote {plot}")
+        plot_roofline(limits, [placement], plot_path)
+        note(f"wrote {plot_path}")
     if placement.faster_than_light and as_json:
         note(f"[bold red]WARNING: {placement.warning}[/]")
 
-    data = {**placement.to_dict(), "plot": str(plot) if plot is not None else None}
-    emit(data, as_json, lambda console: _render(console, placement))
+    data = {
+        **placement.to_dict(),
+        "gpu_choice": chosen.to_dict(),
+        "plot": str(plot_path) if plot_path is not None else None,
+    }
+    emit(data, as_json, lambda console: _render(console, placement, chosen.label))
 
 
 def register(app) -> None:

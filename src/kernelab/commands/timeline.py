@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from kernelab.errors import KernelabError
+from kernelab.errors import KernelabError, input_file, output_folder
 from kernelab.output import JsonOption, emit, to_jsonable
 
 DEFAULT_OUT = "kernelab-timeline"
@@ -48,17 +48,23 @@ def register(app) -> None:
     def timeline(
         target: Annotated[
             list[str] | None,
-            typer.Argument(help="After '--': python script.py [args] or python -m module [args]."),
+            typer.Argument(
+                metavar="COMMAND",
+                help="After '--': python script.py [args] or python -m module [args].",
+            ),
         ] = None,
         import_path: Annotated[
-            Path | None,
+            str | None,
             typer.Option(
-                "--import", help="Read a torch.profiler trace (.json, .json.gz) or nsys CSV."
+                "--import",
+                metavar="FILE",
+                help="Read a torch.profiler trace (.json, .json.gz), nsys CSV or .nsys-rep.",
             ),
         ] = None,
         out: Annotated[
-            Path, typer.Option("--out", help="Folder for the trace and the summary.")
-        ] = Path(DEFAULT_OUT),
+            str,
+            typer.Option("--out", metavar="DIR", help="Folder for the trace and the summary."),
+        ] = DEFAULT_OUT,
         steps: Annotated[int, typer.Option(help="Steps to profile after the warm-up.")] = 5,
         warmup: Annotated[int, typer.Option(help="Steps to run first, unprofiled.")] = 3,
         top: Annotated[int, typer.Option(help="Kernels in the table (0: all).")] = 10,
@@ -86,6 +92,8 @@ def register(app) -> None:
         if gpu is not None:
             from kernelab.hardware import get_gpu
 
+            if not gpu.strip():
+                raise KernelabError("--gpu needs a catalog id, not an empty string")
             get_gpu(gpu)  # an unknown name fails here, before any work
 
         if import_path is not None:
@@ -93,7 +101,7 @@ def register(app) -> None:
                 raise KernelabError("give either --import FILE or a workload after '--', not both")
             if drill:
                 raise KernelabError("--drill reruns the workload: give it after '--', not --import")
-            result = import_timeline(import_path, top=top, gpu=gpu)
+            result = import_timeline(input_file(import_path, "--import"), top=top, gpu=gpu)
         elif not target:
             raise KernelabError(
                 "nothing to profile: give a workload after '--' (-- python script.py) "
@@ -102,8 +110,7 @@ def register(app) -> None:
         else:
             from kernelab.timeline.capture import profile_script
 
-            if out.exists() and not out.is_dir():
-                raise KernelabError(f"--out {out} is a file; give a folder for the trace")
+            out = output_folder(out, "--out")
             made_out = not out.exists()
             try:
                 result = profile_script(

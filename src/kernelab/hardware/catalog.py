@@ -186,6 +186,30 @@ _HOPPER_SXM_RATES = {
 }
 
 
+# Table 3 of the Hopper whitepaper lists the boost clock for tensor-core work apart from the
+# SIMT boost clock: the tensor rates are quoted at it (132 SMs x 4,096 dense bf16 FLOP/clk x
+# 1.83 GHz = 989.4 TFLOP/s), the fp32 and fp64 rates at 1,980 MHz (132 x 256 x 1.98 = 66.9).
+_TENSOR_DTYPES = ("tf32", "bf16", "fp16", "fp8", "int8")
+_HOPPER_SXM_TENSOR_CLOCK_MHZ = 1830
+_HOPPER_PCIE_TENSOR_CLOCK_MHZ = 1620
+# No table for the NVL cards: their dense tensor rate over the Hopper SM's 4,096 bf16 FLOP/clk.
+_HOPPER_NVL_TENSOR_CLOCK_MHZ = 1545
+
+
+def _tensor_clocks(mhz: float) -> dict[str, float]:
+    return {dtype: mhz for dtype in _TENSOR_DTYPES}
+
+
+def _tensor_clock_sources(note: str) -> dict[str, str]:
+    return {f"peak_clock_mhz.{dtype}": note for dtype in _TENSOR_DTYPES}
+
+
+_HOPPER_SXM_TENSOR_CLOCK_SOURCES = _tensor_clock_sources(
+    "hopper-whitepaper (table 3: H100 SXM5 boost clock for tensor work, 1,830 MHz; "
+    "132 SMs x 4,096 bf16 FLOP/clk x 1.83 GHz = 989.4 TFLOP/s)"
+)
+
+
 def _hopper_sxm_rate_sources(doc: str) -> dict[str, str]:
     return {
         "peak_tflops.fp64": f"{doc} (FP64 Tensor Core)",
@@ -211,6 +235,7 @@ _H100_SXM = _nvidia(
     l2_kib=50 * 1024,
     l1_per_sm_kib=256,
     peak_tflops=_HOPPER_SXM_RATES,
+    peak_clock_mhz=_tensor_clocks(_HOPPER_SXM_TENSOR_CLOCK_MHZ),
     tdp_w=700,
     device_names=("H100 80GB HBM3", "H100 SXM5", "H100 SXM", "H100"),
     sources={
@@ -222,6 +247,7 @@ _H100_SXM = _nvidia(
         "l1_per_sm_kib": "hopper-whitepaper",
         "tdp_w": "h100-datasheet (up to 700 W, configurable)",
         **_hopper_sxm_rate_sources("h100-datasheet"),
+        **_HOPPER_SXM_TENSOR_CLOCK_SOURCES,
         "peak_tflops.tf32": "hopper-whitepaper (494.7 dense; the datasheet prints 989* sparse)",
         "peak_tflops.bf16": "hopper-whitepaper (989.4 dense; the datasheet prints 1,979* sparse)",
         "peak_tflops.fp16": "hopper-whitepaper (989.4 dense; the datasheet prints 1,979* sparse)",
@@ -250,6 +276,7 @@ _H100_PCIE = _nvidia(
         "fp8": 1513.0,
         "int8": 1513.0,
     },
+    peak_clock_mhz=_tensor_clocks(_HOPPER_PCIE_TENSOR_CLOCK_MHZ),
     tdp_w=350,
     device_names=("H100 PCIe", "H100"),
     sources={
@@ -267,6 +294,10 @@ _H100_PCIE = _nvidia(
         "peak_tflops.fp16": "h100-datasheet (PCIe column: 1,513* with sparsity; dense is half)",
         "peak_tflops.fp8": "h100-datasheet (PCIe column: 3,026* with sparsity; dense is half)",
         "peak_tflops.int8": "h100-datasheet (PCIe column: 3,026* TOPS with sparsity; dense is half)",
+        **_tensor_clock_sources(
+            "hopper-whitepaper (table 3: H100 PCIe boost clock for tensor work, 1,620 MHz; "
+            "114 SMs x 4,096 bf16 FLOP/clk x 1.62 GHz = 756.5 TFLOP/s)"
+        ),
     },
 )
 
@@ -280,6 +311,11 @@ _HOPPER_NVL_RATES = {
     "fp8": 1670.5,
     "int8": 1670.5,
 }
+
+
+_HOPPER_NVL_TENSOR_CLOCK_SOURCES = _tensor_clock_sources(
+    "derived (835.5 TFLOP/s bf16 / (132 SMs x 4,096 FLOP/clk, hopper-whitepaper) = 1,545 MHz)"
+)
 
 
 def _hopper_nvl_rate_sources(doc: str) -> dict[str, str]:
@@ -312,6 +348,7 @@ _H100_NVL = _nvidia(
     l2_kib=50 * 1024,
     l1_per_sm_kib=256,
     peak_tflops=_HOPPER_NVL_RATES,
+    peak_clock_mhz=_tensor_clocks(_HOPPER_NVL_TENSOR_CLOCK_MHZ),
     tdp_w=400,
     device_names=("H100 NVL",),
     sources={
@@ -323,6 +360,7 @@ _H100_NVL = _nvidia(
         "l1_per_sm_kib": "hopper-whitepaper",
         "tdp_w": "h100-datasheet (NVL column: 350-400 W configurable)",
         **_hopper_nvl_rate_sources("h100-datasheet"),
+        **_HOPPER_NVL_TENSOR_CLOCK_SOURCES,
     },
 )
 
@@ -339,6 +377,7 @@ _H200 = _nvidia(
     l2_kib=60 * 1024,
     l1_per_sm_kib=256,
     peak_tflops=_HOPPER_SXM_RATES,
+    peak_clock_mhz=_tensor_clocks(_HOPPER_SXM_TENSOR_CLOCK_MHZ),
     tdp_w=700,
     device_names=("H200",),
     sources={
@@ -350,6 +389,7 @@ _H200 = _nvidia(
         "l1_per_sm_kib": "hopper-whitepaper",
         "tdp_w": "h200-datasheet (up to 700 W, configurable)",
         **_hopper_sxm_rate_sources("h200-datasheet"),
+        **_HOPPER_SXM_TENSOR_CLOCK_SOURCES,
     },
 )
 
@@ -366,6 +406,7 @@ _H200_NVL = _nvidia(
     l2_kib=60 * 1024,
     l1_per_sm_kib=256,
     peak_tflops=_HOPPER_NVL_RATES,
+    peak_clock_mhz=_tensor_clocks(_HOPPER_NVL_TENSOR_CLOCK_MHZ),
     tdp_w=600,
     device_names=("H200 NVL",),
     sources={
@@ -377,6 +418,7 @@ _H200_NVL = _nvidia(
         "l1_per_sm_kib": "hopper-whitepaper",
         "tdp_w": "h200-datasheet (NVL column: up to 600 W)",
         **_hopper_nvl_rate_sources("h200-datasheet"),
+        **_HOPPER_NVL_TENSOR_CLOCK_SOURCES,
     },
 )
 
@@ -393,6 +435,7 @@ _GH200 = _nvidia(
     l2_kib=50 * 1024,
     l1_per_sm_kib=256,
     peak_tflops=_HOPPER_SXM_RATES,
+    peak_clock_mhz=_tensor_clocks(_HOPPER_SXM_TENSOR_CLOCK_MHZ),
     tdp_w=1000,
     device_names=("GH200 480GB",),
     notes="The 144 GB HBM3e model (4.9 TB/s) reports another name and is not in the catalog.",
@@ -405,6 +448,7 @@ _GH200 = _nvidia(
         "l1_per_sm_kib": "hopper-whitepaper",
         "tdp_w": "gh200-datasheet (450-1000 W configurable, for CPU + GPU + memory together)",
         **_hopper_sxm_rate_sources("gh200-datasheet"),
+        **_HOPPER_SXM_TENSOR_CLOCK_SOURCES,
     },
 )
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, fields
 
 from kernelab.errors import KernelabError, NoGPUError
-from kernelab.hardware.catalog import CATALOG
+from kernelab.hardware.catalog import CATALOG, get_gpu
 from kernelab.hardware.specs import GPUSpec
 
 NO_GPU_MESSAGE = "no CUDA GPU found on this machine; pass --gpu NAME (kernelab gpus lists them)"
@@ -163,3 +163,62 @@ def require_gpu(index: int = 0) -> DetectedGPU:
             "(kernelab gpus lists them)"
         )
     return detected
+
+
+# --- which GPU a command describes ---------------------------------------------------------
+
+# The GPU a command describes when none is named and none is detected: the lab's reference card.
+DEFAULT_GPU = "h100-sxm"
+
+# Device files a GPU driver creates on Linux (NVIDIA, ROCm, WSL2). Without any of them no GPU
+# can be reached, and choose_gpu skips detection, which imports torch and takes seconds.
+_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def _gpu_device_present() -> bool:
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return True  # no cheap test elsewhere: ask torch
+    return any(os.path.exists(path) for path in _DEVICE_FILES)
+
+
+@dataclass(frozen=True)
+class ChosenGPU:
+    """The GPU a command describes, and how it was chosen: "given" (--gpu NAME), "detected"
+    (the GPU this process sees) or "default" (none named, none usable detected)."""
+
+    spec: GPUSpec
+    how: str
+    reason: str  # one phrase for the output, e.g. "the default: no GPU detected here"
+
+    @property
+    def label(self) -> str:
+        """The id and how it was chosen, as the output states it."""
+        return self.spec.id if self.how == "given" else f"{self.spec.id} ({self.reason})"
+
+    def to_dict(self) -> dict:
+        return {"id": self.spec.id, "how": self.how, "reason": self.reason}
+
+
+def choose_gpu(name: str | None) -> ChosenGPU:
+    """The one rule for the GPU a command describes: a catalog id when one is named; "auto"
+    for the detected GPU (a one-line error without one); nothing named, the detected GPU when
+    the catalog has it, else DEFAULT_GPU, saying why."""
+    if name is not None and not name.strip():
+        raise KernelabError("--gpu needs a catalog id or 'auto', not an empty string")
+    if name is not None and name.strip().lower() != "auto":
+        return ChosenGPU(get_gpu(name), "given", "given with --gpu")
+    if name is not None:
+        return ChosenGPU(require_gpu().spec, "detected", "detected here")
+    detected = detect_gpu() if _gpu_device_present() else None
+    if detected is not None and detected.spec is not None:
+        return ChosenGPU(detected.spec, "detected", "detected here")
+    if detected is None:
+        why = "no GPU detected here"
+    else:
+        why = f"this GPU, {detected.name}, is not in the catalog"
+    return ChosenGPU(
+        get_gpu(DEFAULT_GPU), "default", f"the default: {why}; --gpu NAME picks another"
+    )

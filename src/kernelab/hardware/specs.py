@@ -5,7 +5,7 @@ Units are fixed across the catalog so that no caller has to guess:
   bandwidth       GB/s, decimal (1 GB/s = 1e9 bytes/s), as datasheets quote it
   memory          GB, as marketed (decimal)
   on-chip sizes   KiB (L2, shared memory, L1)
-  clock           MHz (boost)
+  clock           MHz (boost; peak_clock_mhz holds the lower clock some peaks are quoted at)
 Every number carries its source in `sources`, keyed by the field name or, for a peak rate,
 by "peak_tflops.<dtype>".
 """
@@ -52,14 +52,22 @@ class GPUSpec:
     # Optional published figures for the hierarchy view; None when no reliable source exists.
     l2_bandwidth_gbps: float | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
+    # The clock a dtype's peak rate is quoted at, where that is not boost_clock_mhz: Hopper's
+    # tensor-core rates are quoted at a lower boost clock for tensor work than the SIMT rates.
+    # Sourced as "peak_clock_mhz.<dtype>".
+    peak_clock_mhz: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peak_tflops", MappingProxyType(dict(self.peak_tflops)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+        object.__setattr__(self, "peak_clock_mhz", MappingProxyType(dict(self.peak_clock_mhz)))
         unknown = set(self.peak_tflops) - set(DTYPES)
         if unknown:
             raise ValueError(f"{self.id}: unknown peak dtypes {sorted(unknown)}")
+        stray = set(self.peak_clock_mhz) - set(self.peak_tflops)
+        if stray:
+            raise ValueError(f"{self.id}: a peak clock for dtypes without a peak {sorted(stray)}")
 
     # --- derived -------------------------------------------------------------------------
 
@@ -70,6 +78,14 @@ class GPUSpec:
     def peak_flops(self, dtype: str) -> float:
         """Dense peak in FLOP/s (OP/s for int8) for `dtype`; KeyError if the chip lacks it."""
         return self.peak_tflops[dtype] * 1e12
+
+    def rate_clock_mhz(self, dtype: str) -> float:
+        """The clock `dtype`'s peak rate is quoted at: its own where catalogued, else boost."""
+        return self.peak_clock_mhz.get(dtype, self.boost_clock_mhz)
+
+    def flops_per_sm_per_cycle(self, dtype: str) -> float:
+        """Dense FLOP (OP for int8) one SM retires per cycle: the peak over SMs and its clock."""
+        return self.peak_flops(dtype) / self.sm_count / (self.rate_clock_mhz(dtype) * 1e6)
 
     def ridge(self, dtype: str) -> float:
         """The ridge point in FLOP/byte: the intensity where the memory and compute roofs meet."""

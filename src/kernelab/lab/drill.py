@@ -3,13 +3,19 @@
 Every question is computed from the catalog and the cost models at the moment it is asked,
 so the drill can never disagree with the rest of kernelab. Answers are judged by a relative
 tolerance for numbers (10 %: the point is the order of magnitude and the first digit, not a
-calculator race) and exactly for words ("memory" / "compute").
+calculator race), with or without a unit ("5.3", "5.3 TB/s" and "5300 GB/s" are one answer),
+and exactly for words ("memory" / "compute").
+
+The all-time tally counts only answers typed at a terminal: a scripted run (answers given
+with --answers, or piped in) measures the script, not the person.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +25,50 @@ from kernelab.hardware.catalog import CATALOG, get_gpu
 
 NUMBER_TOLERANCE = 0.10
 TIME_LIMIT_S = 30.0
+RULES = (
+    f"numbers count within {NUMBER_TOLERANCE:.0%} of the answer, with or without their unit; "
+    f"{TIME_LIMIT_S:.0f} s per question"
+)
+
+# The units a reply may carry, per question unit, as the factor to that unit. A reply with no
+# unit is taken in the question's unit.
+UNITS: dict[str, dict[str, float]] = {
+    "TB/s": {"tb/s": 1.0, "tbps": 1.0, "gb/s": 1e-3, "gbps": 1e-3},
+    "TFLOP/s": {
+        "tflop/s": 1.0, "tflops": 1.0, "pflop/s": 1e3, "pflops": 1e3,
+        "gflop/s": 1e-3, "gflops": 1e-3,
+    },
+    "FLOP/byte": {"flop/byte": 1.0, "flop/b": 1.0, "flops/byte": 1.0, "flop/bytes": 1.0},
+    "GB": {"gb": 1.0, "tb": 1e3},
+    "SMs": {"sms": 1.0, "sm": 1.0},
+    "x": {"x": 1.0, "×": 1.0, "times": 1.0},
+}  # fmt: skip
+_REPLY = re.compile(r"^\s*([-+]?(?:\d[\d,_]*)?\.?\d+(?:e[-+]?\d+)?)\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def parse_number(reply: str, unit: str) -> float | None:
+    """The number in `reply`, converted to `unit` when the reply names a known unit for it;
+    None when it is no number or its unit is not one for this question."""
+    found = _REPLY.match(reply)
+    if not found:
+        return None
+    try:
+        value = float(found.group(1).replace(",", "").replace("_", ""))
+    except ValueError:
+        return None
+    given = found.group(2).lower().replace(" ", "")
+    if not given:
+        return value
+    factors = UNITS.get(unit, {unit.lower().replace(" ", ""): 1.0})
+    factor = factors.get(given)
+    return value * factor if factor is not None else None
+
+
+def figure(x: float) -> float:
+    """A number as the drill states it, to three significant figures (12.5, 591, 0.139): the
+    answer and its explanation both show this one value."""
+    return float(f"{x:.3g}")
+
 
 # Shapes a drill question may use: small, skinny and large, so both sides of the ridge occur.
 _GEMM_SHAPES = [
@@ -42,15 +92,27 @@ class Question:
     unit: str = ""
     explanation: str = ""
 
+    def __post_init__(self) -> None:
+        # A number's explanation ends with the replies it accepts, so the tolerance is stated
+        # wherever the answer is shown.
+        if not isinstance(self.answer, str):
+            low, high = self.accepted_range()
+            accepted = f"accepted: {low:.4g} to {high:.4g} {self.unit}".rstrip()
+            self.explanation = f"{self.explanation}; {accepted}" if self.explanation else accepted
+
+    def accepted_range(self) -> tuple[float, float]:
+        """The replies judged right: the answer within NUMBER_TOLERANCE either way."""
+        spread = NUMBER_TOLERANCE * abs(self.answer)
+        return self.answer - spread, self.answer + spread
+
     def judge(self, reply: str | None) -> bool:
         if reply is None:
             return False
         reply = reply.strip().lower()
         if isinstance(self.answer, str):
             return reply in (self.answer, self.answer[0])  # "memory" or "m"
-        try:
-            value = float(reply.replace(",", "").replace("_", ""))
-        except ValueError:
+        value = parse_number(reply, self.unit)
+        if value is None:
             return False
         return abs(value - self.answer) <= NUMBER_TOLERANCE * abs(self.answer)
 
@@ -78,15 +140,15 @@ def _nvidia_and_amd() -> list[str]:
 def ridge_question(rng: random.Random) -> Question:
     spec = get_gpu(rng.choice(_nvidia_and_amd()))
     dtype = rng.choice([d for d in ("bf16", "fp32", "fp8") if d in spec.peak_tflops])
-    ridge = spec.ridge(dtype)
+    ridge = figure(spec.ridge(dtype))
     return Question(
         kind="ridge",
         prompt=f"Ridge point of {spec.id} in {dtype} (dense), in FLOP/byte?",
-        answer=round(ridge, 1),
+        answer=ridge,
         unit="FLOP/byte",
         explanation=(
             f"{spec.peak_tflops[dtype]:g} TFLOP/s / {spec.memory_bandwidth_gbps / 1000:g} TB/s"
-            f" = {ridge:.0f} FLOP/byte"
+            f" = {ridge:g} FLOP/byte"
         ),
     )
 
@@ -111,8 +173,8 @@ def bound_question(rng: random.Random) -> Question:
         prompt=f"On {spec.id}, is {what} memory- or compute-bound? (m/c)",
         answer=placement.bound,
         explanation=(
-            f"intensity {placement.intensity:.1f} FLOP/byte vs ridge "
-            f"{placement.ridge:.0f}: {placement.bound}-bound"
+            f"intensity {figure(placement.intensity):g} FLOP/byte vs ridge "
+            f"{figure(placement.ridge):g}: {placement.bound}-bound"
         ),
     )
 
@@ -194,7 +256,25 @@ def load_score(path: Path) -> Score:
     return Score(asked=data["asked"], correct=data["correct"], history=data.get("history", []))
 
 
-def save_score(path: Path, score: Score, outcomes: list[Outcome]) -> Score:
+def typed_at_a_terminal() -> bool:
+    """Whether answers come from a person at a terminal (stdin is one), the only runs the
+    all-time tally counts."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stdin
+        return False
+
+
+def save_score(
+    path: Path, score: Score, outcomes: list[Outcome], *, counted: bool | None = None
+) -> Score:
+    """Add a run to the all-time tally at `path` and return the tally. `counted`: whether the
+    run counts (default: its answers were typed at a terminal); a run that does not count
+    leaves the tally and its file as they were."""
+    if counted is None:
+        counted = typed_at_a_terminal()
+    if not counted:
+        return score
     score.asked += len(outcomes)
     score.correct += sum(o.correct for o in outcomes)
     score.history.append(

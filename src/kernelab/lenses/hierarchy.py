@@ -135,8 +135,13 @@ class HierarchyRecord:
                 warnings=data.get("warnings", []),
                 schema_version=version,
             )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise KernelabError(f"not a hierarchy record (missing or bad {exc})") from None
+        except KeyError as exc:
+            raise KernelabError(f"not a hierarchy record (no '{exc.args[0]}' field)") from None
+        except (TypeError, AttributeError, ValueError):
+            raise KernelabError(
+                "not a hierarchy record (a field of the wrong shape: 'latencies' and "
+                "'bandwidths' map a level to its measurement)"
+            ) from None
 
 
 def _build(cls, data: dict):

@@ -88,9 +88,9 @@ def memory_latency(
     if level not in LEVELS:
         raise KernelabError(f"unknown memory level '{level}' (known: {', '.join(LEVELS)})")
     if latency_ns is not None:
-        if latency_ns <= 0:
-            raise KernelabError(f"latency must be positive, got {latency_ns} ns")
-        return Latency(level, latency_ns, None, "given on the command line", measured=False)
+        return _positive(
+            Latency(level, latency_ns, None, "given on the command line", measured=False)
+        )
     if latencies and level in latencies:
         return _positive(Latency(level, latencies[level], None, "given", measured=False))
     measured = load_measured_latencies(spec)
@@ -107,14 +107,14 @@ def memory_latency(
 
 
 def _positive(latency: Latency) -> Latency:
-    if latency.ns <= 0:
+    if not (math.isfinite(latency.ns) and latency.ns > 0):
         raise KernelabError(f"latency must be positive, got {latency.ns} ns")
     return latency
 
 
 def _bandwidth(spec: GPUSpec, bandwidth_gbps: float | None) -> float:
     value = spec.memory_bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
-    if value <= 0:
+    if not (math.isfinite(value) and value > 0):
         raise KernelabError(f"bandwidth must be positive, got {value} GB/s")
     return value
 
@@ -136,7 +136,7 @@ def bytes_in_flight_needed(
 def kernel_in_flight(bytes_per_stage: float, stages: int, resident_blocks_per_sm: int) -> float:
     """Bytes one SM keeps in flight: while a block computes on one stage it has the others
     loading (a single-stage kernel has its one stage in flight while it waits for it)."""
-    if bytes_per_stage <= 0:
+    if not (math.isfinite(bytes_per_stage) and bytes_per_stage > 0):
         raise KernelabError(f"bytes per stage must be positive, got {bytes_per_stage}")
     if stages <= 0:
         raise KernelabError(f"stages must be positive, got {stages}")
@@ -150,7 +150,7 @@ def bandwidth_from_in_flight(
 ) -> float:
     """Bytes/s that `bytes_in_flight_per_sm` on every SM sustains at `latency_ns` (Little's
     law read the other way; the memory's own peak is a separate cap)."""
-    if latency_ns <= 0:
+    if not (math.isfinite(latency_ns) and latency_ns > 0):
         raise KernelabError(f"latency must be positive, got {latency_ns} ns")
     return bytes_in_flight_per_sm * spec.sm_count / (latency_ns * 1e-9)
 
@@ -259,7 +259,7 @@ class TensorCorePipeline:
     gpu: str
     dtype: str
     flops_per_sm_per_s: float  # dense peak / SMs
-    flops_per_sm_per_cycle: float  # at the boost clock
+    flops_per_sm_per_cycle: float  # at the clock the peak is quoted at (spec.rate_clock_mhz)
     latency: Latency
     flops_in_flight_per_sm: float  # MMA work whose operands must already be on the way
     tile: dict | None  # bm, bn, bk, blocks_per_sm
@@ -297,7 +297,9 @@ def tensor_core_pipeline(
     if dtype not in spec.peak_tflops:
         raise KernelabError(f"{spec.id} has no {dtype} peak rate in the catalog")
     rate = spec.peak_flops(dtype) / spec.sm_count
-    per_cycle = rate / (spec.boost_clock_mhz * 1e6)
+    # Per cycle at the clock the peak is quoted at (Hopper's tensor rates: 1,830 MHz on the
+    # SXM, not the 1,980 MHz boost), so an H100 SM comes out at its 4,096 bf16 FLOP/clk.
+    per_cycle = spec.flops_per_sm_per_cycle(dtype)
     latency = memory_latency(spec, level, latency_ns=latency_ns, latencies=latencies)
     queued = rate * latency.ns * 1e-9
     summary = (

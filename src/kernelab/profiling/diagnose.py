@@ -56,6 +56,19 @@ FABRIC_EXPLAINS_PCT = 0.5
 # own run-to-run spread, so this level is done and the next step is fewer bytes.
 AT_ROOF_PCT = 90.0
 
+# On Hopper every DRAM byte passes through the L2, so a streaming kernel (each byte read once)
+# shows the L2 busier, as a share of its peak, than DRAM. Reuse from L2 shows as L2 traffic
+# well above DRAM traffic: a tile fetched twice from L2 doubles it. Under this ratio the
+# kernel streams, and the L2 is not the thing to tile for. (The H200 copy and softmax in
+# tests/fixtures/ncu come out at 1.05x and 1.3x; an L2-reusing GEMM at several times.)
+L2_REUSE_RATIO = 2.0
+# A streaming kernel at this share of DRAM peak is near the roof: a plain copy reaches 86 %
+# on the H200 (tests/fixtures/ncu/copy_bf16_fabric_raw.csv.xz), so at most about a tenth is
+# left to bytes in flight, and the step that counts is fewer bytes.
+NEAR_DRAM_ROOF_PCT = 75.0
+# DRAM bytes within this factor of the op's minimal bytes: the kernel moves its minimum.
+MINIMAL_BYTES_FACTOR = 1.1
+
 BOTTLENECKS = ("compute", "memory", "latency", "small-grid", "balanced", "unknown")
 
 
@@ -179,6 +192,45 @@ AT_DRAM_ROOF_ADVICE = (
     "help: fuse it with its neighbours (one read and one write for the pair), or store a "
     "narrower dtype."
 )
+
+
+def streaming_advice(dram_pct: float | None, ratio: float, over_minimum: float | None) -> str:
+    """What to do for a streaming kernel: near the roof only fewer bytes help, below it more
+    bytes in flight."""
+    traffic = f"L2 traffic is {ratio:.2f}x the DRAM traffic, so no tile is fetched again from L2"
+    moved = ""
+    if over_minimum is not None:
+        moved = f"; it moves {over_minimum:.2f}x the op's minimal bytes"
+    if dram_pct is not None and dram_pct >= NEAR_DRAM_ROOF_PCT:
+        return (
+            f"Roofline: a streaming kernel near the DRAM roof ({dram_pct:.0f} % of peak; on "
+            f"the H200 a plain copy reaches 86 %): {traffic}{moved}. Tiling or an L2-friendly order "
+            "cannot help; only fewer bytes do: fuse it with its neighbours, or store a "
+            "narrower dtype."
+        )
+    where = f" at {dram_pct:.0f} % of DRAM peak" if dram_pct is not None else ""
+    return (
+        f"A streaming kernel{where}: {traffic}{moved}. Pipeline: keep more bytes in flight per "
+        "SM (kernelab pipeline: wider loads, more stages or more resident blocks) to get "
+        "nearer the DRAM roof; past that, only fewer bytes help."
+    )
+
+
+def l2_traffic_over_dram(metrics: dict) -> tuple[float | None, str]:
+    """L2 bytes over DRAM bytes and how it was found: "measured" (lts__t_bytes), "estimated"
+    (DRAM reads / L2 miss rate: the misses are what DRAM served, and the writes, which
+    allocate in L2 without a fetch, count as hits), or ("", None) without the counters."""
+    dram = m.dram_bytes(metrics)
+    if not dram:
+        return None, ""
+    l2 = m.number(metrics, m.L2_BYTES)
+    if l2 is not None:
+        return l2 / dram, "measured"
+    hit = m.number(metrics, m.L2_HIT_RATE)
+    read = m.number(metrics, m.DRAM_BYTES_READ)
+    if hit is None or read is None or not 0 <= hit < 100:
+        return None, ""
+    return read / (1 - hit / 100) / dram, "estimated"
 
 
 def dram_roof_pct(achieved_gbps: float | None, copy_ceiling_gbps: float | None) -> float | None:
@@ -329,6 +381,10 @@ def _stall_matters(stall: m.Stall | None) -> bool:
     return (stall.share_pct or 0.0) >= 20.0
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
 def _classify(sm: float, mem: float, small_grid: bool) -> str:
     busiest = max(sm, mem)
     close = abs(sm - mem) <= BALANCE_GAP_PCT
@@ -343,15 +399,21 @@ def _classify(sm: float, mem: float, small_grid: bool) -> str:
     return "compute" if sm > mem else "memory"
 
 
-def diagnose(metrics: dict, copy_ceiling_gbps: float | None = None) -> Diagnosis:
+def diagnose(
+    metrics: dict,
+    copy_ceiling_gbps: float | None = None,
+    minimum_bytes: float | None = None,
+) -> Diagnosis:
     """The bottleneck of one kernel, its unit, the evidence and what to try next.
 
     `copy_ceiling_gbps`: this GPU's measured copy bandwidth (`kernelab ceilings`). With it, a
     kernel whose DRAM rate is at least AT_ROOF_PCT of that ceiling is named for the roof it
     sits on, DRAM, however busy a unit on the way (the L2 fabric) reads; Nsight Compute's
     own memory speed-of-light figure is the DRAM's in that case too.
+    `minimum_bytes`: the op's minimal bytes (the cost model's), to say when a streaming kernel
+    moves no more than those.
     """
-    found = _diagnose(metrics)
+    found = _diagnose(metrics, minimum_bytes)
     rate = m.number(metrics, m.DRAM_BYTES_PER_SECOND)
     roof_pct = dram_roof_pct(rate / 1e9 if rate else None, copy_ceiling_gbps)
     if roof_pct is None:
@@ -375,7 +437,7 @@ def diagnose(metrics: dict, copy_ceiling_gbps: float | None = None) -> Diagnosis
     )
 
 
-def _diagnose(metrics: dict) -> Diagnosis:
+def _diagnose(metrics: dict, minimum_bytes: float | None = None) -> Diagnosis:
     """The diagnosis from Nsight Compute's metrics alone (no measured ceiling)."""
     sm = m.number(metrics, m.SM_THROUGHPUT)
     mem = m.number(metrics, m.MEMORY_THROUGHPUT)
@@ -404,6 +466,7 @@ def _diagnose(metrics: dict) -> Diagnosis:
     issue = m.number(metrics, m.ISSUE_ACTIVE)
 
     unit = None
+    near_streaming_roof = False  # then the advice is fewer bytes only, not more in flight
     if bottleneck == "compute":
         unit = pipe if pipe_pct is not None and pipe_pct >= PIPE_EXPLAINS_SHARE * sm else None
         if unit is not None:
@@ -428,9 +491,24 @@ def _diagnose(metrics: dict) -> Diagnosis:
         summary = f"compute-bound on the {unit} pipe (SM {sm:.0f}% of peak, memory {mem:.0f}%)"
     elif bottleneck == "memory":
         unit = memory_unit
+        ratio, how = l2_traffic_over_dram(metrics)
+        streaming = (
+            memory_unit in ("L2", "L2 fabric") and ratio is not None and ratio < L2_REUSE_RATIO
+        )
+        if streaming and memory_unit == "L2":
+            unit = "DRAM"  # the L2 is busy only with the bytes DRAM sends through it
         for name, (pct, metric) in m.pct_by_unit(metrics, m.MEMORY_UNITS).items():
             busiest = " (the busiest)" if name == memory_unit else ""
             evidence.append(Evidence(metric, pct, None, f"{name} throughput, % of peak{busiest}"))
+        if ratio is not None:
+            source = "lts__t_bytes" if how == "measured" else "DRAM reads / L2 miss rate"
+            evidence.append(
+                Evidence(
+                    "l2_bytes_over_dram_bytes", ratio, L2_REUSE_RATIO,
+                    f"L2 traffic over DRAM traffic ({how}: {source}); reuse from L2 from "
+                    f"{L2_REUSE_RATIO:g}x",
+                )
+            )  # fmt: skip
         if memory_unit == "L2 fabric":
             evidence.append(
                 Evidence(
@@ -441,8 +519,33 @@ def _diagnose(metrics: dict) -> Diagnosis:
         hit = m.number(metrics, m.L2_HIT_RATE)
         if hit is not None:
             evidence.append(Evidence(m.L2_HIT_RATE, hit, None, "L2 hit rate, %"))
-        advice.append(MEMORY_ADVICE.get(memory_unit, "The memory system is the ceiling."))
-        summary = f"memory-bound on {unit or 'memory'} (memory {mem:.0f}% of peak, SM {sm:.0f}%)"
+        dram_pct = m.number(metrics, m.DRAM_THROUGHPUT)
+        dram = m.dram_bytes(metrics)
+        over_minimum = dram / minimum_bytes if dram and minimum_bytes else None
+        if over_minimum is not None:
+            evidence.append(
+                Evidence(
+                    "dram_bytes_over_minimum", over_minimum, MINIMAL_BYTES_FACTOR,
+                    "DRAM bytes over the op's minimal bytes (the cost model's)",
+                )
+            )  # fmt: skip
+        near_streaming_roof = streaming and dram_pct is not None and dram_pct >= NEAR_DRAM_ROOF_PCT
+        if streaming and memory_unit == "L2":
+            advice.append(streaming_advice(dram_pct, ratio, over_minimum))
+            summary = (
+                f"memory-bound, streaming: DRAM {_pct(dram_pct)} of peak; the L2 reads "
+                f"busier ({_pct(m.number(metrics, m.L2_THROUGHPUT))}) only because every DRAM "
+                f"byte passes through it (L2 traffic {ratio:.2f}x DRAM's)"
+            )
+        else:
+            advice.append(MEMORY_ADVICE.get(memory_unit, "The memory system is the ceiling."))
+            if streaming:  # the fabric: its own advice, and the streaming fact beside it
+                advice.append(streaming_advice(dram_pct, ratio, over_minimum))
+            summary = (
+                f"memory-bound on {unit or 'memory'} (memory {mem:.0f}% of peak, SM {sm:.0f}%)"
+            )
+            if streaming:
+                summary += f"; streaming (L2 traffic {ratio:.2f}x DRAM's)"
     elif bottleneck == "balanced":
         if pipe is not None:
             evidence.append(Evidence(pipe_metric, pipe_pct, None, f"{pipe} pipe: the hottest"))
@@ -482,11 +585,20 @@ def _diagnose(metrics: dict) -> Diagnosis:
 
     if bottleneck in ("latency", "small-grid", "balanced") or _stall_matters(stall):
         evidence.extend(stall_evidence)
-        if bottleneck != "latency" and _stall_matters(stall) and stall.reason in STALL_ADVICE:
+        if (
+            bottleneck != "latency"
+            and not near_streaming_roof
+            and _stall_matters(stall)
+            and stall.reason in STALL_ADVICE
+        ):
             advice.append(f"Top stall ({stall.meaning}). {STALL_ADVICE[stall.reason]}")
     if bottleneck in ("latency", "small-grid") or occupancy_advice:
         evidence.extend(occupancy_evidence)
-        if occupancy_advice and bottleneck in ("latency", "memory", "small-grid"):
+        if (
+            occupancy_advice
+            and bottleneck in ("latency", "memory", "small-grid")
+            and not near_streaming_roof
+        ):
             advice.append(occupancy_advice)
 
     return Diagnosis(

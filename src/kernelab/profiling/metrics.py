@@ -88,9 +88,12 @@ L1_THROUGHPUT = (
 # far partition crosses it. One of the sub-units lts__throughput takes its maximum over, and
 # on the H200 the busiest one under streaming kernels: ncu measured a plain bf16 copy (torch.neg,
 # 256 MiB) with it 91.5 % busy and DRAM 86 %, the long-row bf16 softmax 93 % and 78 %
-# (docs/notes/gpu-log.md, session 11).
+# (tests/fixtures/ncu/*_fabric_raw.csv.xz).
 L2_FABRIC = "lts__ltcfabric2ltc_cycles_active.avg.pct_of_peak_sustained_elapsed"
 L2_HIT_RATE = "lts__t_sector_hit_rate.pct"
+# Bytes the L2 served (every sector requested of it, hit or miss): set against DRAM bytes it
+# tells reuse from L2 (many times the DRAM bytes) from streaming (about the DRAM bytes).
+L2_BYTES = "lts__t_bytes.sum"
 L1_HIT_RATE = "l1tex__t_sector_hit_rate.pct"
 
 DRAM_BYTES_READ = "dram__bytes_read.sum"
@@ -389,6 +392,7 @@ def extra_metrics() -> tuple[str, ...]:
         DRAM_BYTES_WRITE,
         L2_FABRIC,
         L2_HIT_RATE,
+        L2_BYTES,
         L1_HIT_RATE,
         *SASS_FLOP_COUNTERS,
         *(c + ".sum" for c in TENSOR_FLOP_COUNTERS),

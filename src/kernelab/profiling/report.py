@@ -158,7 +158,11 @@ def _plain_file(path: Path):
 
 
 def _check_exists(path) -> Path:
+    if not str(path).strip():
+        raise KernelabError("no report named: the path is an empty string")
     path = Path(path)
+    if path.is_dir():
+        raise KernelabError(f"{path} is a folder, not a report: give a .ncu-rep or .csv file")
     if not path.is_file():
         raise KernelabError(f"no such report: {path}")
     return path

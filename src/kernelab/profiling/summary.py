@@ -157,6 +157,15 @@ def _roofline(profile, flops, dram_bytes, gpu, dtype, predicted):
         ) + "; pass --gpu to place it on a roofline"
         return None, note, _predicted(predicted, None, time_ms, dram_bytes)
     placement, note = None, None
+    ran_on = _resolve_gpu(None, profile) if gpu is not None else None
+    if ran_on is not None and ran_on.id != spec.id:
+        # The time was measured on another GPU: it says nothing about this one's roof, so the
+        # kernel is placed by its intensity alone (a share of the roof would be nonsense).
+        time_ms = None
+        note = (
+            f"placed by intensity only: the report ran on {profile.device} ({ran_on.id}), "
+            f"so its time is no measure of {spec.id}'s roof"
+        )
     dtype = dtype or flops.dominant
     if flops.flops is None:
         note = f"FLOPs {flops.method}"
@@ -274,7 +283,9 @@ def summarize(
         roofline=placement,
         roofline_note=note,
         predicted=predicted_block,
-        diagnosis=diagnose(metrics, copy_ceiling_gbps),
+        diagnosis=diagnose(
+            metrics, copy_ceiling_gbps, minimum_bytes=predicted.bytes if predicted else None
+        ),
         ncu_rules=[r for r in profile.rules if r.get("type") in ("OPT", "WRN", "ERR")],
     )
 
@@ -295,6 +306,19 @@ def _bytes(value) -> str:
     return f"{value:.0f} B"
 
 
+def _roofline_text(r: dict, note: str | None) -> str:
+    where = f"{r['bound']}-bound on {r['gpu']} {r['math_dtype']} (ridge {r['ridge']:.0f})"
+    if r.get("faster_than_light"):
+        return f"{where}; faster than this roof allows ({r['sol_pct']:.0f} %): {r['warning']}"
+    if r.get("sol_pct") is None:
+        return f"{where}; {note}" if note else where
+    return f"{where}; {r['sol_pct']:.0f} % of attainable"
+
+
+def _dims(dims) -> str:
+    return "x".join(str(d) for d in dims) if dims else "-"
+
+
 def render(summaries: list[KernelSummary], console) -> None:
     """Draw each kernel's report for a person."""
     from kernelab.output import Table
@@ -307,7 +331,7 @@ def render(summaries: list[KernelSummary], console) -> None:
         rows = [
             ("device", s.device or "-"),
             ("duration", _fmt(s.duration_ns / 1e3 if s.duration_ns else None, ".2f", " us")),
-            ("launch", f"grid {s.grid}  block {s.block}"),
+            ("launch", f"grid {_dims(s.grid)}, block {_dims(s.block)}"),
             ("registers / thread", _fmt(s.registers_per_thread, "d")),
             ("shared memory / block", _bytes(s.shared_mem_per_block)),
             ("SM throughput", _fmt(s.sm_pct, ".1f", " % of peak")),
@@ -344,14 +368,7 @@ def render(summaries: list[KernelSummary], console) -> None:
             ("achieved", _fmt(s.achieved_tflops, ".1f", " TFLOP/s")),
         ]
         if s.roofline:
-            r = s.roofline
-            rows.append(
-                (
-                    "roofline",
-                    f"{r['bound']}-bound on {r['gpu']} {r['math_dtype']} (ridge {r['ridge']:.0f}); "
-                    f"{_fmt(r.get('sol_pct'), '.0f', ' % of attainable')}",
-                )
-            )
+            rows.append(("roofline", _roofline_text(s.roofline, s.roofline_note)))
         elif s.roofline_note:
             rows.append(("roofline", s.roofline_note))
         if s.predicted:

@@ -39,6 +39,15 @@ def _busy_lines(summary, steps: int) -> list[str]:
     return lines
 
 
+def _fold(table: Table, figures: tuple[str, ...]) -> Table:
+    """On a narrow terminal long kernel names fold onto the next lines rather than end in
+    "..." (a mangled name has no spaces to wrap at), while the figures stay whole."""
+    for column in table.columns:
+        column.overflow = "fold"
+        column.no_wrap = column.header in figures
+    return table
+
+
 def _top_table(summary) -> Table:
     what = "kernel" if summary.unit == "kernel" else "aten op (self time)"
     table = Table(title=f"top {len(summary.top)} of {summary.distinct} by total time")
@@ -51,7 +60,7 @@ def _top_table(summary) -> Table:
         if row.roofline:
             r = row.roofline
             sol = f"{r['sol_pct']:.0f} % SOL" if r.get("sol_pct") is not None else ""
-            roof = f"{r['cost_op']} {r['bound']}-bound, {sol}"
+            roof = f"{r['cost_op']}: {r['bound']}, {sol}"
         graph = f" ({row.graph_calls} in graph)" if row.graph_calls else ""
         table.add_row(
             row.label,
@@ -62,7 +71,7 @@ def _top_table(summary) -> Table:
             f"{row.share_pct:.1f} %",
             roof,
         )
-    return table
+    return _fold(table, ("mean", "total", "share"))
 
 
 def _placement_table(summary) -> Table:
@@ -87,7 +96,7 @@ def _placement_table(summary) -> Table:
             rate,
             f"{placed['sol_pct']:.0f} %{flag}",
         )
-    return table
+    return _fold(table, ("time", "achieved", "SOL"))
 
 
 def render(timeline, console) -> None:
