@@ -207,14 +207,14 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, says):
 
 def fake_measured(monkeypatch, result):
     module = types.ModuleType("kernelab.harness.ceilings")
-    module.measured_ceilings_for = lambda spec: result
+    module.measured_or_committed = lambda spec: None if result is None else (result, "a test")
     monkeypatch.setitem(sys.modules, "kernelab.harness.ceilings", module)
 
 
 def test_measured_ceilings_missing_is_one_line(capsys, monkeypatch):
     fake_measured(monkeypatch, None)
     line = one_line_failure(capsys, [*GEMM_4096, "--ceilings", "measured", "--json"])
-    assert "no measured ceilings for this GPU yet; run kernelab ceilings on it" in line
+    assert "no measured ceilings for h100-sxm" in line and "run kernelab ceilings" in line
 
 
 def test_measured_ceilings_are_used_when_present(capsys, monkeypatch):
@@ -222,6 +222,19 @@ def test_measured_ceilings_are_used_when_present(capsys, monkeypatch):
     data, _ = run_json(capsys, [*GEMM_4096, "--ceilings", "measured"])
     assert data["ceilings_source"] == "measured today"
     assert data["ridge"] == pytest.approx(700 / 3.0)
+
+
+def test_measured_ceilings_of_a_card_come_from_its_committed_records(capsys, monkeypatch, tmp_path):
+    # An empty cache: the committed benchmarks/results/h200/ceilings.json is what remains.
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path))
+    monkeypatch.delenv("KERNELAB_CEILINGS", raising=False)
+    gemm = ["roofline", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "bf16"]
+    data, err = run_json(capsys, [*gemm, "--gpu", "h200", "--ceilings", "measured"])
+    assert "committed records" in err
+    datasheet, _ = run_json(capsys, [*gemm, "--gpu", "h200"])
+    # Measured roofs sit below the datasheet's: the ridge moves, the op stays compute-bound.
+    assert data["ridge"] != pytest.approx(datasheet["ridge"])
+    assert data["bound"] == "compute"
 
 
 def test_plot_png_and_svg(capsys, tmp_path):

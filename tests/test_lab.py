@@ -171,7 +171,8 @@ def test_drill_command_scores_a_scripted_run_without_counting_it(tmp_path, monke
     assert main(["drill", "--rounds", "3", "--seed", "11", "--answers", "x;y;z", "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
     # Answers from a script (no terminal) are scored but never join the all-time tally.
-    assert second["correct"] == 0 and second["all_time"] == {"asked": 0, "correct": 0}
+    assert second["correct"] == 0
+    assert second["all_time"] == {"asked": 0, "correct": 0, "counted": False}
     assert not drill.score_path().exists()
 
 

@@ -41,7 +41,10 @@ def drill(
             return line if line else None
 
     outcomes = d.run_drill(questions, ask)
-    score = d.save_score(d.score_path(), d.load_score(d.score_path()), outcomes)
+    # Only a person answering at a terminal adds to the all-time tally; scripted answers
+    # (--answers, a pipe, a closed stdin) are scored for this run alone.
+    counted = answers is None and d.typed_at_a_terminal()
+    score = d.save_score(d.score_path(), d.load_score(d.score_path()), outcomes, counted=counted)
     data = {
         "questions": [
             {
@@ -57,7 +60,7 @@ def drill(
         ],
         "correct": sum(o.correct for o in outcomes),
         "asked": len(outcomes),
-        "all_time": {"asked": score.asked, "correct": score.correct},
+        "all_time": {"asked": score.asked, "correct": score.correct, "counted": counted},
     }
 
     def render(console) -> None:
@@ -72,9 +75,10 @@ def drill(
             )
             if o.question.explanation:
                 console.print(f"       {o.question.explanation}", style="dim")
-        console.print(
-            f"score {data['correct']}/{data['asked']}; all time {score.correct}/{score.asked}"
-        )
+        tally = f"all typed runs {score.correct}/{score.asked}"
+        if not counted:
+            tally += " (this run was scripted, so it is not counted)"
+        console.print(f"score {data['correct']}/{data['asked']}; {tally}")
 
     emit(data, as_json, render)
 

@@ -64,16 +64,16 @@ def _ceilings(spec, source: str) -> Ceilings:
         raise unknown("ceilings source", source, CEILING_SOURCES)
     if source == "datasheet":
         return Ceilings.from_spec(spec)
-    try:
-        from kernelab.harness.ceilings import measured_ceilings_for
-    except ImportError:
-        measured = None
-    else:
-        measured = measured_ceilings_for(spec)
-    if measured is None:
+    from kernelab.harness.ceilings import measured_or_committed
+
+    found = measured_or_committed(spec)
+    if found is None:
         raise KernelabError(
-            f"no measured ceilings for this GPU yet; run kernelab ceilings on it (gpu: {spec.id})"
+            f"no measured ceilings for {spec.id} in the cache or the committed records; "
+            "run kernelab ceilings on that GPU"
         )
+    measured, where = found
+    note(f"measured ceilings of {spec.id} from {where}")
     return measured
 
 
