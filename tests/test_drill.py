@@ -80,11 +80,11 @@ def test_scripted_and_piped_runs_leave_the_tally_alone(tmp_path):
     done = _drill(tmp_path, "--seed", "13", "--rounds", "1", "--answers", "12.5", "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["correct"] == 1 and data["all_time"] == {"asked": 0, "correct": 0}
+    assert data["correct"] == 1 and data["all_time"] == {"asked": 0, "correct": 0, "counted": False}
     piped = _drill(tmp_path, "--seed", "13", "--rounds", "1", "--json", piped="12.5 FLOP/byte\n")
     assert piped.returncode == 0, piped.stderr
     data = json.loads(piped.stdout)
-    assert data["correct"] == 1 and data["all_time"] == {"asked": 0, "correct": 0}
+    assert data["correct"] == 1 and data["all_time"] == {"asked": 0, "correct": 0, "counted": False}
     closed = _drill(tmp_path, "--seed", "13", "--rounds", "1", "--json")
     assert closed.returncode == 0, closed.stderr  # stdin closed: the question goes unanswered
     assert json.loads(closed.stdout)["correct"] == 0
