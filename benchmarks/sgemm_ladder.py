@@ -143,7 +143,7 @@ def fallback_timer(max_time_s: float):
 
 
 def tune(steps, max_time_s: float, out_dir: Path) -> dict:
-    from kernelab.ladders.sgemm.tuning import tune as tune_step
+    from kernelab.ladders.sgemm.ladder import tune as tune_step
 
     timer, _ = make_timer(max_time_s)
     winners: dict = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kernelab.errors import KernelabError
+from kernelab.spec.registry import Implementation
 
 
 def select_steps(spec: str | None, steps: Sequence, lookup: Callable) -> list:
@@ -38,8 +39,6 @@ def ladder_implementations(
     dtypes: tuple[str, ...],
     label: str,  # "SGEMM" / "Hopper bf16 GEMM"
 ) -> list:
-    from kernelab.spec.registry import Implementation
-
     def callable_for(step):
         def build():
             build_step(step)  # compile now, so the first timed call does not pay for nvcc

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kernelab.errors import unknown
+from kernelab.ladders.provider import select_steps
 from kernelab.runtime.cuda.launch import Launch
 
 
@@ -393,9 +395,12 @@ BY_NUMBER = {step.number: step for step in STEPS}
 
 
 def get_step(number: int | str) -> Step:
-    from kernelab.errors import unknown
-
     key = str(number).removeprefix("sgemm:").lstrip("0") or "0"
     if not key.isdigit() or int(key) not in BY_NUMBER:
         raise unknown("sgemm step", str(number), [s.name for s in STEPS])
     return BY_NUMBER[int(key)]
+
+
+def parse_steps(spec: str | None) -> list[Step]:
+    """ "1,5,10" or "1-4,11" or None (all) -> steps in ladder order."""
+    return select_steps(spec, STEPS, get_step)
