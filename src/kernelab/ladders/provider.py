@@ -38,6 +38,7 @@ def ladder_implementations(
     prefix: str,  # "sgemm" / "hgemm": the function name seen by profilers
     dtypes: tuple[str, ...],
     label: str,  # "SGEMM" / "Hopper bf16 GEMM"
+    metadata: Callable | None = None,  # metadata(step) -> dict; default step.metadata()
 ) -> list:
     def callable_for(step):
         def build():
@@ -58,7 +59,7 @@ def ladder_implementations(
             build=callable_for(step),
             dtypes=dtypes,
             description=f"{label} step {step.number}: {step.technique}",
-            metadata=step.metadata(),
+            metadata=metadata(step) if metadata is not None else step.metadata(),
         )
         for step in steps
     ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kernelab.ladders.provider import ladder_implementations
 from kernelab.ladders.sgemm.launch import build_step, sgemm
 from kernelab.ladders.sgemm.steps import STEPS, Step, get_step
+from kernelab.ladders.sgemm.tuning import reference_defines
 
 __all__ = ["STEPS", "Step", "build_step", "get_step", "implementations", "sgemm"]
 
@@ -24,4 +25,5 @@ def implementations():
         prefix="sgemm",
         dtypes=("fp32",),
         label="SGEMM",
+        metadata=lambda step: step.metadata(reference_defines(step)),
     )

@@ -26,7 +26,7 @@ from kernelab.ladders.sgemm import verify
 from kernelab.ladders.sgemm.launch import build_step, sgemm
 from kernelab.ladders.sgemm.steps import Step
 from kernelab.ladders.sgemm.steps import parse_steps as parse_steps  # for the engine's callers
-from kernelab.ladders.sgemm.tuning import store_winner
+from kernelab.ladders.sgemm.tuning import reference_defines, store_winner
 from kernelab.profiling.metrics import SM_CYCLES_PER_SECOND
 from kernelab.profiling.report import load
 from kernelab.runtime.cuda.sass import find_tool, sass_facts
@@ -43,25 +43,31 @@ def compile_report(
     steps: list[Step], progress: Callable[[str], None] = lambda _: None
 ) -> list[dict]:
     """What ptxas and the SASS say about each step: registers, shared memory, spills, and the
-    instruction facts the step's technique rests on. Needs nvcc (or a warm cache), no GPU."""
+    instruction facts the step's technique rests on. Needs nvcc (or a warm cache), no GPU.
+    A tunable step is compiled with tuning.reference_defines, the tiles its H200 records ran
+    (the tiles the registry's metadata and the tile lens describe too)."""
     rows = []
     for step in steps:
         progress(f"compiling {step.name} ({step.file})")
-        built = build_step(step)
+        defines = reference_defines(step)
+        built = build_step(step, defines)
         report = built.report(step.kernel)
+        launch = step.launch(4096, 4096, 4096, defines)
         facts = sass_facts(built.cubin, step.kernel) if find_tool("cuobjdump") else {}
         rows.append(
             {
                 "step": step.name,
                 "technique": step.technique,
                 "arch": built.arch,
+                "defines": defines,
+                "tiles": step.tiles_with(defines),
                 "registers": report.registers,
                 "static_smem_bytes": report.shared_bytes,
-                "dynamic_smem_bytes": step.launch(4096, 4096, 4096).shared_bytes,
+                "dynamic_smem_bytes": launch.shared_bytes,
                 "spill_store_bytes": report.spill_store_bytes,
                 "spill_load_bytes": report.spill_load_bytes,
                 "stack_frame_bytes": report.stack_frame_bytes,
-                "threads": math.prod(step.launch(4096, 4096, 4096).block),
+                "threads": math.prod(launch.block),
                 "sass": facts,
                 "cubin": str(built.cubin),
                 "cached": built.cached,

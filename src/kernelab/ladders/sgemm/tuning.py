@@ -75,6 +75,18 @@ def committed_winner(step: Step, gpu_id: str, cls: str = "large") -> dict | None
     return dict(found["defines"] if "defines" in found else found)
 
 
+REFERENCE_GPU = "h200"  # the GPU whose committed winners the ladder's figures describe
+
+
+def reference_defines(step: Step) -> dict:
+    """The one tile configuration that describes a step wherever no GPU picks one: what its
+    H200 records ran at large shapes (the committed winner), else its default. The compile
+    report, the registry's tile metadata (the tile lens) and the lab's report all read it."""
+    if not step.tunable:
+        return {}
+    return committed_winner(step, REFERENCE_GPU) or step.default_defines
+
+
 def _lookup(step: Step, gpu: str, cls: str) -> dict:
     key = f"{step.number:02d}"
     for source in (_read(_user_file(gpu)), _committed_for(gpu)):
