@@ -7,25 +7,21 @@ from __future__ import annotations
 import ctypes
 
 from kernelab.errors import KernelabError
+from kernelab.ladders.provider import StepBuilds
 from kernelab.ladders.sgemm.steps import Step, get_step
 from kernelab.ladders.sgemm.tuning import winner
-from kernelab.runtime.cuda.build import build
 from kernelab.runtime.cuda.prepared import PlanCache, current_stream_handle, prepare
 
 SOURCE_DIR = "ladders/sgemm"  # relative to the kernelab package, where build.source_path looks
 
 
-_built: dict[tuple, object] = {}  # per process: a timed call must not re-hash the sources
+_builds = StepBuilds(SOURCE_DIR)
 
 
 def build_step(step: Step, defines: dict | None = None, *, arch: str | None = None):
     """Compile one step (with its default or given tile defines); cached on disk and, for
     the life of the process, in memory."""
-    chosen = {**step.default_defines, **(defines or {})}
-    key = (step.number, tuple(sorted(chosen.items())), arch)
-    if key not in _built:
-        _built[key] = build(f"{SOURCE_DIR}/{step.file}", arch=arch, defines=chosen or None)
-    return _built[key]
+    return _builds.get(step, {**step.default_defines, **(defines or {})}, arch)
 
 
 def _row_major_view(t, name: str):
