@@ -3,7 +3,7 @@
 On any machine with nvcc: every step (and every tile candidate of the tunable steps)
 compiles for sm_90 without spills, and its SASS shows what the step claims.
 On any machine with g++: every step's CUDA source runs on the CPU through
-tests/ladders/sgemm/cuda_host_emulation.hpp at awkward shapes (1x1x1, primes, unaligned rows, beta != 0),
+tests/cuda_host_emulation.hpp at awkward shapes (1x1x1, primes, unaligned rows, beta != 0),
 launched with the geometry from steps.py, and matches a float64 reference.
 On a GPU (marked gpu): every step through the registry at the awkward shapes, against torch.
 """
