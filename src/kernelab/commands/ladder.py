@@ -220,7 +220,7 @@ def _render_compile(rows: list[dict], console) -> None:
         "tile",
         "regs",
         "threads",
-        "smem (static/dyn)",
+        "smem static/dyn",
         "spills",
         "SASS",
     )
@@ -559,7 +559,7 @@ def _lens_footnote(result: dict, console) -> None:
 def _render_hgemm_compile(result: dict, console) -> None:
     from kernelab.output import Table
 
-    columns = ("step", "technique", "regs", "threads", "smem (static/dyn)", "spills", "SASS")
+    columns = ("step", "technique", "regs", "threads", "smem static/dyn", "spills", "SASS")
     cells = []
     for r in result["compile"]:
         claims = r["sass_claims"]
