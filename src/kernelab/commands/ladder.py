@@ -175,9 +175,9 @@ def _render_verification(result: dict, console) -> None:
 
 
 def _print_fitted(console, title: str, columns, rows, *, left=(), drop=("technique",)) -> None:
-    """One table of `columns` and `rows` (lists of cells; None starts a new section). On a
-    terminal too narrow for the whole table the `drop` columns go, and a dim line says where
-    they are; through a pipe or into a file the table is printed whole."""
+    """One table of `columns` and `rows` (lists of cells). On a terminal too narrow for the
+    whole table the `drop` columns go, and a dim line says where they are; through a pipe or
+    into a file the table is printed whole."""
     from kernelab.output import Table
 
     def build(keep: list[str]) -> Table:
@@ -185,10 +185,7 @@ def _print_fitted(console, title: str, columns, rows, *, left=(), drop=("techniq
         for column in keep:
             table.add_column(column, justify="left" if column in left else "right")
         for row in rows:
-            if row is None:
-                table.add_section()
-            else:
-                table.add_row(*(row[columns.index(column)] for column in keep))
+            table.add_row(*(row[columns.index(column)] for column in keep))
         return table
 
     table = build(list(columns))
