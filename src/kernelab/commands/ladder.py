@@ -22,6 +22,9 @@ stall, bottleneck) beside the evidence the step claims.
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -49,6 +52,44 @@ def parse_sizes(spec: str) -> list[int]:
     if not sizes:
         raise KernelabError("no sizes given; e.g. --sizes 1024,4096")
     return sizes
+
+
+PLOT_SUFFIXES = (".png", ".svg")
+
+
+def writable_path(path: Path, option: str) -> Path:
+    """`path` when a file can be written there, else a one-line KernelabError; checked before
+    any work starts. Nothing is left behind: the folders it would create are only looked at,
+    and the probe file in the nearest existing folder is removed at once."""
+    if path.is_dir():
+        raise KernelabError(f"{option} {path} is a folder; give a file name")
+    folder = path.parent.absolute()
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise KernelabError(f"{option} {path}: {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".kernelab-write-check-", dir=folder)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise KernelabError(f"{option} {path} cannot be written ({folder}: {reason})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def check_outputs(out: Path | None, plot: Path | None) -> None:
+    """--out and --plot refused before any work when they could not be written."""
+    if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
+        raise KernelabError(f"--plot writes .png or .svg, not {plot.suffix or plot.name!r}")
+    for option, path in (("--out", out), ("--plot", plot)):
+        if path is not None:
+            writable_path(path, option)
+
+
+def check_max_time(max_time: float) -> None:
+    if not math.isfinite(max_time) or max_time <= 0:
+        raise KernelabError(f"--max-time must be a positive number of seconds, got {max_time}")
 
 
 def _has_gpu() -> bool:
@@ -133,14 +174,54 @@ def _render_verification(result: dict, console) -> None:
         console.print(f"records: {result['records']}")
 
 
-def _render_compile(rows: list[dict], console) -> None:
+def _print_fitted(console, title: str, columns, rows, *, left=(), drop=("technique",)) -> None:
+    """One table of `columns` and `rows` (lists of cells). On a terminal too narrow for the
+    whole table the `drop` columns go, and a dim line says where they are; through a pipe or
+    into a file the table is printed whole."""
     from kernelab.output import Table
 
-    table = Table(title="SGEMM ladder: what ptxas and the SASS say (sm_90)")
-    for column in ("step", "technique", "regs", "threads", "smem (static/dyn)", "spills", "SASS"):
-        table.add_column(
-            column, justify="left" if column in ("step", "technique", "SASS") else "right"
+    def build(keep: list[str]) -> Table:
+        table = Table(title=title)
+        for column in keep:
+            table.add_column(column, justify="left" if column in left else "right")
+        for row in rows:
+            table.add_row(*(row[columns.index(column)] for column in keep))
+        return table
+
+    table = build(list(columns))
+    dropped = [c for c in columns if c in drop]
+    if dropped and console.is_terminal and table.widths(console).minimum > console.width:
+        table = build([c for c in columns if c not in drop])
+        console.print(table)
+        console.print(
+            f"{', '.join(dropped)}: on a wider terminal, through a pipe, or with --json",
+            style="dim",
         )
+        return
+    console.print(table)
+
+
+def _tile_text(tiles: dict) -> str:
+    """ "128x256x8, 3 stages": the block tile BM x BN x BK a step was compiled with."""
+    if "BM" not in tiles or "BN" not in tiles:
+        return "-"
+    text = "x".join(str(tiles[k]) for k in ("BM", "BN", "BK") if k in tiles)
+    stages = tiles.get("stages", 1)
+    return text + (f", {stages} stages" if stages > 1 else "")
+
+
+def _render_compile(rows: list[dict], console) -> None:
+    columns = (
+        "step",
+        "technique",
+        "tile",
+        "regs",
+        "threads",
+        "smem static/dyn",
+        "spills",
+        "SASS",
+    )
+    cells = []
     for r in rows:
         sass = r["sass"]
         facts = ", ".join(
@@ -151,28 +232,37 @@ def _render_compile(rows: list[dict], console) -> None:
         if sass and (sass.get("local_loads") or sass.get("local_stores")):
             facts += " LOCAL MEMORY"
         spills = r["spill_store_bytes"] + r["spill_load_bytes"]
-        table.add_row(
-            r["step"], r["technique"], str(r["registers"]), str(r["threads"]),
-            f"{r['static_smem_bytes']}/{r['dynamic_smem_bytes']}",
+        cells.append([
+            r["step"], r["technique"], _tile_text(r.get("tiles") or {}), str(r["registers"]),
+            str(r["threads"]), f"{r['static_smem_bytes']}/{r['dynamic_smem_bytes']}",
             "[red]" + str(spills) + "[/red]" if spills else "0", facts or "-",
-        )  # fmt: skip
-    console.print(table)
+        ])  # fmt: skip
+    _print_fitted(
+        console, "SGEMM ladder: what ptxas and the SASS say (sm_90)", columns, cells,
+        left=("step", "technique", "SASS"),
+    )  # fmt: skip
 
 
 def _render_timing(result: dict, console) -> None:
-    from kernelab.output import Table
-
+    columns = ("step", "technique", "ms", "GFLOP/s", "% cuBLAS", "speedup", "expected")
     for size in result["sizes"]:
-        table = Table(title=f"SGEMM fp32 {size}^3 on {result['gpu']} ({result['mode']} L2)")
-        for column in ("step", "technique", "ms", "GFLOP/s", "% cuBLAS", "speedup", "expected"):
-            table.add_column(column, justify="left" if column in ("step", "technique") else "right")
-        for r in (r for r in result["rows"] if r["size"] == size):
-            table.add_row(
-                r["step"], r["technique"], _fmt(r["median_ms"], ".3f"), _fmt(r["gflops"], ",.0f"),
-                _fmt(r["pct_of_cublas"], ".1f"), _fmt(r["speedup_vs_prev"], ".2f"),
+        cells = [
+            [
+                r["step"],
+                r["technique"],
+                _fmt(r["median_ms"], ".3f"),
+                _fmt(r["gflops"], ",.0f"),
+                _fmt(r["pct_of_cublas"], ".1f"),
+                _fmt(r["speedup_vs_prev"], ".2f"),
                 _fmt(r["expected_speedup"], ".2f") if r["speedup_vs_prev"] is not None else "-",
-            )  # fmt: skip
-        console.print(table)
+            ]  # fmt: skip
+            for r in result["rows"]
+            if r["size"] == size
+        ]
+        _print_fitted(
+            console, f"SGEMM fp32 {size}^3 on {result['gpu']} ({result['mode']} L2)", columns,
+            cells, left=("step", "technique"),
+        )  # fmt: skip
     failed = [c for c in result["checks"] if not c["ok"]]
     for c in failed:
         console.print(f"[red]{c['step']} wrong at {c['shape']}: {c['message']}[/red]")
@@ -249,6 +339,8 @@ def register(app: typer.Typer) -> None:
 
         if name not in LADDERS:
             raise unknown("ladder", name, LADDERS)
+        check_max_time(max_time)
+        check_outputs(out, plot)
         if name == "hgemm":
             if plot is not None or import_path is not None:
                 raise KernelabError("--plot and --import are for the sgemm ladder only")
@@ -269,6 +361,7 @@ def register(app: typer.Typer) -> None:
         compiled = sgemm_ladder.compile_report(chosen, progress=note)
         if not _has_gpu():
             note("timing and checking need a CUDA GPU; showing the compile report only")
+            _nothing_to_write(out, plot)
             emit(
                 {"ladder": name, "gpu": None, "compile": compiled, "timed": False},
                 as_json,
@@ -308,6 +401,12 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             result["plot"] = str(sgemm_ladder.plot(rows, plot))
         emit(result, as_json, lambda console: _render_timing(result, console))
+
+
+def _nothing_to_write(out: Path | None, plot: Path | None) -> None:
+    given = [option for option, path in (("--out", out), ("--plot", plot)) if path is not None]
+    if given:
+        note(f"{' and '.join(given)}: nothing written (no timings without a GPU)")
 
 
 def _verify(sgemm_ladder, chosen, size_list: list[int], import_path, out, as_json: bool) -> None:
@@ -357,8 +456,6 @@ def _hgemm(
     size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES))
     chosen = hgemm_ladder.parse_steps(steps)
     mode_list = hgemm_ladder.parse_modes(modes)
-    if max_time <= 0:
-        raise KernelabError(f"--max-time must be positive, got {max_time}")
     if pairs < 0 or (pairs and profile):
         raise KernelabError("--pairs takes a count >= 0 and does not go with --profile")
     if profile and len(size_list) != 1:
@@ -387,6 +484,7 @@ def _hgemm(
         return
     if not _has_gpu():
         note("timing and checking need a CUDA GPU; showing the compile report and the lens only")
+        _nothing_to_write(out, None)
         result.update(compile=compiled, lens=lenses, timed=False)
         emit(result, as_json, lambda console: _render_hgemm_compile(result, console))
         return
@@ -458,11 +556,8 @@ def _lens_footnote(result: dict, console) -> None:
 def _render_hgemm_compile(result: dict, console) -> None:
     from kernelab.output import Table
 
-    table = Table(title="Hopper bf16 GEMM ladder: what ptxas and the SASS say (sm_90a)")
-    for column in ("step", "technique", "regs", "threads", "smem (static/dyn)", "spills", "SASS"):
-        table.add_column(
-            column, justify="left" if column in ("step", "technique", "SASS") else "right"
-        )
+    columns = ("step", "technique", "regs", "threads", "smem static/dyn", "spills", "SASS")
+    cells = []
     for r in result["compile"]:
         claims = r["sass_claims"]
         sass = (
@@ -471,12 +566,15 @@ def _render_hgemm_compile(result: dict, console) -> None:
             else "- (no cuobjdump)"
         )
         spills = r["spill_store_bytes"] + r["spill_load_bytes"]
-        table.add_row(
+        cells.append([
             r["step"], r["technique"], str(r["registers"]), str(r["threads"]),
             f"{r['static_smem_bytes']}/{r['dynamic_smem_bytes']}",
             f"[red]{spills}[/red]" if spills else "0", sass,
-        )  # fmt: skip
-    console.print(table)
+        ])  # fmt: skip
+    _print_fitted(
+        console, "Hopper bf16 GEMM ladder: what ptxas and the SASS say (sm_90a)", columns, cells,
+        left=("step", "technique", "SASS"),
+    )  # fmt: skip
 
     lens = Table(title=f"pipeline lens at each step's block tile ({result['lens_gpu']})")
     for column in ("step", "block tile", *_LENS_COLUMNS, "HBM bandwidth kept"):
@@ -500,16 +598,13 @@ def _render_hgemm_timing(result: dict, console) -> None:
     names = list(dict.fromkeys(r["impl"] for r in result["timing"]))
     for mode in result["modes"]:
         fallback = any(r["mode"] == "batch" for r in result["timing"] if same_mode(r, mode))
-        table = Table(
-            title=f"bf16 GEMM on {result['gpu']}, {mode} mode"
+        title = (
+            f"bf16 GEMM on {result['gpu']}, {mode} mode"
             + (" (graph capture failed: a plain back-to-back loop)" if fallback else "")
             + ": TFLOP/s (% of cuBLAS, same mode)"
         )
-        table.add_column("step", justify="left")
-        for size in result["sizes"]:
-            table.add_column(f"{size}^3", justify="right")
-        for column in _LENS_COLUMNS:
-            table.add_column(column, justify="right")
+        columns = ("step", *(f"{size}^3" for size in result["sizes"]), *_LENS_COLUMNS)
+        rows = []
         for name in names:
             cells = []
             for size in result["sizes"]:
@@ -524,8 +619,8 @@ def _render_hgemm_timing(result: dict, console) -> None:
                     cells.append(f"{row['median_ms'] * 1e3:.0f} us, {row['gbps']:.0f} GB/s")
                 else:
                     cells.append(f"{row['tflops']:.0f} ({row['pct_of_cublas']:.1f} %)")
-            table.add_row(name, *cells, *_lens_cells(result["lens"].get(name)))
-        console.print(table)
+            rows.append([name, *cells, *_lens_cells(result["lens"].get(name))])
+        _print_fitted(console, title, columns, rows, left=("step",), drop=_LENS_COLUMNS)
     _lens_footnote(result, console)
     if result["grids"]:
         console.print(

@@ -1,11 +1,33 @@
-"""What the SGEMM and the Hopper ladders share: their registry entries and how a step list
-is read from the command line."""
+"""What the SGEMM and the Hopper ladders share: their registry entries, their per-process
+cache of compiled steps, and how a step list is read from the command line."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from kernelab.errors import KernelabError
+from kernelab.runtime.cuda.build import build
+from kernelab.spec.registry import Implementation
+
+
+class StepBuilds:
+    """The compiled steps of one ladder, kept for the life of the process (a timed call must
+    not re-hash the sources); nvcc's disk cache sits behind it."""
+
+    def __init__(self, source_dir: str, arch: str | None = None):
+        self.source_dir = source_dir  # relative to the kernelab package (build.source_path)
+        self.arch = arch  # None: the GPU's own, or sm_90 without one
+        self._built: dict[tuple, object] = {}
+
+    def get(self, step, defines: dict | None = None, arch: str | None = None):
+        """The build of `step` with these -D defines (none: its sources as written)."""
+        arch = arch or self.arch
+        key = (step.number, tuple(sorted((defines or {}).items())), arch)
+        if key not in self._built:
+            self._built[key] = build(
+                f"{self.source_dir}/{step.file}", arch=arch, defines=defines or None
+            )
+        return self._built[key]
 
 
 def select_steps(spec: str | None, steps: Sequence, lookup: Callable) -> list:
@@ -37,9 +59,8 @@ def ladder_implementations(
     prefix: str,  # "sgemm" / "hgemm": the function name seen by profilers
     dtypes: tuple[str, ...],
     label: str,  # "SGEMM" / "Hopper bf16 GEMM"
+    metadata: Callable | None = None,  # metadata(step) -> dict; default step.metadata()
 ) -> list:
-    from kernelab.spec.registry import Implementation
-
     def callable_for(step):
         def build():
             build_step(step)  # compile now, so the first timed call does not pay for nvcc
@@ -59,7 +80,7 @@ def ladder_implementations(
             build=callable_for(step),
             dtypes=dtypes,
             description=f"{label} step {step.number}: {step.technique}",
-            metadata=step.metadata(),
+            metadata=metadata(step) if metadata is not None else step.metadata(),
         )
         for step in steps
     ]

@@ -7,7 +7,7 @@
 // keeps the second in 32 registers; it is staged and stored once the next tile's second
 // K-tile is in flight, by which time the first round has long been read.
 //
-// Why: paired timings (harness.paired, 400 pairs, H200, session 4) put step 15 at 95.6 /
+// Why: paired timings (harness.paired, 400 pairs, H200) put step 15 at 95.6 /
 // 98.9 / 102.3 % of cuBLAS at 2048^3 / 4096^3 / 8192^3: it gains on cuBLAS as K grows, as
 // a fixed cost per tile that cuBLAS does not pay would.
 //

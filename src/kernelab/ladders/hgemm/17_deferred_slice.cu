@@ -6,7 +6,7 @@
 // so the tensor cores idle only for the drain of the last group and the conversions.
 //
 // Why: step 16's deferred second round took 4096^3 from 98.9 to 99.8 % of cuBLAS (paired,
-// H200, session 4); the first round (a barrier, 8 stmatrix, a fence, a barrier, the stores'
+// H200); the first round (a barrier, 8 stmatrix, a fence, a barrier, the stores'
 // issue) is the rest of the epilogue's serial part.
 //
 // Launch: as step 10 (block 384, 2x1 clusters, 230,400 bytes of dynamic shared memory).

@@ -37,6 +37,7 @@ from kernelab.ladders.hgemm.steps import (
     stream_k_shares,
     stream_k_slots,
 )
+from kernelab.ladders.provider import StepBuilds, ladder_implementations
 from kernelab.runtime.cuda.prepared import PlanCache, current_stream_handle
 
 __all__ = [
@@ -58,16 +59,12 @@ SOURCE_DIR = "ladders/hgemm"  # relative to the kernelab package, where build.so
 ARCH = "sm_90a"
 ROW_ALIGN = 8  # elements: 16 bytes of bf16
 
-_built: dict[tuple, object] = {}  # per process: a timed call must not re-hash the sources
+_builds = StepBuilds(SOURCE_DIR, arch=ARCH)
 
 
 def build_step(step: Step):
     """Compile one step for sm_90a; cached on disk and, for the process, in memory."""
-    from kernelab.runtime.cuda.build import build
-
-    if step.number not in _built:
-        _built[step.number] = build(f"{SOURCE_DIR}/{step.file}", arch=ARCH)
-    return _built[step.number]
+    return _builds.get(step)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -326,8 +323,6 @@ def _prepare(
 
 
 def implementations():
-    from kernelab.ladders.provider import ladder_implementations
-
     return ladder_implementations(
         STEPS,
         run_step=hgemm,

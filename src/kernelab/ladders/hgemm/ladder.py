@@ -23,8 +23,33 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 
-from kernelab.errors import KernelabError
-from kernelab.ladders.hgemm import CHECK_SHAPES, STEPS, Step, build_step, get_step
+from kernelab.environment import software_versions
+from kernelab.errors import KernelabError, unknown
+from kernelab.harness.ceilings import this_gpu
+from kernelab.harness.check import check_implementation
+from kernelab.harness.paired import compare
+from kernelab.harness.records import Record
+from kernelab.harness.timing import MODES, benchmark
+from kernelab.ladders.hgemm import (
+    CHECK_SHAPES,
+    STEPS,
+    Step,
+    build_step,
+    get_step,
+    persistent_launch,
+    transposed_rows,
+)
+from kernelab.ladders.provider import select_steps
+from kernelab.lenses.occupancy import occupancy
+from kernelab.lenses.pipeline import bandwidth_from_in_flight, memory_pipeline, tensor_core_pipeline
+from kernelab.profiling import runner
+from kernelab.profiling.runner import PROFILE_RANGE
+from kernelab.profiling.session import default_report_path, run_command
+from kernelab.profiling.summary import summarize
+from kernelab.roofline.costs import dtype_bytes
+from kernelab.runtime.cuda.sass import find_tool, has, opcode_counts
+from kernelab.spec.reference import get_op
+from kernelab.spec.registry import get
 
 CUBLAS = "torch.mm"
 CUBLAS_AGAIN = "torch.mm (again)"  # cuBLAS timed once more after the steps: the run's drift
@@ -45,15 +70,12 @@ def _quiet(_: str) -> None:
 
 def parse_steps(spec: str | None) -> list[Step]:
     """None, "" or "all" -> every step; else "06", "3,4,hgemm:05" or "5-9", in ladder order."""
-    from kernelab.ladders.provider import select_steps
 
     return select_steps(spec, STEPS, get_step)
 
 
 def parse_modes(given: Iterable[str] | str | None) -> list[str]:
     """Timing modes from a repeated option and/or comma lists; default cold and graph."""
-    from kernelab.errors import unknown
-    from kernelab.harness.timing import MODES
 
     parts = [given] if isinstance(given, str) else list(given or ())
     modes: list[str] = []
@@ -73,7 +95,6 @@ def parse_modes(given: Iterable[str] | str | None) -> list[str]:
 def compile_report(steps: Sequence[Step], progress: Progress = _quiet) -> list[dict]:
     """ptxas's registers, shared memory and spills of each step, and whether its SASS holds
     the instructions the step claims (needs cuobjdump: the Triton wheel carries one)."""
-    from kernelab.runtime.cuda.sass import find_tool, has, opcode_counts
 
     can_read_sass = find_tool("cuobjdump") is not None
     rows = []
@@ -106,7 +127,6 @@ def compile_report(steps: Sequence[Step], progress: Progress = _quiet) -> list[d
 def resident_blocks(compiled: dict, spec) -> int | None:
     """Blocks per SM the occupancy lens allows for one compile-report row (None if the launch
     does not fit or the GPU is not one the lens models)."""
-    from kernelab.lenses.occupancy import occupancy
 
     try:
         return occupancy(
@@ -141,12 +161,6 @@ def pipeline_lens(
     blocks_per_sm: the step's metadata, else this argument, else 1 (the source is said).
     latencies: {"hbm": ns, "l2": ns} overrides; default the lens's measured or sourced ones.
     """
-    from kernelab.lenses.pipeline import (
-        bandwidth_from_in_flight,
-        memory_pipeline,
-        tensor_core_pipeline,
-    )
-
     pipe = step.pipeline
     missing = [k for k in ("stages", "bytes_in_flight_per_block") if k not in pipe]
     missing += [] if len(step.tiles.get("block", ())) == 3 else ["tiles.block [BM, BN, BK]"]
@@ -201,7 +215,6 @@ def l2_bytes_per_stage(step: Step) -> float:
     cluster's CTAs loads 1/cluster of B and TMA delivers it to all of them."""
     if "l2_bytes_per_k_tile_per_sm" in step.pipeline:
         return float(step.pipeline["l2_bytes_per_k_tile_per_sm"])
-    from kernelab.roofline.costs import dtype_bytes
 
     bm, bn, bk = step.tiles["block"]
     return (bm * bk + bk * bn / step.cluster) * dtype_bytes(DTYPE)
@@ -257,8 +270,6 @@ def check_steps(
 ) -> dict[str, list[dict]]:
     """kernelab.harness.check at every shape (default check_shapes()), bf16, for every step.
     A launch error or fault is recorded as a failed check and the next step still runs."""
-    from kernelab.harness.check import check_implementation
-    from kernelab.spec.registry import get
 
     shapes = list(shapes) if shapes is not None else check_shapes()
     checks: dict[str, list[dict]] = {}
@@ -301,8 +312,6 @@ def persistent_grids(
     step cluster size x the clusters the driver says fit at once (idle SMs show here)."""
     import torch
 
-    from kernelab.ladders.hgemm import persistent_launch
-
     grids = {}
     for step in (s for s in steps if s.persistent):
         built = build_step(step)
@@ -334,13 +343,6 @@ def time_ladder(
     rel_noise, throttled. Returns (rows, records)."""
     import torch
 
-    from kernelab.environment import software_versions
-    from kernelab.harness.ceilings import this_gpu
-    from kernelab.harness.timing import benchmark
-    from kernelab.ladders.hgemm import transposed_rows
-    from kernelab.spec.reference import get_op
-    from kernelab.spec.registry import get
-
     identity, versions = this_gpu("the hgemm ladder"), software_versions()
     candidates = [(CUBLAS, get(CUBLAS).build())] + [(s.name, get(s.name).build()) for s in steps]
     if any(s.b_layout == "nk" for s in steps):
@@ -371,8 +373,6 @@ def _operands_and_cublas(size: int):
     """Fresh random bf16 operands of a size^3 GEMM on the GPU and cuBLAS's launcher."""
     import torch
 
-    from kernelab.spec.registry import get
-
     a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
     b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
     return a, b, get(CUBLAS).build()
@@ -392,8 +392,6 @@ def time_rounds(
     lowest and highest of its per-round % of cuBLAS, and how many rounds it was ahead."""
     if rounds < 1:
         raise KernelabError(f"rounds must be at least 1, got {rounds}")
-    from kernelab.harness.timing import benchmark
-    from kernelab.spec.registry import get
 
     a, b, cublas = _operands_and_cublas(size)
     built = [(s.name, get(s.name).build()) for s in steps]
@@ -441,8 +439,6 @@ def time_paired(
     call and one step call, alternating which goes first, each rated by reference time /
     step time. A row per step: the median pair as % of cuBLAS, its 95 % interval, the
     20-80 % band of single pairs, how many pairs the step won, and both medians in ms."""
-    from kernelab.harness.paired import compare
-    from kernelab.spec.registry import get
 
     a, b, cublas = _operands_and_cublas(size)
     rows = []
@@ -523,7 +519,6 @@ def _row(name: str, size: int, timing, flops: float, cublas_ms: float) -> dict:
 
 def to_record(name: str, size: int, timing, cost, identity, versions: dict, row: dict):
     """One kernelab Record of one ladder timing (the harness's Timing)."""
-    from kernelab.harness.records import Record
 
     is_gemm = name != TRANSPOSE
     return Record(
@@ -589,8 +584,6 @@ def profile_steps(
 ) -> list[dict]:
     """Profile one launch of every step at size^3 in one ncu run (through
     kernelab.profiling.session) and return one row per step: see profile_rows."""
-    from kernelab.profiling.runner import PROFILE_RANGE
-    from kernelab.profiling.session import default_report_path, run_command
 
     if size <= 0:
         raise KernelabError(f"the profile size must be positive, got {size}")
@@ -617,8 +610,6 @@ def profile_rows(steps: Sequence[Step], kernels: Sequence, size: int) -> list[di
     time and TFLOP/s, tensor pipe active %, wgmma issue %, the top stall, the diagnosed
     bottleneck, DRAM rate and L2 hit rate, the speedup over the previous profiled step, and
     beside them what the step claims (its expected speedup and its proof)."""
-    from kernelab.profiling.summary import summarize
-    from kernelab.spec.reference import get_op
 
     cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, DTYPE)
     rows, previous_ms = [], None
@@ -682,11 +673,9 @@ def launcher_command(steps: Sequence[Step], size: int) -> list[str]:
 
 
 def launch_steps(steps: Sequence[Step], size: int, warmup: int = PROFILE_WARMUP) -> None:
-    from kernelab.profiling.runner import PROFILE_RANGE, run
-
     shape = {"m": size, "n": size, "k": size}
     for step in steps:
-        run(step.name, shape, DTYPE, warmup=warmup, range_name=PROFILE_RANGE)
+        runner.run(step.name, shape, DTYPE, warmup=warmup, range_name=PROFILE_RANGE)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -637,7 +637,7 @@ STEPS: tuple[Step, ...] = (
                 "K-tile's wgmma run and round 1 while its third's do",
                 2048,
                 "as step 15, and both store rounds of a tile overlap the next tile's wgmma",
-                # Step 16 took 4096^3 from 98.9 to 99.8 % of cuBLAS (paired, H200, session 4);
+                # Step 16 took 4096^3 from 98.9 to 99.8 % of cuBLAS (paired, H200);
                 # the first round is about half of what remains serial at a tile's end
                 # (barrier, 8 stmatrix, fence, barrier, the stores' issue; the drain of the
                 # last wgmma group stays). x1.003 over 16 at 4096^3.
@@ -699,7 +699,7 @@ def stream_k_shares(m: int, n: int, k: int, clusters: int) -> bool:
 
 def split_shares(cluster_tiles: int, k_tiles: int, clusters: int) -> bool:
     """stream_k_split.cuh's Split, rule for rule: whether it shares tiles out
-    (tests/test_hgemm_stream_k.py checks the two agree)."""
+    (tests/ladders/hgemm/test_hgemm_stream_k.py checks the two agree)."""
     rounds, left = divmod(cluster_tiles, clusters)
     return (
         rounds > 0
@@ -741,7 +741,7 @@ STEPS = (
         stream_k=True,
         # Where the split would share nothing, step 18's kernel: the same schedule without the
         # split's setup (step 19 running whole tiles measured 0.5-1.1 % behind step 18 at
-        # 2048^3 and 0.1-0.3 % at 4096^3, H100, session 27).
+        # 2048^3 and 0.1-0.3 % at 4096^3, H100).
         whole_tile_step=18,
         sass_claims=(
             "HGMMA",

@@ -18,7 +18,7 @@
 // acquire by one thread, then bar.sync): release and acquire are cumulative, so the other
 // threads' stores are ordered by the barrier.
 //
-// What the fix-up costs (H100, session 27, docs/notes/hgemm.md step 19): forced to share at
+// What the fix-up costs (H100, docs/notes/hgemm.md step 19): forced to share at
 // 4096^3 the first build ran at ~94.4 % of step 18 (ncu: 180 -> 188 us). Builds without the
 // partial sums' stores, or without their loads, showed the owner's read-back at the kernel's
 // end to be the cost. Float4 loads took it to 95.5-96.0 %, the copy through the stage ring to

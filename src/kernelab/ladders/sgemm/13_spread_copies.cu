@@ -250,15 +250,7 @@ __device__ __forceinline__ void spread_copies(SGEMM_ARGS, int row0, int col0, fl
     }
     cp_async_wait<0>();
 
-    const bool c_aligned = rows_are_16b_aligned(C, ldc);
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN / 4; ++j)
-            store4(C, ldc, row0 + m0 + 32 * (i / 4) + i % 4, col0 + n0 + 16 * j, M, N,
-                   make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
-                               acc[i][4 * j + 3]),
-                   alpha, beta, c_aligned);
+    store_lane_tile<TM, TN>(C, ldc, M, N, row0, m0, col0, n0, acc, alpha, beta);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)

@@ -125,6 +125,26 @@ inline void cp_async_wait() {}
 #define DYNAMIC_SHARED_FLOATS(name) float *name = kernelab_emu::dynamic_shared()
 #endif
 
+// The epilogue of the register-pipeline steps (12, 13): a lane's Rows x Cols accumulators,
+// whose rows are groups of 4 consecutive m at 32-row strides from m0 and whose columns are
+// groups of 4 consecutive n at 16-column strides from n0 (lanes form 8 (M) x 4 (N) in a warp),
+// stored as float4s into the block tile at (row0, col0): alpha * acc + beta * C, inside the
+// matrix. (Not named TM / TN: those are -D tile macros of the tunable steps.)
+template <int Rows, int Cols>
+__device__ __forceinline__ void store_lane_tile(float *C, int ldc, int M, int N, int row0, int m0,
+                                                int col0, int n0, const float (&acc)[Rows][Cols],
+                                                float alpha, float beta) {
+    const bool c_aligned = rows_are_16b_aligned(C, ldc);
+#pragma unroll
+    for (int i = 0; i < Rows; ++i)
+#pragma unroll
+        for (int j = 0; j < Cols / 4; ++j)
+            store4(C, ldc, row0 + m0 + 32 * (i / 4) + i % 4, col0 + n0 + 16 * j, M, N,
+                   make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                               acc[i][4 * j + 3]),
+                   alpha, beta, c_aligned);
+}
+
 // Copy A[row, col..col+3] (zero outside rows x cols) into 16 bytes of shared memory.
 // Aligned rows: one 16-byte cp.async whose src-size covers the part inside the matrix.
 // Unaligned rows: four 4-byte copies, each zero-filled on its own.

@@ -9,12 +9,29 @@ TF32 off: cuBLAS is the registry's "torch.mm" (full fp32).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
 
+from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
-from kernelab.ladders.sgemm.steps import STEPS, Step, get_step
+from kernelab.harness.ceilings import catalog_id_for, this_gpu
+from kernelab.harness.check import check_implementation
+from kernelab.harness.gpu_clocks import driver_version
+from kernelab.harness.records import Record
+from kernelab.harness.stats import summarize
+from kernelab.harness.timing import benchmark
+from kernelab.ladders.sgemm import verify
+from kernelab.ladders.sgemm.launch import build_step, sgemm
+from kernelab.ladders.sgemm.steps import Step
+from kernelab.ladders.sgemm.steps import parse_steps as parse_steps  # for the engine's callers
+from kernelab.ladders.sgemm.tuning import reference_defines, store_winner
+from kernelab.profiling.metrics import SM_CYCLES_PER_SECOND
+from kernelab.profiling.report import load
+from kernelab.runtime.cuda.sass import find_tool, sass_facts
+from kernelab.spec.reference import get_op
+from kernelab.spec.registry import get
 
 CUBLAS = "torch.mm"
 # Steps this slow take seconds per call at 8192^3 (naive: ~500 GFLOP/s -> 2.2 s); time them
@@ -22,39 +39,35 @@ CUBLAS = "torch.mm"
 SLOW_STEPS = {1, 2, 3}
 
 
-def parse_steps(spec: str | None) -> list[Step]:
-    """ "1,5,10" or "1-4,11" or None (all) -> steps in ladder order."""
-    from kernelab.ladders.provider import select_steps
-
-    return select_steps(spec, STEPS, get_step)
-
-
 def compile_report(
     steps: list[Step], progress: Callable[[str], None] = lambda _: None
 ) -> list[dict]:
     """What ptxas and the SASS say about each step: registers, shared memory, spills, and the
-    instruction facts the step's technique rests on. Needs nvcc (or a warm cache), no GPU."""
-    from kernelab.ladders.sgemm import build_step
-    from kernelab.runtime.cuda.sass import find_tool, sass_facts
-
+    instruction facts the step's technique rests on. Needs nvcc (or a warm cache), no GPU.
+    A tunable step is compiled with tuning.reference_defines, the tiles its H200 records ran
+    (the tiles the registry's metadata and the tile lens describe too)."""
     rows = []
     for step in steps:
         progress(f"compiling {step.name} ({step.file})")
-        built = build_step(step)
+        defines = reference_defines(step)
+        built = build_step(step, defines)
         report = built.report(step.kernel)
+        launch = step.launch(4096, 4096, 4096, defines)
         facts = sass_facts(built.cubin, step.kernel) if find_tool("cuobjdump") else {}
         rows.append(
             {
                 "step": step.name,
                 "technique": step.technique,
                 "arch": built.arch,
+                "defines": defines,
+                "tiles": step.tiles_with(defines),
                 "registers": report.registers,
                 "static_smem_bytes": report.shared_bytes,
-                "dynamic_smem_bytes": step.launch(4096, 4096, 4096).shared_bytes,
+                "dynamic_smem_bytes": launch.shared_bytes,
                 "spill_store_bytes": report.spill_store_bytes,
                 "spill_load_bytes": report.spill_load_bytes,
                 "stack_frame_bytes": report.stack_frame_bytes,
-                "threads": math.prod(step.launch(4096, 4096, 4096).block),
+                "threads": math.prod(launch.block),
                 "sass": facts,
                 "cubin": str(built.cubin),
                 "cached": built.cached,
@@ -67,8 +80,6 @@ def check_steps(
     steps: list[Step], shapes: list[dict], progress: Callable[[str], None] = lambda _: None
 ) -> list[dict]:
     """check_implementation for every step at every shape; one row each."""
-    from kernelab.harness.check import check_implementation
-    from kernelab.spec.registry import get
 
     rows = []
     for step in steps:
@@ -112,9 +123,6 @@ def time_ladder(
     """
     import torch
 
-    from kernelab.spec.reference import get_op
-    from kernelab.spec.registry import get
-
     torch.backends.cuda.matmul.allow_tf32 = False
     benchmark = timer or _harness_timer(mode, max_time_s)
     identity, versions = _identity()
@@ -152,7 +160,6 @@ def time_ladder(
 
 
 def _harness_timer(mode: str, max_time_s: float):
-    from kernelab.harness.timing import benchmark
 
     return lambda fn, min_samples: benchmark(
         fn, mode=mode, min_samples=min_samples, max_time_s=max_time_s
@@ -160,8 +167,6 @@ def _harness_timer(mode: str, max_time_s: float):
 
 
 def _identity():
-    from kernelab.environment import software_versions
-    from kernelab.harness.ceilings import this_gpu
 
     return this_gpu("kernelab ladder"), software_versions()
 
@@ -185,7 +190,6 @@ def _row(name: str, step: Step | None, size: int, timing, cost, cublas_ms: float
 def to_record(name: str, size: int, timing, flops: float, identity, versions: dict, row: dict):
     """A kernelab Record of one ladder timing (the harness's Timing or a stand-in with
     median_ms, rel_noise, samples_ms, mode)."""
-    from kernelab.harness.records import Record
 
     summary = getattr(timing, "summary", None)
     stats = summary.to_dict() if summary is not None else {
@@ -247,6 +251,45 @@ def plot(rows: list[dict], path: str | Path) -> Path:
     return path
 
 
+# --- tuning: pick a tunable step's tiles by timing its candidates ---------------------------
+
+
+def _with_defines(step: Step, defines: dict, a, b):
+    return sgemm(step, a, b, defines=defines)
+
+
+def tune(step: Step, m: int, n: int, k: int, *, time_ms, candidates=None, check=None) -> dict:
+    """Time every candidate of `step` at m x n x k and store the fastest for its shape class.
+
+    `time_ms(fn) -> float` times a zero-argument callable (median, cold L2); `check(f)`,
+    given f(a, b) -> a @ b with the candidate's tiles, may reject it (False) before timing. Returns
+    {"winner": defines, "results": [{"defines", "ms", "gflops"} ...], "shape_class", "gpu"}.
+    """
+    import torch
+
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(k, n, device="cuda")
+    c = torch.empty(m, n, device="cuda")
+    results = []
+    for defines in candidates or step.candidates:
+
+        def run(d=defines):
+            return sgemm(step, a, b, out=c, defines=d)
+
+        candidate = functools.partial(_with_defines, step, defines)
+        if check is not None and not check(candidate):
+            results.append({"defines": defines, "ms": None, "gflops": None, "rejected": True})
+            continue
+        ms = time_ms(run)
+        results.append({"defines": defines, "ms": ms, "gflops": 2.0 * m * n * k / ms / 1e6})
+    timed = [r for r in results if r["ms"] is not None]
+    if not timed:
+        raise KernelabError(f"no candidate of {step.name} passed the check")
+    best = min(timed, key=lambda r: r["ms"])
+    cls, gpu = store_winner(step, m, n, k, best["defines"], best["ms"])
+    return {"winner": best["defines"], "results": results, "shape_class": cls, "gpu": gpu}
+
+
 # --- verification with the profiler (`kernelab ladder sgemm --profile`) ----------------------
 
 
@@ -260,10 +303,8 @@ def verify_ladder(
     """Profile every step (and the step before each, for the comparison) once at size^3 under
     ncu and check each step's claimed metric against the previous step. Needs a GPU and ncu.
     Returns (the verification as a dict, one record per profiled step)."""
-    from kernelab.ladders.sgemm.verify import profile_steps, with_predecessors
-
-    profiled = with_predecessors(steps)
-    run, profiles = profile_steps(profiled, size, out_path=report_path, progress=progress)
+    profiled = verify.with_predecessors(steps)
+    run, profiles = verify.profile_steps(profiled, size, out_path=report_path, progress=progress)
     kernels = {k.name: k for k in run.kernels}
     return _verification(steps, profiles, size, run.report_path, kernels, live=True)
 
@@ -277,23 +318,19 @@ def verify_report(
 ) -> tuple[dict, list]:
     """The same verification read from a saved ncu report (.ncu-rep or CSV page, .xz too) of
     the ladder's kernels at size^3; no GPU needed (the SASS checks need nvcc and cuobjdump)."""
-    from kernelab.ladders.sgemm.verify import profiles_from_kernels, sass_for, step_for_kernel
-    from kernelab.profiling.report import load
 
     kernels = load(path)
-    present = {s.number for s in map(step_for_kernel, (k.name for k in kernels)) if s}
+    present = {s.number for s in map(verify.step_for_kernel, (k.name for k in kernels)) if s}
     if not any(s.number in present for s in steps):
         chosen = ", ".join(s.kernel for s in steps)
         raise KernelabError(f"{path}: no kernel of the chosen steps ({chosen}) in the report")
     in_report = [s for s in steps if s.number in present]
-    profiles = profiles_from_kernels(kernels, sass_for(in_report, size, progress))
+    profiles = verify.profiles_from_kernels(kernels, verify.sass_for(in_report, size, progress))
     return _verification(steps, profiles, size, path, {k.name: k for k in kernels}, live=False)
 
 
 def _verification(steps, profiles, size, report, kernels: dict, *, live: bool):
-    from kernelab.ladders.sgemm.verify import summary, verify
-
-    verdicts = verify(profiles, steps)
+    verdicts = verify.verify(profiles, steps)
     device = next((k.device for k in kernels.values() if k.device), None)
     result = {
         "ladder": "sgemm",
@@ -301,7 +338,7 @@ def _verification(steps, profiles, size, report, kernels: dict, *, live: bool):
         "gpu": device,
         "report": str(report),
         "steps": [v.to_dict() for v in verdicts],
-        "counts": summary(verdicts),
+        "counts": verify.summary(verdicts),
         "all_passed": bool(verdicts) and all(v.verdict == "PASS" for v in verdicts),
     }
     records = [
@@ -315,19 +352,11 @@ def _verification(steps, profiles, size, report, kernels: dict, *, live: bool):
 def _verification_record(verdict, kernel, size: int, device, report, live: bool):
     """One Record per verified step: the ncu kernel time as its one sample (mode "ncu": caches
     flushed before the launch, clocks unlocked), the checks in `extra`."""
-    from kernelab.environment import software_versions
-    from kernelab.harness.ceilings import catalog_id_for
-    from kernelab.harness.records import Record
-    from kernelab.harness.stats import summarize
-    from kernelab.profiling.metrics import SM_CYCLES_PER_SECOND
-    from kernelab.spec.reference import get_op
 
     cost = get_op("gemm").cost({"m": size, "n": size, "k": size}, "fp32")
     sm_hz = kernel.metric(SM_CYCLES_PER_SECOND) if kernel is not None else None
     driver = None
     if live:
-        from kernelab.harness.gpu_clocks import driver_version
-
         driver = driver_version()
     return Record(
         op="gemm",

@@ -10,9 +10,12 @@ them with what was measured); the first step's is 1 by definition.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kernelab.errors import unknown
+from kernelab.ladders.provider import select_steps
 from kernelab.runtime.cuda.launch import Launch
 
 
@@ -20,7 +23,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-_UPPER_TILE_KEYS = frozenset({"BM", "BN", "BK", "TM", "TN", "WM", "WN"})
+TILE_KEYS_UPPER = frozenset({"BM", "BN", "BK", "TM", "TN", "WM", "WN"})
 
 
 @dataclass(frozen=True)
@@ -58,15 +61,17 @@ class Step:
         chosen = {**self.default_defines, **defines}
         tiles = {key: value for key, value in self.tiles.items() if value != "tuned"}
         for define, value in chosen.items():  # BM..WN keep their case; STAGES -> stages
-            tiles[define if define in _UPPER_TILE_KEYS else define.lower()] = value
-        tiles["threads"] = self.launch(4096, 4096, 4096, chosen).block[0]
+            tiles[define if define in TILE_KEYS_UPPER else define.lower()] = value
+        tiles["threads"] = math.prod(self.launch(4096, 4096, 4096, chosen).block)
         return tiles
 
-    def metadata(self) -> dict:
+    def metadata(self, defines: dict | None = None) -> dict:
+        """What the registry shows of this step; its "tiles" are the configuration `defines`
+        set (by default the step's default tiles), as the tile lens reads them."""
         return {
             "step": self.number,
             "technique": self.technique,
-            "tiles": self.tiles,
+            "tiles": self.tiles_with(defines or {}),
             "expected_speedup": self.expected_speedup,
             "proof": self.proof,
             "file": self.file,
@@ -178,7 +183,7 @@ STEPS: tuple[Step, ...] = (
         "06_vectorized.cu",
         "sgemm_vectorized",
         "128-bit global and shared accesses; A transposed in shared memory; scalar edge path",
-        {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256},
+        {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256, "a_transposed": True},
         1.2,
         "LDG.E.128 and STG.E.128 in SASS (CI checks LDG.E.128); global load instructions per "
         "FFMA (smsp__inst_executed_op_global_ld.sum) ~4x lower. Shared loads do not fall: "
@@ -192,7 +197,16 @@ STEPS: tuple[Step, ...] = (
         "07_bank_conflicts.cu",
         "sgemm_bank_conflicts",
         "bank-conflict-free shared memory: padded transposed A, fragments in contiguous 16-byte lanes",
-        {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256, "A_pad": 4},
+        {
+            "BM": 128,
+            "BN": 128,
+            "BK": 8,
+            "TM": 8,
+            "TN": 8,
+            "threads": 256,
+            "A_pad": 4,
+            "a_transposed": True,
+        },
         1.1,
         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum and _op_st.sum fall toward 0",
         _fixed(256, 128, 128),
@@ -204,7 +218,15 @@ STEPS: tuple[Step, ...] = (
         "08_tuned.cu",
         "sgemm_tuned",
         "tile shape chosen by a search on the card, per GPU and shape class",
-        {"BM": "tuned", "BN": "tuned", "BK": "tuned", "TM": "tuned", "TN": "tuned"},
+        {
+            "BM": "tuned",
+            "BN": "tuned",
+            "BK": "tuned",
+            "TM": "tuned",
+            "TN": "tuned",
+            "A_pad": 4,
+            "a_transposed": True,
+        },
         1.05,
         "the winner's time against step 7 in the same run; launch__waves_per_multiprocessor",
         _tuned,
@@ -225,7 +247,18 @@ STEPS: tuple[Step, ...] = (
         "09_warptiling.cu",
         "sgemm_warptiling",
         "warp tiling: each warp owns a 64x32 sub-tile, every shared load is one wavefront",
-        {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "TM": 8, "TN": 8, "threads": 256},
+        {
+            "BM": 128,
+            "BN": 128,
+            "BK": 16,
+            "WM": 64,
+            "WN": 32,
+            "TM": 8,
+            "TN": 8,
+            "threads": 256,
+            "A_pad": 4,
+            "a_transposed": True,
+        },
         1.15,
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum / smsp__inst_executed_op_shared_ld.sum -> 1",
         _fixed(256, 128, 128),
@@ -247,6 +280,7 @@ STEPS: tuple[Step, ...] = (
             "TN": 8,
             "threads": 256,
             "stages": 3,
+            "A_pad": 4,
         },
         1.1,
         "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active and "
@@ -273,6 +307,7 @@ STEPS: tuple[Step, ...] = (
             "threads": 256,
             "stages": 4,
             "group_m": 8,
+            "A_pad": 4,
         },
         1.25,
         "FFMA share of issued instructions (sm__inst_executed_pipe_fma / sm__inst_executed) "
@@ -308,6 +343,8 @@ STEPS: tuple[Step, ...] = (
             "threads": 128,
             "stages": 4,
             "group_m": 8,
+            "A_pad": 4,
+            "a_transposed": True,
         },
         1.14,
         "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active falls against "
@@ -351,6 +388,8 @@ STEPS: tuple[Step, ...] = (
             "stages": 3,
             "group_m": 8,
             "spread": 7,
+            "A_pad": 4,
+            "a_transposed": True,
         },
         1.05,
         "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active falls from 0.56 "
@@ -393,9 +432,12 @@ BY_NUMBER = {step.number: step for step in STEPS}
 
 
 def get_step(number: int | str) -> Step:
-    from kernelab.errors import unknown
-
     key = str(number).removeprefix("sgemm:").lstrip("0") or "0"
     if not key.isdigit() or int(key) not in BY_NUMBER:
         raise unknown("sgemm step", str(number), [s.name for s in STEPS])
     return BY_NUMBER[int(key)]
+
+
+def parse_steps(spec: str | None) -> list[Step]:
+    """ "1,5,10" or "1-4,11" or None (all) -> steps in ladder order."""
+    return select_steps(spec, STEPS, get_step)

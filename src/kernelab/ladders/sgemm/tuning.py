@@ -1,4 +1,5 @@
-"""Pick a tunable step's tile configuration by timing the candidates on this GPU.
+"""Which tile configuration a tunable step runs with on this GPU (the timing that finds it is
+ladder.tune).
 
 A winner is stored per GPU, per step and per shape class, in the user's cache
 ($KERNELAB_CACHE/tuning/<gpu>.json). Lookup order: that cache, then the committed winners
@@ -14,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from kernelab.errors import KernelabError
 from kernelab.ladders.sgemm.steps import Step
+from kernelab.runtime.cuda.build import cache_dir
 
 COMMITTED = {"h200": Path(__file__).with_name("tuned_h200.json")}
 H200_SMS = 132
@@ -25,9 +26,9 @@ def shape_class(m: int, n: int, k: int, sm_count: int = H200_SMS) -> str:
     """ "small" when a 128x128 tiling gives fewer blocks than the GPU has SMs: there,
     smaller tiles that fill the SMs beat bigger tiles that reuse more; else "large".
 
-    The line was two waves until the H200 run of 2026-11-29 put 2048^3 (256 tiles) in the
-    small class: step 12 then ran its 64x64 tile, tuned at 1024^3, at 26 TFLOP/s where its
-    large tiles gave 45 at 4096^3."""
+    The line is one wave, not two: 2048^3 (256 tiles, under two waves on an H200) runs faster
+    with the large tiles (step 12's 64x64 tile, tuned at 1024^3, reaches about 26 TFLOP/s
+    there against about 45 for its large tiles at 4096^3)."""
     tiles = -(-m // 128) * -(-n // 128)
     return "small" if tiles < sm_count else "large"
 
@@ -43,8 +44,6 @@ def _gpu() -> tuple[str, int]:
 
 
 def _user_file(gpu: str) -> Path:
-    from kernelab.runtime.cuda.build import cache_dir
-
     return cache_dir().parent / "tuning" / f"{gpu}.json"
 
 
@@ -76,6 +75,18 @@ def committed_winner(step: Step, gpu_id: str, cls: str = "large") -> dict | None
     return dict(found["defines"] if "defines" in found else found)
 
 
+REFERENCE_GPU = "h200"  # the GPU whose committed winners the ladder's figures describe
+
+
+def reference_defines(step: Step) -> dict:
+    """The one tile configuration that describes a step wherever no GPU picks one: what its
+    H200 records ran at large shapes (the committed winner), else its default. The compile
+    report, the registry's tile metadata (the tile lens) and the lab's report all read it."""
+    if not step.tunable:
+        return {}
+    return committed_winner(step, REFERENCE_GPU) or step.default_defines
+
+
 def _lookup(step: Step, gpu: str, cls: str) -> dict:
     key = f"{step.number:02d}"
     for source in (_read(_user_file(gpu)), _committed_for(gpu)):
@@ -92,52 +103,19 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def _with_defines(step: Step, defines: dict, a, b):
-    from kernelab.ladders.sgemm import sgemm
-
-    return sgemm(step, a, b, defines=defines)
-
-
-def tune(step: Step, m: int, n: int, k: int, *, time_ms, candidates=None, check=None) -> dict:
-    """Time every candidate of `step` at m x n x k and store the fastest for its shape class.
-
-    `time_ms(fn) -> float` times a zero-argument callable (median, cold L2); `check(f)`,
-    given f(a, b) -> a @ b with the candidate's tiles, may reject it (False) before timing. Returns
-    {"winner": defines, "results": [{"defines", "ms", "gflops"} ...], "shape_class", "gpu"}.
-    """
-    import torch
-
-    from kernelab.ladders.sgemm import sgemm
-
+def store_winner(step: Step, m: int, n: int, k: int, defines: dict, ms: float) -> tuple[str, str]:
+    """Keep `defines` as this GPU's winner for `step` in the shape class of m x n x k (the
+    user's tuning file); returns (shape class, GPU id). Later lookups in this process see it."""
     gpu, sms = _gpu()
-    a = torch.randn(m, k, device="cuda")
-    b = torch.randn(k, n, device="cuda")
-    c = torch.empty(m, n, device="cuda")
-    results = []
-    for defines in candidates or step.candidates:
-
-        def run(d=defines):
-            return sgemm(step, a, b, out=c, defines=d)
-
-        candidate = functools.partial(_with_defines, step, defines)
-        if check is not None and not check(candidate):
-            results.append({"defines": defines, "ms": None, "gflops": None, "rejected": True})
-            continue
-        ms = time_ms(run)
-        results.append({"defines": defines, "ms": ms, "gflops": 2.0 * m * n * k / ms / 1e6})
-    timed = [r for r in results if r["ms"] is not None]
-    if not timed:
-        raise KernelabError(f"no candidate of {step.name} passed the check")
-    best = min(timed, key=lambda r: r["ms"])
     cls = shape_class(m, n, k, sms)
     path = _user_file(gpu)
     data = {"gpu": gpu, "winners": _read(path)}
     data["winners"].setdefault(f"{step.number:02d}", {})[cls] = {
-        "defines": best["defines"],
+        "defines": defines,
         "shape": [m, n, k],
-        "ms": best["ms"],
+        "ms": ms,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
     _chosen.clear()
-    return {"winner": best["defines"], "results": results, "shape_class": cls, "gpu": gpu}
+    return cls, gpu

@@ -22,7 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kernelab.errors import KernelabError
-from kernelab.ladders.sgemm.steps import STEPS, Step, get_step
+from kernelab.ladders.sgemm.launch import build_step
+from kernelab.ladders.sgemm.steps import STEPS, Step, get_step, parse_steps
+from kernelab.ladders.sgemm.tuning import winner
+from kernelab.profiling import runner
+from kernelab.profiling.diagnose import diagnose
+from kernelab.profiling.runner import PROFILE_RANGE
+from kernelab.profiling.session import default_report_path, run_command
+from kernelab.runtime.cuda.sass import find_tool, sass_facts
 
 DEFAULT_SIZE = 4096
 LAUNCHER_WARMUP = 1  # the step runs once (compile, load, first-touch) before the profiled launch
@@ -465,8 +472,6 @@ def profiles_from_kernels(
 ) -> dict[int, StepProfile]:
     """StepProfiles from kernelab.profiling.report.KernelProfile objects; a step launched
     more than once keeps its last launch. Kernels that are no ladder step are ignored."""
-    from kernelab.profiling.diagnose import diagnose
-
     found: dict[int, StepProfile] = {}
     for kernel in kernels:
         step = step_for_kernel(kernel.name)
@@ -496,8 +501,6 @@ def step_defines(step: Step, size: int) -> dict | None:
 
     if not torch.cuda.is_available():
         return step.default_defines
-    from kernelab.ladders.sgemm.tuning import winner
-
     return winner(step, size, size, size)
 
 
@@ -506,9 +509,6 @@ def sass_for(
 ) -> dict[int, dict]:
     """Static SASS facts of the cubins the steps run at size^3 (nvcc and cuobjdump, no GPU);
     steps whose checks read no SASS fact are skipped, and so is everything without cuobjdump."""
-    from kernelab.ladders.sgemm import build_step
-    from kernelab.runtime.cuda.sass import find_tool, sass_facts
-
     wanted = [
         s
         for s in steps
@@ -568,9 +568,6 @@ def profile_steps(
 ):
     """Profile one launch of every step at size^3 in one ncu run; the ProfileRun and the
     StepProfiles (SASS facts included). Needs a GPU and ncu."""
-    from kernelab.profiling.runner import PROFILE_RANGE
-    from kernelab.profiling.session import default_report_path, run_command
-
     if size <= 0:
         raise KernelabError(f"the profile size must be positive, got {size}")
     steps = list(steps)
@@ -598,8 +595,6 @@ def prebuild(
 ) -> None:
     """Compile every step here, before ncu starts: the launcher then finds each cubin in the
     disk cache instead of running nvcc under ncu (which follows child processes)."""
-    from kernelab.ladders.sgemm import build_step
-
     for step in steps:
         progress(f"building {step.name}")
         build_step(step)  # what the registry's build() compiles
@@ -609,11 +604,9 @@ def prebuild(
 
 def launch_steps(steps: Sequence[Step], size: int, warmup: int = LAUNCHER_WARMUP) -> None:
     """Run each step at size^3 once more inside the profiling range (under ncu)."""
-    from kernelab.profiling.runner import PROFILE_RANGE, run
-
     shape = {"m": size, "n": size, "k": size}
     for step in steps:
-        run(step.name, shape, "fp32", warmup=warmup, range_name=PROFILE_RANGE)
+        runner.run(step.name, shape, "fp32", warmup=warmup, range_name=PROFILE_RANGE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -623,8 +616,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=LAUNCHER_WARMUP)
     args = parser.parse_args(argv)
     try:
-        from kernelab.ladders.sgemm.ladder import parse_steps
-
         if args.size <= 0:
             raise KernelabError(f"--size must be positive, got {args.size}")
         launch_steps(parse_steps(args.steps), args.size, args.warmup)

@@ -2,7 +2,7 @@
 
 A call of a ladder step spends most of its host time before the driver sees it: the tuned
 tile lookup, the launch geometry, three TMA descriptors encoded by cuTensorMapEncodeTiled,
-the parameter array (measured on the H200, session 19: hgemm:18 at 256^3 took 135 us a call
+the parameter array (measured on the H200: hgemm:18 at 256^3 took 135 us a call
 from Python against torch.mm's 20 us, almost none of it the launch itself). None of that
 changes while the shapes, strides and data pointers stay the same, and torch's caching
 allocator hands a loop the same output pointer call after call. So a PreparedLaunch keeps

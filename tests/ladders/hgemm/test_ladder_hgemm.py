@@ -26,7 +26,7 @@ from kernelab.runtime.cuda import build as cuda_build
 from kernelab.runtime.cuda.sass import find_tool
 
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
-NCU_FIXTURE = Path(__file__).parent / "fixtures" / "ncu" / "gemm_focused_raw.csv"
+NCU_FIXTURE = Path(__file__).parents[2] / "fixtures" / "ncu" / "gemm_focused_raw.csv"
 
 
 def _no_gpu() -> bool:

@@ -405,7 +405,7 @@ def test_bad_requests_are_one_line(args, message, capsys):
 
 
 def test_a_report_without_ladder_kernels_is_refused(capsys):
-    page = Path(__file__).parent / "fixtures" / "ncu" / "gemm_focused_raw.csv"
+    page = Path(__file__).parents[2] / "fixtures" / "ncu" / "gemm_focused_raw.csv"
     code, _, err = run_cli(["ladder", "sgemm", "--profile", "--import", str(page)], capsys)
     assert code == 2 and "no kernel of the chosen steps" in err
 
