@@ -145,3 +145,16 @@ def test_pipeline_human_output(capsys):
 )
 def test_pipeline_bad_input_is_one_line(capsys, argv):
     _fails(capsys, argv)
+
+
+def test_tile_of_a_ladder_step_takes_its_registers_from_ptxas(capsys):
+    from kernelab.ladders.sgemm.ladder import compile_report, parse_steps
+    from kernelab.runtime.cuda.build import find_nvcc
+
+    if find_nvcc() is None:
+        pytest.skip("needs nvcc (the lens estimates registers without it)")
+    data = _json(capsys, ["tile", "--kernel", "sgemm:12", "--gpu", "h200", "--json"])
+    compiled = {row["step"]: row for row in compile_report(parse_steps("12"))}["sgemm:12"]
+    # One launch configuration per step: the lens and the compile report agree.
+    assert data["registers_source"] == "given"
+    assert data["registers_per_thread"] == compiled["registers"]

@@ -40,6 +40,23 @@ def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
+def _ptxas_registers(kernel: str) -> int | None:
+    """ptxas's registers per thread for an SGEMM ladder step at the launch configuration its
+    compile report and records use (built here when nvcc is, or found in the build cache);
+    None elsewhere, and the lens estimates them and says so."""
+    if not kernel.startswith("sgemm:"):
+        return None
+    from kernelab.errors import KernelabError
+    from kernelab.ladders.sgemm import build_step, get_step
+    from kernelab.ladders.sgemm.tuning import reference_defines
+
+    step = get_step(kernel)
+    try:
+        return build_step(step, reference_defines(step) or None).report(step.kernel).registers
+    except KernelabError:  # no nvcc and nothing cached
+        return None
+
+
 def _tile_config(kernel, given: dict):
     """The TileConfig from --kernel's metadata with the options given on top, or from the
     options alone (then BM, BN, BK, TM, TN and threads are required)."""
@@ -48,7 +65,10 @@ def _tile_config(kernel, given: dict):
 
     overrides = {key: value for key, value in given.items() if value is not None}
     if kernel:
-        return dataclasses.replace(kernel_tile(kernel), **overrides)
+        config = kernel_tile(kernel)
+        if "registers" not in overrides and (registers := _ptxas_registers(kernel)):
+            overrides["registers"] = registers
+        return dataclasses.replace(config, **overrides)
     required = ("bm", "bn", "bk", "tm", "tn", "threads")
     missing = [f"--{name}" for name in required if name not in overrides]
     if missing:
