@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Import name -> distribution name, where they differ.
-DISTRIBUTIONS = {"yaml": "pyyaml"}
+DISTRIBUTIONS = {"yaml": "pyyaml", "importlinter": "import-linter"}
 # Installed with the project itself (its dependencies) or with Python, not by the dev extra.
 BASE = {"torch", "numpy", "typer", "rich", "matplotlib", "tomllib"}  # tomllib: the stdlib
 
