@@ -58,9 +58,8 @@ import functools
 
 import torch
 
-# the deferred kernel's exchange helpers; softmax imports this module too, and the names
-# resolve only when a kernel compiles
-from kernelab.ops import softmax as _softmax
+from kernelab.ops.softmax.exchange import _packed, _turn_bit
+from kernelab.ops.softmax.primitives import _chunk_scale, _combine_stats
 from kernelab.ops.softmax.shared import works_or_warn
 from kernelab.runtime import launch_plans, turn_words
 from kernelab.runtime.tuner import (
@@ -133,13 +132,13 @@ if gluon is not None:
         """One volatile read of the group's packed words (8 bytes a chunk) for `turn`;
         padding past n_chunks reads as a published (-inf, 0) of this turn."""
         absent = (gl.full(peers.shape, MINUS_INF_BITS, gl.int64, peers.type.layout) << 32) | (
-            _softmax._turn_bit(turn).to(gl.int64) << 31
+            _turn_bit(turn).to(gl.int64) << 31
         )
         return gl.load(slot + peers, mask=present, other=absent, volatile=True)
 
     @gluon.jit
     def _late(words, turn):
-        return gl.sum((((words >> 31) & 1) != _softmax._turn_bit(turn)).to(gl.int32), axis=0)
+        return gl.sum((((words >> 31) & 1) != _turn_bit(turn)).to(gl.int32), axis=0)
 
     @gluon.jit
     def _scale_after_wait(slot, words, peers, present, turn, held_c, MAX_SPINS: gl.constexpr):
@@ -157,15 +156,15 @@ if gluon is not None:
         sums = gl.where(
             present, (words & 0x7FFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0
         )
-        row_c, row_sum = _softmax._combine_stats(maxes, sums, True)
-        return _softmax._chunk_scale(held_c, row_c, row_sum, False), late == 0
+        row_c, row_sum = _combine_stats(maxes, sums, True)
+        return _chunk_scale(held_c, row_c, row_sum, False), late == 0
 
     @gluon.jit
     def _publish(words_ptr, group, turn, n_chunks, chunk, c, chunk_sum):
         """This chunk's partials for the step's row: turn + 1 (turn is the previous row's)
         in slot turn % 4 of the group, one packed word (8 bytes), no fence (the turn tag is
         the signal)."""
-        word = _softmax._packed(turn + 1, c, chunk_sum)
+        word = _packed(turn + 1, c, chunk_sum)
         gl.atomic_xchg(
             words_ptr + (group * 4 + turn % 4) * n_chunks + chunk, word, sem="relaxed",
             scope="gpu",
