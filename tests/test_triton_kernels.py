@@ -96,17 +96,18 @@ def test_the_held_bf16_exps_pass_on_the_seed_that_failed_a_clean_clone(softmax):
 # --- registry --------------------------------------------------------------------------
 
 
-def test_provider_lists_the_five_kernels_with_their_ops():
+def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_ops():
     from kernelab.ops import implementations
 
     ops = {impl.name: impl.op for impl in implementations()}
-    assert ops == {
+    kernels = {
         "triton.vector_add": "vector_add",
         "triton.softmax": "softmax",
         "triton.layernorm": "layernorm",
         "triton.rmsnorm": "rmsnorm",
         "triton.matmul": "gemm",
     }
+    assert ops == {**kernels, **{f"{name}.teaching": op for name, op in kernels.items()}}
 
 
 def test_provider_builds_the_public_functions(softmax, matmul):
