@@ -25,11 +25,11 @@ the candidates; 2048^3 and up keep the large tiles that won there. Small tiles d
 (1024^3 stayed at 71 % of cuBLAS): they fill the SMs but double the bytes each FLOP pulls
 from L2. What did help bf16/fp16 small problems is 256-byte K rows (BK 128: half the barrier
 round trips per byte): 92 % of cuBLAS at 1024^3 on the H200, and with a fourth stage 97-98 %
-on the H100 (session 28). Candidates that close are ranked in a final round of alternating
-pairs after Triton's autotuner has timed them one by one (_runtime.settle_close_choices).
+on the H100 (benchmarks/results/h100/session28/matmul-small/). Candidates that close are
+ranked in a final round of alternating pairs after Triton's autotuner has timed them one by one (_runtime.settle_close_choices).
 Split-K (SPLIT_K programs share a large tile, each takes a share of K; the last to finish adds
 the others' fp32 partials) measured slower everywhere and is a forced option only
-(docs/notes/triton.md, section 4).
+(docs/ops/matmul.md).
 
 fp8 inputs produce a bf16 output (kernelab.spec.reference says so). Hopper's fp8 wgmma
 wants both operands K-major, so pass b as the transpose of an [N, K] tensor (column-major
@@ -99,14 +99,14 @@ SMALL_TILES = [  # 128-256 tiles at 1024^3: every SM gets one or two
     (128, 64, 4, 4, False),
     (64, 64, 4, 4, False),
 ]
-# bf16/fp16 only, for outputs that no large tile fills (session 2, after SMALL_TILES missed at
-# 1024^3): BM, BN, bytes of K per row of a stage, warps, stages. 256-byte K rows halve the
+# bf16/fp16 only, for outputs that no large tile fills (where SMALL_TILES alone did not help
+# at 1024^3): BM, BN, bytes of K per row of a stage, warps, stages. 256-byte K rows halve the
 # barrier round trips per byte (fp8's winner at 1024^3 was 128x64 with BK 128); on the H200
-# (benchmarks/results/h200/experiments/triton_matmul_small.json, 18:50 UTC) 64x128 with 256-byte
-# rows at 4 warps took 1024^3 bf16 from 70 % to 92 % of cuBLAS, 128x64 to 88 %. Shared memory
-# per stage: (BM + BN) * K bytes. On the H100 (session 28, matmul_small_sweep.py, paired
-# against torch.mm) a fourth stage took 64x128 from 90 to 98 % at 1024^3: with K = 1024 in
-# eight K-steps of 128, three stages leave too little in flight (two: 71 %).
+# (benchmarks/results/h200/experiments/triton_matmul_small.json) 64x128 with 256-byte rows at
+# 4 warps took 1024^3 bf16 from 70 % to 92 % of cuBLAS, 128x64 to 88 %. Shared memory per
+# stage: (BM + BN) * K bytes. On the H100 (benchmarks/results/h100/session28/matmul-small/,
+# paired against torch.mm) a fourth stage took 64x128 from 90 to 98 % at 1024^3: with K = 1024
+# in eight K-steps of 128, three stages leave too little in flight (two: 71 %).
 SMALL_PROBLEM_TILES = [
     (64, 128, 256, 4, 3),
     (64, 128, 256, 4, 4),
@@ -148,7 +148,7 @@ def tma_candidates(
 
     warp_specialize None: tuned (the large bf16/fp16 tiles both ways, the rest without);
     True or False: forced (True keeps only the large tiles, the ones the sweep ran that way).
-    small_tiles=False, warp_specialize=False: the set measured in session 1, the fallback.
+    small_tiles=False, warp_specialize=False: the large tiles without ws, the fallback.
     """
     bk = 128 // itemsize  # 128 bytes of K per row: one 128-byte-swizzled TMA box
     if warp_specialize is None:  # fp8 was never run warp-specialized: not a candidate yet
@@ -400,7 +400,7 @@ def _tma_autotuner(itemsize: int, warp_specialize: bool | None, small_tiles: boo
     return _TMA_TUNERS[key]
 
 
-# Itemsizes whose default set (new in session 2: small tiles, warp specialization) failed to
+# Itemsizes whose default set (small tiles, warp specialization) failed to
 # compile or run here: they fall back to the large tiles without ws, with a warning.
 _DEFAULT_SET_FAILED: set[int] = set()
 
@@ -619,8 +619,8 @@ def matmul(
         PLANS.call(a.device, (a, b, c), lambda: _dispatch(a, b, c, path, None, None), fresh=1)
         return c
     # a forced choice is planned too, keyed by its options as well: through Triton's front
-    # door a forced config cost 28-116 us of host time a call at 1024^3 on an H100 (session
-    # 27, matmul_1024_configs.py), so do_bench timed the launch, not the kernel
+    # door a forced config cost 28-116 us of host time a call at 1024^3 on an H100, so
+    # do_bench timed the launch, not the kernel
     options = frozen(path, warp_specialize, config)
     if options is None:  # a config the key cannot hold: unplanned
         _dispatch(a, b, c, path, warp_specialize, config)

@@ -116,7 +116,7 @@ def _norm_rows_kernel(
     else:
         first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
     # PIPELINE > 1: the next tiles' loads in flight through shared memory (cp.async), turned
-    # on by the loop's own num_stages, as in softmax._softmax_rows_kernel
+    # on by the loop's own num_stages, as in softmax.rows._softmax_rows_kernel
     for tile in tl.range(first, last, step, num_stages=PIPELINE):
         _norm_tile(
             x_ptr,

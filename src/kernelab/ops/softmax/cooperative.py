@@ -363,8 +363,8 @@ HELD_INPUT_PAIRS = {"PAIRS": True, "RECOMPUTE": True}
 PAIRED_STEPS_MAX_CHUNKS = 128
 # A config that prefetches only part of each chunk into L2 (L2_PART) is offered up to this
 # many chunks per row, by itemsize: it won at 64 in bf16 (65K) and 128 in fp32 (131K); it
-# lost at 128 and 256 in bf16 and in fp32's two-warp 2048-value chunks at 262K (session 11,
-# softmax_long_rows_v30-v31).
+# lost at 128 and 256 in bf16 and in fp32's two-warp 2048-value chunks at 262K
+# (softmax_long_rows_v30-v31).
 HALF_PREFETCH_MAX_CHUNKS = {2: 64, 4: 128}
 
 
@@ -373,46 +373,45 @@ def candidates(dtype) -> list[dict]:
     and 8192 at 8 (32 values per thread), each prefetching the next row's chunk, with the
     tagged exchange and the lean exp (LEAN, see _exp_shifted); then the deferred kernel's.
 
-    Pruned after the H200 run of 2026-11-29 (softmax_long_rows_v1): these two won or came
-    within 1 % of the winner at 65K-131K columns; 2048-value chunks, the no-prefetch chunk,
-    the bf16 chunks held at fp32's bytes (8192 at 4 warps, 16384 at 8) never won, and the
-    counter exchange was the slowest everywhere (1.5-2.5 TB/s) and raced in bf16 (removed).
+    On the H200 (softmax_long_rows_v1) these two won or came within 1 % of the winner at
+    65K-131K columns; 2048-value chunks, no prefetch and the bf16 chunks held at fp32's bytes
+    never won. An arrival counter with release/acquire instead of the tagged words was the
+    slowest everywhere (1.5-2.5 TB/s) and raced in bf16.
     """
     waiting = [
         {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "LEAN": True},
         {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "LEAN": True},
     ]
-    # DEFER (session 3, softmax_long_rows_v4-v7): one warp per program (no block barriers)
-    # won at every long row, 4 warps (4096 values) only where one warp had to poll 256 chunks.
-    # L2_AHEAD (session 5, v9-v11): one-warp programs also ask the L2 for the row after the one
-    # in registers (prefetch, no registers held): +0.05-0.1 TB/s at 65K-131K fp32 and 32K-65K
-    # bf16, a loss elsewhere, so it is a candidate of its own.
-    # PACKED + EARLY_POLL (session 6, softmax_long_rows_v12-v14): one word per chunk's
-    # partials and the poll issued before the exps. One-warp configs gained most where the
-    # groups are long (fp32 65K: +0.02 TB/s; bf16 65K in 1024-value chunks: 3.79 -> 3.92):
-    # 262K fp32 in 1024-value chunks (256 per row) from 2.5 to 4.01-4.06 TB/s, where the 4-warp c4096 of sessions 3-5 had held
-    # 3.4-3.8; bf16 131K-262K in 2048-value chunks from 2.93-3.46 to 3.59-3.66. The plain
-    # one-warp and the 4-warp deferred configs never beat them: gone from the tuner.
+    # DEFER (softmax_long_rows_v4-v7): one warp per program (no block barriers) won at every
+    # long row, 4 warps (4096 values) only where one warp had to poll 256 chunks.
+    # L2_AHEAD (softmax_long_rows_v9-v11): one-warp programs also ask the L2 for the row after
+    # the one in registers (prefetch, no registers held): +0.05-0.1 TB/s at 65K-131K fp32 and
+    # 32K-65K bf16, a loss elsewhere, so it is a candidate of its own.
+    # PACKED + EARLY_POLL (softmax_long_rows_v12-v14): one word per chunk's partials and the
+    # poll issued before the exps. One-warp configs gained most where the groups are long:
+    # 262K fp32 in 1024-value chunks (256 per row) from 2.5 to 4.01-4.06 TB/s, where the
+    # 4-warp c4096 held 3.4-3.8; bf16 131K-262K in 2048-value chunks from 2.93-3.46 to
+    # 3.59-3.66. The plain one-warp and the 4-warp deferred configs never beat them.
     fast_exchange = {"DEFER": True, "PACKED": True, "EARLY_POLL": True}
     deferred = [
         {"CHUNK": 1024, "num_warps": 1, **fast_exchange},
         {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange},
     ]
-    # EVEN (session 6, v15): rows of whole chunks run without masks, which cut the bf16
-    # c2048 kernel from 1,520 to 1,368 SASS instructions and 241 to 209 registers, and the
-    # c1024 ones by 4-23 registers (Triton 3.6 for sm_90, compiled here): bf16 131K in 1024-value chunks went from 3.43-3.50 to
-    # 3.97 TB/s (16 programs per SM instead of 12).
+    # EVEN (softmax_long_rows_v15): rows of whole chunks run without masks, which cut the
+    # bf16 c2048 kernel from 1,520 to 1,368 SASS instructions and 241 to 209 registers, and
+    # the c1024 ones by 4-23 registers (Triton 3.6 for sm_90): bf16 131K in 1024-value chunks
+    # went from 3.43-3.50 to 3.97 TB/s (16 programs per SM instead of 12).
     if torch.empty((), dtype=dtype).element_size() == 4:
-        # 2048 values at two warps with the L2 prefetch (session 9, softmax_long_rows_v22):
+        # 2048 values at two warps with the L2 prefetch (softmax_long_rows_v22):
         # half the chunks per row of c1024, so half the words each program polls per row
         # (128 x 8 bytes at 262K columns, against 4 KiB of its own values). fp32 262K: 4.140
         # TB/s against 4.006 for c1024 l2a1 in the same run; 131K 4.042 (4.079), 65K 3.957
         # (4.031). 160 registers, no spill, 6 programs per SM. In bf16 it lost everywhere
         # (3.45-3.60 against 3.78-3.96): there the poll was not what held c1024 back.
         deferred.append({"CHUNK": 2048, "num_warps": 2, "L2_AHEAD": 1, **fast_exchange})
-        # c1024 l2a1 with half of each chunk prefetched into L2 (L2_PART, session 11: fewer
-        # lines cross the L2 fabric twice; fp32 131K 4.105 twice against 4.082 / 4.073 in the
-        # same runs); up to HALF_PREFETCH_MAX_CHUNKS chunks per row
+        # c1024 l2a1 with half of each chunk prefetched into L2 (L2_PART: fewer lines cross
+        # the L2 fabric twice; fp32 131K 4.105 twice against 4.082 / 4.073 in the same runs,
+        # softmax_long_rows_v30-v31); up to HALF_PREFETCH_MAX_CHUNKS chunks per row
         deferred.append(
             {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "L2_PART": 2}
         )
@@ -424,7 +423,7 @@ def candidates(dtype) -> list[dict]:
         # masks ptxas issues the next row's loads halfway through the exps, not first.
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange})
         deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange, "MASKED": True})
-        # 1024 values with the L2 prefetch capped at 128 registers (session 7, v18-v19): at
+        # 1024 values with the L2 prefetch capped at 128 registers (softmax_long_rows_v19): at
         # 256 chunks per row ptxas gives it 141 (12 programs per SM); capped, 127 with no
         # spill on the H200 and 16 per SM: 3.76-3.79 TB/s at 262K against 3.58-3.59 uncapped
         # and 3.73-3.74 for the masked c2048, in the same runs. Offered past 128 chunks only
@@ -432,8 +431,8 @@ def candidates(dtype) -> list[dict]:
         deferred.append(
             {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "maxnreg": 128}
         )
-        # 1024 values read as bf16 pairs in words, two steps per loop iteration (session 10,
-        # softmax_long_rows_v23-v26): 14-18 % fewer instructions per step (494 -> 404 SASS
+        # 1024 values read as bf16 pairs in words, two steps per loop iteration
+        # (softmax_long_rows_v23-v26): 14-18 % fewer instructions per step (494 -> 404 SASS
         # per bf16 step at 64 chunks, Triton 3.6 for sm_90), the same registers. Faster than
         # the same config without them in every paired run, by little: 65K +0.1 to +0.4 %,
         # 131K +0.4 to +0.8 % (four runs each). Rows of whole chunks only, up to 128 chunks
@@ -449,7 +448,7 @@ def candidates(dtype) -> list[dict]:
                  "L2_PART": 2}
             )  # fmt: skip
             # 2048 values holding the row to finish as its input pairs, its exps taken again
-            # at the finish (HELD_INPUT_PAIRS, session 15): 160 registers, 12 programs per SM
+            # at the finish (HELD_INPUT_PAIRS): 160 registers, 12 programs per SM
             # (the c2048 above holds fp32 exps in 184-209), 4 KiB of the row a program as the
             # fp32 c1024 has, half the peers per byte of the bf16 c1024. Rows of whole chunks,
             # up to 128 a row; with and without half of each chunk prefetched (up to 64).
@@ -463,8 +462,6 @@ def candidates(dtype) -> list[dict]:
             deferred.append({**held, **HELD_INPUT_PAIRS, "STREAM_STORE": True})
     return waiting + deferred
 
-
-# Rows of up to this many (padded) values can also run the single-pass row tile, one row per
 
 
 # Deferred cooperative programs poll every peer's partials at each row: one-warp ones with
@@ -555,7 +552,7 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # One warp polls exactly this row length's partials (n_chunks words, one binary
             # per power of two of chunks), not MAX_CHUNKS_BLOCK: 256 slots would be 16 loads
             # per lane per poll. At 4 warps the exact size measured slower on the H200 (it
-            # cost registers: session 3, 20:00 UTC), so they keep the fixed block.
+            # cost registers), so they keep the fixed block.
             kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
     else:
         kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)

@@ -1,13 +1,13 @@
 """Softmax of very long rows over every resident program: the deferred cooperative kernel with
 its row groups dissolved into one flat sequence of chunks (path "flat").
 
-The deferred cooperative kernel (softmax._softmax_coop_deferred_kernel) gives each row to a
+The deferred cooperative kernel (cooperative._softmax_coop_deferred_kernel) gives each row to a
 group of n_chunks programs, and the grid holds as many whole groups as fit: at bf16 262K
 (128 chunks of 2,048 values a row, 12 one-warp programs per SM) that is 12 groups, 1,536 of
 the 1,584 programs the H200 holds; the 48 left over could not make a 13th group. Capping the
 groups measured how much the programs in flight matter there: 11 groups (8 % fewer programs)
-ran at 98.0 % of 12, and at 65K 45 of 49 groups at 98.4 % (softmax_paired_configs_v6_groups,
-session 18). The rows also end unevenly: 8,192 rows over 49 groups take 168 rounds, the last
+ran at 98.0 % of 12, and at 65K 45 of 49 groups at 98.4 %
+(softmax_paired_configs_v6_groups). The rows also end unevenly: 8,192 rows over 49 groups take 168 rounds, the last
 with 9 of the 49 groups busy.
 
 Here the grid is every resident program (P of them), and the chunks of the whole input are
@@ -27,7 +27,7 @@ rounds (n_chunks <= P), so every wait ends: the words a step waits for are publi
 programs in that step or the one before it, none of which waits first.
 
 The words are kept between calls (turn_words.exchange_words). Every call writes every unit's
-word once, all with one tag bit: the packed word's bit (softmax._packed) for turn 1 or turn
+word once, all with one tag bit: the packed word's bit (exchange._packed) for turn 1 or turn
 5, which differ in it. The bit comes from an epoch word after the unit words, which the last
 program to end (counted by an atomic after the words) advances; every program read the epoch
 before it counted itself. A zeroed workspace (epoch 0, tag 1) never matches its zeroed words
@@ -64,7 +64,7 @@ from kernelab.runtime import launch_plans, turn_words
 from kernelab.runtime.tuner import compiled_occupancy, interpreting, resident_programs
 
 # The tuner's candidates, measured in alternating pairs against the tuned library on the H200
-# (softmax_paired_configs_v7_flat, session 18, one run; % of the library, which ran the grouped
+# (softmax_paired_configs_v7_flat, one run; % of the library, which ran the grouped
 # kernel's winners): bf16 c2048 one warp holding its input pairs, the output evict_first:
 # 65K 101.5 %, 131K 100.7 %, 262K 100.8 % (without evict_first 101.0 / 100.4 / 100.6; with
 # half of each chunk prefetched 100.2 / 99.0 / 97.9, not offered). fp32: c2048 two warps
@@ -109,7 +109,7 @@ def candidates_for(n_cols: int, dtype) -> list[dict]:
 @triton.jit
 def _turn_of_epoch(epoch):
     """The turn whose packed tag bit this call's words carry: epoch even -> turn 1 (bit 1),
-    odd -> turn 5 (bit 0); softmax._turn_bit flips every four turns."""
+    odd -> turn 5 (bit 0); exchange._turn_bit flips every four turns."""
     return 1 + 4 * (epoch % 2)
 
 
@@ -236,7 +236,7 @@ def _setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     )
     kwargs = {
         "CHUNK": chunk,
-        # one warp polls exactly this row length's words (softmax._cooperative_setup)
+        # one warp polls exactly this row length's words (cooperative.setup)
         "BLOCK_CHUNKS": max(2, triton.next_power_of_2(n_chunks)),
         "FTZ": not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,

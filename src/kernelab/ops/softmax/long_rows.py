@@ -112,7 +112,7 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
 
 def long_row_variants(n_cols: int, dtype) -> list[dict]:
     """long_row_candidates and, next to each, the variants that test why it is fast or slow,
-    for benchmarks and GPU tests (the tuner never sees them): LEAN=False (the session-1
+    for benchmarks and GPU tests (the tuner never sees them): LEAN=False (the plain
     arithmetic: two exps per value in the cooperative kernel, tl.exp everywhere), and for the
     L2 kernels PREFETCH=True at half the loop step (two half blocks in flight, about the
     registers of one whole block). For 2-byte dtypes the register single pass also runs at 16

@@ -68,7 +68,7 @@ def _softmax_tile(
         denominator = tl.sum(numerator, axis=1)
         y = numerator * (1.0 / denominator)[:, None]
     # write ROWS * cols * itemsize; one exp, ~4 FLOPs per element (~6 SASS instructions lean
-    # in bf16 with the conversions, ~12 with tl.exp: section 2 of docs/notes/triton.md)
+    # in bf16 with the conversions, ~12 with tl.exp: docs/ops/softmax.md)
     tl.store(
         out_ptr + rows[:, None] * out_row_stride + cols[None, :],
         y.to(out_ptr.dtype.element_ty),
@@ -171,14 +171,15 @@ def launch(x2d, out, config: dict | None) -> None:
 
 # Rows of this many values also get one row per program at 64 values per thread (1, 2 and 4
 # warps): fewer warps to combine in each reduction, the way one warp per row serves the rows
-# of <= 1,024 values at 98 % of copy, where 2K-8K rows stayed at 93-94 % (session 5).
+# of <= 1,024 values at 98 % of copy, where 2K-8K rows stayed at 93-94 %
+# (triton_kernels_sweep_20261129-222625).
 WIDE_THREAD_COLS = (2048, 4096, 8192)
 WIDE_THREAD_VALUES = 64
 
 
 # Rows of at least this many bytes take the shared-memory row kernel first where it fits (the
-# untuned default: small inputs, and KERNELAB_TRITON_AUTOTUNE=0). In the tuned sweeps of
-# sessions 8 and 9 (triton_kernels_sweep_20261130-023048 and -033357) it won every such row
+# untuned default: small inputs, and KERNELAB_TRITON_AUTOTUNE=0). In the tuned sweeps
+# triton_kernels_sweep_20261130-023048 and -033357 it won every such row
 # length the row tuner serves: fp32 2K-16K at 4.09-4.14 TB/s, bf16 4K-16K at 4.09-4.22; the
 # 4 KiB rows (bf16 2K) kept the register tile (4.15-4.16).
 SHARED_ROW_FIRST_MIN_BYTES = 8 << 10
