@@ -60,3 +60,13 @@ def assert_matches_reference(fn, op: str, shape: dict, dtype: str, trials: int |
 
 def shape_id(shape: dict) -> str:
     return "x".join(f"{k[0]}{v}" for k, v in shape.items())
+
+
+FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def kernel_fixture(name: str):
+    """A module-scoped fixture `name` holding kernelab.ops.<name> (kernel_module)."""
+    import pytest
+
+    return pytest.fixture(scope="module", name=name)(lambda: kernel_module(name))

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+import triton_on_cpu  # noqa: E402, F401  (sets TRITON_INTERPRET without a GPU)
+
 pytest.importorskip("triton")
 
 from kernelab.ops.softmax import long_rows  # noqa: E402
