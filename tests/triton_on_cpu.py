@@ -5,8 +5,8 @@ which triton.jit reads when a kernel is defined (with triton imported first, ker
 call other jitted functions failed under the interpreter: "Cannot call @triton.jit'd outside
 of the scope of a kernel", Triton 3.9). `kernel_module(name)` then makes sure that an op's
 modules hold interpreter builds: an op folder whose kernels were built before the variable was
-set (a JITFunction, not an InterpretedFunction) is imported afresh, every module of it at once,
-since its files call each other's kernels.
+set (a JITFunction, not an InterpretedFunction) is imported afresh, every module of it at once
+with the shared kernel modules, since its files call each other's kernels.
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ def kernel_module(name: str):
     interpreter when there is no GPU."""
     package = f"kernelab.ops.{name.split('.')[0]}"
     if not HAS_CUDA:
-        loaded = [m for m in list(sys.modules) if m == package or m.startswith(package + ".")]
+        # the op's folder, and the kernels it shares with other ops (kernelab.ops.row_tiles)
+        loaded = [
+            m
+            for m in list(sys.modules)
+            if m == package
+            or m.startswith(package + ".")
+            or (m.startswith("kernelab.ops.") and _built_for_the_gpu(sys.modules[m]))
+        ]
         if any(_built_for_the_gpu(sys.modules[m]) for m in loaded):
             for m in loaded:
                 del sys.modules[m]

@@ -29,6 +29,11 @@ A plan is installed only when it is safe to replay:
   the front door unrecorded, since recording costs host time of its own.
 Scalars are replayed as recorded, so each op's key must hold every scalar its caller passes
 (eps, flags): callers build keys with signature(...) plus those.
+
+An op uses it from outside: it writes a plain launch function, `launch(*tensors, *options)`
+calling `launch(kernel, grid, ...)` (this module's, in place of `kernel[grid](...)`) and
+keep(), and decorates it with @planned(op, tensors=N); the decorator builds the key, replays
+a plan or records the call. The op's file holds no plan object and no lambda.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
+from functools import update_wrapper
 
 # at module level: an import statement in a function runs on every call (0.4 us on the CPU
 # here), and every op that plans launches has imported torch already
@@ -488,6 +494,45 @@ class LaunchPlans:
         self._plans.clear()
         self._pending.clear()
         self._failed.clear()
+
+
+def planned(op, *, tensors: int, untuned: tuple | None = (), fresh: int = 1):
+    """Wrap an op's plain launch function in launch plans, so the op's file holds neither a
+    plan object nor a lambda: `launch(*tensors, *options)` takes its `tensors` tensors first
+    (the last `fresh` of them outputs just allocated, as in LaunchPlans.key) and its options
+    after. A call with the options `untuned` (the tuned choice) is keyed by the tensors
+    alone; any other by its options as well (frozen), and one whose options cannot be
+    hashed runs unplanned. untuned=None: the options are hashable scalars, keyed as they are
+    (no freezing on the way). `op` names the op's LaunchPlans, or is one (two launch
+    functions of one op sharing its plans). The wrapper's `plans` is that LaunchPlans (tests
+    reset it), its `unplanned` the launch function itself."""
+
+    def wrap(launch):
+        plans = op if isinstance(op, LaunchPlans) else LaunchPlans(op)
+
+        def call(*args) -> None:
+            # LaunchPlans.call inlined: a replay makes no closure and no extra call
+            operands, options = args[:tensors], args[tensors:]
+            if untuned is None:
+                key = plans.key(operands[0].device, operands, *options, fresh=fresh)
+            elif options == untuned:
+                key = plans.key(operands[0].device, operands, fresh=fresh)
+            else:
+                scalars = frozen(*options)
+                if scalars is None:  # a config the key cannot hold
+                    launch(*args)
+                    return
+                key = plans.key(operands[0].device, operands, *scalars, fresh=fresh)
+            if not plans.replay(key, operands):
+                with plans.recording(key, operands):
+                    launch(*args)
+
+        update_wrapper(call, launch)
+        call.plans = plans
+        call.unplanned = launch
+        return call
+
+    return wrap
 
 
 def how_launched() -> dict[str, dict]:

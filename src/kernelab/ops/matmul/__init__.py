@@ -38,6 +38,7 @@ b, b.stride(0) == 1) for full speed; a row-major fp8 b is correct but slower.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -45,7 +46,7 @@ import triton
 import triton.language as tl
 
 from kernelab.runtime import tuner as _runtime
-from kernelab.runtime.launch_plans import LaunchPlans, frozen, keep, launch
+from kernelab.runtime.launch_plans import keep, launch, planned
 from kernelab.runtime.tuner import (
     autotuner_bench,
     config_as_dict,
@@ -55,7 +56,6 @@ from kernelab.runtime.tuner import (
 
 GROUP_M = 8
 
-PLANS = LaunchPlans("triton.matmul")
 # the dtypes it takes; a module constant, not a tuple built on every call
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float8_e4m3fn)
 
@@ -541,9 +541,14 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
     _runtime.settle_close_choices(
         tuner,
         before,
-        lambda candidate: _launch_fixed(descriptors, (M, N, K), common, candidate, _raw_launch),
+        functools.partial(_launch_candidate, descriptors, (M, N, K), common),
         op="triton.matmul",
     )
+
+
+def _launch_candidate(descriptors, mnk, common: dict, meta: dict) -> None:
+    """One candidate of the final round, launched at Triton's front door (unrecorded)."""
+    _launch_fixed(descriptors, mnk, common, meta, _raw_launch)
 
 
 def _launch_fixed(descriptors, mnk, common: dict, meta: dict, launcher) -> None:
@@ -614,24 +619,14 @@ def matmul(
         return c
     if K == 0:
         return c.zero_()
-    if (path, warp_specialize, config) == ("auto", None, None):
-        # the tuned choice: planned (launch_plans), keyed by the tensors alone
-        PLANS.call(a.device, (a, b, c), lambda: _dispatch(a, b, c, path, None, None), fresh=1)
-        return c
-    # a forced choice is planned too, keyed by its options as well: through Triton's front
-    # door a forced config cost 28-116 us of host time a call at 1024^3 on an H100, so
-    # do_bench timed the launch, not the kernel
-    options = frozen(path, warp_specialize, config)
-    if options is None:  # a config the key cannot hold: unplanned
-        _dispatch(a, b, c, path, warp_specialize, config)
-        return c
-    PLANS.call(
-        a.device, (a, b, c), lambda: _dispatch(a, b, c, path, warp_specialize, config), *options,
-        fresh=1,
-    )  # fmt: skip
+    # planned (runtime.launch_plans.planned): the tuned choice keyed by the tensors alone; a
+    # forced one by its options as well, since through Triton's front door a forced config cost
+    # 28-116 us of host time a call at 1024^3 on an H100, so do_bench timed the launch
+    _dispatch(a, b, c, path, warp_specialize, config)
     return c
 
 
+@planned("triton.matmul", tensors=3, untuned=("auto", None, None))
 def _dispatch(a, b, c, path: str, warp_specialize: bool | None, config: dict | None) -> None:
     use_tma = path == "tma" or (path == "auto" and not interpreting() and _tma_usable(a, b, c))
     if use_tma:
@@ -646,3 +641,6 @@ def _dispatch(a, b, c, path: str, warp_specialize: bool | None, config: dict | N
 def _plain_part(config: dict) -> dict:
     """The keys of a launch configuration that the plain kernel understands."""
     return {k: v for k, v in config.items() if k in ("BM", "BN", "BK", "num_warps", "num_stages")}
+
+
+PLANS = _dispatch.plans  # the launch plans (tests read and reset them)

@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelab.runtime.launch_plans import LaunchPlans, launch
+from kernelab.ops.row_tiles import row_tiles
+from kernelab.runtime.launch_plans import launch, planned
 from kernelab.runtime.tuner import (
     interpreter_row_tile,
     interpreting,
@@ -32,7 +33,6 @@ from kernelab.runtime.tuner import (
     tuned,
 )
 
-PLANS = LaunchPlans("triton.norms")
 # the dtypes it takes; a module constant, not a tuple built on every call
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -111,10 +111,7 @@ def _norm_rows_kernel(
     PIPELINE: tl.constexpr = 1,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
-    if PERSISTENT:
-        first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
-    else:
-        first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
+    first, last, step = row_tiles(n_rows, ROWS, PERSISTENT)
     # PIPELINE > 1: the next tiles' loads in flight through shared memory (cp.async), turned
     # on by the loop's own num_stages, as in softmax.rows._softmax_rows_kernel
     for tile in tl.range(first, last, step, num_stages=PIPELINE):
@@ -236,16 +233,26 @@ def _normalize(
     # so they are part of the key. Without a bias the kernel's bias pointer is weight's, which
     # the recording finds among the call's tensors by address: passing weight once keeps one
     # tensor and the aliasing check out of every key.
-    PLANS.call(
-        x.device,
-        (x2d, weight, out) if bias is None else (x2d, weight, bias_arg, out),
-        lambda: _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, None, None),
-        float(eps),
-        is_rms,
-        bias is not None,
-        fresh=1,
-    )
+    if bias is None:
+        _tuned(x2d, weight, out, float(eps), is_rms, False)
+    else:
+        _tuned_with_bias(x2d, weight, bias_arg, out, float(eps), is_rms, True)
     return out
+
+
+@planned("triton.norms", tensors=3, untuned=None)
+def _tuned(x2d, weight, out, eps: float, is_rms: bool, has_bias: bool) -> None:
+    """The tuned launch without a bias (the kernel's bias pointer is weight's)."""
+    _launch(x2d, weight, None, weight, out, eps, is_rms, None, None)
+
+
+@planned(_tuned.plans, tensors=4, untuned=None)
+def _tuned_with_bias(x2d, weight, bias, out, eps: float, is_rms: bool, has_bias: bool) -> None:
+    """The tuned launch with a bias."""
+    _launch(x2d, weight, bias, bias, out, eps, is_rms, None, None)
+
+
+PLANS = _tuned.plans  # the launch plans (tests read and reset them)
 
 
 def _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, single_pass_max_cols, config) -> None:

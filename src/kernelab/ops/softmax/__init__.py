@@ -33,7 +33,7 @@ from kernelab.ops.softmax.long_rows import (
     long_row_variants,
 )
 from kernelab.ops.softmax.rows import row_candidates_for, single_pass_candidates_for
-from kernelab.runtime.launch_plans import LaunchPlans, frozen
+from kernelab.runtime.launch_plans import planned
 from kernelab.runtime.tuner import interpreting, row_tile_candidates
 
 __all__ = [  # what benchmarks, the lab and tests read besides softmax()
@@ -42,7 +42,6 @@ __all__ = [  # what benchmarks, the lab and tests read besides softmax()
     "row_candidates_for", "row_tile_candidates", "single_pass_candidates_for", "softmax",
 ]  # fmt: skip
 
-PLANS = LaunchPlans("triton.softmax")
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Rows up to this many values take the register row tile (rows.py); longer ones the long-row
 # tuner (long_rows.py).
@@ -110,23 +109,13 @@ def softmax(
     out = torch.empty_like(x2d, memory_format=torch.contiguous_format)
     if n_rows == 0 or n_cols == 0:
         return out
-    options = (single_pass_max_cols, chunk_cols, long_rows, config)
-    if options == (None, None, None, None):
-        # the tuned choice: planned (launch_plans), keyed by the tensors alone
-        PLANS.call(x.device, (x2d, out), lambda: _dispatch(x2d, out, *options), fresh=1)
-        return out
-    # a forced choice is planned too, keyed by its options as well: through Triton's front
-    # door each call would pay its launcher's Python again
-    frozen_options = frozen(*options)
-    if frozen_options is None:  # a config the key cannot hold: unplanned
-        _dispatch(x2d, out, *options)
-        return out
-    PLANS.call(
-        x.device, (x2d, out), lambda: _dispatch(x2d, out, *options), *frozen_options, fresh=1
-    )
+    # planned (runtime.launch_plans.planned): the tuned choice keyed by the tensors alone, a
+    # forced one by its options as well
+    _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_rows, config)
     return out
 
 
+@planned("triton.softmax", tensors=2, untuned=(None, None, None, None))
 def _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_row_path, config) -> None:
     """Launch the path softmax() chose for x2d into out (the options as softmax() takes them)."""
     path = choose_path(x2d.shape[1], single_pass_max_cols=single_pass_max_cols)
@@ -144,3 +133,6 @@ def _dispatch(x2d, out, single_pass_max_cols, chunk_cols, long_row_path, config)
         config = {**(config or long_rows.path_default("cooperative", x2d.dtype))}
         config["CHUNK"] = triton.next_power_of_2(chunk_cols)
     long_rows.launch(x2d, out, config)
+
+
+PLANS = _dispatch.plans  # the launch plans (tests read and reset them)

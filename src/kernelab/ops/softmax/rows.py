@@ -14,6 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernelab.ops.row_tiles import row_tiles
 from kernelab.ops.softmax import held as softmax_held
 from kernelab.ops.softmax import shared as softmax_shared
 from kernelab.ops.softmax import shared_split as softmax_shared_split
@@ -93,10 +94,7 @@ def _softmax_rows_kernel(
     TREE: tl.constexpr = False,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
-    if PERSISTENT:
-        first, last, step = tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)
-    else:
-        first, last, step = tl.program_id(0), tl.program_id(0) + 1, 1
+    first, last, step = row_tiles(n_rows, ROWS, PERSISTENT)
     # PIPELINE > 1: the software pipeliner copies the next PIPELINE - 1 tiles into shared
     # memory (cp.async) while this one is reduced, ROWS x BLOCK_N x itemsize bytes per stage in
     # flight without registers. Only num_stages on the loop itself turns it on (Triton 3.6 and
