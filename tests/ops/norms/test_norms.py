@@ -124,3 +124,18 @@ def test_pipelined_candidates_fit_in_shared_memory(norms):
         for loaded in (2, 4, 6, 8, 12):
             for c in row_tile_candidates(block_n, loaded_bytes_per_column=loaded):
                 assert (c.get("PIPELINE", 1) - 1) * block_n * loaded < limit, (block_n, c)
+
+
+def test_config_for_names_the_single_pass_default_or_the_looped_path(norms):
+    """What the benchmarks record beside each timing: the untuned default before any tuning,
+    the looped path past SINGLE_PASS_MAX_COLS."""
+    from kernelab.runtime.tuner import row_tile_candidates
+
+    x, w = torch.zeros(3, 4096), torch.ones(4096)
+    assert norms.config_for(x, w, is_rms=True) == {
+        "path": "single-pass",
+        **row_tile_candidates(4096)[0],
+    }
+    wide = torch.zeros(1, norms.SINGLE_PASS_MAX_COLS + 1)
+    looped = norms.config_for(wide, torch.ones(wide.shape[1]), is_rms=False)
+    assert looped == {"path": "looped", "BLOCK": norms.LOOP_BLOCK}

@@ -234,25 +234,25 @@ def _normalize(
     # the recording finds among the call's tensors by address: passing weight once keeps one
     # tensor and the aliasing check out of every key.
     if bias is None:
-        _tuned(x2d, weight, out, float(eps), is_rms, False)
+        _planned(x2d, weight, out, float(eps), is_rms, False)
     else:
-        _tuned_with_bias(x2d, weight, bias_arg, out, float(eps), is_rms, True)
+        _planned_with_bias(x2d, weight, bias_arg, out, float(eps), is_rms, True)
     return out
 
 
 @planned("triton.norms", tensors=3, untuned=None)
-def _tuned(x2d, weight, out, eps: float, is_rms: bool, has_bias: bool) -> None:
+def _planned(x2d, weight, out, eps: float, is_rms: bool, has_bias: bool) -> None:
     """The tuned launch without a bias (the kernel's bias pointer is weight's)."""
     _launch(x2d, weight, None, weight, out, eps, is_rms, None, None)
 
 
-@planned(_tuned.plans, tensors=4, untuned=None)
-def _tuned_with_bias(x2d, weight, bias, out, eps: float, is_rms: bool, has_bias: bool) -> None:
+@planned(_planned.plans, tensors=4, untuned=None)
+def _planned_with_bias(x2d, weight, bias, out, eps: float, is_rms: bool, has_bias: bool) -> None:
     """The tuned launch with a bias."""
     _launch(x2d, weight, bias, bias, out, eps, is_rms, None, None)
 
 
-PLANS = _tuned.plans  # the launch plans (tests read and reset them)
+PLANS = _planned.plans  # the launch plans (tests read and reset them)
 
 
 def _launch(x2d, weight, bias, bias_arg, out, eps, is_rms, single_pass_max_cols, config) -> None:
