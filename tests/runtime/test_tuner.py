@@ -137,8 +137,8 @@ def test_every_triton_autotuner_ranks_configs_by_device_time():
     from kernelab.runtime import tuner as _runtime
 
     matmul, vector_add = kernel_module("matmul"), kernel_module("vector_add")
-    tuners = [matmul._plain_tuned, vector_add._vector_add_tuned]
-    tuners += [matmul._tma_autotuner(2, None), matmul._tma_autotuner(1, False, small_tiles=False)]
+    tuners = [matmul.plain._plain_tuned, vector_add._vector_add_tuned]
+    tuners += [matmul.tma._tma_autotuner(2, None), matmul.tma._tma_autotuner(1, False, small_tiles=False)]
     for tuner in tuners:
         assert tuner.do_bench is _runtime.autotuner_bench
 

@@ -137,9 +137,9 @@ def test_matmul_small_tiles_join_only_where_large_tiles_leave_sms_idle(matmul):
 
 def test_matmul_autotuner_prune_hook_reads_the_launch_arguments(matmul):
     """The hook sees Triton's Config objects and the call's arguments, not our dicts."""
-    configs = [matmul._triton_config(c) for c in matmul.tma_candidates(2)]
-    at_1024 = matmul._prune_tma(configs, {"M": 1024, "N": 1024, "K": 1024}, NUM_PROGRAMS=132)
-    at_4096 = matmul._prune_tma(configs, {"M": 4096, "N": 4096, "K": 4096}, NUM_PROGRAMS=132)
+    configs = [matmul.tiles._triton_config(c) for c in matmul.tma_candidates(2)]
+    at_1024 = matmul.tiles._prune_tma(configs, {"M": 1024, "N": 1024, "K": 1024}, NUM_PROGRAMS=132)
+    at_4096 = matmul.tiles._prune_tma(configs, {"M": 4096, "N": 4096, "K": 4096}, NUM_PROGRAMS=132)
     assert at_1024 == configs
     assert 0 < len(at_4096) < len(configs)
     assert all(c.kwargs["BM"] * c.kwargs["BN"] >= 128 * 128 for c in at_4096)
@@ -196,18 +196,18 @@ def test_matmul_default_set_that_fails_falls_back_to_the_measured_set(matmul, mo
             return Tuner("measured", fails=False)
         return Tuner(f"ws={warp_specialize}", fails=True)
 
-    monkeypatch.setattr(matmul, "_fixed_launch", lambda config: None)
-    monkeypatch.setattr(matmul, "_tma_autotuner", fake_autotuner)
-    monkeypatch.setattr(matmul, "_DEFAULT_SET_FAILED", set())
+    monkeypatch.setattr(matmul.tma, "_fixed_launch", lambda config: None)
+    monkeypatch.setattr(matmul.tma, "_tma_autotuner", fake_autotuner)
+    monkeypatch.setattr(matmul.tma, "_DEFAULT_SET_FAILED", set())
     a = torch.randn(16, 16, dtype=torch.float16)
     b = torch.randn(16, 16, dtype=torch.float16)
     c = torch.empty(16, 16, dtype=torch.float16)
     with pytest.warns(RuntimeWarning, match="default candidate set failed"):
-        matmul._launch_tma(a, b, c, warp_specialize=None, config=None)
-    matmul._launch_tma(a, b, c, warp_specialize=None, config=None)  # straight to the fallback
+        matmul.tma._launch_tma(a, b, c, warp_specialize=None, config=None)
+    matmul.tma._launch_tma(a, b, c, warp_specialize=None, config=None)  # straight to the fallback
     assert calls == ["ws=None", "measured", "measured"]
     with pytest.raises(RuntimeError):  # a forced choice is never silently replaced
-        matmul._launch_tma(a, b, c, warp_specialize=True, config=None)
+        matmul.tma._launch_tma(a, b, c, warp_specialize=True, config=None)
 
 
 def _split_k_configs(matmul):
@@ -221,7 +221,7 @@ def _arrival_counters(matmul, device):
         # The launcher keys the counters by the tensors' device, which names its index.
         device = torch.device("cuda", torch.cuda.current_device())
         stream = torch.cuda.current_stream(device).cuda_stream
-    return matmul._ARRIVALS[(str(device), stream)]
+    return matmul.tma._ARRIVALS[(str(device), stream)]
 
 
 @pytest.mark.skipif(
@@ -263,8 +263,8 @@ def test_matmul_split_k_with_a_stale_counter_is_caught_by_the_check(matmul):
 
 
 def test_matmul_tuned_choices_reads_the_autotuner_caches(matmul, monkeypatch):
-    monkeypatch.setattr(matmul, "_TMA_TUNERS", {})
-    tuner = matmul._tma_autotuner(2, None)
+    monkeypatch.setattr(matmul.tma, "_TMA_TUNERS", {})
+    tuner = matmul.tma._tma_autotuner(2, None)
     chosen = tuner.configs[-1]
     monkeypatch.setitem(tuner.cache, (1024, 1024, 1024, True, "torch.bfloat16"), chosen)
     [entry] = [c for c in matmul.tuned_choices() if c["kernel"] == "tma"]
@@ -299,7 +299,7 @@ class _TimedTuner:
     """What settle_close_choices reads of Triton's autotuner: its cache and last timings."""
 
     def __init__(self, matmul, medians_us: dict, chosen: str):
-        self.configs = {name: matmul._triton_config(_tile(name)) for name in medians_us}
+        self.configs = {name: matmul.tiles._triton_config(_tile(name)) for name in medians_us}
         self.configs_timings = {
             self.configs[name]: [us / 1e3, us / 1e3, us / 1e3] for name, us in medians_us.items()
         }
@@ -408,7 +408,7 @@ def test_gpu_matmul_tuning_ends_in_a_final_round_and_stays_correct(matmul, monke
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs cc >= 9.0")
     monkeypatch.setenv("KERNELAB_TRITON_AUTOTUNE", "1")
-    monkeypatch.setattr(matmul, "_TMA_TUNERS", {})
+    monkeypatch.setattr(matmul.tma, "_TMA_TUNERS", {})
     monkeypatch.setattr(matmul._runtime, "TUNING_LOG", {})
     matmul.PLANS.forget()  # a plan from an earlier test would replay without tuning
     shape = {"m": 1024, "n": 1024, "k": 1024}
