@@ -30,19 +30,6 @@ from kernelab.harness.check import check_implementation  # noqa: E402
 softmax = kernel_fixture("softmax")
 
 
-def test_held_bf16_exps_rounded_twice_toward_zero_stay_within_the_interpreter_allowance(softmax):
-    """HOLD_INPUT rounds to bf16 twice, both toward zero on the interpreter: on this seed of
-    a 1 x 200 row that reads 0.0081 against round-to-nearest's allowance of 0.0078, inside
-    the doubled allowance of bf16_truncates."""
-    config = {"CHUNK": 256, "num_warps": 4, "DEFER": True, "HOLD_INPUT": True}
-    fn = functools.partial(
-        softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
-    )
-    report = check_implementation(fn, "softmax", {"rows": 1, "cols": 200}, "bf16", trials=1,
-                                  device=DEVICE, seed=1602432029, bf16_truncates=not HAS_CUDA)  # fmt: skip
-    assert report.ok, report.message
-
-
 SOFTMAX_SHAPES = [
     {"rows": 1, "cols": 1},
     {"rows": 3, "cols": 7},
@@ -235,8 +222,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
     [
         {"PREFETCH": 1},
         {"PREFETCH": 2},
-        {"HOLD_INPUT": True},
-        {"LATE_LOAD": True, "maxnreg": 128},
         {"L2_AHEAD": 1},  # inline PTX: dropped under the interpreter, runs on the GPU
         {"L2_AHEAD": 1, "L2_PART": 2},  # half of each chunk prefetched (GPU only, as above)
         {"PACKED": True},  # one word per chunk: 23 rows in one group wrap the tag bit
@@ -659,24 +644,6 @@ def test_softmax_split_winner_goes_first_where_it_was_measured(softmax):
     # fp32 65K: the flat kernel's c2048 w2 beat it (winners.json leads there)
     assert softmax.long_rows.gluon_winner_first(others + split, 4, 65_536) == others + split
     assert softmax.long_rows.gluon_winner_first(others + split[:1], 4, 32_768) == others + split[:1]
-
-
-def test_softmax_long_row_variants_pair_each_candidate_with_its_hypothesis_tests(softmax):
-    for cols, dtype in [(32_768, torch.bfloat16), (262_144, torch.float32)]:
-        candidates = softmax.long_row_candidates(cols, dtype)
-        variants = softmax.long_row_variants(cols, dtype)
-        assert all(c in variants for c in candidates)
-        for c in candidates:
-            if c.get("DEFER") or c["path"] == "flat":
-                continue  # always lean; its variants come from the waiting candidates
-            assert {**c, "LEAN": False} in variants
-            if c["path"].startswith("l2"):
-                assert {**c, "BLOCK": c["BLOCK"] // 2, "PREFETCH": True} in variants
-            if c["path"] == "cooperative":
-                assert {**c, "PREFETCH": 2} in variants
-                assert {**c, "CHUNK": c["CHUNK"] // 2, "PREFETCH": 2} in variants
-                assert any(v.get("DEFER") and v["CHUNK"] == c["CHUNK"] for v in variants)
-        assert len({str(sorted(v.items())) for v in variants}) == len(variants)
 
 
 def test_softmax_unknown_long_row_path_is_refused(softmax):

@@ -63,7 +63,7 @@ def test_gpu_softmax_every_row_tile_candidate(softmax, cols, dtype):
 def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     x = torch.randn(shape["rows"], shape["cols"], device="cuda", dtype=torch_dtype)
-    for config in softmax.long_row_variants(shape["cols"], torch_dtype):
+    for config in softmax.long_row_candidates(shape["cols"], torch_dtype):
         # the candidate's own kernel, not the two-pass fallback, must run
         assert softmax.long_rows.launch_one(x, torch.empty_like(x), config), config
         fn = functools.partial(softmax.softmax, config=config)
@@ -210,7 +210,7 @@ def test_gpu_softmax_pair_reading_candidates_are_precise_at_huge_logits(softmax,
 
 @pytest.mark.gpu
 def test_gpu_softmax_every_long_row_candidate_is_precise_at_huge_logits(softmax):
-    for config in softmax.long_row_variants(70_001, torch.float32):
+    for config in softmax.long_row_candidates(70_001, torch.float32):
         assert_precise_at_huge_logits(functools.partial(softmax.softmax, config=config), config)
 
 

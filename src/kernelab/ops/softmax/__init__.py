@@ -30,7 +30,6 @@ from kernelab.ops.softmax.long_rows import (
     long_row_candidates,
     long_row_candidates_for,
     long_row_plan,
-    long_row_variants,
 )
 from kernelab.ops.softmax.rows import row_candidates_for, single_pass_candidates_for
 from kernelab.runtime.launch_plans import planned
@@ -38,7 +37,7 @@ from kernelab.runtime.tuner import interpreting, row_tile_candidates
 
 __all__ = [  # what benchmarks, the lab and tests read besides softmax()
     "SINGLE_PASS_MAX_COLS", "choose_path", "config_for", "cooperative_occupancy",
-    "long_row_candidates", "long_row_candidates_for", "long_row_plan", "long_row_variants",
+    "long_row_candidates", "long_row_candidates_for", "long_row_plan",
     "row_candidates_for", "row_tile_candidates", "single_pass_candidates_for", "softmax",
 ]  # fmt: skip
 

@@ -195,8 +195,6 @@ def _softmax_coop_deferred_kernel(
     CHUNK: tl.constexpr,
     BLOCK_CHUNKS: tl.constexpr,
     PREFETCH: tl.constexpr,
-    HOLD_INPUT: tl.constexpr,
-    LATE_LOAD: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
     L2_AHEAD: tl.constexpr = 0,
@@ -219,9 +217,7 @@ def _softmax_coop_deferred_kernel(
     # registers one step longer (e of two rows, plus the next row's chunk in flight). The
     # order is the point: publish as early as possible, finish the deferred row last.
     # Same groups and chunks as _softmax_coop_kernel; the lean exp always; PREFETCH (1 or 2)
-    # later rows' chunks in flight, in the input dtype. HOLD_INPUT keeps the held exps (values
-    # in [0, 1]) in the input dtype: for bf16 half the registers, at the price of a second
-    # rounding (the output is rounded to that dtype anyway: at most 1 ulp more).
+    # later rows' chunks in flight, in the input dtype.
     # PACKED: each chunk's partials in one 64-bit word with a one-bit tag (_packed), not two.
     # EARLY_POLL: the first poll for the row to finish is issued before this row's exps are
     # taken, so its L2 round trip overlaps that arithmetic instead of following it.
@@ -261,8 +257,6 @@ def _softmax_coop_deferred_kernel(
         )
     if RECOMPUTE:
         held_e = tl.zeros([CHUNK // 2], dtype=tl.uint32)
-    elif HOLD_INPUT:
-        held_e = tl.zeros([CHUNK], dtype=x_ptr.dtype.element_ty)
     else:
         held_e = tl.zeros([CHUNK], dtype=tl.float32)
     held_max = tl.max(held_e.to(tl.float32), axis=0)
@@ -297,7 +291,7 @@ def _softmax_coop_deferred_kernel(
                 x_ptr, row + 2 * n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK,
                 EVEN, PAIRS,
             )  # fmt: skip
-        elif not LATE_LOAD:
+        else:
             upcoming = _load_step(
                 x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
                 PAIRS,
@@ -309,12 +303,6 @@ def _softmax_coop_deferred_kernel(
             top = _chunk_max(x, TREE)
         # chunk_max: c, the max in log2 units (_exps_and_sum)
         e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
-        if LATE_LOAD and PREFETCH < 2:
-            # issued once x is spent (exps taken): a chunk of registers fewer at the peak
-            upcoming = _load_step(
-                x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN,
-                PAIRS,
-            )  # fmt: skip
         _publish(
             stats_ptr + ((group * 4 + turn % 4) * n_chunks) * WORDS,
             chunk, turn + 1, chunk_max, chunk_sum, PACKED,
@@ -330,8 +318,6 @@ def _softmax_coop_deferred_kernel(
             healthy = healthy & met
         if RECOMPUTE:
             held_e = pairs
-        elif HOLD_INPUT:
-            held_e = e.to(x_ptr.dtype.element_ty)
         else:
             held_e = e
         held_max = chunk_max
@@ -517,8 +503,6 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     if deferred:
         kwargs.update(
             PREFETCH=config.get("PREFETCH", 1),
-            HOLD_INPUT=config.get("HOLD_INPUT", False),
-            LATE_LOAD=config.get("LATE_LOAD", False),
             PACKED=config.get("PACKED", False),
             EARLY_POLL=config.get("EARLY_POLL", False),
             # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16

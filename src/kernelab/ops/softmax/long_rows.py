@@ -110,52 +110,6 @@ def long_row_candidates(n_cols: int, dtype) -> list[dict]:
     return first + [c for c in candidates if c not in first]
 
 
-def long_row_variants(n_cols: int, dtype) -> list[dict]:
-    """long_row_candidates and, next to each, the variants that test why it is fast or slow,
-    for benchmarks and GPU tests (the tuner never sees them): LEAN=False (the plain
-    arithmetic: two exps per value in the cooperative kernel, tl.exp everywhere), and for the
-    L2 kernels PREFETCH=True at half the loop step (two half blocks in flight, about the
-    registers of one whole block). For 2-byte dtypes the register single pass also runs at 16
-    warps, 64 values (128 bytes) per thread as fp32 has at 32 warps. The cooperative kernel
-    also runs PREFETCH=2 (two later rows in flight while it waits), and at half the chunk with
-    it (16 values per thread: about twice the programs per SM), and DEFER (it never waits for
-    the row it has just published) at its chunk and at half of it; for 2-byte dtypes DEFER
-    with the held exps in the input dtype (HOLD_INPUT); and DEFER at one warp per program."""
-    variants = []
-    for config in long_row_candidates(n_cols, dtype):
-        variants.append(config)
-        if config.get("DEFER") or config["path"] == "flat":
-            continue  # the deferred kernels are always lean, and their variants are below
-        variants.append({**config, "LEAN": False})
-        if config["path"] == "cooperative":
-            variants.append({**config, "PREFETCH": 2})
-            variants.append({**config, "CHUNK": config["CHUNK"] // 2, "PREFETCH": 2})
-            deferred = {k: v for k, v in config.items() if k not in ("PREFETCH", "LEAN")}
-            variants.append({**deferred, "DEFER": True})
-            variants.append({**deferred, "CHUNK": config["CHUNK"] // 2, "DEFER": True})
-            variants.append(
-                {**deferred, "CHUNK": config["CHUNK"] // 2, "DEFER": True, "PREFETCH": 2}
-            )
-            if torch.empty((), dtype=dtype).element_size() == 2:
-                held = {**deferred, "DEFER": True, "HOLD_INPUT": True}
-                variants += [held, {**held, "CHUNK": config["CHUNK"] // 2}]
-        if config["path"] in l2.L2_LIVE_SLICES:
-            variants.append({**config, "BLOCK": config["BLOCK"] // 2, "PREFETCH": True})
-        if config["path"] == "single-pass" and torch.empty((), dtype=dtype).element_size() == 2:
-            variants.append({**config, "num_warps": 16})
-    # one warp per program: every reduction and every poll is a warp shuffle, no barrier
-    # (block barriers were the first stall reason of the 4-warp kernels under ncu)
-    one_warp = {"path": "cooperative", "num_warps": 1, "DEFER": True}
-    if n_cols > 2048:
-        variants += [{**one_warp, "CHUNK": c} for c in (512, 1024, 2048)]
-        variants += [{**one_warp, "CHUNK": c, "PREFETCH": 2} for c in (1024, 2048)]
-        variants += [{**one_warp, "CHUNK": c, "num_warps": 2} for c in (2048, 4096)]
-        if torch.empty((), dtype=dtype).element_size() == 2:
-            variants.append({**one_warp, "CHUNK": 2048, "HOLD_INPUT": True})
-    unique = {str(sorted(v.items())): v for v in reversed(variants)}  # the first one stays
-    return [v for v in variants if unique[str(sorted(v.items()))] is v]
-
-
 def path_default(path: str, dtype) -> dict:
     """The first configuration of one long-row path (what a forced path runs untuned)."""
     if path == "cooperative":
