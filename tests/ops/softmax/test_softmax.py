@@ -173,36 +173,18 @@ def test_softmax_wide_thread_candidates_run_one_row_per_program(softmax, dtype):
     assert_matches_reference(fn, "softmax", {"rows": 2, "cols": 8192, "stride": 8200}, dtype)
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_softmax_single_pass_with_halving_reductions(softmax, dtype):
-    # TREE: one row per program, its max and sum folded in half three times before the
-    # reduction; awkward lengths (padding is -inf, whose exp 0 must not upset the folds)
-    config = {"ROWS": 1, "num_warps": 2, "num_stages": 1, "PERSISTENT": False, "TREE": True}
-    fn = functools.partial(softmax.softmax, config=config)
-    for shape in ({"rows": 3, "cols": 2000}, {"rows": 2, "cols": 4096, "stride": 4104}):
-        assert_matches_reference(fn, "softmax", shape, dtype)
-    x = torch.randn(4, 300, device=DEVICE)
-    x[1] = float("-inf")
-    x[2, :290] = float("-inf")
-    x[3, 7] = float("nan")
-    y = fn(x)
-    assert torch.isnan(y[1]).all() and torch.isnan(y[3]).all() and torch.isfinite(y[[0, 2]]).all()
-    assert (y[2, :290] == 0).all() and torch.allclose(y[2, 290:], torch.softmax(x[2, 290:], -1))
-
-
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "plain-exp"])
 @pytest.mark.parametrize(
     "prefetch", [2, True, False], ids=["prefetch-2", "prefetch", "no-prefetch"]
 )
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dtype):
+def test_softmax_cooperative_with_one_chunk_per_row(softmax, prefetch, dtype):
     # One chunk per row: every group is a single program, so the kernel runs under the
     # interpreter too. 9 rows over at most 4 groups: each group walks several rows, which
     # exercises the prefetch of the next row (or two, reaching past the last row), both
     # parities of the partials buffer and the turn tags (a stale tag would hang until the
     # spin budget and poison the row with NaN).
-    # lean: the output is exp(x - chunk max), kept from the statistics, times one rescale.
-    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch, "LEAN": lean}
+    # The output is exp(x - chunk max), kept from the statistics, times one rescale.
+    config = {"CHUNK": 256, "num_warps": 4, "PREFETCH": prefetch}
     fn = functools.partial(
         softmax.softmax, single_pass_max_cols=16, long_rows="cooperative", config=config
     )
@@ -227,7 +209,6 @@ def test_softmax_cooperative_with_one_chunk_per_row(softmax, lean, prefetch, dty
         {"PACKED": True},  # one word per chunk: 23 rows in one group wrap the tag bit
         {"EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True},
-        {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "MASKED": True, "STREAM_STORE": True},
@@ -369,17 +350,17 @@ def test_softmax_cooperative_wait_that_gives_up_yields_nan_not_a_hang(softmax, p
     # the packed word's one-bit tag reads the never-written slots as turns 5-8's, so only
     # the poison carried from the first failed wait keeps those rows NaN.
     x = torch.randn(9, 127, device=DEVICE)
-    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch, "LEAN": True}
+    config = {"CHUNK": 32, "num_warps": 4, "PREFETCH": prefetch}
     if prefetch.__class__ is str:
         config = {"CHUNK": 32, "num_warps": 4, "DEFER": True, "PACKED": prefetch.endswith("packed")}
     y = softmax.softmax(x, single_pass_max_cols=16, long_rows="cooperative", config=config)
     assert torch.isnan(y[:, :32]).all()
 
 
-@pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"LEAN": False}], ids=str)
+@pytest.mark.parametrize("knobs", [{"PREFETCH": True}, {"PREFETCH": False}], ids=str)
 @pytest.mark.parametrize("path", ["l2-rows", "l2-split"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_softmax_l2_kernels_with_prefetch_or_the_plain_exp(softmax, knobs, path, dtype):
+def test_softmax_l2_kernels_mask_the_block_past_each_rows_end(softmax, knobs, path, dtype):
     # Rows of 1 to 9 loop steps of 32 values (one slice per row for l2-split, so it runs
     # under the interpreter): the prefetched block past the end of a row must be masked off.
     config = {**SMALL_L2_CONFIGS[path], "SLICE": 512, **knobs}
@@ -434,8 +415,7 @@ def test_softmax_long_row_candidates_name_their_path_and_size_bf16_in_bytes(soft
             # a split row has at least two slices
             assert all(cols > c["SLICE"] for c in candidates if c["path"] == "l2-split")
             # nothing the H200 showed broken or slow everywhere: no counter exchange, every
-            # cooperative candidate prefetches or defers its wait, every one runs the lean exp
-            assert all(c.get("LEAN", True) for c in candidates)
+            # cooperative candidate prefetches or defers its wait
             cooperative = [c for c in candidates if c["path"] == "cooperative"]
             assert all(c.get("PREFETCH") or c.get("DEFER") for c in cooperative)
         single = [c for c in fp32 if c["path"] == "single-pass"]
@@ -689,8 +669,8 @@ for config in json.loads(sys.argv[1]):
     signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
                  "x_row_stride": "i32", "out_row_stride": "i32"}
     aligned = {(kernel.arg_names.index(n),): [["tt.divisibility", 16]] for n in signature}
-    constexprs = {"BLOCK_N": 4096, "ROWS": config["ROWS"], "PERSISTENT": True, "LEAN": True,
-                  "FTZ": True, "PIPELINE": config.get("PIPELINE", 1), "TREE": False}
+    constexprs = {"BLOCK_N": 4096, "ROWS": config["ROWS"], "PERSISTENT": True, "FTZ": True,
+                  "PIPELINE": config.get("PIPELINE", 1)}
     signature.update({name: "constexpr" for name in constexprs})
     source = ASTSource(fn=kernel, signature=signature, attrs=aligned,
                        constexprs={(kernel.arg_names.index(n),): v for n, v in constexprs.items()})

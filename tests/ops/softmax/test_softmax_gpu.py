@@ -78,7 +78,6 @@ def test_gpu_softmax_every_long_row_candidate(softmax, shape, dtype):
         {"PACKED": True},
         {"EARLY_POLL": True},
         {"PACKED": True, "EARLY_POLL": True},
-        {"PACKED": True, "EARLY_POLL": True, "TREE": True},
         {"PACKED": True, "EARLY_POLL": True, "STREAM_STORE": True},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2},
         {"PACKED": True, "EARLY_POLL": True, "PAIRS": True, "UNROLL": 2, "L2_PART": 2},

@@ -9,20 +9,17 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernelab.ops.softmax.primitives import LOG2E, _exp2, _halving_reduce
+from kernelab.ops.softmax.primitives import LOG2E, _exp2
 
 
 @triton.jit
-def _chunk_max(x, TREE: tl.constexpr = False):
-    """The max of a chunk (TREE: folded in half three times first, _halving_reduce)."""
-    if TREE:
-        return _halving_reduce(x, True)
-    else:
-        return tl.max(x, axis=0)
+def _chunk_max(x):
+    """The max of a chunk."""
+    return tl.max(x, axis=0)
 
 
 @triton.jit
-def _exps_and_sum(x, chunk_max, FTZ: tl.constexpr, TREE: tl.constexpr = False):
+def _exps_and_sum(x, chunk_max, FTZ: tl.constexpr):
     """(e, c, sum of e) of one chunk whose max is chunk_max, with c = max * log2(e) rounded
     once to fp32 and e = 2^(x * log2(e) - c) in fp32 (one FFMA and one ex2 per value).
     The exps stay in registers: once the row's (C, S) are known the output is
@@ -33,16 +30,13 @@ def _exps_and_sum(x, chunk_max, FTZ: tl.constexpr, TREE: tl.constexpr = False):
     (0, -inf, 0) for a chunk of only -inf."""
     c = chunk_max * LOG2E
     e = _exps_against(x, c, FTZ)
-    if TREE:
-        return e, c, _halving_reduce(e, False)
-    else:
-        return e, c, tl.sum(e, axis=0)
+    return e, c, tl.sum(e, axis=0)
 
 
 @triton.jit
-def _chunk_exp_stats(x, FTZ: tl.constexpr, TREE: tl.constexpr = False):
+def _chunk_exp_stats(x, FTZ: tl.constexpr):
     """(e, c, sum of e) of one fp32 chunk (_exps_and_sum of its max)."""
-    return _exps_and_sum(x, _chunk_max(x, TREE), FTZ, TREE)
+    return _exps_and_sum(x, _chunk_max(x), FTZ)
 
 
 @triton.jit

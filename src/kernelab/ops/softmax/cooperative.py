@@ -37,7 +37,6 @@ from kernelab.ops.softmax.exchange import (
 from kernelab.ops.softmax.primitives import (
     LOG2E,
     _chunk_scale,
-    _chunk_stats,
     _exp2,
     _prefetch_to_l2,
 )
@@ -59,7 +58,6 @@ def _softmax_coop_kernel(
     CHUNK: tl.constexpr,
     BLOCK_CHUNKS: tl.constexpr,
     PREFETCH: tl.constexpr,
-    LEAN: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
     L2_AHEAD: tl.constexpr = 0,
@@ -93,24 +91,18 @@ def _softmax_coop_kernel(
             upcoming = _load_chunk(x_ptr, row + n_groups, n_rows, n_cols, x_row_stride, cols)
         else:
             x = _load_chunk(x_ptr, row, n_rows, n_cols, x_row_stride, cols).to(tl.float32)
-        if LEAN:
-            e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
-        else:
-            chunk_max, chunk_sum = _chunk_stats(x)
+        e, chunk_max, chunk_sum = _chunk_exp_stats(x, FTZ)
         # Partials are double-buffered by iteration parity: a program can only be one row
         # ahead of its slowest peer, because it passed the barrier that peer also arrives at.
         # 16 bytes per chunk per row: nothing next to the row's CHUNK * itemsize.
         buffer = stats_ptr + ((group * 2 + iteration % 2) * n_chunks) * 2
-        # (LEAN: maxima in log2 units, see _chunk_exp_stats)
+        # (maxima in log2 units, see _chunk_exp_stats)
         row_max, row_sum, met = _exchange_tagged(
             buffer, chunk, n_chunks, iteration + 1, chunk_max, chunk_sum, BLOCK_CHUNKS, MAX_SPINS,
-            LEAN,
+            True,
         )  # fmt: skip
-        if LEAN:
-            # one scalar exp per program, then one FMUL per value (all -inf row: S is NaN)
-            y = e * _chunk_scale(chunk_max, row_max, row_sum, FTZ)
-        else:
-            y = tl.exp(x - row_max) * (1.0 / row_sum)  # a second exp of every value
+        # one scalar exp per program, then one FMUL per value (all -inf row: S is NaN)
+        y = e * _chunk_scale(chunk_max, row_max, row_sum, FTZ)
         y = tl.where(met, y, float("nan"))  # a wait that gave up poisons the row
         # the only write: CHUNK * itemsize per program
         tl.store(
@@ -150,7 +142,7 @@ def _finish_deferred(
     succeeded. RECOMPUTE: e is the chunk's input as words of bf16 pairs, and the output is
     2^(x * log2(e) - C) / S, its exps taken again against the row's C. Returns (the polls
     beyond the first, 0 when no peer was late; whether this wait succeeded)."""
-    # the deferred kernel is always lean: its maxima are in log2 units
+    # its maxima are in log2 units
     row_max, row_sum, met, spins = _settle(
         buffer, first, second, n_chunks, turn, BLOCK_CHUNKS, MAX_SPINS, PACKED, True
     )
@@ -201,7 +193,6 @@ def _softmax_coop_deferred_kernel(
     PACKED: tl.constexpr = False,
     EARLY_POLL: tl.constexpr = False,
     EVEN: tl.constexpr = False,
-    TREE: tl.constexpr = False,
     STREAM_STORE: tl.constexpr = False,
     PAIRS: tl.constexpr = False,
     UNROLL: tl.constexpr = 1,
@@ -216,13 +207,12 @@ def _softmax_coop_deferred_kernel(
     # peers published a whole step ago, instead of waiting for r's. Its exps stay in
     # registers one step longer (e of two rows, plus the next row's chunk in flight). The
     # order is the point: publish as early as possible, finish the deferred row last.
-    # Same groups and chunks as _softmax_coop_kernel; the lean exp always; PREFETCH (1 or 2)
+    # Same groups and chunks as _softmax_coop_kernel; PREFETCH (1 or 2)
     # later rows' chunks in flight, in the input dtype.
     # PACKED: each chunk's partials in one 64-bit word with a one-bit tag (_packed), not two.
     # EARLY_POLL: the first poll for the row to finish is issued before this row's exps are
     # taken, so its L2 round trip overlaps that arithmetic instead of following it.
-    # EVEN: every chunk is whole, so no masks (set by the launcher). TREE: the chunk's max and
-    # sum fold it in half three times first (_halving_reduce), not one chain of FMNMX / FADD.
+    # EVEN: every chunk is whole, so no masks (set by the launcher).
     # PAIRS (bf16, whole chunks): the chunk travels as 32-bit words of pairs (_load_pairs),
     # widened by shifts and its max taken on the pairs (_max_of_words; PTX: inline PTX
     # allowed, off under the interpreter). UNROLL=2: two steps per loop iteration, so the held
@@ -300,9 +290,9 @@ def _softmax_coop_deferred_kernel(
             x = _unpaired(pairs)
             top = _max_of_words(pairs, PTX)
         else:
-            top = _chunk_max(x, TREE)
+            top = _chunk_max(x)
         # chunk_max: c, the max in log2 units (_exps_and_sum)
-        e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ, TREE)
+        e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ)
         _publish(
             stats_ptr + ((group * 4 + turn % 4) * n_chunks) * WORDS,
             chunk, turn + 1, chunk_max, chunk_sum, PACKED,
@@ -357,7 +347,7 @@ HALF_PREFETCH_MAX_CHUNKS = {2: 64, 4: 128}
 def candidates(dtype) -> list[dict]:
     """Configurations of the cooperative kernel to try: 4096 values per program at 4 warps
     and 8192 at 8 (32 values per thread), each prefetching the next row's chunk, with the
-    tagged exchange and the lean exp (LEAN, see _exp_shifted); then the deferred kernel's.
+    tagged exchange and the exps in base 2 (primitives._exp_shifted); then the deferred kernel's.
 
     On the H200 (softmax_long_rows_v1) these two won or came within 1 % of the winner at
     65K-131K columns; 2048-value chunks, no prefetch and the bf16 chunks held at fp32's bytes
@@ -365,8 +355,8 @@ def candidates(dtype) -> list[dict]:
     slowest everywhere (1.5-2.5 TB/s) and raced in bf16.
     """
     waiting = [
-        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True, "LEAN": True},
-        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True, "LEAN": True},
+        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True},
+        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True},
     ]
     # DEFER (softmax_long_rows_v4-v7): one warp per program (no block barriers) won at every
     # long row, 4 warps (4096 values) only where one warp had to poll 256 chunks.
@@ -489,11 +479,10 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     n_chunks = triton.cdiv(n_cols, chunk)
     deferred = config.get("DEFER", False)
     # num_stages=1: no software pipelining, so no load is ever hoisted above the barrier
-    lean = config.get("LEAN", True) or deferred
     kwargs = {
         "CHUNK": chunk,
         "BLOCK_CHUNKS": max(MAX_CHUNKS_BLOCK, triton.next_power_of_2(n_chunks)),
-        "FTZ": lean and not interpreting(),
+        "FTZ": not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
@@ -508,11 +497,7 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16
             # c2048 candidate)
             EVEN=not config.get("MASKED", False) and n_cols % chunk == 0,
-            # halving reductions (_halving_reduce): 4x shorter dependent chains, the same
-            # speed on the H200 (within 0.5 %: softmax_long_rows_v16)
-            TREE=config.get("TREE", False),
-            # the output stored evict_first: -0.7 % to +1.2 % beside the same config on the
-            # H200 (softmax_long_rows_v20), inside a run's spread; not a candidate
+            # the output stored evict_first (a bf16 candidate: softmax_paired_configs_v3)
             STREAM_STORE=config.get("STREAM_STORE", False),
             # two steps per loop iteration: the held exps change registers without moves
             UNROLL=config.get("UNROLL", 1),
@@ -539,7 +524,7 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # cost registers), so they keep the fixed block.
             kwargs["BLOCK_CHUNKS"] = max(2, triton.next_power_of_2(n_chunks))
     else:
-        kwargs.update(PREFETCH=config["PREFETCH"], LEAN=lean)
+        kwargs.update(PREFETCH=config["PREFETCH"])
     max_groups = max(1, min(n_rows, sm_count(x2d.device) * 32 // n_chunks))
     # workspace: 2 tagged words (max, sum) x turn slots (2 parities, 4 when deferred) x chunks
     # per group, int64 words that start at tag 0, which no turn matches (PACKED: one word per

@@ -37,7 +37,6 @@ def _stream_stats(
     stop,
     BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr,
-    LEAN: tl.constexpr,
     FTZ: tl.constexpr,
 ):
     """(max, sum of exp(x - max)) of x_row[start:stop], read BLOCK values at a time.
@@ -69,18 +68,12 @@ def _stream_stats(
                 x_row + cols, mask=cols < stop, other=-float("inf"), eviction_policy="evict_last"
             ).to(tl.float32)
         # (-inf, 0) until a finite value shows up: exp(-inf - 0) = 0, never -inf - -inf
-        if LEAN:
-            # in log2 units, like _chunk_exp_stats: the sum is of 2^(x * log2(e) - shift) for
-            # the very rounded shift that is carried and published
-            new_max = tl.maximum(run_max, tl.max(x, axis=0) * LOG2E)
-            shift = tl.where(new_max == -float("inf"), 0.0, new_max)
-            block_sum = tl.sum(_exp2(x * LOG2E - shift, FTZ), axis=0)
-            run_sum = run_sum * _exp2(run_max - shift, FTZ) + block_sum
-        else:
-            new_max = tl.maximum(run_max, tl.max(x, axis=0))
-            shift = tl.where(new_max == -float("inf"), 0.0, new_max)
-            block_sum = tl.sum(tl.exp(x - shift), axis=0)
-            run_sum = run_sum * tl.exp(run_max - shift) + block_sum
+        # in log2 units, like _chunk_exp_stats: the sum is of 2^(x * log2(e) - shift) for the
+        # very rounded shift that is carried and published
+        new_max = tl.maximum(run_max, tl.max(x, axis=0) * LOG2E)
+        shift = tl.where(new_max == -float("inf"), 0.0, new_max)
+        block_sum = tl.sum(_exp2(x * LOG2E - shift, FTZ), axis=0)
+        run_sum = run_sum * _exp2(run_max - shift, FTZ) + block_sum
         run_max = new_max
     return run_max, run_sum
 
@@ -96,7 +89,6 @@ def _stream_normalize(
     met,
     BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr,
-    LEAN: tl.constexpr,
     FTZ: tl.constexpr,
 ):
     """out_row[start:stop] = exp(x - row_max) / row_sum: the second pass, whose reads hit the
@@ -118,12 +110,9 @@ def _stream_normalize(
             )
         else:
             x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-        # all -inf row: exp(-inf - -inf) = NaN, the documented output (LEAN: row_max is in
-        # log2 units, as _stream_stats returns it)
-        if LEAN:
-            y = _exp2(x.to(tl.float32) * LOG2E - row_max, FTZ) * scale
-        else:
-            y = tl.exp(x.to(tl.float32) - row_max) * scale
+        # all -inf row: exp(-inf - -inf) = NaN, the documented output (row_max is in log2
+        # units, as _stream_stats returns it)
+        y = _exp2(x.to(tl.float32) * LOG2E - row_max, FTZ) * scale
         y = tl.where(met, y, float("nan"))
         # write BLOCK * itemsize, streaming (.cs): never read again by this kernel
         tl.store(out_row + cols, y.to(out_row.dtype.element_ty), mask=mask, cache_modifier=".cs")
@@ -145,7 +134,6 @@ def _softmax_l2_kernel(
     BLOCK_SLICES: tl.constexpr,
     SPLIT: tl.constexpr,
     PREFETCH: tl.constexpr,
-    LEAN: tl.constexpr,
     FTZ: tl.constexpr,
     MAX_SPINS: tl.constexpr,
 ):
@@ -169,7 +157,7 @@ def _softmax_l2_kernel(
             # pass 1 of this row (an empty column range on the extra turn)
             stop = tl.minimum(start + slice_cols, tl.where(row < n_rows, n_cols, 0))
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK, PREFETCH, LEAN, FTZ)
+            part_max, part_sum = _stream_stats(x_row, start, stop, BLOCK, PREFETCH, FTZ)
             turn += 1
             # Partials of turn t live in slot t % 4, 16 bytes per slice per row. Four slots,
             # because a program publishing turn t has seen every peer's turn t - 2, so peers
@@ -181,7 +169,7 @@ def _softmax_l2_kernel(
             previous = row - n_groups
             row_max, row_sum, met, _ = _gather_tagged(
                 slots + ((turn - 1) % 4) * n_slices * 2, n_slices, turn - 1, BLOCK_SLICES, MAX_SPINS,
-                LEAN,
+                True,
             )  # fmt: skip
             stop = tl.minimum(start + slice_cols, tl.where(previous >= 0, n_cols, 0))
             _stream_normalize(
@@ -194,16 +182,15 @@ def _softmax_l2_kernel(
                 met,
                 BLOCK,
                 PREFETCH,
-                LEAN,
                 FTZ,
             )
     else:
         for row in tl.range(group, n_rows, n_groups):
             x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
-            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, LEAN, FTZ)
+            row_max, row_sum = _stream_stats(x_row, 0, n_cols, BLOCK, PREFETCH, FTZ)
             out_row = out_ptr + tl.cast(row, tl.int64) * out_row_stride
             _stream_normalize(
-                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, LEAN, FTZ
+                x_row, out_row, 0, n_cols, row_max, row_sum, True, BLOCK, PREFETCH, FTZ
             )
 
 
@@ -248,8 +235,7 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "BLOCK_SLICES": max(16, triton.next_power_of_2(n_slices)),
         "SPLIT": split,
         "PREFETCH": config.get("PREFETCH", False),
-        "LEAN": config.get("LEAN", True),
-        "FTZ": config.get("LEAN", True) and not interpreting(),
+        "FTZ": not interpreting(),
         "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         # no software pipelining: no load is ever hoisted above the wait for the partials

@@ -28,15 +28,12 @@ def _exp2(x, FTZ: tl.constexpr):
 
 
 @triton.jit
-def _exp_shifted(x, shift, LEAN: tl.constexpr, FTZ: tl.constexpr):
-    """exp(x - shift). LEAN: 2^(x * log2(e) - shift * log2(e)), one FFMA and one MUFU.EX2 per
-    value (within one row tile, the rounding of shift * log2(e) is one common factor, which
-    the normalization divides out; split rows carry the rounded value instead, see
-    _chunk_exp_stats); otherwise tl.exp(x - shift): FADD, FMUL by log2(e), then the ex2."""
-    if LEAN:
-        return _exp2(x * LOG2E - shift * LOG2E, FTZ)
-    else:
-        return tl.exp(x - shift)
+def _exp_shifted(x, shift, FTZ: tl.constexpr):
+    """exp(x - shift) as 2^(x * log2(e) - shift * log2(e)): one FFMA and one MUFU.EX2 per value
+    where tl.exp(x - shift) costs an FADD, an FMUL by log2(e), then the ex2. Within one row
+    tile the rounding of shift * log2(e) is one common factor, which the normalization divides
+    out; split rows carry the rounded value instead (chunks._exps_and_sum)."""
+    return _exp2(x * LOG2E - shift * LOG2E, FTZ)
 
 
 @triton.jit
@@ -69,29 +66,6 @@ def _chunk_stats(x):
 
 
 @triton.jit
-def _fold_in_half(x, MAX: tl.constexpr):
-    """The elementwise max (MAX) or sum of a 1-D tensor's two halves, paired in any order
-    (can_reorder: in registers, each thread combining values it already holds)."""
-    n: tl.constexpr = x.shape[0]
-    halves = tl.reshape(x, [2, n // 2], can_reorder=True)
-    if MAX:
-        return tl.max(halves, axis=0)
-    return tl.sum(halves, axis=0)
-
-
-@triton.jit
-def _halving_reduce(x, MAX: tl.constexpr):
-    """tl.max (MAX) or tl.sum of a 1-D tensor, first folded in half three times, so the values
-    a thread holds are not reduced as one dependent chain (64 FMNMX or FADD in a row for 64
-    values per thread; 16 after the folds). A sum adds in another order than tl.sum: its
-    rounding differs by a few ulp."""
-    x = _fold_in_half(_fold_in_half(_fold_in_half(x, MAX), MAX), MAX)
-    if MAX:
-        return tl.max(x, axis=0)
-    return tl.sum(x, axis=0)
-
-
-@triton.jit
 def _chunk_scale(c, row_c, row_sum, FTZ: tl.constexpr):
     """What a chunk's exps (_chunk_exp_stats) are multiplied by: 2^(c - C) / S, with C and S
     combined in base 2 (_combine_stats). 0 for a chunk of only -inf (its exps are 0, and
@@ -103,7 +77,7 @@ def _chunk_scale(c, row_c, row_sum, FTZ: tl.constexpr):
 @triton.jit
 def _combine_stats(maxes, sums, BASE2: tl.constexpr = False):
     """The row's max and sum of exp from its chunks' partials (padding: -inf, 0). BASE2: the
-    maxima are in log2 units (max * log2(e), as the lean kernels publish them) and the sums
+    maxima are in log2 units (max * log2(e), as the split-row kernels publish them) and the sums
     are of 2^(x * log2(e) - max)."""
     row_max = tl.max(maxes, axis=0)
     # all -inf row: exp(-inf - -inf) = NaN here, and NaN is the documented output

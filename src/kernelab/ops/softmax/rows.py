@@ -18,7 +18,7 @@ from kernelab.ops.row_tiles import row_tiles
 from kernelab.ops.softmax import held as softmax_held
 from kernelab.ops.softmax import shared as softmax_shared
 from kernelab.ops.softmax import shared_split as softmax_shared_split
-from kernelab.ops.softmax.primitives import _exp_shifted, _halving_reduce
+from kernelab.ops.softmax.primitives import _exp_shifted
 from kernelab.runtime.tuner import (
     interpreter_row_tile,
     interpreting,
@@ -40,9 +40,7 @@ def _softmax_tile(
     out_row_stride,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
-    LEAN: tl.constexpr,
     FTZ: tl.constexpr,
-    TREE: tl.constexpr,
 ):
     cols = tl.arange(0, BLOCK_N)
     rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
@@ -55,21 +53,12 @@ def _softmax_tile(
         other=-float("inf"),
         eviction_policy="evict_first",
     ).to(tl.float32)
-    if TREE:
-        # one row per tile: its max and sum folded in half three times first
-        # (_halving_reduce), not one dependent chain of FMNMX / FADD per thread
-        tl.static_assert(ROWS == 1, "TREE reduces whole tiles: one row per tile only")
-        row_max = _halving_reduce(tl.reshape(x, [BLOCK_N]), True)
-        numerator = _exp_shifted(x, row_max, LEAN, FTZ)
-        denominator = _halving_reduce(tl.reshape(numerator, [BLOCK_N]), False)
-        y = numerator * (1.0 / denominator)
-    else:
-        row_max = tl.max(x, axis=1)
-        numerator = _exp_shifted(x, row_max[:, None], LEAN, FTZ)
-        denominator = tl.sum(numerator, axis=1)
-        y = numerator * (1.0 / denominator)[:, None]
-    # write ROWS * cols * itemsize; one exp, ~4 FLOPs per element (~6 SASS instructions lean
-    # in bf16 with the conversions, ~12 with tl.exp: docs/ops/softmax.md)
+    row_max = tl.max(x, axis=1)
+    numerator = _exp_shifted(x, row_max[:, None], FTZ)
+    denominator = tl.sum(numerator, axis=1)
+    y = numerator * (1.0 / denominator)[:, None]
+    # write ROWS * cols * itemsize; one exp, ~4 FLOPs per element (~6 SASS instructions in
+    # bf16 with the conversions, ~12 with tl.exp: docs/ops/softmax.md)
     tl.store(
         out_ptr + rows[:, None] * out_row_stride + cols[None, :],
         y.to(out_ptr.dtype.element_ty),
@@ -88,10 +77,8 @@ def _softmax_rows_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     PERSISTENT: tl.constexpr,
-    LEAN: tl.constexpr = True,
     FTZ: tl.constexpr = False,
     PIPELINE: tl.constexpr = 1,
-    TREE: tl.constexpr = False,
 ):
     # persistent: programs stride over the tiles; otherwise one tile per program
     first, last, step = row_tiles(n_rows, ROWS, PERSISTENT)
@@ -111,9 +98,7 @@ def _softmax_rows_kernel(
             out_row_stride,
             BLOCK_N,
             ROWS,
-            LEAN,
             FTZ,
-            TREE,
         )
 
 
@@ -153,8 +138,7 @@ def launch(x2d, out, config: dict | None) -> None:
             softmax_shared.launch(x2d, out, c)
             return
         tile = {k: v for k, v in c.items() if k != "path"}
-        lean = tile.get("LEAN", True)
-        extra = {"LEAN": lean, "FTZ": lean and not interpreting()}
+        extra = {"FTZ": not interpreting()}
         launch_row_tiles(_softmax_rows_kernel, args, {**kwargs, **extra}, n_rows, tile)
 
     if config is None:
