@@ -2,10 +2,10 @@
 # The gpu-marked tests in parts, each under the lent H200's 10-minute limit per call
 # (measured in session 15: a ~250 s, b ~160 s, c ~300 s, so a+b fit one call and c another):
 #
-#   a  the softmax and shared-row tests of tests/test_triton_kernels.py
-#   b  the rest of tests/test_triton_kernels.py
+#   a  the softmax tests (tests/ops/softmax/)
+#   b  the other Triton op tests (tests/ops/ but softmax and the custom ops)
 #   c  every other test file but d's
-#   d  tests/test_bad_input.py and tests/test_torch_ops.py (session 19: the bad-input matrix
+#   d  tests/test_bad_input.py and tests/ops/test_torch_ops.py (session 19: the bad-input matrix
 #      and the custom ops; compile-bound, they time nothing, so they take GPU_SUITE_WORKERS)
 #   e  the KernelBench suite of tests/test_eval_gpu.py (session 20: the judge runs each
 #      solution in a worker process of its own, so the fixture suites take minutes; session 21
@@ -54,11 +54,12 @@ fi
 status=0
 for part in "${@:-a}"; do
     case $part in
-        a) args=("${parallel[@]}" tests/test_triton_kernels.py -k "softmax or shared") ;;
-        b) args=("${parallel[@]}" tests/test_triton_kernels.py -k "not (softmax or shared)") ;;
-        c) args=(--ignore=tests/test_triton_kernels.py --ignore=tests/test_bad_input.py
-                 --ignore=tests/test_torch_ops.py --ignore=tests/test_eval_gpu.py tests) ;;
-        d) args=("${parallel[@]}" tests/test_bad_input.py tests/test_torch_ops.py) ;;
+        a) args=("${parallel[@]}" tests/ops/softmax) ;;
+        b) args=("${parallel[@]}" tests/ops --ignore=tests/ops/softmax
+                 --ignore=tests/ops/test_torch_ops.py) ;;
+        c) args=(--ignore=tests/ops --ignore=tests/test_bad_input.py
+                 --ignore=tests/test_eval_gpu.py tests) ;;
+        d) args=("${parallel[@]}" tests/test_bad_input.py tests/ops/test_torch_ops.py) ;;
         e) args=(tests/test_eval_gpu.py -k kernelbench) ;;
         f) args=(tests/test_eval_gpu.py -k "not kernelbench") ;;
         *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e or f)" >&2; exit 2 ;;

@@ -1,4 +1,6 @@
-"""The Triton kernels as registry implementations: vector add, softmax, norms, matmul.
+"""The Triton kernels as registry implementations: vector add, softmax, norms, matmul, each
+with its teaching kernel (triton.<op>.teaching: the form a learner writes first, checked and
+timed like the fast one).
 
 Importing this package imports neither torch nor Triton; each build() imports its kernel
 module only when the kernel is about to run.
@@ -18,8 +20,27 @@ def _builder(module: str, function: str):
     return build
 
 
+def _teaching(name: str, op: str, module: str, function: str, dtypes: tuple) -> Implementation:
+    return Implementation(
+        name=f"triton.{name}.teaching",
+        op=op,
+        build=_builder(f"{module}.teaching", function),
+        dtypes=dtypes,
+        description=f"the teaching {name}: the tutorial form, one block per program, untuned",
+        metadata={"technique": "teaching kernel (read first)", "accumulate": "fp32"},
+    )
+
+
 def implementations() -> list[Implementation]:
-    return [
+    floats = ("fp32", "bf16", "fp16")
+    teaching = [
+        _teaching("vector_add", "vector_add", "vector_add", "vector_add", floats),
+        _teaching("softmax", "softmax", "softmax", "softmax", floats),
+        _teaching("layernorm", "layernorm", "norms", "layernorm", floats),
+        _teaching("rmsnorm", "rmsnorm", "norms", "rmsnorm", floats),
+        _teaching("matmul", "gemm", "matmul", "matmul", ("bf16", "fp16")),
+    ]
+    return teaching + [
         Implementation(
             name="triton.vector_add",
             op="vector_add",

@@ -85,7 +85,7 @@ def vector_add(x: Tensor, y: Tensor) -> Tensor:
 
 
 @vector_add.register_fake
-def _(x, y):
+def _vector_add_fake(x, y):
     if x.shape != y.shape or x.dtype != y.dtype:
         raise ValueError(
             f"vector_add needs equal shapes and dtypes, got {x.shape}/{x.dtype} and {y.shape}/{y.dtype}"
@@ -99,7 +99,7 @@ def softmax(x: Tensor) -> Tensor:
 
 
 @softmax.register_fake
-def _(x):
+def _softmax_fake(x):
     return x.new_empty(_rows_of("softmax", x))
 
 
@@ -109,7 +109,7 @@ def layernorm(x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float 
 
 
 @layernorm.register_fake
-def _(x, weight, bias=None, eps=1e-5):
+def _layernorm_fake(x, weight, bias=None, eps=1e-5):
     return x.new_empty(_rows_of("layernorm", x))
 
 
@@ -119,7 +119,7 @@ def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 @rmsnorm.register_fake
-def _(x, weight, eps=1e-6):
+def _rmsnorm_fake(x, weight, eps=1e-6):
     return x.new_empty(_rows_of("rmsnorm", x))
 
 
@@ -129,10 +129,47 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 
 @matmul.register_fake
-def _(a, b):
+def _matmul_fake(a, b):
     # fp8 inputs write bf16 (kernelab.spec.reference)
     dtype = torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype
     return a.new_empty(_product_shape("matmul", a, b), dtype=dtype)
+
+
+# --- the teaching kernels (triton.<op>.teaching): the same schemas and fakes ---------------
+
+
+@torch.library.custom_op(f"{NAMESPACE}::vector_add_teaching", mutates_args=())
+def vector_add_teaching(x: Tensor, y: Tensor) -> Tensor:
+    return _public("ops.vector_add.teaching", "vector_add")(x, y)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::softmax_teaching", mutates_args=())
+def softmax_teaching(x: Tensor) -> Tensor:
+    return _public("ops.softmax.teaching", "softmax")(x)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::layernorm_teaching", mutates_args=())
+def layernorm_teaching(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    return _public("ops.norms.teaching", "layernorm")(x, weight, bias, eps)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::rmsnorm_teaching", mutates_args=())
+def rmsnorm_teaching(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    return _public("ops.norms.teaching", "rmsnorm")(x, weight, eps)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::matmul_teaching", mutates_args=())
+def matmul_teaching(a: Tensor, b: Tensor) -> Tensor:
+    return _public("ops.matmul.teaching", "matmul")(a, b)
+
+
+vector_add_teaching.register_fake(_vector_add_fake)
+softmax_teaching.register_fake(_softmax_fake)
+layernorm_teaching.register_fake(_layernorm_fake)
+rmsnorm_teaching.register_fake(_rmsnorm_fake)
+matmul_teaching.register_fake(_matmul_fake)
 
 
 # --- the CUDA C++ ladders ---------------------------------------------------------------
@@ -183,5 +220,6 @@ def op_for(name: str):
     if ladder in LADDERS and step:
         return functools.partial(getattr(ops(), ladder), step=int(step))
     if name.startswith("triton."):
-        return getattr(ops(), name.removeprefix("triton."))
+        # triton.softmax -> kernelab::softmax, triton.softmax.teaching -> softmax_teaching
+        return getattr(ops(), name.removeprefix("triton.").replace(".", "_"))
     raise KernelabError(f"{impl.name} has no kernelab torch op (a baseline is torch already)")

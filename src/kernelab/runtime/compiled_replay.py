@@ -1,7 +1,7 @@
 """The compiled replay: a planned call's key and its direct launches done in C.
 
-A replayed Triton op still spends most of its host time in our own Python (session 25,
-host_cost_breakdown.py on an H100 host where torch.add took 12.3 us a call): the plan key
+A replayed Triton op still spends most of its host time in our own Python
+(host_cost_breakdown.py on an H100 host where torch.add took 12.3 us a call): the plan key
 6.6 us, of which the tensors' signature 5.3, and a direct launch 8.2, of which cuLaunchKernel
 through cuda.bindings 5.9. Each is a handful of C calls per tensor (data_ptr, get_device,
 shape, stride, dtype) strung together by bytecode, and on a slow host the bytecode is what
@@ -16,10 +16,8 @@ one file per source, Python ABI and machine. Nothing else is needed: no CUDA hea
 libcuda at build time. Where the build or the load fails, `module()` is None and the ops keep
 their Python path.
 
-On by default since session 26, when it first ran on a GPU (an H100, Triton 3.6): the
-launch-plan GPU tests 38 of 38 (python and compiled variants), the whole gpu suite with it on
-(1,179 passed, 1 skipped), and the small ops' host cost over torch's, median of four runs
-each, down from the lean Python path's: vector_add +6.0 -> +3.9 us, softmax +5.4 -> +3.3,
+On by default: on an H100 (Triton 3.6) the small ops' host cost over torch's, median of four
+runs each, came down from the lean Python path's: vector_add +6.0 -> +3.9 us, softmax +5.4 -> +3.3,
 rmsnorm +5.6 -> +0.8, layernorm +3.8 -> +1.3, triton.matmul +0.6-1.1 -> -1.1-1.3.
 KERNELAB_COMPILED_REPLAY=0 keeps the Python path.
 """

@@ -16,13 +16,13 @@ Triton's launcher. A TMA descriptor parameter is passed as Triton's launcher pas
 128-byte tensor map, then the shape as i32 and the strides as i64), its map kept per tensor
 address by tensor_maps.TensorMaps instead of encoded on every call.
 
-Measured on the H200's host (session 21, benchmarks/experiments/host_cost_breakdown.py):
+Measured on the H200's host (host_cost_breakdown.py, now in git history):
 cuLaunchKernel costs 5.7 us there through cuda.bindings, Triton's launcher 7.1-8.3 us, so this
 saves 2-3 us of a planned call, and a TMA launch also the encode of every map; most of the
-rest is our own Python around the launch. On by default (launch_plans.DIRECT) since its
-GPU tests passed on an H100 in session 24, TMA descriptors included; KERNELAB_DIRECT_LAUNCH=0
+rest is our own Python around the launch. On by default (launch_plans.DIRECT; its GPU tests
+pass on an H100, TMA descriptors included); KERNELAB_DIRECT_LAUNCH=0
 turns it off, KERNELAB_DIRECT_TMA=0 only for launches with descriptors. On that H100 host
-(host_cost_breakdown.py, session 24): cuda.bindings' cuLaunchKernel 4.00 us, ctypes with
+(host_cost_breakdown.py): cuda.bindings' cuLaunchKernel 4.00 us, ctypes with
 argtypes 5.18, ctypes with every argument prebuilt 4.39, Triton's launcher 4.63-5.16.
 Where compiled_replay.c builds (the default; KERNELAB_COMPILED_REPLAY=0 turns it off) a
 DirectLaunch hands the same slots to it, which fills them and calls libcuda's cuLaunchKernel
@@ -64,8 +64,8 @@ last_refusal: str | None = None
 
 
 def _driver_launch():
-    """cuda.bindings' cuLaunchKernel. Measured on the H200's host (session 21,
-    host_cost_breakdown.py): 5.7 us a launch, against 8.2 through ctypes into libcuda, whose
+    """cuda.bindings' cuLaunchKernel. Measured on the H200's host (host_cost_breakdown.py):
+    5.7 us a launch, against 8.2 through ctypes into libcuda, whose
     per-call argument conversion costs more than the launch."""
     from cuda.bindings import driver
 

@@ -4,17 +4,16 @@ A call through Triton's front door (`kernel[grid](*args)`) binds and specializes
 arguments, hashes them into the compile cache and asks for the current device and stream;
 an op here also ranks candidates, probes occupancy and looks up tuned configs before it
 launches. On the H200's host that came to 66-213 us a call against torch's 11-20 us
-(benchmarks/experiments/host_cost_profile.py, session 19), while the launch itself is a few.
+(host_cost_profile.py), while the launch itself is a few.
 None of it changes while the shapes, strides, dtypes, pointer alignment and stream stay the
 same, so each op keeps a plan per such signature: the compiled kernels, their grids and
 their argument lists with the call's tensors left as slots. A hit fills the slots and
 launches each compiled kernel: on the lean path (the default, see DIRECT) through one
 cuLaunchKernel (direct_launch.py) or the compiled kernel's launcher without hook arguments;
 with KERNELAB_DIRECT_LAUNCH=0 through `compiled[grid]` (Triton's hooked launch path).
-Triton 3.5+ keeps its launch hooks as HookChain objects that are never None (_hooks_idle), so
-a test for None alone (sessions 20-21) chose the hooked path wherever the chains exist: by
-the chains' date on the H200 too, where session 21's direct launches were then built but
-never made.
+Triton 3.5+ keeps its launch hooks as HookChain objects that are never None, so a test for
+None alone would take the hooked path wherever the chains exist: _hooks_idle reads an empty
+chain as no hook.
 
 A plan is installed only when it is safe to replay:
 - every tensor a launch received is one of the call's tensors (by data pointer) or a view of
@@ -30,6 +29,11 @@ A plan is installed only when it is safe to replay:
   the front door unrecorded, since recording costs host time of its own.
 Scalars are replayed as recorded, so each op's key must hold every scalar its caller passes
 (eps, flags): callers build keys with signature(...) plus those.
+
+An op uses it from outside: it writes a plain launch function, `launch(*tensors, *options)`
+calling `launch(kernel, grid, ...)` (this module's, in place of `kernel[grid](...)`) and
+keep(), and decorates it with @planned(op, tensors=N); the decorator builds the key, replays
+a plan or records the call. The op's file holds no plan object and no lambda.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
+from functools import update_wrapper
 
 # at module level: an import statement in a function runs on every call (0.4 us on the CPU
 # here), and every op that plans launches has imported torch already
@@ -52,8 +57,8 @@ PLAN_CAPACITY = 256
 # Calls of one key that may fail to plan (a refusal, or launches unlike the call before) before
 # the key is given up and its calls take the front door without recording. Recording is not
 # free: a forced cooperative softmax, refused every call for its zeroed workspace, cost 103 us
-# of host time a call recorded against 80 unrecorded on an H100 (session 29,
-# softmax_forced_host_cost.py). Eight, not one: a first call that probes or tunes refuses
+# of host time a call recorded against 80 unrecorded on an H100 (softmax_forced_host_cost.py).
+# Eight, not one: a first call that probes or tunes refuses
 # for a reason that goes away.
 MOST_FAILED_RECORDINGS = 8
 
@@ -62,10 +67,9 @@ ENABLED = os.environ.get("KERNELAB_LAUNCH_PLANS", "1") != "0"
 
 # The lean replay path: plain and TMA launches replay through cuLaunchKernel
 # (direct_launch.py), and Triton's empty launch-hook chains count as no hook (_hooks_idle).
-# On by default since session 24, when it first ran on a GPU (an H100, Triton 3.6): the
-# launch-plan GPU tests 33 of 33 on both paths, gpu suite parts a-d with it on, and the Triton
-# ops' host cost over torch's at tiny sizes from +10.8-20.9 us (median of two runs, hooked path)
-# to +1.9-8.3 us (median of seven). KERNELAB_DIRECT_LAUNCH=0 takes the hooked path instead.
+# On by default: on an H100 (Triton 3.6) it took the Triton ops' host cost over torch's at
+# tiny sizes from +10.8-20.9 us (median of two runs, hooked path) to +1.9-8.3 us (median of
+# seven). KERNELAB_DIRECT_LAUNCH=0 takes the hooked path instead.
 def direct_from(environ) -> bool:
     """The lean path unless KERNELAB_DIRECT_LAUNCH is "0"."""
     return environ.get("KERNELAB_DIRECT_LAUNCH", "1") != "0"
@@ -265,11 +269,10 @@ def _hooks_idle() -> bool:
     """True when no launch hook (a profiler such as proton sets them) would see a launch.
 
     Triton 3.9 (this machine) keeps the hooks as HookChain objects that are never None; they
-    came with triton-lang/triton PR #7866 (merged 2025-08, before 3.5). Idle is an empty
+    came with triton-lang/triton PR #7866 (Triton 3.5). Idle is an empty
     chain (`.calls == []`) or None; anything else is a hook. Reading `is None` alone takes
     every replay down Triton's hooked path, which builds launch metadata on each call and
-    never reaches a direct launch (found in session 22). On the H100's Triton 3.6 (session 24)
-    every replay of the launch-cost runs was a direct launch, so its default hooks read as
+    never reaches a direct launch. On the H100's Triton 3.6 every replay of the launch-cost runs was a direct launch, so its default hooks read as
     idle here. Off the lean path (KERNELAB_DIRECT_LAUNCH=0) only None is idle, as before.
     The knobs object is looked up once: an import statement in here cost a microsecond a
     call."""
@@ -391,8 +394,8 @@ class LaunchPlans:
         and the like) with a shape, dtype and device that follow from the others'. They are
         left out of the signature: their strides follow too, their storage is new (it aliases
         nothing) and the caching allocator aligns every block to 512 bytes. That saves about a
-        third of signature(), whose three tensors cost 2.4-3.8 us on the H100's host (session
-        24, host_cost_breakdown.py)."""
+        third of signature(), whose three tensors cost 2.4-3.8 us on the H100's host
+        (host_cost_breakdown.py)."""
         if not ENABLED or not tensors[0].is_cuda or torch._C._cuda_isCurrentStreamCapturing():
             return None
         described = len(tensors) - fresh
@@ -491,6 +494,45 @@ class LaunchPlans:
         self._plans.clear()
         self._pending.clear()
         self._failed.clear()
+
+
+def planned(op, *, tensors: int, untuned: tuple | None = (), fresh: int = 1):
+    """Wrap an op's plain launch function in launch plans, so the op's file holds neither a
+    plan object nor a lambda: `launch(*tensors, *options)` takes its `tensors` tensors first
+    (the last `fresh` of them outputs just allocated, as in LaunchPlans.key) and its options
+    after. A call with the options `untuned` (the tuned choice) is keyed by the tensors
+    alone; any other by its options as well (frozen), and one whose options cannot be
+    hashed runs unplanned. untuned=None: the options are hashable scalars, keyed as they are
+    (no freezing on the way). `op` names the op's LaunchPlans, or is one (two launch
+    functions of one op sharing its plans). The wrapper's `plans` is that LaunchPlans (tests
+    reset it), its `unplanned` the launch function itself."""
+
+    def wrap(launch):
+        plans = op if isinstance(op, LaunchPlans) else LaunchPlans(op)
+
+        def call(*args) -> None:
+            # LaunchPlans.call inlined: a replay makes no closure and no extra call
+            operands, options = args[:tensors], args[tensors:]
+            if untuned is None:
+                key = plans.key(operands[0].device, operands, *options, fresh=fresh)
+            elif options == untuned:
+                key = plans.key(operands[0].device, operands, fresh=fresh)
+            else:
+                scalars = frozen(*options)
+                if scalars is None:  # a config the key cannot hold
+                    launch(*args)
+                    return
+                key = plans.key(operands[0].device, operands, *scalars, fresh=fresh)
+            if not plans.replay(key, operands):
+                with plans.recording(key, operands):
+                    launch(*args)
+
+        update_wrapper(call, launch)
+        call.plans = plans
+        call.unplanned = launch
+        return call
+
+    return wrap
 
 
 def how_launched() -> dict[str, dict]:

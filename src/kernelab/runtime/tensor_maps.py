@@ -14,7 +14,7 @@ keeps the result. Triton returns it as a PyCUtensorMap, a C object holding the m
 object header, aligned to the map's alignment; nothing in Python exposes the bytes, so
 map_address() finds them from the object's size (the map is its last field) and refuses any
 other size. A map is used only once its first 8 bytes are seen to hold the tensor's address
-(where the driver's encoding put it on the H100, session 24): a layout that moved is refused
+(where the driver's encoding put it on the H100): a layout that moved is refused
 at build, and Triton's launcher takes the call.
 """
 
@@ -27,7 +27,7 @@ import inspect
 TENSOR_MAP_BYTES = 128
 # what PyCUtensorMapObject measures: a 16-byte object header padded to the map's alignment,
 # then the map. Triton 3.9 aligns to 64 (driver.c, read here), Triton 3.6 to 128 (basicsize 256,
-# the map's first word at byte 128: printed on the H100 in session 24)
+# the map's first word at byte 128, as printed on the H100)
 PY_TENSOR_MAP_BYTES = (192, 256)
 # distinct addresses remembered per descriptor parameter; past that the cache starts over
 MAPS_PER_PARAMETER = 64

@@ -284,8 +284,8 @@ def row_tile_candidates(
     if block_n >= PIPELINED_MIN_COLS:
         # The Triton tutorial's fused softmax (the anchor's 4.12-4.15 TB/s fp32 at 4K-16K
         # columns): one row per iteration of a persistent loop whose next rows' loads are
-        # pipelined through shared memory, 2 or 3 stages. Added in session 3; the tuner has
-        # timed them in every sweep since, and never chose one (H200, 2K-16K columns: 3.80-3.90
+        # pipelined through shared memory, 2 or 3 stages. The tuner has timed them in every
+        # sweep and never chose one (H200, 2K-16K columns: 3.80-3.90
         # fp32 and 3.64-3.86 bf16 against 3.97-4.16 for the best plain tile, first pass of
         # triton_kernels_sweep_20261130-004334.json).
         warps = 8 if block_n <= 4096 else 16
@@ -328,7 +328,7 @@ def autotune_enabled() -> bool:
 # round in alternating pairs. One short median per config, taken seconds apart while a
 # power-capped card's clocks drift, misranks configs a few percent apart: on the H200 the
 # softmax tuner took a 3.92 TB/s config at 32K fp32 columns over a single pass that measured
-# 3.97-4.02 in every experiment (session 5, triton_kernels_sweep_20261129-222625.json).
+# 3.97-4.02 in every experiment (triton_kernels_sweep_20261129-222625.json).
 FINAL_ROUND_MARGIN = 0.04
 FINAL_ROUND_SIZE = 3
 FINAL_ROUND_PAIRS = 40
@@ -344,8 +344,8 @@ FINAL_ROUND_EDGE_PCT = 0.5
 
 def first_pass_ms(fn) -> float:
     """One candidate's cold median (ms) for the tuner's first pass: the benchmarks' own timer
-    (kernelab.harness.timing, L2 flushed before each call), briefly. triton.testing.do_bench,
-    used until session 5, ranked the softmax configs differently from the timer the results
+    (kernelab.harness.timing, L2 flushed before each call), briefly. triton.testing.do_bench
+    ranked the softmax configs differently from the timer the results
     are reported with: at 32K fp32 columns it gave 0.582 ms for the single pass against 0.551
     for the cooperative kernel (H200, triton_kernels_sweep_20261129-224224.json), where our
     cold timer measured 0.534-0.541 ms for the single pass (softmax_long_rows_v8..v11) and
@@ -364,7 +364,7 @@ def autotuner_bench(kernel_call, quantiles=None, **_ignored):
     """triton.autotune's `do_bench`: first_pass_ms's cold timer, so Triton's autotuners rank
     configs by device time as the softmax tuner does. Triton's default (do_bench: flush, then
     one call between two events) counts the host's launch time whenever that outlasts the
-    flush on the GPU. On an H100 host (session 25) a planned matmul call at 1024^3 bf16 cost
+    flush on the GPU. On an H100 host a planned matmul call at 1024^3 bf16 cost
     ~58 us of host time on Triton's launcher against ~10 us of kernel (the tuner's own calls
     take Triton's front door, not timed alone), and the tuner's choice changed from process to
     process: 10 us in one, 17 us in another (torch.mm 10 us); with this bench four processes
@@ -422,7 +422,7 @@ def final_round(run, finalists: list[dict], ranking: list | None = None, compare
     place if its median per-pair speed is more than FINAL_ROUND_EDGE_PCT above the
     champion's. `compare` is the paired timer (a stand-in in tests). Each match is logged in
     `ranking`. A match the paired timer refuses (its probe saw a call whose events missed
-    part of the host's wait, once in a sweep of 19 shapes on the H200, session 13) is logged
+    part of the host's wait, once in a sweep of 19 shapes on the H200) is logged
     with its error and leaves the champion in place: the first pass already ranked them."""
     if len(finalists) < 2:
         return finalists[0]
@@ -488,10 +488,10 @@ def settle_close_choices(tuner, before: tuple, run, *, op: str) -> None:
 
     Triton's autotuner times its candidates one after another and keeps the fastest median.
     At 1024^3 bf16 (a 10 us kernel) the clocks drift between those timings by as much as the
-    candidates differ: on an H100 (session 28) five fresh processes ranked 64x128x128 s4
+    candidates differ: on an H100 five fresh processes ranked 64x128x128 s4
     first four times and 128x64x128 s4 once, with first-pass medians 0.5-10 % apart, while
-    paired against torch.mm they measured 97.1 and 93.4 % (matmul_tuner_repeat.py,
-    matmul_small_sweep.py). So for every key this call tuned, the candidates within
+    paired against torch.mm they measured 97.1 and 93.4 %
+    (benchmarks/results/h100/session28/matmul-small/). So for every key this call tuned, the candidates within
     FINAL_ROUND_MARGIN of the best median go through final_round (alternating
     pairs, cold), `run(candidate)` launching one, and the winner replaces Triton's choice.
     The ranking goes to TUNING_LOG under (op, key).

@@ -5,7 +5,7 @@ each chunk's partials to its peers through tagged 64-bit words, and a word must 
 the tag a turn waits for before that turn's value is in it. A fresh workspace is zeroed for
 that: one fill kernel per call, which costs 1.75-2.25 us of GPU time in a sequence of calls
 on the H200, 0.3-0.4 % of a bf16 softmax of 1-2 GiB (experiments/softmax_memset_cost_v1,
-session 13, in alternating pairs).
+in alternating pairs).
 
 Kept instead, the words stay right if every call continues the turn numbering where the
 last call on them stopped. Turn t lives in slot (t - 1) % 4 with tag bit ((t + 3) // 4) % 2,
@@ -23,8 +23,7 @@ does: four slots, one tag bit per turn) and index a group's words the same way (
 fixed by the shape). Never while a CUDA graph is being captured (the graph gets a zeroed
 workspace of its own).
 
-On by default since session 14: on the H200, in alternating pairs against the call with its
-fill, the kept words ran at 100.21-100.40 % at bf16 65K, 100.74-102.01 % at 131K and
+On by default: on the H200, in alternating pairs against the call with its fill, the kept words ran at 100.21-100.40 % at bf16 65K, 100.74-102.01 % at 131K and
 100.26-100.57 % at 262K in three runs, every 95 % interval above 100
 (experiments/softmax_memset_cost_v2_kept, v3, v4). KERNELAB_SOFTMAX_REUSE_WORDS=0 turns it
 off (a fresh zeroed workspace per call).

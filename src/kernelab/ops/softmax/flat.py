@@ -1,13 +1,13 @@
 """Softmax of very long rows over every resident program: the deferred cooperative kernel with
 its row groups dissolved into one flat sequence of chunks (path "flat").
 
-The deferred cooperative kernel (softmax._softmax_coop_deferred_kernel) gives each row to a
+The deferred cooperative kernel (cooperative._softmax_coop_deferred_kernel) gives each row to a
 group of n_chunks programs, and the grid holds as many whole groups as fit: at bf16 262K
 (128 chunks of 2,048 values a row, 12 one-warp programs per SM) that is 12 groups, 1,536 of
 the 1,584 programs the H200 holds; the 48 left over could not make a 13th group. Capping the
 groups measured how much the programs in flight matter there: 11 groups (8 % fewer programs)
-ran at 98.0 % of 12, and at 65K 45 of 49 groups at 98.4 % (softmax_paired_configs_v6_groups,
-session 18). The rows also end unevenly: 8,192 rows over 49 groups take 168 rounds, the last
+ran at 98.0 % of 12, and at 65K 45 of 49 groups at 98.4 %
+(softmax_paired_configs_v6_groups). The rows also end unevenly: 8,192 rows over 49 groups take 168 rounds, the last
 with 9 of the 49 groups busy.
 
 Here the grid is every resident program (P of them), and the chunks of the whole input are
@@ -27,7 +27,7 @@ rounds (n_chunks <= P), so every wait ends: the words a step waits for are publi
 programs in that step or the one before it, none of which waits first.
 
 The words are kept between calls (turn_words.exchange_words). Every call writes every unit's
-word once, all with one tag bit: the packed word's bit (softmax._packed) for turn 1 or turn
+word once, all with one tag bit: the packed word's bit (exchange._packed) for turn 1 or turn
 5, which differ in it. The bit comes from an epoch word after the unit words, which the last
 program to end (counted by an atomic after the words) advances; every program read the epoch
 before it counted itself. A zeroed workspace (epoch 0, tag 1) never matches its zeroed words
@@ -44,14 +44,27 @@ import torch
 import triton
 import triton.language as tl
 
-# the deferred kernel's chunk and exchange helpers; softmax imports this module too, and the
-# names resolve only when the kernel compiles
-from kernelab.ops import softmax as _softmax
+from kernelab.ops.softmax.chunks import (
+    _chunk_max,
+    _exps_and_sum,
+    _load_step,
+    _max_of_words,
+    _unpaired,
+)
+from kernelab.ops.softmax.cooperative import _finish_deferred
+from kernelab.ops.softmax.exchange import (
+    INTERPRETER_MAX_SPINS,
+    MAX_CHUNKS_BLOCK,
+    MAX_SPINS,
+    _poll,
+    _publish,
+)
+from kernelab.ops.softmax.primitives import _prefetch_to_l2
 from kernelab.runtime import launch_plans, turn_words
 from kernelab.runtime.tuner import compiled_occupancy, interpreting, resident_programs
 
 # The tuner's candidates, measured in alternating pairs against the tuned library on the H200
-# (softmax_paired_configs_v7_flat, session 18, one run; % of the library, which ran the grouped
+# (softmax_paired_configs_v7_flat, one run; % of the library, which ran the grouped
 # kernel's winners): bf16 c2048 one warp holding its input pairs, the output evict_first:
 # 65K 101.5 %, 131K 100.7 %, 262K 100.8 % (without evict_first 101.0 / 100.4 / 100.6; with
 # half of each chunk prefetched 100.2 / 99.0 / 97.9, not offered). fp32: c2048 two warps
@@ -96,7 +109,7 @@ def candidates_for(n_cols: int, dtype) -> list[dict]:
 @triton.jit
 def _turn_of_epoch(epoch):
     """The turn whose packed tag bit this call's words carry: epoch even -> turn 1 (bit 1),
-    odd -> turn 5 (bit 0); softmax._turn_bit flips every four turns."""
+    odd -> turn 5 (bit 0); exchange._turn_bit flips every four turns."""
     return 1 + 4 * (epoch % 2)
 
 
@@ -136,9 +149,7 @@ def _softmax_flat_kernel(
     epoch = tl.load(epoch_ptr, volatile=True)
     turn = _turn_of_epoch(epoch)
     row, chunk, cols = _chunk_of(pid, n_chunks, CHUNK)
-    upcoming = _softmax._load_step(
-        x_ptr, row, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS
-    )
+    upcoming = _load_step(x_ptr, row, n_rows, n_cols, x_row_stride, cols, chunk, CHUNK, EVEN, PAIRS)
     if RECOMPUTE:
         held_e = tl.zeros([CHUNK // 2], dtype=tl.uint32)
     else:
@@ -153,34 +164,34 @@ def _softmax_flat_kernel(
         if L2_AHEAD > 0:
             # L2_AHEAD rounds past the unit in registers: into L2, no registers held
             ahead = unit + (1 + L2_AHEAD) * n_programs
-            _softmax._prefetch_to_l2(
+            _prefetch_to_l2(
                 x_ptr, ahead // n_chunks, n_rows, n_cols, x_row_stride,
                 (ahead % n_chunks) * CHUNK, CHUNK // L2_PART,
             )  # fmt: skip
         # the held unit's row words, polled before this unit's exps are taken (at the first
         # step the held unit is this one, whose word is not yet published: unused)
         previous = words_ptr + held_row * n_chunks
-        first, second = _softmax._poll(previous, n_chunks, turn, BLOCK_CHUNKS, True)
+        first, second = _poll(previous, n_chunks, turn, BLOCK_CHUNKS, True)
         # the only read of the unit: CHUNK * itemsize, kept in registers
         if PAIRS:
             pairs = upcoming
         else:
             x = upcoming.to(tl.float32)
         next_row, next_chunk, next_cols = _chunk_of(unit + n_programs, n_chunks, CHUNK)
-        upcoming = _softmax._load_step(
+        upcoming = _load_step(
             x_ptr, next_row, n_rows, n_cols, x_row_stride, next_cols, next_chunk, CHUNK, EVEN,
             PAIRS,
         )  # fmt: skip
         if PAIRS:
-            x = _softmax._unpaired(pairs)
-            top = _softmax._max_of_words(pairs, PTX)
+            x = _unpaired(pairs)
+            top = _max_of_words(pairs, PTX)
         else:
-            top = _softmax._chunk_max(x)
-        e, chunk_max, chunk_sum = _softmax._exps_and_sum(x, top, FTZ)
-        _softmax._publish(words_ptr + row * n_chunks, chunk, turn, chunk_max, chunk_sum, True)
+            top = _chunk_max(x)
+        e, chunk_max, chunk_sum = _exps_and_sum(x, top, FTZ)
+        _publish(words_ptr + row * n_chunks, chunk, turn, chunk_max, chunk_sum, True)
         if unit != pid:
             held_cols = held_chunk * CHUNK + tl.arange(0, CHUNK)
-            spins, met = _softmax._finish_deferred(
+            spins, met = _finish_deferred(
                 previous, first, second, n_chunks, turn, held_e, held_max, out_ptr, held_row,
                 out_row_stride, held_cols, held_cols < n_cols, BLOCK_CHUNKS, MAX_SPINS,
                 healthy, FTZ, True, EVEN, STREAM_STORE, RECOMPUTE,
@@ -195,9 +206,9 @@ def _softmax_flat_kernel(
         held_chunk = chunk
     # the last unit of this program (every program has one: n_programs <= n_units)
     last = words_ptr + held_row * n_chunks
-    first, second = _softmax._poll(last, n_chunks, turn, BLOCK_CHUNKS, True)
+    first, second = _poll(last, n_chunks, turn, BLOCK_CHUNKS, True)
     held_cols = held_chunk * CHUNK + tl.arange(0, CHUNK)
-    _softmax._finish_deferred(
+    _finish_deferred(
         last, first, second, n_chunks, turn, held_e, held_max, out_ptr, held_row,
         out_row_stride, held_cols, held_cols < n_cols, BLOCK_CHUNKS, MAX_SPINS, healthy, FTZ,
         True, EVEN, STREAM_STORE, RECOMPUTE,
@@ -225,10 +236,10 @@ def _setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
     )
     kwargs = {
         "CHUNK": chunk,
-        # one warp polls exactly this row length's words (softmax._cooperative_setup)
+        # one warp polls exactly this row length's words (cooperative.setup)
         "BLOCK_CHUNKS": max(2, triton.next_power_of_2(n_chunks)),
         "FTZ": not interpreting(),
-        "MAX_SPINS": _softmax.INTERPRETER_MAX_SPINS if interpreting() else _softmax.MAX_SPINS,
+        "MAX_SPINS": INTERPRETER_MAX_SPINS if interpreting() else MAX_SPINS,
         "num_warps": 1 if interpreting() else config["num_warps"],
         "num_stages": 1,
         # the L2 prefetch is inline PTX: the interpreter runs without it
@@ -241,7 +252,7 @@ def _setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
         "PTX": not interpreting(),
     }
     if kwargs["num_warps"] > 1:
-        kwargs["BLOCK_CHUNKS"] = max(_softmax.MAX_CHUNKS_BLOCK, kwargs["BLOCK_CHUNKS"])
+        kwargs["BLOCK_CHUNKS"] = max(MAX_CHUNKS_BLOCK, kwargs["BLOCK_CHUNKS"])
     n_units = n_rows * n_chunks
     # one word per unit, then the epoch and the count of ended programs
     words, _, _ = turn_words.exchange_words(x2d.device, "softmax.flat", (n_units + 2,), 0)

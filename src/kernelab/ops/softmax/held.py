@@ -1,6 +1,6 @@
 """Softmax of very long rows, each program's chunk held in shared memory for a step (Gluon).
 
-The deferred cooperative kernel (softmax._softmax_coop_deferred_kernel) cuts a row into
+The deferred cooperative kernel (cooperative._softmax_coop_deferred_kernel) cuts a row into
 chunks, one per program of a persistent group, and finishes each row one step late: a
 program publishes row r's partials, then writes row r - 1, whose peers published a step
 ago. It keeps row r - 1's exps in registers for that step, and in bf16 those fp32 exps cost
@@ -24,32 +24,22 @@ layout throughout, so no barrier). FLOPs per value: a max, an FFMA, an ex2 and a
 the partials; an FFMA, an ex2 and a multiply at the finish.
 
 The exchange is the deferred kernel's: one packed 64-bit word per chunk, four turn slots
-per group, the turn's tag bit (softmax._packed, _turn_bit, _combine_stats, _chunk_scale);
+per group, the turn's tag bit (exchange._packed, _turn_bit; primitives._combine_stats);
 its words may be kept between calls, the turns continuing (turn_words, CONTINUE).
 Every program of the grid must be resident at once (the grid is what fits, from the
 compiled kernel's registers and shared memory); a wait that outlasts MAX_SPINS polls turns
 the program's rows to NaN rather than hang. Rows must be whole chunks.
 
-Measured on the H200 in session 12 (benchmarks/results/h200/experiments/
-softmax_gluon_held_v2..v6), bf16 262K, c4096 w2 with the L2 prefetch: 3.851-3.866 TB/s in
-four runs, against 3.762-3.798 for the tuned library beside it in the three runs before this
-kernel joined the tuner; capped at 128 registers 3.860-3.885 (v4, v5). It lost at 131K
-(3.902-3.928 against 3.989-4.006) and in fp32 (262K: 4.012-4.023 against 4.142-4.154), so
-it is offered on 2-byte rows of 262K values or more only. In the tuned sweep after it joined
-(triton_kernels_sweep_20261130-072406) the tuner chose it at bf16 262K: 3.86 TB/s.
-
-Session 13 (softmax_gluon_held_v10..v15): 8,192-value chunks in four warps, 3.893-3.911
-TB/s at bf16 262K in six runs; 3.899-3.911 in the three that timed c4096 w2 beside it
-(3.869-3.880; v11-v13). It lost at 65K-131K and in fp32 (3.59), and other shapes lost
-everywhere (c8192 w8 3.36-3.37, c16384 w8 3.30, c8192 w4 capped at 128 registers 3.47).
-Measured and removed: fewer programs per SM than fit (PER_SM, 4-5 of c4096 w2's 6: -10 to
--13 % at 262K; v9-v10, code in 478b569) and the prefetch as one cp.async.bulk.prefetch.L2
-per chunk (L2_BULK: a tie with the evict_last policy, -2 % without; v14-v15, f08ddbd).
-
-Session 15: the register kernel (softmax.py's deferred cooperative kernel) holding the row to
-finish as its input pairs in words, not as exps (RECOMPUTE), beat this kernel at bf16 262K by
-3.6 % in alternating pairs (softmax_paired_configs_v1). This kernel stays a candidate; it no
-longer goes first there.
+Measured on the H200, bf16 262K: c4096 w2 with the L2 prefetch 3.851-3.866 TB/s against
+3.762-3.798 for the tuned library beside it (benchmarks/results/h200/experiments/
+softmax_gluon_held_v2..v6); c8192 w4 3.899-3.911 with c4096 w2 at 3.869-3.880 beside it
+(softmax_gluon_held_v11..v13). It lost at 131K (3.902-3.928 against 3.989-4.006) and in fp32
+(262K: 4.012-4.023 against 4.142-4.154), so it is offered on 2-byte rows of 262K values or
+more only. The cooperative and flat kernels holding the row to finish as its input words
+(RECOMPUTE) beat it at bf16 262K by 3.6 % in alternating pairs (softmax_paired_configs_v1):
+it stays a candidate, not the default. Fewer programs per SM than fit lost 10-13 %
+(softmax_gluon_held_v9_per_sm); one cp.async.bulk.prefetch.L2 per chunk tied with the
+evict_last prefetch (softmax_gluon_held_v15_bulk).
 """
 
 from __future__ import annotations
@@ -58,9 +48,8 @@ import functools
 
 import torch
 
-# the deferred kernel's exchange helpers; softmax imports this module too, and the names
-# resolve only when a kernel compiles
-from kernelab.ops import softmax as _softmax
+from kernelab.ops.softmax.exchange import _packed, _turn_bit
+from kernelab.ops.softmax.primitives import _chunk_scale, _combine_stats
 from kernelab.ops.softmax.shared import works_or_warn
 from kernelab.runtime import launch_plans, turn_words
 from kernelab.runtime.tuner import (
@@ -133,13 +122,13 @@ if gluon is not None:
         """One volatile read of the group's packed words (8 bytes a chunk) for `turn`;
         padding past n_chunks reads as a published (-inf, 0) of this turn."""
         absent = (gl.full(peers.shape, MINUS_INF_BITS, gl.int64, peers.type.layout) << 32) | (
-            _softmax._turn_bit(turn).to(gl.int64) << 31
+            _turn_bit(turn).to(gl.int64) << 31
         )
         return gl.load(slot + peers, mask=present, other=absent, volatile=True)
 
     @gluon.jit
     def _late(words, turn):
-        return gl.sum((((words >> 31) & 1) != _softmax._turn_bit(turn)).to(gl.int32), axis=0)
+        return gl.sum((((words >> 31) & 1) != _turn_bit(turn)).to(gl.int32), axis=0)
 
     @gluon.jit
     def _scale_after_wait(slot, words, peers, present, turn, held_c, MAX_SPINS: gl.constexpr):
@@ -157,15 +146,15 @@ if gluon is not None:
         sums = gl.where(
             present, (words & 0x7FFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0
         )
-        row_c, row_sum = _softmax._combine_stats(maxes, sums, True)
-        return _softmax._chunk_scale(held_c, row_c, row_sum, False), late == 0
+        row_c, row_sum = _combine_stats(maxes, sums, True)
+        return _chunk_scale(held_c, row_c, row_sum, False), late == 0
 
     @gluon.jit
     def _publish(words_ptr, group, turn, n_chunks, chunk, c, chunk_sum):
         """This chunk's partials for the step's row: turn + 1 (turn is the previous row's)
         in slot turn % 4 of the group, one packed word (8 bytes), no fence (the turn tag is
         the signal)."""
-        word = _softmax._packed(turn + 1, c, chunk_sum)
+        word = _packed(turn + 1, c, chunk_sum)
         gl.atomic_xchg(
             words_ptr + (group * 4 + turn % 4) * n_chunks + chunk, word, sem="relaxed",
             scope="gpu",
@@ -206,8 +195,8 @@ if gluon is not None:
         bases_ptr=None, CONTINUE: gl.constexpr = False,
     ):  # fmt: skip
         # L2_PART: the L2 prefetch asks for the first 1 / L2_PART of the chunk only (each
-        # prefetched line crosses the L2 fabric twice, session 11); measured here in session
-        # 13 at bf16 262K: -2.5 % at c4096 w2, -4.4 % at c8192 w4 (softmax_gluon_held_v8, v13)
+        # prefetched line crosses the L2 fabric twice); at bf16 262K: -2.5 % at c4096 w2,
+        # -4.4 % at c8192 w4 (softmax_gluon_held_v8_l2part, v13_c8192_l2)
         group = gl.program_id(0) // n_chunks
         chunk = gl.program_id(0) % n_chunks
         # CONTINUE: the words were kept from the last call on them (turn_words); this group's

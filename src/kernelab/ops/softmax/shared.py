@@ -1,6 +1,6 @@
 """Softmax with each row waiting in shared memory, not in registers (Gluon, Hopper TMA).
 
-softmax.py's single pass keeps a whole row in registers. At rows of 8-64 KiB that fills the
+rows.py's single pass keeps a whole row in registers. At rows of 8-64 KiB that fills the
 register file with one or two programs per SM, and while a program reduces, nothing else of
 that SM is in flight: bf16 rows of 4K-32K values ran at 3.83-4.02 TB/s there (and 3.24 at
 32K in the 32-warp single pass). Triton cannot keep a row in shared memory; Gluon, Triton's

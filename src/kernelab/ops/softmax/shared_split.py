@@ -19,17 +19,16 @@ each, so a row is a group of n_chunks programs:
 
 Bytes: one read and one write of the tensor; 8 bytes per chunk published and n_chunks x 8
 polled per program. The workspace (rows x chunks + 1 words) is zeroed per call (a memset,
-which measured no slower than a self-cleaning workspace in session 8: softmax_workspace_v1).
+which measured no slower than a self-cleaning workspace: softmax_workspace_v1).
 """
 
 from __future__ import annotations
 
 import torch
 
-# the deferred kernel's exchange helpers (_packed, _combine_stats, _chunk_scale); softmax
-# imports this module too, and the names resolve only when a kernel compiles
-from kernelab.ops import softmax as _softmax
 from kernelab.ops.softmax import shared as shared
+from kernelab.ops.softmax.exchange import _packed
+from kernelab.ops.softmax.primitives import _chunk_scale, _combine_stats
 from kernelab.runtime import launch_plans
 from kernelab.runtime.tuner import interpreting
 
@@ -58,7 +57,7 @@ CONFIGS = (
 
 if gluon is not None:
     LINE = shared.LINE
-    VALID = gl.constexpr(1 << 31)  # the tag bit of softmax._packed's word of turn 1
+    VALID = gl.constexpr(1 << 31)  # the tag bit of exchange._packed's word of turn 1
 
     @gluon.jit
     def _softmax_shared_split_kernel(
@@ -86,13 +85,13 @@ if gluon is not None:
         c_safe = gl.where(c == float("-inf"), 0.0, c)  # a chunk of only -inf: exps of 0
         chunk_sum = shared._exp_sum(steps, c_safe, LINES, SUB, layout)
 
-        # publish (c, sum) as the deferred kernel's packed word of turn 1 (softmax._packed:
+        # publish (c, sum) as the deferred kernel's packed word of turn 1 (exchange._packed:
         # its tag bit, VALID, is set; a zeroed word has none): 8 bytes
-        word = _softmax._packed(1, c, chunk_sum)
+        word = _packed(1, c, chunk_sum)
         gl.atomic_xchg(words_ptr + 1 + ticket, word, sem="relaxed", scope="gpu")
 
         # poll the row's n_chunks words (8 bytes each) until every one carries the tag (not
-        # softmax._poll / _settle: their tl.arange has no layout, which Gluon requires)
+        # exchange._poll / _settle: their tl.arange has no layout, which Gluon requires)
         peer_layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
         peers = gl.arange(0, BLOCK_CHUNKS, layout=peer_layout)
         present = peers < n_chunks
@@ -109,8 +108,8 @@ if gluon is not None:
         sums = gl.where(present, (got & 0x7FFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
         # combined in base 2 as the deferred kernel does (a row of only -inf: NaN, the
         # documented output; a chunk of only -inf: 0); a wait that gave up poisons with NaN
-        row_c, row_sum = _softmax._combine_stats(maxes, sums, True)
-        scale = _softmax._chunk_scale(c, row_c, row_sum, False)
+        row_c, row_sum = _combine_stats(maxes, sums, True)
+        scale = _chunk_scale(c, row_c, row_sum, False)
         scale = gl.where(late == 0, scale, float("nan"))
         target = out_ptr + row * out_row_stride + chunk * (LINES * LINE)
         shared._write_scaled(steps, c_safe, scale, target, LINES, SUB, layout)

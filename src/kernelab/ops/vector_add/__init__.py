@@ -10,15 +10,16 @@ thread give several of them in flight per thread.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from kernelab.runtime import tuner as _runtime
-from kernelab.runtime.launch_plans import LaunchPlans, launch
+from kernelab.runtime.launch_plans import launch, planned
 from kernelab.runtime.tuner import autotuner_bench, interpreting
 
-PLANS = LaunchPlans("triton.vector_add")
 # the dtypes it takes; a module constant, not a tuple built on every call
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -74,16 +75,18 @@ def vector_add(x, y):
         return out.view(x.shape)
     # a replayed plan skips _launch and its interpreter check (an environment read, ~1.7 us on
     # the H200's host); interpreted launches never install a plan
-    PLANS.call(out.device, (x_flat, y_flat, out), lambda: _launch(x_flat, y_flat, out, n), fresh=1)
+    _launch(x_flat, y_flat, out)
     return out if flat else out.view(x.shape)
 
 
-def _launch(x_flat, y_flat, out, n) -> None:
+@planned("triton.vector_add", tensors=3)
+def _launch(x_flat, y_flat, out) -> None:
+    n = out.numel()
     if interpreting():
         block = INTERPRETER_CONFIG["BLOCK"]
         _vector_add_kernel[(triton.cdiv(n, block),)](x_flat, y_flat, out, n, BLOCK=block)
         return
-    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    grid = functools.partial(_grid, n)
     tuner = _vector_add_tuned
     before = _runtime.tuner_state(tuner)
     launch(tuner, grid, x_flat, y_flat, out, n)
@@ -92,12 +95,19 @@ def _launch(x_flat, y_flat, out, n) -> None:
     _runtime.settle_close_choices(
         tuner,
         before,
-        lambda candidate: _launch_candidate(x_flat, y_flat, out, n, candidate),
+        functools.partial(_launch_candidate, x_flat, y_flat, out, n),
         op="triton.vector_add",
     )
+
+
+def _grid(n: int, meta: dict) -> tuple:
+    return (triton.cdiv(n, meta["BLOCK"]),)
 
 
 def _launch_candidate(x_flat, y_flat, out, n, candidate: dict) -> None:
     """One launch with a candidate dict (BLOCK, num_warps, num_stages), outside any plan."""
     grid = (triton.cdiv(n, candidate["BLOCK"]),)
     _vector_add_kernel[grid](x_flat, y_flat, out, n, **candidate)
+
+
+PLANS = _launch.plans  # the launch plans (tests read and reset them)

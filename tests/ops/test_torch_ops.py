@@ -1,8 +1,8 @@
 """kernelab's kernels as torch operators (kernelab.ops.torch_ops): schemas, fake tensors,
 torch.compile and CUDA graphs.
 
-Anywhere: the seven ops are registered with their schemas, every non-baseline implementation
-of the registry has one, importing kernelab registers nothing, and the fake implementations
+Anywhere: the twelve ops (seven kernels, five teaching kernels) are registered with their
+schemas, every non-baseline implementation of the registry has one, importing kernelab registers nothing, and the fake implementations
 give the right shape, dtype and device at awkward shapes (fake CUDA tensors need no GPU).
 The Triton ops run on the CPU interpreter without a GPU (compiled on it with one): checked
 against the float64 reference, through torch.library.opcheck and under
@@ -35,6 +35,11 @@ SCHEMAS = {
     "layernorm": "kernelab::layernorm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-05) -> Tensor",
     "rmsnorm": "kernelab::rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor",
     "matmul": "kernelab::matmul(Tensor a, Tensor b) -> Tensor",
+    "vector_add_teaching": "kernelab::vector_add_teaching(Tensor x, Tensor y) -> Tensor",
+    "softmax_teaching": "kernelab::softmax_teaching(Tensor x) -> Tensor",
+    "layernorm_teaching": "kernelab::layernorm_teaching(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-05) -> Tensor",
+    "rmsnorm_teaching": "kernelab::rmsnorm_teaching(Tensor x, Tensor weight, float eps=1e-06) -> Tensor",
+    "matmul_teaching": "kernelab::matmul_teaching(Tensor a, Tensor b) -> Tensor",
     "sgemm": "kernelab::sgemm(Tensor a, Tensor b, int step) -> Tensor",
     "hgemm": "kernelab::hgemm(Tensor a, Tensor b, int step) -> Tensor",
 }
@@ -48,6 +53,8 @@ TRITON_CASES = [
     ("triton.layernorm", {"rows": 3, "cols": 37}, "fp32"),
     ("triton.rmsnorm", {"rows": 3, "cols": 37, "stride": 41}, "bf16"),
     ("triton.matmul", {"m": 5, "n": 7, "k": 9}, "bf16"),
+    ("triton.softmax.teaching", {"rows": 3, "cols": 37, "stride": 41}, "bf16"),
+    ("triton.rmsnorm.teaching", {"rows": 3, "cols": 37}, "fp32"),
 ]
 
 
@@ -86,7 +93,7 @@ def test_every_registered_kernel_has_its_op():
             ladder, step = impl.name.split(":")
             assert op.func is getattr(ops(), ladder) and op.keywords == {"step": int(step)}
         else:
-            assert op is getattr(ops(), impl.name.removeprefix("triton."))
+            assert op is getattr(ops(), impl.name.removeprefix("triton.").replace(".", "_"))
 
 
 def test_op_for_refuses_baselines_and_unknown_names():
@@ -249,7 +256,7 @@ def test_triton_op_matches_the_reference(case):
 def test_triton_op_passes_opcheck(case):
     name, shape, dtype = case
     inputs = get_op(get(name).op).make_inputs(shape, dtype, seed=3, device=DEVICE)
-    torch.library.opcheck(getattr(ops(), name.removeprefix("triton.")).default, inputs)
+    torch.library.opcheck(op_for(name).default, inputs)
 
 
 def _compiled_matches_reference(name: str, shape: dict, dtype: str) -> None:

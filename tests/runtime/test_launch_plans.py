@@ -451,3 +451,67 @@ def test_frozen_options_hash_alike_when_equal_and_refuse_what_cannot_hash():
     assert first != launch_plans.frozen("tma", None, {"BM": 128, "BN": 64, "extra": [1, {"x": 2}]})
     assert launch_plans.frozen("plain", None, None) == ("plain", None, None)
     assert launch_plans.frozen("tma", None, {"BM": {1, 2}}) is None  # a set cannot hash
+
+
+def test_planned_keys_the_untuned_call_by_its_tensors_and_a_forced_one_by_its_options(
+    monkeypatch,
+):
+    """launch_plans.planned wraps an op's plain launch function: the untuned options key by the
+    tensors alone, others frozen into the key, unhashable ones run unplanned; every call
+    launches once, and the wrapper exposes its plans and the unwrapped function."""
+    launched, keys = [], []
+
+    @launch_plans.planned("test.planned", tensors=2, untuned=(None, None))
+    def run(x, out, path, config):
+        """the plain launch"""
+        launched.append((path, config))
+
+    def key(device, tensors, *scalars, fresh=0):
+        keys.append((tensors, scalars, fresh))
+        return None
+
+    monkeypatch.setattr(run.plans, "key", key)
+    x, out = torch.zeros(3), torch.zeros(3)
+    run(x, out, None, None)
+    run(x, out, "plain", {"BLOCK": 64})
+    run(x, out, None, {"note": {"a set"}})  # unhashable: no key, still launched
+    assert launched == [(None, None), ("plain", {"BLOCK": 64}), (None, {"note": {"a set"}})]
+    assert keys == [((x, out), (), 1), ((x, out), ("plain", (("BLOCK", 64),)), 1)]
+    assert run.plans.op == "test.planned" and run.unplanned.__doc__ == "the plain launch"
+    assert run.__name__ == "run"
+
+
+def test_planned_raw_options_key_as_they_are_and_two_functions_share_one_ops_plans(monkeypatch):
+    keys = []
+
+    @launch_plans.planned("test.shared", tensors=1, untuned=None)
+    def one(x, eps, flag):
+        pass
+
+    @launch_plans.planned(one.plans, tensors=2, untuned=None)
+    def two(x, y, eps, flag):
+        pass
+
+    def key(device, tensors, *scalars, fresh=0):
+        keys.append((len(tensors), scalars))
+        return None
+
+    monkeypatch.setattr(one.plans, "key", key)
+    one(torch.zeros(2), 1e-5, True)
+    two(torch.zeros(2), torch.zeros(2), 1e-6, False)
+    assert two.plans is one.plans
+    assert keys == [(1, (1e-5, True)), (2, (1e-6, False))]
+
+
+def test_planned_replays_an_installed_plan_without_launching_again(monkeypatch):
+    launched = []
+
+    @launch_plans.planned("test.replay", tensors=1)
+    def run(x):
+        launched.append(x)
+
+    replays = []
+    monkeypatch.setattr(run.plans, "key", lambda device, tensors, *scalars, fresh=0: ("k",))
+    monkeypatch.setattr(run.plans, "replay", lambda key, tensors: replays.append(key) or True)
+    run(torch.zeros(2))
+    assert launched == [] and replays == [("k",)]

@@ -52,8 +52,8 @@ def _calls_match_the_reference(name, shape, dtype, *, seed0=0, stream=None) -> N
             out = fn(*inputs)
         else:
             # the inputs were drawn on the current stream: the side stream must wait for them,
-            # or it reads whatever the freed blocks held (session 29, under 8 workers: a
-            # vector_add of softmax outputs left behind by an earlier test)
+            # or it reads whatever the freed blocks held (under 8 workers: a vector_add of
+            # softmax outputs left behind by an earlier test)
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
                 out = fn(*inputs)
@@ -95,7 +95,7 @@ def test_gpu_planned_calls_match_the_reference(case, lean, monkeypatch):
 @pytest.mark.parametrize("forced", ["tile", "split-k", "plain"])
 def test_gpu_forced_matmul_calls_are_planned_and_right(forced):
     """A forced config (matmul(config=...)) or path replays its own plan after two calls
-    (session 28; before, it took Triton's front door every call), and every answer matches
+    (not Triton's front door every call), and every answer matches
     the float64 reference; the two configs on the same shapes never share a plan."""
     import functools
 
@@ -133,7 +133,7 @@ FORCED_SOFTMAX = [
 @pytest.mark.parametrize("case", FORCED_SOFTMAX, ids=lambda case: case[0])
 def test_gpu_forced_softmax_calls_are_planned_and_right(case):
     """A forced row-tile config or long-row path replays its own plan after two calls
-    (session 29; before, it took Triton's front door every call), every answer right. The
+    (not Triton's front door every call), every answer right. The
     forced cooperative path, refused for its zeroed per-call workspace, is given up instead:
     no longer recorded after MOST_FAILED_RECORDINGS calls."""
     import functools

@@ -24,7 +24,7 @@ def reuse(monkeypatch):
 
 @pytest.mark.parametrize("setting,expected", [(None, True), ("1", True), ("0", False)])
 def test_words_are_kept_unless_the_environment_says_0(setting, expected):
-    # on by default since session 14 (measured faster on the H200); "0" restores a fill per call
+    # on by default (measured faster on the H200); "0" restores a fill per call
     import os
     import subprocess
     import sys
