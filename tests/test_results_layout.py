@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,63 @@ def test_committed_ceilings_are_found_after_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELAB_CEILINGS", str(path))
     ceilings, where = measured_or_committed(h200)
     assert ceilings.bandwidth == pytest.approx(1e12) and where == str(path)
+
+
+CITED = re.compile(r"benchmarks/(?:results|experiments)/[A-Za-z0-9_./-]*[A-Za-z0-9_]")
+HISTORY_COMMIT = "f7bfe57"  # the last tree with the per-run folders and the experiment scripts
+
+
+def _cited_paths() -> list[tuple[str, str, bool]]:
+    """(file, cited path, cited at HISTORY_COMMIT) for every record or experiment path named in
+    the docs, the sources and the tests."""
+    cited = []
+    for top in ("docs", "src", "tests"):
+        for path in sorted((ROOT / top).rglob("*")):
+            if not path.is_file() or path.suffix not in {".md", ".py", ".cu", ".cuh", ".json"}:
+                continue
+            name = path.relative_to(ROOT).as_posix()
+            if path.suffix == ".json":  # an object's "record_commit" names where its record is
+                cited.extend((name, *found) for found in _cited_in_json(json.loads(path.read_text())))
+                continue
+            for line in path.read_text(errors="replace").splitlines():
+                for found in CITED.findall(line):
+                    cited.append((name, found, HISTORY_COMMIT in line))
+    return cited
+
+
+def _cited_in_json(data, at_commit: bool = False):
+    if isinstance(data, dict):
+        at_commit = at_commit or data.get("record_commit") == HISTORY_COMMIT
+        for value in data.values():
+            yield from _cited_in_json(value, at_commit)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _cited_in_json(value, at_commit)
+    elif isinstance(data, str):
+        for found in CITED.findall(data):
+            yield found, at_commit or HISTORY_COMMIT in data
+
+
+def test_every_cited_record_is_here_or_at_the_commit_that_holds_it():
+    """A figure's record is either committed under benchmarks/ or named with the commit whose
+    tree holds it (git history keeps the per-run folders that results/ no longer does)."""
+    import shutil
+
+    cited = _cited_paths()
+    assert len(cited) > 20
+    missing = [(f, p) for f, p, at_commit in cited if not at_commit and not (ROOT / p).exists()]
+    assert missing == []
+    historic = sorted({p for _, p, at_commit in cited if at_commit and not (ROOT / p).exists()})
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("no git history to look the older records up in")
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT,
+                             capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    if shallow == "true":
+        pytest.skip("a shallow clone lacks the commit that holds the older records")
+    listed = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", HISTORY_COMMIT, "--", "benchmarks"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    # a file, a folder, or the stem a citation completes (steps06-09_{records,summary}.json)
+    absent = [p for p in historic if not any(name.startswith(p) for name in listed)]
+    assert absent == []

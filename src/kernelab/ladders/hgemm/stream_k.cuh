@@ -42,7 +42,7 @@ using Tile = Schedule<false>;
 constexpr int SLICE_FLOATS = 128 * 128;  // 64 x 256 accumulators of one consumer warpgroup
 // A diagnostic build's knob (never set by the launcher): 1 leaves out the partial sums' stores,
 // 2 their loads, flags and barriers kept, so a timing shows what each costs. Its results are
-// wrong: benchmarks/experiments/stream_k_calibrate.py --diagnose times it without a check.
+// wrong: benchmarks/experiments/stream_k_calibrate.py (at f7bfe57) --diagnose times it without a check.
 #ifndef STREAM_K_DIAGNOSE
 #define STREAM_K_DIAGNOSE 0
 #endif

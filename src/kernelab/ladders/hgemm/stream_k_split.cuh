@@ -35,7 +35,7 @@ struct Segment {
 // only where it wins more than the fix-up costs: round-robin, the last round takes k_tiles
 // K-tile times; shared out, left x k_tiles / clusters. The difference must reach
 // MIN_SAVED_K_TILES (the build may set it: 0 shares wherever the rest allows, for the
-// calibration in benchmarks/experiments/stream_k_calibrate.py). On an H100 (docs/notes/hgemm.md,
+// calibration in benchmarks/experiments/stream_k_calibrate.py (at f7bfe57)). On an H100 (docs/notes/hgemm.md,
 // step 19) sharing lost 2.5 % of step 18 at 7.8 saved and won 0.1 % at
 // 15.5, 1.4 % at 26 and 2.3 % at 62.
 // 4096^3: 58 of 66 left, 56.2 K-tiles each, 7.8 saved; 8192^3: 34 of 66, 65.9 each, 62 saved.

@@ -31,7 +31,7 @@ compiled kernel's registers and shared memory); a wait that outlasts MAX_SPINS p
 the program's rows to NaN rather than hang. Rows must be whole chunks.
 
 Measured on the H200, bf16 262K: c4096 w2 with the L2 prefetch 3.851-3.866 TB/s against
-3.762-3.798 for the tuned library beside it (benchmarks/results/h200/experiments/
+3.762-3.798 for the tuned library beside it (benchmarks/results/h200/experiments/ (at f7bfe57)
 softmax_gluon_held_v2..v6); c8192 w4 3.899-3.911 with c4096 w2 at 3.869-3.880 beside it
 (softmax_gluon_held_v11..v13). It lost at 131K (3.902-3.928 against 3.989-4.006) and in fp32
 (262K: 4.012-4.023 against 4.142-4.154), so it is offered on 2-byte rows of 262K values or
