@@ -29,3 +29,17 @@ def test_importing_every_module_needs_no_gpu():
         "assert 'torch' not in sys.modules or not __import__('torch').cuda.is_initialized()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_child_process_main_ends_a_kernelab_error_in_one_line_and_status_2(capsys):
+    from kernelab.errors import KernelabError, one_line_failures
+
+    @one_line_failures
+    def main(argv):
+        if argv:
+            raise KernelabError(f"bad {argv[0]}")
+        return 0
+
+    assert main([]) == 0
+    assert main(["size"]) == 2
+    assert capsys.readouterr().err == "kernelab: bad size\n"

@@ -10,8 +10,10 @@ path or number on the command line into such an error before a command starts an
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
 from pathlib import Path
 
 
@@ -146,3 +148,19 @@ def positive_number(value: float | None, option: str, unit: str = "") -> float |
         unit_text = f" ({unit})" if unit else ""
         raise KernelabError(f"{option} must be a positive, finite number{unit_text}, got {value}")
     return value
+
+
+def one_line_failures(main):
+    """The main() of a child process kernelab starts (`python -m kernelab.profiling.runner`,
+    the ladders' verifiers, ...): a KernelabError ends it as the CLI ends, one line on stderr
+    and exit status 2, so the parent can show the reason as it came."""
+
+    @functools.wraps(main)
+    def guarded(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except KernelabError as exc:
+            print(f"kernelab: {exc}", file=sys.stderr)
+            return 2
+
+    return guarded

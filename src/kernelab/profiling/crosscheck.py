@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kernelab.errors import KernelabError, NoGPUError
+from kernelab.errors import KernelabError, NoGPUError, one_line_failures
 from kernelab.profiling.metrics import DURATION, SM_CYCLES_PER_SECOND
 
 TIMER_RANGE = "kernelab.benchmark"  # the NVTX push/pop range harness/timing.py opens
@@ -264,6 +264,7 @@ def crosscheck(
     )
 
 
+@one_line_failures
 def main(argv: list[str] | None = None) -> int:
     """The child ncu runs: the timer on torch.mm for a few samples; its figures are thrown
     away (ncu's replays slow every profiled call), only the kernels matter."""
@@ -272,19 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=DEFAULT_SIZE)
     parser.add_argument("--samples", type=int, default=DEFAULT_LAUNCHES)
     args = parser.parse_args(argv)
-    try:
-        if args.size <= 0 or args.samples <= 0:
-            raise KernelabError("--size and --samples must be positive")
-        time_gemm(
-            args.dtype,
-            args.size,
-            max_time_s=5.0,
-            min_samples=args.samples,
-            max_samples=args.samples,
-        )
-    except KernelabError as exc:
-        print(f"kernelab: {exc}", file=sys.stderr)
-        return 2
+    if args.size <= 0 or args.samples <= 0:
+        raise KernelabError("--size and --samples must be positive")
+    time_gemm(
+        args.dtype, args.size, max_time_s=5.0, min_samples=args.samples, max_samples=args.samples
+    )
     return 0
 
 

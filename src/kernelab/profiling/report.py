@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelab.errors import KernelabError, MissingToolError
+from kernelab.errors import KernelabError, MissingToolError, one_line_failures
 from kernelab.profiling import metrics as m
 
 # Where Nsight Compute installs its Python report reader (newest version first).
@@ -308,12 +308,9 @@ def _plain_value(value):
     return str(value)
 
 
+@one_line_failures
 def _main(argv: list[str]) -> int:
-    try:
-        actions = read_actions(_check_exists(argv[0]))
-    except KernelabError as exc:
-        print(f"kernelab: {exc}", file=sys.stderr)
-        return 2
+    actions = read_actions(_check_exists(argv[0]))
     for action in actions:
         action["metrics"] = {k: _plain_value(v) for k, v in action["metrics"].items()}
     json.dump(actions, sys.stdout)

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from kernelab.errors import KernelabError
+from kernelab.errors import KernelabError, one_line_failures
 
 PROFILE_RANGE = "kernelab_profile"
 DEFAULT_WARMUP = 3
@@ -43,6 +43,7 @@ def run(name: str, shape: dict, dtype: str, *, warmup: int, range_name: str) -> 
     torch.cuda.nvtx.range_pop()
 
 
+@one_line_failures
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelab.profiling.runner")
     parser.add_argument("name")
@@ -53,15 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         shape = json.loads(args.shape)
-        if args.warmup < 0:
-            raise KernelabError(f"--warmup must be 0 or more, got {args.warmup}")
-        run(args.name, shape, args.dtype, warmup=args.warmup, range_name=args.range_name)
     except json.JSONDecodeError as exc:
-        print(f"kernelab: --shape is not JSON ({exc})", file=sys.stderr)
-        return 2
-    except KernelabError as exc:
-        print(f"kernelab: {exc}", file=sys.stderr)
-        return 2
+        raise KernelabError(f"--shape is not JSON ({exc})") from None
+    if args.warmup < 0:
+        raise KernelabError(f"--warmup must be 0 or more, got {args.warmup}")
+    run(args.name, shape, args.dtype, warmup=args.warmup, range_name=args.range_name)
     return 0
 
 

@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelab.errors import KernelabError
+from kernelab.errors import KernelabError, one_line_failures
 from kernelab.output import note
 
 STEP_RANGE = "kernelab_step#{}"
@@ -382,6 +382,7 @@ def profile_script(
     return _summarise(out / TRACE_NAME, capture, top=top, gpu=gpu)
 
 
+@one_line_failures
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelab.timeline.capture")
     parser.add_argument("--out", type=Path, required=True)
@@ -391,15 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.target[1:] if args.target[:1] == ["--"] else args.target
-    try:
-        target = parse_target(command)
-        args.out.mkdir(parents=True, exist_ok=True)
-        capture = capture_script(
-            target, args.out, warmup=args.warmup, steps=args.steps, nvtx_only=args.nvtx_only
-        )
-    except KernelabError as exc:
-        print(f"kernelab: {exc}", file=sys.stderr)
-        return 2
+    target = parse_target(command)
+    args.out.mkdir(parents=True, exist_ok=True)
+    capture = capture_script(
+        target, args.out, warmup=args.warmup, steps=args.steps, nvtx_only=args.nvtx_only
+    )
     (args.out / CAPTURE_NAME).write_text(json.dumps(capture, indent=2) + "\n")
     return 0
 

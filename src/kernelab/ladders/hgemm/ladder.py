@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 
 from kernelab.environment import software_versions
-from kernelab.errors import KernelabError, unknown
+from kernelab.errors import KernelabError, one_line_failures, unknown
 from kernelab.harness.ceilings import this_gpu
 from kernelab.harness.check import check_implementation
 from kernelab.harness.paired import compare
@@ -678,19 +678,16 @@ def launch_steps(steps: Sequence[Step], size: int, warmup: int = PROFILE_WARMUP)
         runner.run(step.name, shape, DTYPE, warmup=warmup, range_name=PROFILE_RANGE)
 
 
+@one_line_failures
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelab.ladders.hgemm.ladder")
     parser.add_argument("--size", type=int, required=True)
     parser.add_argument("--steps", default=None, help='e.g. "06" or "5-9" (default: all)')
     parser.add_argument("--warmup", type=int, default=PROFILE_WARMUP)
     args = parser.parse_args(argv)
-    try:
-        if args.size <= 0:
-            raise KernelabError(f"--size must be positive, got {args.size}")
-        launch_steps(parse_steps(args.steps), args.size, args.warmup)
-    except KernelabError as exc:
-        print(f"kernelab: {exc}", file=sys.stderr)
-        return 2
+    if args.size <= 0:
+        raise KernelabError(f"--size must be positive, got {args.size}")
+    launch_steps(parse_steps(args.steps), args.size, args.warmup)
     return 0
 
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kernelab.errors import KernelabError
+from kernelab.errors import KernelabError, one_line_failures
 from kernelab.ladders.sgemm.launch import build_step
 from kernelab.ladders.sgemm.steps import STEPS, Step, get_step, parse_steps
 from kernelab.ladders.sgemm.tuning import winner
@@ -609,19 +609,16 @@ def launch_steps(steps: Sequence[Step], size: int, warmup: int = LAUNCHER_WARMUP
         runner.run(step.name, shape, "fp32", warmup=warmup, range_name=PROFILE_RANGE)
 
 
+@one_line_failures
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelab.ladders.sgemm.verify")
     parser.add_argument("--size", type=int, default=DEFAULT_SIZE)
     parser.add_argument("--steps", default=None, help='e.g. "1-11" or "6,7"')
     parser.add_argument("--warmup", type=int, default=LAUNCHER_WARMUP)
     args = parser.parse_args(argv)
-    try:
-        if args.size <= 0:
-            raise KernelabError(f"--size must be positive, got {args.size}")
-        launch_steps(parse_steps(args.steps), args.size, args.warmup)
-    except KernelabError as exc:
-        print(f"kernelab: {exc}", file=sys.stderr)
-        return 2
+    if args.size <= 0:
+        raise KernelabError(f"--size must be positive, got {args.size}")
+    launch_steps(parse_steps(args.steps), args.size, args.warmup)
     return 0
 
 
