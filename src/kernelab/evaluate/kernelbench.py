@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.evaluate import trees
-from kernelab.evaluate.formats import Case, Problem, describe_exception, import_file, scaled
+from kernelab.evaluate.problem import Case, Problem, describe_exception, import_file, scaled
 
 INIT_SEED = 42  # KernelBench's default seed_num
 ALLCLOSE_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}

@@ -56,7 +56,8 @@ from typing import Any
 
 from kernelab.errors import KernelabError
 from kernelab.evaluate import trees
-from kernelab.evaluate.formats import Case, Problem, describe_exception
+from kernelab.evaluate.problem import Case, Problem, describe_exception
+from kernelab.evaluate.sandbox import Worker, WorkerGone
 
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error")
 EAGER_ERROR_MARGIN = 2.0
@@ -139,6 +140,7 @@ class Verdict:
     roofline: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
+    wall: dict = field(default_factory=dict)  # what the worker's wall holds, what it lacks
 
     def to_dict(self) -> dict:
         from kernelab.output import to_jsonable
@@ -216,6 +218,7 @@ class Evaluator:
         self.baselines: dict[str, dict] = {}  # case label -> {"eager": {...}, "compiled": ...}
         self.baseline_records: list[dict] = []
         self.notes: list[str] = list(problem.notes)
+        self.protect: list[str] = []  # paths no worker may write besides the problem's own
 
     # --- the references ------------------------------------------------------------------
 
@@ -551,9 +554,10 @@ class Evaluator:
     # --- the verdict ---------------------------------------------------------------------
 
     def evaluate(self, solution_path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Verdict:
-        """The verdict on one solution, run in a worker of its own for at most `timeout` s."""
-        from kernelab.evaluate.sandbox import Worker, WorkerGone
+        """The verdict on one solution, run in a worker of its own for at most `timeout` s.
 
+        Nothing the solution does raises out of here: an output the judge cannot compare, or
+        any other exception while judging it, is this solution's "fail"."""
         solution_path = Path(solution_path)
         if not self.expected:
             self.prepare()
@@ -570,12 +574,22 @@ class Evaluator:
                 for label, found in self.costs.items()
             ],
         )
+        worker = Worker(self.problem, solution_path, timeout, protect=self.protect)
         try:
-            with Worker(self.problem, solution_path, timeout) as worker:
+            with worker:
+                verdict.wall = worker.wall
+                verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
                 self._judge_in(worker, verdict)
         except WorkerGone as gone:
             verdict.status, verdict.message = gone.status, gone.message
             verdict.timings, verdict.records = [], []
+        except Exception as exc:
+            verdict.status = "fail"
+            verdict.message = f"judging its output raised {describe_exception(exc)}"
+            verdict.timings, verdict.records = [], []
+        if not verdict.wall:
+            verdict.wall = worker.wall
+            verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
         return verdict
 
     def _judge_in(self, worker, verdict: Verdict) -> None:
