@@ -20,6 +20,12 @@ def _is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def tensor_type():
+    import torch
+
+    return torch.Tensor
+
+
 def map_tensors(fn: Callable, tree: Any) -> Any:
     """The same structure with fn applied to every tensor leaf; other leaves kept as they are."""
     if _is_tensor(tree):

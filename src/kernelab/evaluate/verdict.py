@@ -62,7 +62,10 @@ from kernelab.evaluate.sandbox import Worker, WorkerGone
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error")
 EAGER_ERROR_MARGIN = 2.0
 POOL_SETS = 3  # input sets the timed calls rotate through
-SAMPLED_EXTRA = 3  # checked timed calls besides the last POOL_SETS
+CHECKED_EXTRA = 8  # checked timed calls besides the last POOL_SETS, at least
+CHECKED_SHARE = 0.1  # ... or this share of the batch
+CHECKED_MAX = 32  # ... at most
+KEPT_OUTPUT_BYTES = 4 << 30  # a batch's outputs, all kept by the worker until the judge chooses
 WARMUP_CALLS = 3  # untimed: compilation, autotuning, lazy allocation
 PROBE_CALLS = 3  # sized on the judge's clock: how many calls fit in --max-time
 MAX_TIMED_CALLS = 2000
@@ -192,6 +195,24 @@ def _same_structure(a, b) -> bool:
     )
 
 
+def _odd_tensor(out, ref) -> str | None:
+    """Why an output leaf cannot stand where the reference has tensor `ref`, or None: not a
+    tensor, a subclass, not strided (sparse), without values (meta), on another device."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"is a {type(out).__name__}, not a tensor"
+    if type(out) not in (torch.Tensor, torch.nn.Parameter):
+        return f"is a tensor subclass ({type(out).__name__}), not a tensor"
+    if out.layout != torch.strided:
+        return f"is a {str(out.layout).removeprefix('torch.')} tensor; the reference's is dense"
+    if out.device.type == "meta":
+        return "is a meta tensor: it holds no values"
+    if out.device.type != ref.device.type:
+        return f"is on {out.device.type}; the reference's is on {ref.device.type}"
+    return None
+
+
 def _relative_error(out, ref) -> float:
     import torch
 
@@ -219,6 +240,8 @@ class Evaluator:
         self.baseline_records: list[dict] = []
         self.notes: list[str] = list(problem.notes)
         self.protect: list[str] = []  # paths no worker may write besides the problem's own
+        self.arena = None  # the inputs' shared pages while a solution is judged (CPU)
+        self._timing_started = False  # the worker was told its calls are timed from now on
 
     # --- the references ------------------------------------------------------------------
 
@@ -378,11 +401,12 @@ class Evaluator:
         for (path, o), (_, e), (_, x) in zip(got, want, exact, strict=True):
             name = f"output{path}"
             if not isinstance(e, torch.Tensor):
-                if o != e:
+                if isinstance(o, torch.Tensor) or type(o) is not type(e) or o != e:
                     return False, None, None, f"{name} is {o!r}, the reference's is {e!r}"
                 continue
-            if not isinstance(o, torch.Tensor):
-                return False, None, None, f"{name} is a {type(o).__name__}, not a tensor"
+            odd = _odd_tensor(o, e)
+            if odd:
+                return False, None, None, f"{name} {odd}"
             if o.dtype != e.dtype:
                 return (
                     False, None, None,
@@ -419,14 +443,19 @@ class Evaluator:
         given = trees.clone(expected.data)
         trees.poison(given, expected.buffers)
         result = CaseResult(expected.case.label, kind, expected.seed, False, None, None, "")
-        reply = worker.ask({"kind": "call", "data": given})
+        if self.arena is not None:
+            layout = self.arena.write(given)
+            reply = worker.ask({"kind": "call", "layout": layout})
+            given = self.arena.read(layout)  # the judge's own reading of the shared pages
+        else:
+            reply = worker.ask({"kind": "call", "data": given})
+            given = reply.get("given")
         if "raised" in reply:
             result.message = f"the solution raised {reply['raised']}"
             return result
         out, snapshot = reply.get("out"), reply.get("snapshot")
         if self.on_gpu and snapshot is None:
             snapshot = out  # nothing to compare: the output itself must be right
-        given = reply.get("given")
         if not _same_structure(given, expected.data):
             result.message = "the worker did not send back the inputs it was given"
             return result
@@ -483,7 +512,7 @@ class Evaluator:
         mode = self.options.mode
 
         def batch(calls: int) -> list[float]:
-            return run_calls(call, pool, buffers=buffers, calls=calls, sampled=set(), mode=mode)[0]
+            return run_calls(call, pool, buffers=buffers, calls=calls, mode=mode, keep=False)[0]
 
         batch(WARMUP_CALLS)
         begin = time.perf_counter()
@@ -574,7 +603,12 @@ class Evaluator:
                 for label, found in self.costs.items()
             ],
         )
-        worker = Worker(self.problem, solution_path, timeout, protect=self.protect)
+        self.arena = self._arena(verdict)
+        self._timing_started = False
+        worker = Worker(
+            self.problem, solution_path, timeout, protect=self.protect,
+            pass_fds=() if self.arena is None else (self.arena.fd,),
+        )  # fmt: skip
         try:
             with worker:
                 verdict.wall = worker.wall
@@ -587,10 +621,31 @@ class Evaluator:
             verdict.status = "fail"
             verdict.message = f"judging its output raised {describe_exception(exc)}"
             verdict.timings, verdict.records = [], []
+        finally:
+            if self.arena is not None:
+                self.arena.close()
+                self.arena = None
         if not verdict.wall:
             verdict.wall = worker.wall
             verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
         return verdict
+
+    def _arena(self, verdict: Verdict):
+        """Shared pages for every call's inputs (on a CPU; kernelab.evaluate.arena), or None:
+        then the worker reports what a call left in its inputs."""
+        from kernelab.evaluate.arena import Arena, tree_bytes
+
+        if self.on_gpu:
+            return None
+        sets = [*self.expected, *self.rechecks.values(), *(e for p in self.pools.values() for e in p)]
+        try:
+            return Arena(max(tree_bytes(expected.data) for expected in sets))
+        except Exception as exc:
+            verdict.notes.append(
+                f"wall lowered: no shared memory for the inputs ({describe_exception(exc)}): the "
+                "worker reports what each call left in them"
+            )
+            return None
 
     def _judge_in(self, worker, verdict: Verdict) -> None:
         loaded = worker.ask({"kind": "solution", "path": verdict.solution})
@@ -625,78 +680,100 @@ class Evaluator:
     def _where(self, result: CaseResult) -> str:
         return f"{result.case}, seed {result.seed}: "
 
-    def _sampled(self, calls: int) -> list[int]:
-        """The timed calls whose outputs come back: the last POOL_SETS (every input set, after
-        any warm-up a cache needs) and SAMPLED_EXTRA more, drawn at random."""
+    def _chosen(self, calls: int) -> list[int]:
+        """The timed calls whose outputs the judge checks, drawn after the batch from the
+        operating system's randomness (never from --seed, which the worker might learn): the
+        last POOL_SETS (every input set, after any warm-up a cache needs) and CHECKED_EXTRA,
+        or CHECKED_SHARE of the batch, more (at most CHECKED_MAX)."""
         last = set(range(max(0, calls - POOL_SETS), calls))
-        rng = random.Random(self.options.seed) if self.options.seed is not None else random
-        extra = rng.sample(range(calls), min(calls, SAMPLED_EXTRA))
-        return sorted(last | set(extra))
+        extra = min(calls, max(CHECKED_EXTRA, min(CHECKED_MAX, int(calls * CHECKED_SHARE))))
+        return sorted(last | set(random.SystemRandom().sample(range(calls), extra)))
 
-    def _calls(self, worker, label: str, calls: int, sampled: list[int]) -> tuple[dict, float]:
+    def _calls(self, worker, label: str, calls: int) -> tuple[dict, float]:
         """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
         import time
 
         begin = time.perf_counter()
         reply = worker.ask(
-            {"kind": "calls", "label": label, "calls": calls, "sampled": sampled,
-             "mode": self.options.mode}
-        )  # fmt: skip
+            {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
+        )
         wall_ms = (time.perf_counter() - begin) * 1e3
-        if sampled and "raised" not in reply:
-            reply["outputs"] = worker.ask({"kind": "outputs"}).get("outputs")
         return reply, wall_ms
 
-    def _check_sampled(self, reply: dict, pool: list[Expected], sampled: list[int], during: str):
-        """The failure message for the first sampled output that is wrong, or None."""
-        outputs = reply.get("outputs")
-        if not isinstance(outputs, dict) or set(outputs) != set(sampled):
-            return f"{during}: the worker did not send back the outputs of calls {sampled}"
-        for index in sampled:
+    def _check_batch(self, worker, reply: dict, pool: list[Expected], calls: int, during: str):
+        """Choose the calls to check now that the batch is over, fetch their outputs, and
+        return the failure message for the first that differs from its fingerprint or from
+        the reference, or None."""
+        from kernelab.evaluate.timed_calls import fingerprint
+
+        prints = reply.get("fingerprints")
+        if not isinstance(prints, list) or len(prints) != calls:
+            return f"{during}: the worker did not fingerprint the outputs of its {calls} calls"
+        chosen = self._chosen(calls)
+        outputs = worker.ask({"kind": "outputs", "indices": chosen}).get("outputs")
+        if not isinstance(outputs, dict) or set(outputs) != set(chosen):
+            return f"{during}: the worker did not send back the outputs of calls {chosen}"
+        for index in chosen:
             expected = pool[index % len(pool)]
+            where = f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
+            if fingerprint(outputs[index]) != prints[index]:
+                return (
+                    f"{where}: the output sent back is not the one the call returned (its "
+                    "fingerprint, sent at the end of the batch, differs)"
+                )
             ok, _, _, message = self._judge(outputs[index], expected)
             if not ok:
+                return f"{where}: {message}"
+        return None
+
+    def _repeat(self, worker, case: Case, pool: list[Expected]) -> str | None:
+        """Without timing: repeat_calls calls, each checked in full (output and inputs)."""
+        calls = self.options.repeat_calls
+        for index in range(calls):
+            expected = pool[index % len(pool)]
+            result = self._check(worker, expected, "repeat")
+            if not result.ok:
                 return (
-                    f"{during}, call {index + 1} (input set {index % len(pool)}, seed "
-                    f"{expected.seed}): {message}"
+                    f"during {calls} calls, call {index + 1} (input set {index % len(pool)}, "
+                    f"seed {expected.seed}): {result.message}"
                 )
         return None
 
+    def _output_bytes(self, pool: list[Expected]) -> int:
+        return sum(t.numel() * t.element_size() for _, t in trees.tensors(pool[0].eager))
+
     def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
         """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), on rotating
-        inputs, checking the sampled outputs; the failure message, or None."""
+        inputs, checking outputs; the failure message, or None."""
         from kernelab.evaluate import observed
 
         pool = self.pools[case.label]
         buffers = pool[0].buffers
+        if not self.timing:
+            return self._repeat(worker, case, pool)
+
+        from kernelab.output import note
+
+        if not self._timing_started:
+            worker.ask({"kind": "timing"})
+            self._timing_started = True
         worker.ask(
             {"kind": "pool", "label": case.label, "pool": [e.data for e in pool],
              "buffers": sorted(buffers)}
         )  # fmt: skip
-        if not self.timing:
-            calls = self.options.repeat_calls
-            if calls == 0:
-                return None
-            sampled = self._sampled(calls)
-            reply, _ = self._calls(worker, case.label, calls, sampled)
-            if "raised" in reply:
-                return f"{case.label}: a repeated call raised {reply['raised']}"
-            return self._check_sampled(reply, pool, sampled, f"during {calls} calls")
-
-        from kernelab.output import note
-
         note(f"{self.problem.name} {case.label}: timing {Path(verdict.solution).name}")
-        warm, _ = self._calls(worker, case.label, WARMUP_CALLS, [])
-        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS, [])
+        warm, _ = self._calls(worker, case.label, WARMUP_CALLS)
+        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS)
         for reply in (warm, probe):
             if "raised" in reply:
                 return f"{case.label}: the solution raised while timed: {reply['raised']}"
         calls = self._calls_for(probe_ms / PROBE_CALLS)
-        sampled = self._sampled(calls)
-        reply, wall_ms = self._calls(worker, case.label, calls, sampled)
+        kept = KEPT_OUTPUT_BYTES // max(1, self._output_bytes(pool))
+        calls = max(self.options.min_samples, min(calls, kept))
+        reply, wall_ms = self._calls(worker, case.label, calls)
         if "raised" in reply:
             return f"{case.label}: the solution raised while timed: {reply['raised']}"
-        failure = self._check_sampled(reply, pool, sampled, f"{case.label}: during timing")
+        failure = self._check_batch(worker, reply, pool, calls, f"{case.label}: during timing")
         if failure:
             return failure
         samples = reply.get("samples_ms")
@@ -710,7 +787,9 @@ class Evaluator:
         floor = observed.floor_ms(
             wall_ms,
             calls,
-            observed.loop_cost_ms(data, buffers=buffers, calls=calls, mode=self.options.mode),
+            observed.loop_cost_ms(
+                data, buffers=buffers, calls=calls, mode=self.options.mode, output=pool[0].eager
+            ),
         )
         samples, bounded = observed.bound(samples, floor)
         timing = self._timing(samples, [bounded] if bounded else [])
