@@ -29,6 +29,7 @@ SLOW = (
     "test_sgemm_ladder.py",
     "test_triton_kernels.py",
     "test_eval_cli.py",
+    "test_eval_cheats.py",
     "test_hgemm.py",
     "test_eval_verdict.py",
     "test_timeline_capture.py",

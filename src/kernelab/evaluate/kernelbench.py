@@ -61,8 +61,10 @@ def allclose_check(reference, data, output) -> tuple[bool, str]:
     if len(got) != len(want):
         return False, f"output has {len(got)} parts, the model's has {len(want)}"
     for (path, out), (_, ref) in zip(got, want, strict=True):
-        if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor):
+        if not isinstance(ref, torch.Tensor):
             continue
+        if not isinstance(out, torch.Tensor):
+            return False, f"output{path} is a {type(out).__name__}, not a tensor"
         if out.shape != ref.shape:
             return False, f"output{path} shape {tuple(out.shape)} != {tuple(ref.shape)}"
         tolerance = ALLCLOSE_TOLERANCE.get(str(ref.dtype).removeprefix("torch."), 1e-4)

@@ -41,6 +41,7 @@ LOG_HEAD_BYTES = 8 * 1024
 LOG_TAIL_BYTES = 32 * 1024
 LOG_TAIL_CHARS = 400
 STOP_SECONDS = 5.0
+UNREADABLE_CHARS = 160
 _UNTRACEABLE: str | None = None  # "" once the judge is undumpable, else why it is not
 
 
@@ -283,8 +284,12 @@ class Worker:
             self._died()
         except Exception as exc:  # a reply the judge refuses to unpickle
             self.close()
+            words = describe_exception(exc).splitlines()[0][:UNREADABLE_CHARS]
             raise WorkerGone(
-                "fail", f"the worker sent a reply the judge cannot read: {describe_exception(exc)}"
+                "fail",
+                "the worker sent a reply the judge will not read (only tensors, numbers, "
+                "strings and plain containers are unpickled; a tensor subclass or a class of "
+                f"the solution's is refused): {words}",
             ) from None
         if not isinstance(reply, dict):
             self.close()

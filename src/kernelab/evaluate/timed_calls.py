@@ -46,10 +46,12 @@ def _tensor_fingerprint(tensor) -> str:
         return f"a {type(tensor).__name__}"
     if tensor.layout != torch.strided or tensor.device.type == "meta":
         return f"a {tensor.layout} tensor on {tensor.device}"
-    flat = tensor.detach().reshape(-1).view(torch.uint8)
-    padded = torch.zeros(_padded(flat.numel()), dtype=torch.uint8, device=flat.device)
-    padded[: flat.numel()] = flat
-    words = padded.view(torch.int64)
+    flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+    if flat.numel() % 8 or flat.storage_offset() % 8 or flat.numel() == 0:
+        padded = torch.zeros(_padded(flat.numel()), dtype=torch.uint8, device=flat.device)
+        padded[: flat.numel()] = flat
+        flat = padded
+    words = flat.view(torch.int64)
     position = torch.arange(words.numel(), dtype=torch.int64, device=words.device)
     mixed = (words ^ (position * _POSITION)) * _MIX
     mixed = (mixed ^ torch.bitwise_right_shift(mixed, 29)) * _FINAL

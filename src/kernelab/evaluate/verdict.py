@@ -685,9 +685,10 @@ class Evaluator:
         operating system's randomness (never from --seed, which the worker might learn): the
         last POOL_SETS (every input set, after any warm-up a cache needs) and CHECKED_EXTRA,
         or CHECKED_SHARE of the batch, more (at most CHECKED_MAX)."""
-        last = set(range(max(0, calls - POOL_SETS), calls))
-        extra = min(calls, max(CHECKED_EXTRA, min(CHECKED_MAX, int(calls * CHECKED_SHARE))))
-        return sorted(last | set(random.SystemRandom().sample(range(calls), extra)))
+        first_of_last = max(0, calls - POOL_SETS)
+        extra = max(CHECKED_EXTRA, min(CHECKED_MAX, int(calls * CHECKED_SHARE)))
+        drawn = random.SystemRandom().sample(range(first_of_last), min(extra, first_of_last))
+        return sorted({*range(first_of_last, calls), *drawn})
 
     def _calls(self, worker, label: str, calls: int) -> tuple[dict, float]:
         """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
