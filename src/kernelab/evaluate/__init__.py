@@ -12,7 +12,8 @@ sandbox.py     the judge's side of a solution's worker process
 wall.py        the worker's launcher: namespaces, read-only mounts, own uid, rlimits
 worker.py      the solution's process: the only one that imports it
 channel.py     judge <-> worker messages: tensors over pipes
-timed_calls.py the timed loop: rotating inputs, device-wide fence, sampled outputs
+timed_calls.py the timed loop: rotating inputs, device-wide fence, outputs fingerprinted
+arena.py       a CPU call's inputs in pages the judge shares and reads back itself
 observed.py    the judge's wall-clock floor under a worker's reported times
 suite.py       every problem in a directory
 """

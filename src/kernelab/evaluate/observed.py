@@ -2,7 +2,7 @@
 
 The per-call times come from inside the solution's process, where the solution can patch the
 clock, the events, or the loop that reads them. What it cannot change is how long the judge
-waited: the judge sends "make N calls" and reads the short reply (the sampled outputs come
+waited: the judge sends "make N calls" and reads the short reply (the checked outputs come
 in a later one) on its own clock. That wait holds the N calls plus the loop's own steps
 (loading each input set, the NaN fill, the L2 flush, the synchronisations, the events, the
 copy and fingerprint of each output). The

@@ -3,18 +3,21 @@
 The judge is the process that calls run_problem (the `kernelab eval` command itself). It
 loads the problem, generates every input, computes the references and times the baselines;
 it never imports a solution. For each solution it starts a fresh worker,
-`python -m kernelab.evaluate.worker`, in a new session, talking over two pipes that only the
-two of them hold (kernelab.evaluate.channel): the judge sends inputs, the worker sends back
-what the solution made of them, as tensors, and the judge compares them with its own torch.
-Nothing the worker writes is a verdict, and nothing the worker can reach (a file, a patched
-function, the stack of its timer) is read as one.
+`python -m kernelab.evaluate.worker`, behind a wall (kernelab.evaluate.wall: its own PID,
+mount and network namespaces, its own uid, the judge's files read-only), talking over two
+pipes that only the two of them hold (kernelab.evaluate.channel): the judge sends inputs,
+the worker sends back what the solution made of them, as tensors, and the judge compares
+them with its own torch. Nothing the worker writes is a verdict, and nothing the worker can
+reach (a file, a patched function, the stack of its timer) is read as one. What the wall
+holds, and what the kernel refused of it, goes into the verdict.
 
 Limits: the worker's setup (importing torch, loading the problem) gets max(timeout,
 SETUP_SECONDS); from then on the solution has `timeout` seconds in all. When they pass, or
-when the judge is interrupted (Ctrl-C) or fails, the worker's whole process group is killed.
-When the worker dies, the verdict is a crash with the exit code or signal and its log's last
-words. The log (the solution's prints, faulthandler's report of a segfault) is read from a
-pipe and capped: its first LOG_HEAD_BYTES and last LOG_TAIL_BYTES are kept.
+when the judge is interrupted (Ctrl-C) or fails, the worker is killed, and with it its PID
+namespace: every process the solution started. When the worker dies, the verdict is a crash
+with the exit code or signal and its log's last words. The log (the solution's prints,
+faulthandler's report of a segfault) is read from a pipe and capped: its first
+LOG_HEAD_BYTES and last LOG_TAIL_BYTES are kept.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 
+import kernelab
 from kernelab.evaluate import wall
 from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, receive, send
 from kernelab.evaluate.problem import describe_exception
@@ -164,8 +168,6 @@ class Worker:
         self.close()
 
     def _plan(self) -> dict:
-        import kernelab
-
         global _UNTRACEABLE
         if _UNTRACEABLE is None:
             try:
@@ -181,7 +183,7 @@ class Worker:
         self.scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
         problem_path = Path(self.problem.path).resolve()
         read_only = [
-            str(problem_path.parent), str(Path(self.solution).resolve()),
+            str(problem_path), str(problem_path.parent), str(Path(self.solution).resolve()),
             str(Path(kernelab.__file__).resolve().parent), sys.prefix, sys.base_prefix,
             *self.protect,
         ]  # fmt: skip

@@ -15,9 +15,10 @@ Correctness, for every case and several seeds (each test case at its own seed an
    overwrites when handed them full of NaN (an empty buffer may already hold the answer).
    The candidate may write those, and receives them filled with NaN, so an element it
    forgets cannot hold the right answer.
-2. The candidate receives its own copy (sent to its worker), with torch's allocator poisoned
-   there (new tensors hold NaN: kernelab.harness.check.poisoned_allocations); the worker
-   sends back the output and the inputs as the call left them.
+2. The candidate receives its own copy (sent to its worker; on a CPU, in pages the judge
+   shares and reads back itself: kernelab.evaluate.arena), with torch's allocator poisoned
+   there until timing starts (new tensors hold NaN:
+   kernelab.harness.check.poisoned_allocations); the worker sends back the output.
 3. It fails when it raises, writes into an input it should only read, returns another
    structure, dtype or shape, or misses the exact answer by more than kernelab's
    scale-aware threshold (kernelab.harness.check.compare: all-zeros and constant outputs
@@ -34,11 +35,14 @@ Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a G
 same loop and mode for eager PyTorch and torch.compile of the reference (reported as
 speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
 the next of POOL_SETS input sets, copied into the same tensors (new values at the same
-addresses), and the outputs of some calls, chosen by the judge, come back and are checked
-against the reference of their set: an answer remembered from an earlier call, or an empty
-tensor returned when a timer is on the stack, fails. The judge bounds the reported time by
-its own wall clock around the batch (kernelab.evaluate.observed). Afterwards the output is
-checked again on inputs it has never seen, which catches behaviour that changes after N calls.
+addresses). Without timing every call is checked in full. When timed, every output is kept
+and fingerprinted inside the judge's clock, and the outputs of some calls, chosen by the
+judge after the batch from a secret, come back, must match their fingerprints and are
+checked against the reference of their set: an answer remembered from an earlier call, an
+empty tensor returned when a timer is on the stack, or an answer made after the batch,
+fails. The judge bounds the reported time by its own wall clock around the batch
+(kernelab.evaluate.observed). Afterwards the output is checked again on inputs it has never
+seen, which catches behaviour that changes after N calls.
 
 Roofline: the cost is declared by the problem or recognised from the reference's aten ops
 (kernelab.evaluate.recognise); on a catalog GPU the candidate's time is placed on the

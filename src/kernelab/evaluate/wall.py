@@ -29,6 +29,7 @@ import ctypes
 import errno
 import json
 import os
+import random
 import resource
 import signal
 import sys
@@ -213,7 +214,12 @@ def _private_mounts(report: Report, made: set[str], read_only: list[str]) -> Non
             consequence="the worker's /proc lists the judge's processes",
         )
     for path in read_only:
-        if not os.path.exists(path):
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            continue  # nothing there to protect
+        except OSError as exc:
+            report.refused.append(f"read-only {path} refused ({_why(exc)}): it is not protected")
             continue
 
         def bind(path=path) -> None:
@@ -368,8 +374,6 @@ def plan(*, read_only: list[str], scratch: str, on_gpu: bool, cpu_seconds: float
     groups: set[int] = set()
     as_root = os.geteuid() == 0
     if as_root and uid is None:
-        import random
-
         uid = WORKER_UID_BASE + random.SystemRandom().randrange(WORKER_UID_SPAN)
     if as_root and on_gpu:
         for node in _gpu_nodes():
