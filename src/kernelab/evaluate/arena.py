@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelab.evaluate import trees
+from kernelab.harness.check import _storage_bytes
 
 ALIGN = 64
 
@@ -83,8 +84,6 @@ class Arena:
     def write(self, tree):
         """Copy the tree's tensors into the arena (storage bytes, padding included); the
         layout that names where each one went."""
-        from kernelab.harness.check import _storage_bytes
-
         cursor = 0
 
         def place(tensor):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import time
 
+from kernelab.evaluate.timed_calls import fingerprint, run_calls
+
 OVERHEAD_MARGIN = 1.5
 WALL_SHARE = 0.9
 SLACK_MS = 20.0
@@ -41,8 +43,6 @@ def floor_ms(wall_ms: float, calls: int, loop_ms: float) -> float:
 def loop_cost_ms(pool: list, *, buffers: set[str], calls: int, mode: str, output=None) -> float:
     """The judge's wall time for the timed loop's own work over `calls` calls: a call that
     returns `output` (the size of the real one) at once, its copy kept and fingerprinted."""
-    from kernelab.evaluate.timed_calls import fingerprint, run_calls
-
     measured = min(calls, NULL_CALLS_MAX)
     begin = time.perf_counter()
     _, kept = run_calls(lambda data: output, pool, buffers=buffers, calls=measured, mode=mode)

@@ -32,11 +32,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelab.evaluate import trees
+from kernelab.harness.timing import flush_size_bytes
 
-# Odd 64-bit constants (as signed int64) that mix a word's bits and its position.
-_POSITION = -0x61C8864680B583EB
-_MIX = -0x40A7B892E31B1A47
-_FINAL = 0x165667B19E3779F9
+# An odd 64-bit constant (as a signed int64): the multiplier that mixes a word with its position.
+_MIX = -0x61C8864680B583EB
+_positions: dict = {}  # (words, device) -> arange, kept: a batch fingerprints one size again and again
 
 
 def _tensor_fingerprint(tensor) -> str:
@@ -52,9 +52,13 @@ def _tensor_fingerprint(tensor) -> str:
         padded[: flat.numel()] = flat
         flat = padded
     words = flat.view(torch.int64)
-    position = torch.arange(words.numel(), dtype=torch.int64, device=words.device)
-    mixed = (words ^ (position * _POSITION)) * _MIX
-    mixed = (mixed ^ torch.bitwise_right_shift(mixed, 29)) * _FINAL
+    key = (words.numel(), str(words.device))
+    if key not in _positions:
+        _positions.clear()
+        _positions[key] = torch.arange(words.numel(), dtype=torch.int64, device=words.device)
+    # Each word xor its position, times an odd constant, summed (all mod 2**64): a changed,
+    # moved or swapped word changes the sum, and the sum needs every word of the output.
+    mixed = (words ^ _positions[key]).mul_(_MIX)
     return f"{tensor.dtype}{list(tensor.shape)}:{int(mixed.sum())}"
 
 
@@ -105,8 +109,6 @@ def _kept(tensor):
 def _flush_buffer(torch, device, mode: str):
     if device.type != "cuda" or mode != "cold":
         return None
-    from kernelab.harness.timing import flush_size_bytes
-
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
     return torch.empty(max(1, flush_size_bytes(l2) // 4), dtype=torch.int32, device=device)
 

@@ -54,14 +54,28 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
-from kernelab.evaluate import trees
+from kernelab.evaluate import observed, trees
+from kernelab.evaluate.arena import Arena, tree_bytes
 from kernelab.evaluate.problem import Case, Problem, describe_exception
+from kernelab.evaluate.recognise import Recognition, declared, recognise
 from kernelab.evaluate.sandbox import Worker, WorkerGone
+from kernelab.evaluate.timed_calls import compatible, fingerprint, run_calls
+from kernelab.harness import ceilings as gpu_ceilings
+from kernelab.harness.check import compare
+from kernelab.harness.records import Record
+from kernelab.harness.stats import summarize
+from kernelab.harness.timing import MODES, Timing
+from kernelab.harness.tolerances import threshold
+from kernelab.kernels.reference import name_of
+from kernelab.output import note, to_jsonable
+from kernelab.roofline.model import Ceilings, place
 
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error")
 EAGER_ERROR_MARGIN = 2.0
@@ -90,8 +104,6 @@ class Options:
     repeat_calls: int = 20  # calls before the re-check where there is no timing
 
     def validate(self) -> Options:
-        from kernelab.harness.timing import MODES
-
         if self.seeds < 1:
             raise KernelabError(f"--seeds must be at least 1, got {self.seeds}")
         if self.mode not in MODES:
@@ -150,8 +162,6 @@ class Verdict:
     wall: dict = field(default_factory=dict)  # what the worker's wall holds, what it lacks
 
     def to_dict(self) -> dict:
-        from kernelab.output import to_jsonable
-
         return to_jsonable(asdict(self))
 
 
@@ -177,9 +187,6 @@ def _synchronize(device) -> None:
 
 
 def _dtype_name(dtype) -> str | None:
-    from kernelab.harness.tolerances import threshold
-    from kernelab.kernels.reference import name_of
-
     try:
         name = name_of(dtype)
         threshold(name)
@@ -275,8 +282,6 @@ class Evaluator:
             )
 
     def _pool(self, case: Case, rng: random.Random) -> list[Expected]:
-        from kernelab.evaluate.timed_calls import compatible
-
         pool = [self._expect(case, rng.randrange(2**31)) for _ in range(POOL_SETS)]
         why = compatible([expected.data for expected in pool])
         if why is None:
@@ -367,8 +372,6 @@ class Evaluator:
         return trees.map_tensors(up, eager)
 
     def _cost(self, expected: Expected):
-        from kernelab.evaluate.recognise import Recognition, declared, recognise
-
         problem = self.problem
         try:
             if problem.declared_cost is not None:
@@ -387,8 +390,6 @@ class Evaluator:
     def _judge(self, out, expected: Expected) -> tuple[bool, float | None, float | None, str]:
         """(ok, worst error, threshold, message) for an output against the references."""
         import torch
-
-        from kernelab.harness.check import compare
 
         got = trees.leaves(out)
         want = trees.leaves(expected.eager)
@@ -499,17 +500,11 @@ class Evaluator:
         return max(self.options.min_samples, min(MAX_TIMED_CALLS, fit))
 
     def _timing(self, samples: list[float], warnings: list[str]):
-        from kernelab.harness.stats import summarize
-        from kernelab.harness.timing import Timing
-
         mode = "cold" if self.options.mode == "cold" else "hot"
         return Timing(samples, mode, summarize(samples), "fixed calls", warnings=warnings)
 
     def _time_here(self, call, label: str):
         """Time a trusted callable (a baseline) with the solution's loop, in the judge."""
-        import time
-
-        from kernelab.evaluate.timed_calls import run_calls
 
         pool = [expected.data for expected in self.pools[label]]
         buffers = self.pools[label][0].buffers
@@ -528,7 +523,6 @@ class Evaluator:
         """Eager PyTorch and torch.compile of the reference at each timing case (when timing)."""
         if not self.timing or self.baselines:
             return self.baselines
-        from kernelab.output import note
 
         compiled = None
         if self.options.compile:
@@ -564,14 +558,11 @@ class Evaluator:
         return self.baselines
 
     def _placements(self, cost, time_ms: float) -> tuple[dict | None, list[str]]:
-        from kernelab.harness.ceilings import measured_ceilings_for, this_gpu
-        from kernelab.roofline.model import Ceilings, place
-
-        spec = this_gpu("timing").spec
+        spec = gpu_ceilings.this_gpu("timing").spec
         if spec is None or cost is None:
             return None, []
         placed, warnings = {}, []
-        for ceilings in (Ceilings.from_spec(spec), measured_ceilings_for(spec)):
+        for ceilings in (Ceilings.from_spec(spec), gpu_ceilings.measured_ceilings_for(spec)):
             if ceilings is None:
                 continue
             try:
@@ -637,11 +628,14 @@ class Evaluator:
     def _arena(self, verdict: Verdict):
         """Shared pages for every call's inputs (on a CPU; kernelab.evaluate.arena), or None:
         then the worker reports what a call left in its inputs."""
-        from kernelab.evaluate.arena import Arena, tree_bytes
 
         if self.on_gpu:
             return None
-        sets = [*self.expected, *self.rechecks.values(), *(e for p in self.pools.values() for e in p)]
+        sets = [
+            *self.expected,
+            *self.rechecks.values(),
+            *(e for p in self.pools.values() for e in p),
+        ]
         try:
             return Arena(max(tree_bytes(expected.data) for expected in sets))
         except Exception as exc:
@@ -696,8 +690,6 @@ class Evaluator:
 
     def _calls(self, worker, label: str, calls: int) -> tuple[dict, float]:
         """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
-        import time
-
         begin = time.perf_counter()
         reply = worker.ask(
             {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
@@ -709,7 +701,6 @@ class Evaluator:
         """Choose the calls to check now that the batch is over, fetch their outputs, and
         return the failure message for the first that differs from its fingerprint or from
         the reference, or None."""
-        from kernelab.evaluate.timed_calls import fingerprint
 
         prints = reply.get("fingerprints")
         if not isinstance(prints, list) or len(prints) != calls:
@@ -720,7 +711,9 @@ class Evaluator:
             return f"{during}: the worker did not send back the outputs of calls {chosen}"
         for index in chosen:
             expected = pool[index % len(pool)]
-            where = f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
+            where = (
+                f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
+            )
             if fingerprint(outputs[index]) != prints[index]:
                 return (
                     f"{where}: the output sent back is not the one the call returned (its "
@@ -750,14 +743,11 @@ class Evaluator:
     def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
         """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), on rotating
         inputs, checking outputs; the failure message, or None."""
-        from kernelab.evaluate import observed
 
         pool = self.pools[case.label]
         buffers = pool[0].buffers
         if not self.timing:
             return self._repeat(worker, case, pool)
-
-        from kernelab.output import note
 
         if not self._timing_started:
             worker.ask({"kind": "timing"})
@@ -821,11 +811,7 @@ class Evaluator:
         return None
 
     def _record(self, case: Case, implementation: str, timing, found) -> dict:
-        from kernelab.environment import software_versions
-        from kernelab.harness.ceilings import this_gpu
-        from kernelab.harness.records import Record
-
-        identity = this_gpu("timing")
+        identity = gpu_ceilings.this_gpu("timing")
         cost = found.cost if found else None
         seconds = timing.median_ms * 1e-3
         return Record(

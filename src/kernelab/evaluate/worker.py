@@ -32,9 +32,19 @@ segfault) go to a pipe the judge reads and caps.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import os
 import sys
 from pathlib import Path
+
+# None of these imports torch: faulthandler is on before torch loads (with the problem).
+from kernelab.evaluate import trees
+from kernelab.evaluate.arena import Arena
+from kernelab.evaluate.channel import ChannelClosed, receive, send
+from kernelab.evaluate.formats import describe_exception, load_problem
+from kernelab.evaluate.timed_calls import fingerprint, run_calls
+from kernelab.harness.check import poisoned_allocations
 
 
 def _plain(tree):
@@ -56,8 +66,6 @@ def _synchronize(device) -> None:
 
 
 def _call(run, data, device, *, report_inputs: bool) -> dict:
-    from kernelab.evaluate import trees
-
     _synchronize(device)
     out = run(data)
     # Taken on the caller's stream before any synchronisation: work left on a stream it
@@ -71,15 +79,7 @@ def _call(run, data, device, *, report_inputs: bool) -> dict:
 
 
 def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
-    import contextlib
-    import faulthandler
-
     faulthandler.enable()
-    from kernelab.evaluate.arena import Arena
-    from kernelab.evaluate.channel import ChannelClosed, receive, send
-    from kernelab.evaluate.formats import describe_exception, load_problem
-    from kernelab.evaluate.timed_calls import fingerprint, run_calls
-    from kernelab.harness.check import poisoned_allocations
 
     def reply(message: dict) -> None:
         try:
