@@ -114,7 +114,7 @@ def test_a_namespace_the_kernel_refuses_is_named_with_its_consequence(monkeypatc
     assert made == {"mount", "network", "ipc"}
     [refusal] = report.refused
     assert refusal.startswith("pid namespace refused (EPERM")
-    assert "a daemon it starts is found by uid only" in refusal
+    assert "a daemon it starts is found by its uid only" in refusal
     assert "mount namespace" in report.applied
 
 

@@ -186,7 +186,8 @@ def _unshare(report: Report, as_root: bool) -> set[str]:
     except OSError:
         pass
     consequences = {
-        "pid": "the worker sees the judge's processes, and a daemon it starts is found by uid only",
+        "pid": "the worker sees the judge's processes, and a daemon it starts "
+        + ("is found by its uid only" if as_root else "may outlive the run"),
         "mount": "no private /proc and no read-only view of the judge's files",
         "network": "the worker may use the network",
         "ipc": "the worker shares System V IPC with the host",
