@@ -364,4 +364,4 @@ def test_an_exception_while_judging_is_that_solutions_fail(monkeypatch):
     monkeypatch.setattr(found, "_judge_in", broken)
     verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
     assert verdict.status == "fail"
-    assert verdict.message == "judging its output raised RuntimeError: the comparison broke"
+    assert verdict.message == "judging it raised RuntimeError: the comparison broke"

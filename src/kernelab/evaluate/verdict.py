@@ -614,7 +614,7 @@ class Evaluator:
             verdict.timings, verdict.records = [], []
         except Exception as exc:
             verdict.status = "fail"
-            verdict.message = f"judging its output raised {describe_exception(exc)}"
+            verdict.message = f"judging it raised {describe_exception(exc)}"
             verdict.timings, verdict.records = [], []
         finally:
             if self.arena is not None:
