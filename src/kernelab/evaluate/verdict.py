@@ -763,8 +763,10 @@ class Evaluator:
             if "raised" in reply:
                 return f"{case.label}: the solution raised while timed: {reply['raised']}"
         calls = self._calls_for(probe_ms / PROBE_CALLS)
+        # Every output of the batch is kept until the judge chooses: outputs too large for
+        # KEPT_OUTPUT_BYTES shorten the batch, below --min-samples if they must.
         kept = KEPT_OUTPUT_BYTES // max(1, self._output_bytes(pool))
-        calls = max(self.options.min_samples, min(calls, kept))
+        calls = max(POOL_SETS, min(calls, kept))
         reply, wall_ms = self._calls(worker, case.label, calls)
         if "raised" in reply:
             return f"{case.label}: the solution raised while timed: {reply['raised']}"
