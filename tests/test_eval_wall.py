@@ -158,3 +158,23 @@ def test_the_wall_costs_under_a_second_per_solution():
     cost = min(walled) - min(direct)
     print(f"wall cost per solution: {cost * 1e3:.0f} ms (direct {min(direct) * 1e3:.0f} ms)")
     assert cost < WALL_BUDGET_S
+
+
+def test_gpu_nodes_open_to_a_group_lend_it_and_root_only_nodes_keep_root(monkeypatch, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the uid switch is planned for a root judge only")
+    shared, grouped, private = tmp_path / "nvidia0", tmp_path / "nvidiactl", tmp_path / "nvidia-uvm"
+    folder = tmp_path / "nvidia-caps"  # a directory beside the nodes: not a node
+    folder.mkdir()
+    for node, mode in ((shared, 0o666), (grouped, 0o660), (private, 0o600)):
+        os.mknod(node, 0o020000 | mode, os.makedev(1, 3))  # character devices, like /dev/null
+        os.chown(node, 0, 44)
+        node.chmod(mode)
+    monkeypatch.setattr(wall, "_gpu_nodes", lambda: [str(folder), str(shared), str(grouped)])
+    plan, notes = wall.plan(read_only=[], scratch=str(tmp_path), on_gpu=True, cpu_seconds=1)
+    assert plan["uid"] is not None and plan["groups"] == [44] and notes == []
+    monkeypatch.setattr(wall, "_gpu_nodes", lambda: [str(shared), str(private)])
+    plan, notes = wall.plan(read_only=[], scratch=str(tmp_path), on_gpu=True, cpu_seconds=1)
+    assert plan["uid"] is None
+    [note] = notes
+    assert note.startswith(f"uid switch skipped: {private} is open to root only (mode 0o600)")

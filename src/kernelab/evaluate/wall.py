@@ -32,6 +32,7 @@ import os
 import random
 import resource
 import signal
+import stat
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -377,8 +378,11 @@ def plan(*, read_only: list[str], scratch: str, on_gpu: bool, cpu_seconds: float
         uid = WORKER_UID_BASE + random.SystemRandom().randrange(WORKER_UID_SPAN)
     if as_root and on_gpu:
         for node in _gpu_nodes():
-            mode = os.stat(node)
-            if mode.st_mode & 0o006 == 0o006:
+            try:
+                mode = os.stat(node)
+            except OSError:
+                continue
+            if not stat.S_ISCHR(mode.st_mode) or mode.st_mode & 0o006 == 0o006:
                 continue
             if mode.st_mode & 0o060 == 0o060:
                 groups.add(mode.st_gid)
