@@ -4,6 +4,7 @@ refuses is named, with its consequence; the wall's own cost per solution is meas
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
@@ -22,6 +23,7 @@ from kernelab.evaluate import wall
 EVAL = Path(__file__).parent / "fixtures" / "eval"
 WALL_BUDGET_S = 1.0  # the most the wall may add to one solution's run
 COST_RUNS = 3
+PR_GET_DUMPABLE = 3
 
 PROBE = textwrap.dedent(
     """
@@ -136,6 +138,7 @@ def test_the_judges_downgrades_reach_the_verdict(monkeypatch):
     assert verdict.status == "pass", verdict.message
     assert "wall lowered: uid switch skipped: /dev/nvidiactl is open to root only" in verdict.notes
     assert any("uid switch skipped" in line for line in verdict.wall["refused"])
+    assert ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0  # the judge, undumpable
 
 
 def test_read_only_roots_are_deduplicated_and_spare_the_scratch_directory():
