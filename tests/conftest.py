@@ -35,6 +35,7 @@ SLOW = (
     "test_norms.py",
     "test_matmul.py",
     "test_eval_cli.py",
+    "test_eval_cheats.py",
     "test_hgemm.py",
     "test_eval_verdict.py",
     "test_timeline_capture.py",

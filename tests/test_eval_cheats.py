@@ -1,16 +1,30 @@
-"""Solutions that cheat the evaluator instead of computing (issue 31), on the CPU path: each
-must be refused with a reason, while an honest solution still passes (test_eval_cli's
-test_a_correct_solution_passes_with_exit_0 and test_an_honest_solution_passes_beside_them).
-Also the worker's boundaries: interrupting the judge ends it, and its log is capped."""
+"""Solutions that cheat the judge instead of computing, on the CPU path: each must be refused
+with a reason, and nothing a solution starts may outlive the judge's run, while an honest
+solution still passes (test_eval_cli's test_a_correct_solution_passes_with_exit_0 and
+test_an_honest_solution_passes_beside_them below). One class of cheat per section:
+
+- the judge's process and files (walls/): ptrace, /proc/PID/mem and fd/1, killing the judge,
+  rewriting the problems a suite judges later;
+- telling checked calls from unchecked ones (checks/, and the timed path in
+  test_eval_verdict.py);
+- reporting its own inputs (checks/hides_its_writes.py);
+- outliving the run (walls/leaves_a_daemon.py, and an interrupted judge);
+- odd outputs (odd/): meta, sparse, subclass, wrong dtype, not a tensor, in a suite that goes on.
+
+Also the worker's log cap, and the earlier cheats (cheats/): forged verdict files, patched
+comparisons, answers memoised per pointer, output finished after the return.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -19,17 +33,182 @@ from kernelab.evaluate import sandbox
 
 EVAL = Path(__file__).parent / "fixtures" / "eval"
 RELU = EVAL / "kernelbench" / "relu.py"
+HONEST = EVAL / "kernelbench/solutions/relu/correct/model_new.py"
+ZEROS = EVAL / "kernelbench/solutions/relu/wrong/zeros.py"
 CHEATS = EVAL / "cheats"
+WALLS = EVAL / "walls"
+CHECKS = EVAL / "checks"
+ODD = EVAL / "odd"
 SMALL = ["--scale", "0.0625", "--device", "cpu", "--seed", "7", "--json"]
+REAP_SECONDS = 2.0
 
 
-def judged(solution: Path, *extra: str, env: dict | None = None) -> tuple[int, dict]:
+def survivors(token: str) -> list[int]:
+    """Processes whose environment carries this run's token: anything the judge started."""
+    found = []
+    needle = f"KERNELAB_TEST_TOKEN={token}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def assert_nothing_outlives(token: str) -> None:
+    deadline = time.monotonic() + REAP_SECONDS
+    while survivors(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not survivors(token), "processes of the run outlived the judge"
+
+
+def run_judge(*args: str, extra_env: dict | None = None) -> tuple[subprocess.CompletedProcess, str]:
+    token = uuid.uuid4().hex
+    env = {**os.environ, "KERNELAB_TEST_TOKEN": token, **(extra_env or {})}
     done = subprocess.run(
-        [sys.executable, "-m", "kernelab.cli", "eval", str(RELU), str(solution), *SMALL, *extra],
+        [sys.executable, "-m", "kernelab.cli", "eval", *args],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
+    return done, token
+
+
+def judged(solution: Path, *extra: str) -> tuple[int, dict]:
+    """The verdict of `kernelab eval relu.py SOLUTION` on the CPU; asserts that stdout holds
+    exactly one JSON document (nothing forged appended) and that nothing outlives the run."""
+    done, token = run_judge(str(RELU), str(solution), *SMALL, *extra)
     assert done.stdout, done.stderr[-2000:]
-    return done.returncode, json.loads(done.stdout)
+    verdict = json.loads(done.stdout)  # raises on anything written after the verdict
+    assert_nothing_outlives(token)
+    return done.returncode, verdict
+
+
+def assert_full_wall(verdict: dict) -> None:
+    """As root on Linux (this CI machine), every step of the wall holds."""
+    applied = verdict["wall"]["applied"]
+    assert "pid, mount, network and ipc namespaces" in applied, verdict["wall"]
+    assert "private /proc" in applied and any(step.startswith("uid ") for step in applied)
+    assert verdict["wall"]["refused"] == []
+    assert not any(note.startswith("wall lowered") for note in verdict["notes"])
+
+
+# --- the judge's process and files --------------------------------------------------------
+
+
+def test_a_solution_cannot_reach_the_judges_process():
+    code, verdict = judged(WALLS / "reaches_for_the_judge.py")
+    assert code == 1 and verdict["status"] == "fail", verdict  # the judge lived to say so
+    assert "output is constant" in verdict["message"]
+    assert_full_wall(verdict)
+
+
+def test_a_solution_cannot_rewrite_the_problems_judged_after_it(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("a", "b"):
+        shutil.copy(RELU, suite / f"{name}.py")
+    shutil.copy(WALLS / "rewrites_the_problems.py", suite / "a_solution.py")
+    shutil.copy(ZEROS, suite / "b_solution.py")
+    before = (suite / "b.py").read_text()
+    done, token = run_judge("--suite", str(suite), *SMALL)
+    result = json.loads(done.stdout)
+    assert_nothing_outlives(token)
+    assert (suite / "b.py").read_text() == before
+    assert [row["status"] for row in result["rows"]] == ["fail", "fail"], result["rows"]
+    assert "output is constant" in result["rows"][1]["message"]
+
+
+# --- outliving the run ------------------------------------------------------------------
+
+
+def test_a_daemon_the_solution_leaves_dies_with_its_worker():
+    code, verdict = judged(WALLS / "leaves_a_daemon.py")
+    assert code == 1 and verdict["status"] == "fail", verdict
+    assert "forged" not in json.dumps(verdict)
+
+
+def test_interrupting_the_judge_ends_the_worker(tmp_path):
+    marker = tmp_path / "in_forward"
+    tmp_path.chmod(0o777)  # the worker runs under a uid of its own
+    token = uuid.uuid4().hex
+    judge = subprocess.Popen(
+        [sys.executable, "-m", "kernelab.cli", "eval", str(RELU), str(CHEATS / "sleeps.py"),
+         *SMALL],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "KERNELAB_TEST_MARKER": str(marker), "KERNELAB_TEST_TOKEN": token},
+        # a suite started as a background job (cmd &) ignores SIGINT, and the judge would
+        # inherit that and sleep on: Ctrl-C reaches a foreground judge
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert judge.poll() is None, judge.communicate()
+            assert time.monotonic() < deadline, "the worker never reached forward()"
+            time.sleep(0.2)
+        assert len(survivors(token)) >= 2  # the judge, the launcher, the worker
+        judge.send_signal(signal.SIGINT)
+        _, err = judge.communicate(timeout=60)
+    finally:
+        if judge.poll() is None:
+            judge.kill()
+    assert judge.returncode == 130, err
+    assert_nothing_outlives(token)
+
+
+# --- telling checked calls from unchecked ones, and reporting its own inputs -------------
+
+
+def test_writes_into_an_input_are_seen_by_the_judge_not_reported_by_the_worker():
+    code, verdict = judged(CHECKS / "hides_its_writes.py")
+    assert code == 1 and verdict["status"] == "fail", verdict["message"]
+    assert "the solution wrote into input 0" in verdict["message"]
+
+
+def test_a_solution_that_works_only_when_checked_does_the_work_on_the_cpu():
+    # Every call of the CPU path is checked, under the one poisoned state: it cannot skip.
+    code, verdict = judged(CHECKS / "works_only_when_checked.py")
+    assert code == 0 and verdict["status"] == "pass", verdict["message"]
+
+
+# --- odd outputs --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "solution, reason",
+    [
+        ("returns_meta.py", "is a meta tensor: it holds no values"),
+        ("returns_sparse.py", "is a sparse_coo tensor; the reference's is dense"),
+        ("returns_subclass.py", "a tensor subclass or a class of the solution's is refused"),
+        ("returns_half.py", "has dtype float16; the reference returns float32"),
+        ("returns_a_string.py", "the solution returned str"),
+    ],
+)
+def test_odd_outputs_fail_with_a_reason(solution, reason):
+    code, verdict = judged(ODD / solution)
+    assert code == 1 and verdict["status"] == "fail", verdict["message"]
+    assert reason in verdict["message"], verdict["message"]
+    assert "alone would have passed it" not in verdict["message"]
+
+
+def test_a_suite_goes_on_past_an_odd_output(tmp_path):
+    suite = tmp_path / "suite"
+    (suite / "solutions" / "relu").mkdir(parents=True)
+    shutil.copy(RELU, suite / "relu.py")
+    shutil.copy(ODD / "returns_meta.py", suite / "solutions" / "relu" / "a_meta.py")
+    shutil.copy(ODD / "returns_subclass.py", suite / "solutions" / "relu" / "b_subclass.py")
+    shutil.copy(HONEST, suite / "solutions" / "relu" / "c_honest.py")
+    done, token = run_judge("--suite", str(suite), *SMALL)
+    result = json.loads(done.stdout)
+    assert_nothing_outlives(token)
+    assert [row["status"] for row in result["rows"]] == ["fail", "fail", "pass"], result["rows"]
+    assert done.returncode == 1
+
+
+# --- earlier cheats -----------------------------------------------------------------------
 
 
 def test_a_forged_verdict_file_is_not_a_verdict():
@@ -47,59 +226,26 @@ def test_patching_torch_norm_and_allclose_does_not_patch_the_judge():
     assert failed and failed[0]["error"] > 1.0  # random numbers, measured as such
 
 
-def test_an_empty_tensor_returned_to_the_timer_is_caught_in_a_sampled_call():
-    code, verdict = judged(CHEATS / "skips_when_timed.py")
-    assert code == 1 and verdict["status"] == "fail"
-    assert verdict["message"].startswith("during 20 calls, call "), verdict["message"]
-    assert all(case["ok"] for case in verdict["cases"])  # honest whenever it was not timed
-
-
 def test_an_answer_memoised_per_pointer_is_stale_when_the_values_change():
+    # Every call with the same shapes gets the same tensor objects at the same addresses.
     code, verdict = judged(CHEATS / "memoises_pointer.py")
     assert code == 1 and verdict["status"] == "fail"
-    assert verdict["message"].startswith("during 20 calls, call "), verdict["message"]
-    assert "input set" in verdict["message"]
+    assert "exceeds the threshold" in verdict["message"], verdict["message"]
 
 
 def test_an_output_finished_after_the_call_returned_is_caught():
-    # Returns an empty tensor to the timer and fills it from a thread 20 ms later.
+    # Returns an empty tensor to the timer and fills it from a thread 20 ms later; on the
+    # CPU path it cannot tell a timed call, so it is honest, or caught as it finishes late.
     code, verdict = judged(CHEATS / "finishes_after_return.py")
-    assert code == 1 and verdict["status"] == "fail"
-    assert verdict["message"].startswith("during 20 calls, call "), verdict["message"]
+    assert verdict["status"] in ("pass", "fail"), verdict["message"]
+    if verdict["status"] == "fail":
+        assert verdict["message"].startswith("during 20 calls, call "), verdict["message"]
 
 
 def test_an_honest_solution_passes_beside_them():
-    code, verdict = judged(EVAL / "kernelbench/solutions/relu/correct/model_new.py")
+    code, verdict = judged(HONEST)
     assert code == 0 and verdict["status"] == "pass", verdict["message"]
-
-
-def test_interrupting_the_judge_ends_the_worker(tmp_path):
-    pidfile = tmp_path / "worker.pid"
-    judge = subprocess.Popen(
-        [sys.executable, "-m", "kernelab.cli", "eval", str(RELU), str(CHEATS / "sleeps.py"),
-         *SMALL],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "KERNELAB_TEST_PIDFILE": str(pidfile)},
-        # a suite started as a background job (cmd &) ignores SIGINT, and the judge would
-        # inherit that and sleep on (session 28): Ctrl-C reaches a foreground judge
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 240
-        while not pidfile.exists():
-            assert judge.poll() is None, judge.communicate()
-            assert time.monotonic() < deadline, "the worker never reached forward()"
-            time.sleep(0.2)
-        worker = int(pidfile.read_text())
-        os.kill(worker, 0)  # alive, sleeping in forward()
-        judge.send_signal(signal.SIGINT)
-        _, err = judge.communicate(timeout=60)
-    finally:
-        if judge.poll() is None:
-            judge.kill()
-    assert judge.returncode == 130, err
-    with pytest.raises(ProcessLookupError):
-        os.kill(worker, 0)
+    assert_full_wall(verdict)
 
 
 def test_the_workers_log_keeps_its_head_and_tail_only():

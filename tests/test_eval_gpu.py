@@ -128,3 +128,36 @@ def test_gpu_patched_event_times_are_overruled_by_the_judge():
     assert "tampered with" in verdict["message"]
     [timed] = verdict["timings"]
     assert timed["solution_ms"] >= 3.0, timed
+
+
+# --- the wall and the unpredictable checks on the GPU -------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_worker_behind_the_wall_still_reaches_the_gpu():
+    code, verdict = judged_on_gpu(EVAL / "kernelbench/solutions/relu/correct/model_new.py")
+    assert code == 0 and verdict["status"] == "pass", verdict["message"]
+    assert "pid, mount, network and ipc namespaces" in verdict["wall"]["applied"], verdict["wall"]
+    assert verdict["wall"]["refused"] == [], verdict["wall"]
+    assert verdict["timings"] and verdict["timings"][0]["solution_ms"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "cheat, reason",
+    [
+        ("walls/reaches_for_the_judge.py", "output is constant"),
+        ("walls/leaves_a_daemon.py", "output is constant"),
+        ("checks/works_only_when_checked.py", "during timing, call"),
+        ("checks/computes_after_the_batch.py", "is not the one the call returned"),
+        ("odd/returns_meta.py", "is a meta tensor"),
+        ("odd/returns_sparse.py", "the reference's is dense"),
+        ("odd/returns_subclass.py", "a tensor subclass or a class of the solution's"),
+        ("odd/returns_on_the_host.py", "is on cpu; the reference's is on cuda"),
+        ("odd/returns_a_string.py", "the solution returned str"),
+    ],
+)
+def test_gpu_cheats_of_every_class_are_refused(cheat, reason):
+    code, verdict = judged_on_gpu(EVAL / cheat)
+    assert code == 1 and verdict["status"] == "fail", verdict["message"]
+    assert reason in verdict["message"], verdict["message"]

@@ -2,9 +2,10 @@
 judge), the solution in its worker, each wrong one rejected with a message that says why;
 the op recognisers; the thresholds' edge rules.
 
-Without a GPU the candidate is called `repeat_calls` times in place of timing (sampled
-outputs checked), then re-checked on unseen inputs. The timed path runs here too, on the
-host clock, with this process presented as an H200 for the roofline.
+Without a GPU the candidate is called `repeat_calls` times in place of timing (each call
+checked), then re-checked on unseen inputs. The timed path runs here too, on the host clock,
+with this process presented as an H200 for the roofline, and with it the cheats that tell
+timed calls from checked ones.
 """
 
 from __future__ import annotations
@@ -306,3 +307,61 @@ def test_behaviour_during_and_after_timing_is_checked(as_h200):
     assert "during timing, call" in verdict.message or verdict.message.startswith(
         "after timing, on new inputs"
     ), verdict.message
+
+
+# --- checks a solution cannot predict, on the timed path ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        "checks/works_only_when_checked.py",  # the poisoned flag, the chosen indices' frame
+        "cheats/skips_when_timed.py",  # a timer's frame on its stack
+        "cheats/finishes_after_return.py",  # an empty tensor, filled by a thread later
+        "cheats/memoises_pointer.py",  # the timer's tensor object, called again
+    ],
+)
+def test_a_timed_call_may_be_checked_whichever_it_is(as_h200, cheat):
+    found = timed_evaluator(PROBLEMS["kb-relu"])
+    verdict = found.evaluate(EVAL / cheat)
+    assert verdict.status == "fail", verdict.message
+    assert "default: during timing, call " in verdict.message, verdict.message
+
+
+def test_an_output_made_after_the_batch_does_not_match_its_fingerprint(as_h200):
+    found = timed_evaluator(PROBLEMS["kb-relu"])
+    verdict = found.evaluate(EVAL / "checks/computes_after_the_batch.py")
+    assert verdict.status == "fail", verdict.message
+    assert "the output sent back is not the one the call returned" in verdict.message
+
+
+def test_the_checked_calls_are_chosen_after_the_batch_and_vary():
+    found = evaluator("kb-relu")
+    draws = {tuple(found._chosen(200)) for _ in range(5)}
+    assert len(draws) > 1  # not from --seed: the worker cannot recompute them
+    for chosen in draws:
+        assert {197, 198, 199} <= set(chosen) and len(chosen) == 3 + 20  # a tenth of 200
+
+
+def test_fingerprints_follow_values_not_layout():
+    from kernelab.evaluate.timed_calls import fingerprint
+
+    x = torch.randn(64, 32)
+    assert fingerprint(x) == fingerprint(x.t().contiguous().t())  # same values, new strides
+    flipped = x.clone()
+    flipped.view(torch.int32)[5, 7] ^= 1  # one bit of one element
+    assert fingerprint(flipped) != fingerprint(x)
+    assert fingerprint([x, 3]) != fingerprint([x, 4])
+    assert fingerprint(torch.empty(2, device="meta")) != fingerprint(torch.zeros(2))
+
+
+def test_an_exception_while_judging_is_that_solutions_fail(monkeypatch):
+    found = evaluator("kb-relu")
+
+    def broken(worker, verdict):
+        raise RuntimeError("the comparison broke")
+
+    monkeypatch.setattr(found, "_judge_in", broken)
+    verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert verdict.status == "fail"
+    assert verdict.message == "judging it raised RuntimeError: the comparison broke"

@@ -260,7 +260,7 @@ def register(app: typer.Typer) -> None:
         detect_format(problem)
         if not solution.is_file():
             raise KernelabError(f"no such solution file: {solution}")
-        from kernelab.evaluate.sandbox import run_problem
+        from kernelab.evaluate.judge import run_problem
 
         outcome = run_problem(
             problem,

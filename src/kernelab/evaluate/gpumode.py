@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.evaluate import trees
-from kernelab.evaluate.formats import Case, Problem, describe_exception, import_file, scaled
+from kernelab.evaluate.problem import Case, Problem, describe_exception, import_file, scaled
 
 RUNNER_MODULES = ("reference", "task", "utils", "submission", "eval")
 

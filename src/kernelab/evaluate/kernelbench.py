@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.evaluate import trees
-from kernelab.evaluate.formats import Case, Problem, describe_exception, import_file, scaled
+from kernelab.evaluate.problem import Case, Problem, describe_exception, import_file, scaled
 
 INIT_SEED = 42  # KernelBench's default seed_num
 ALLCLOSE_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -61,8 +61,10 @@ def allclose_check(reference, data, output) -> tuple[bool, str]:
     if len(got) != len(want):
         return False, f"output has {len(got)} parts, the model's has {len(want)}"
     for (path, out), (_, ref) in zip(got, want, strict=True):
-        if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor):
+        if not isinstance(ref, torch.Tensor):
             continue
+        if not isinstance(out, torch.Tensor):
+            return False, f"output{path} is a {type(out).__name__}, not a tensor"
         if out.shape != ref.shape:
             return False, f"output{path} shape {tuple(out.shape)} != {tuple(ref.shape)}"
         tolerance = ALLCLOSE_TOLERANCE.get(str(ref.dtype).removeprefix("torch."), 1e-4)

@@ -20,6 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kernelab.roofline import costs
+from kernelab.roofline.costs import OpCost, canonical_dtype
+from kernelab.spec.reference import name_of
+
 # Ops that move, view or allocate data but do no arithmetic.
 DATA_MOVEMENT = frozenset(
     {
@@ -45,8 +49,6 @@ class Recognition:
 
 
 def _dtype_name(tensor) -> str:
-    from kernelab.spec.reference import name_of
-
     return name_of(tensor.dtype)
 
 
@@ -58,7 +60,6 @@ def _tensor_args(args):
 
 def _cost_of(name: str, args, out):
     """The OpCost of one recognised aten call, or None when it is not in the table."""
-    from kernelab.roofline import costs
 
     tensor_args = _tensor_args(args)
     if name == "mm":
@@ -130,7 +131,6 @@ def recognise(run, data) -> Recognition:
 
 def declared(declared_cost, data, default_dtype: str, name: str) -> Recognition:
     """The cost a problem declares (roofline_cost) as an OpCost."""
-    from kernelab.roofline.costs import OpCost, canonical_dtype
 
     stated = declared_cost(data)
     if not isinstance(stated, dict) or "flops" not in stated or "bytes" not in stated:

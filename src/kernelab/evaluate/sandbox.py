@@ -3,37 +3,50 @@
 The judge is the process that calls run_problem (the `kernelab eval` command itself). It
 loads the problem, generates every input, computes the references and times the baselines;
 it never imports a solution. For each solution it starts a fresh worker,
-`python -m kernelab.evaluate.worker`, in a new session, talking over two pipes that only the
-two of them hold (kernelab.evaluate.channel): the judge sends inputs, the worker sends back
-what the solution made of them, as tensors, and the judge compares them with its own torch.
-Nothing the worker writes is a verdict, and nothing the worker can reach (a file, a patched
-function, the stack of its timer) is read as one.
+`python -m kernelab.evaluate.worker`, behind a wall (kernelab.evaluate.wall: its own PID,
+mount and network namespaces, its own uid, the judge's files read-only), talking over two
+pipes that only the two of them hold (kernelab.evaluate.channel): the judge sends inputs,
+the worker sends back what the solution made of them, as tensors, and the judge compares
+them with its own torch. Nothing the worker writes is a verdict, and nothing the worker can
+reach (a file, a patched function, the stack of its timer) is read as one. What the wall
+holds, and what the kernel refused of it, goes into the verdict.
 
 Limits: the worker's setup (importing torch, loading the problem) gets max(timeout,
 SETUP_SECONDS); from then on the solution has `timeout` seconds in all. When they pass, or
-when the judge is interrupted (Ctrl-C) or fails, the worker's whole process group is killed.
-When the worker dies, the verdict is a crash with the exit code or signal and its log's last
-words. The log (the solution's prints, faulthandler's report of a segfault) is read from a
-pipe and capped: its first LOG_HEAD_BYTES and last LOG_TAIL_BYTES are kept.
+when the judge is interrupted (Ctrl-C) or fails, the worker is killed, and with it its PID
+namespace: every process the solution started. When the worker dies, the verdict is a crash
+with the exit code or signal and its log's last words. The log (the solution's prints,
+faulthandler's report of a segfault) is read from a pipe and capped: its first
+LOG_HEAD_BYTES and last LOG_TAIL_BYTES are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import json
 import os
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+
+import kernelab
+from kernelab.evaluate import wall
+from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, receive, send
+from kernelab.evaluate.problem import describe_exception
 
 SETUP_SECONDS = 120.0
 LOG_HEAD_BYTES = 8 * 1024
 LOG_TAIL_BYTES = 32 * 1024
 LOG_TAIL_CHARS = 400
 STOP_SECONDS = 5.0
+UNREADABLE_CHARS = 160
+_UNTRACEABLE: str | None = None  # "" once the judge is undumpable, else why it is not
 
 
 class CappedLog:
@@ -122,15 +135,25 @@ class WorkerGone(Exception):
 
 class Worker:
     """One solution's process, as the judge sees it: ask() sends a request, waits for the
-    reply within the solution's time, and turns a death or an overrun into WorkerGone."""
+    reply within the solution's time, and turns a death or an overrun into WorkerGone.
 
-    def __init__(self, problem, solution: str | Path, timeout: float):
+    It starts behind the wall (kernelab.evaluate.wall): `wall` holds what the launcher
+    applied and what the kernel refused, for the verdict."""
+
+    def __init__(self, problem, solution: str | Path, timeout: float, *, protect=(),
+                 pass_fds=()):  # fmt: skip
         self.problem = problem
         self.solution = str(solution)
         self.timeout = timeout
+        self.protect = list(protect)  # more paths the worker must not write (a suite's)
+        self.pass_fds = tuple(pass_fds)
         self.process: subprocess.Popen | None = None
         self.log: CappedLog | None = None
         self.deadline = 0.0
+        self.wall: dict = {"applied": [], "refused": []}
+        self.inner_pid: int | None = None
+        self.uid: int | None = None
+        self.scratch: str | None = None
         self._to_worker = self._from_worker = -1
 
     def __enter__(self) -> Worker:
@@ -144,43 +167,108 @@ class Worker:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _start(self) -> None:
-        from kernelab.evaluate.channel import send
+    def _plan(self) -> dict:
+        global _UNTRACEABLE
+        if _UNTRACEABLE is None:
+            try:
+                wall.forbid_tracing()
+                _UNTRACEABLE = ""
+            except OSError as exc:
+                _UNTRACEABLE = (
+                    f"the judge could not make itself undumpable ({exc}): a worker of its uid "
+                    "outside a PID namespace could ptrace it"
+                )
+        if _UNTRACEABLE:
+            self.wall["refused"].append(_UNTRACEABLE)
+        self.scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
+        problem_path = Path(self.problem.path).resolve()
+        read_only = [
+            str(problem_path), str(problem_path.parent), str(Path(self.solution).resolve()),
+            str(Path(kernelab.__file__).resolve().parent), sys.prefix, sys.base_prefix,
+            *self.protect,
+        ]  # fmt: skip
+        plan, notes = wall.plan(
+            read_only=read_only,
+            scratch=self.scratch,
+            on_gpu=str(self.problem.device).startswith("cuda"),
+            cpu_seconds=max(self.timeout, SETUP_SECONDS) + self.timeout,
+        )
+        self.wall["refused"].extend(notes)
+        self.uid = plan["uid"]
+        for name in ("tmp", "cache", "triton", "inductor", "nv"):
+            os.mkdir(os.path.join(self.scratch, name))
+        if self.uid is not None:
+            for folder, dirs, _ in os.walk(self.scratch):
+                for name in (folder, *(os.path.join(folder, d) for d in dirs)):
+                    os.chown(name, self.uid, self.uid)
+        return plan
 
+    def _start(self) -> None:
+        plan = self._plan()
         child_reads, self._to_worker = os.pipe()
         self._from_worker, child_writes = os.pipe()
         log_read, log_write = os.pipe()
+        report_read, report_write = os.pipe()
+        worker = [sys.executable, "-m", "kernelab.evaluate.worker", str(child_reads),
+                  str(child_writes), *(str(fd) for fd in self.pass_fds)]  # fmt: skip
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kernelab.evaluate.worker", str(child_reads),
-                 str(child_writes)],
+                [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan),
+                 str(report_write), "--", *worker],
                 stdin=subprocess.DEVNULL,
                 stdout=log_write,
                 stderr=log_write,
-                pass_fds=(child_reads, child_writes),
+                pass_fds=(child_reads, child_writes, report_write, *self.pass_fds),
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
         finally:
-            for fd in (child_reads, child_writes, log_write):
+            for fd in (child_reads, child_writes, log_write, report_write):
                 os.close(fd)
         self.log = CappedLog(log_read)
-        os.set_blocking(self._to_worker, False)
         self.deadline = time.monotonic() + max(self.timeout, SETUP_SECONDS)
+        self._read_wall_report(report_read)
+        os.set_blocking(self._to_worker, False)
         setup = {
             "problem": str(self.problem.path),
             "device": str(self.problem.device),
             "scale": self.problem.scale,
         }
-        send(self._to_worker, setup)
+        try:
+            send(self._to_worker, setup)
+        except ChannelClosed:
+            self._died()
         ready = self._receive(setting_up=True)
         if "failed" in ready:
             raise WorkerGone("crash", ready["failed"])
         self.deadline = time.monotonic() + self.timeout  # the solution's clock starts
 
-    def ask(self, request: dict) -> dict:
-        from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, send
+    def _read_wall_report(self, fd: int) -> None:
+        """The launcher's lines: the worker's pid, then what the wall holds (both written
+        before the solution's code exists in the process)."""
+        text = b""
+        try:
+            while time.monotonic() < self.deadline:
+                ready, _, _ = select.select([fd], [], [], 0.5)
+                if not ready:
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                text += chunk
+        finally:
+            os.close(fd)
+        for line in text.decode(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry.get("pid"), int):
+                self.inner_pid = entry["pid"]
+            self.wall["applied"].extend(entry.get("applied", []))
+            self.wall["refused"].extend(entry.get("refused", []))
 
+    def ask(self, request: dict) -> dict:
         try:
             send(self._to_worker, request, deadline=self.deadline)
         except ChannelTimeout:
@@ -190,8 +278,6 @@ class Worker:
         return self._receive(setting_up=False)
 
     def _receive(self, setting_up: bool) -> dict:
-        from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, receive
-
         try:
             reply = receive(self._from_worker, trusted=False, deadline=self.deadline)
         except ChannelTimeout:
@@ -199,15 +285,17 @@ class Worker:
         except ChannelClosed:
             self._died()
         except Exception as exc:  # a reply the judge refuses to unpickle
-            from kernelab.evaluate.formats import describe_exception
-
             self.close()
+            words = describe_exception(exc).splitlines()[0][:UNREADABLE_CHARS]
             raise WorkerGone(
-                "crash", f"the worker sent a reply the judge cannot read: {describe_exception(exc)}"
+                "fail",
+                "the worker sent a reply the judge will not read (only tensors, numbers, "
+                "strings and plain containers are unpickled; a tensor subclass or a class of "
+                f"the solution's is refused): {words}",
             ) from None
         if not isinstance(reply, dict):
             self.close()
-            raise WorkerGone("crash", "the worker sent a reply that is not a message")
+            raise WorkerGone("fail", "the worker sent a reply that is not a message")
         return reply
 
     def _overrun(self, setting_up: bool):
@@ -231,12 +319,22 @@ class Worker:
         raise WorkerGone("crash", crash_message(code, words))
 
     def close(self) -> None:
-        """Kill the worker's whole process group (whatever state it is in) and free its pipes."""
+        """Kill the worker and everything it started, whatever state they are in, and free
+        its pipes and scratch directory.
+
+        The worker is PID 1 of its PID namespace: its death takes every process in the
+        namespace with it, a setsid() daemon included. The launcher's process group, and
+        every process of the worker's dedicated uid, are killed as well, for where the kernel
+        refused the namespace."""
+        if self.inner_pid is not None:
+            # Still the launcher's unreaped child while the launcher lives: not a reused pid.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.inner_pid, signal.SIGKILL)
         if self.process is not None:
-            # The group outlives its leader when the solution started processes of its own.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        wall.sweep(self.uid)
         for fd in (self._to_worker, self._from_worker):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -244,50 +342,6 @@ class Worker:
         self._to_worker = self._from_worker = -1
         if self.log is not None:
             self.log.close()
-
-
-@dataclasses.dataclass
-class ProblemRun:
-    """What the judge found for one problem."""
-
-    verdicts: dict  # solution path -> verdict dict
-    setup_error: str | None = None  # the problem could not be set up: why
-    baselines: dict | None = None
-    baseline_records: list = dataclasses.field(default_factory=list)
-    notes: list = dataclasses.field(default_factory=list)
-
-
-def run_problem(
-    problem: str | Path,
-    solutions: list[str | Path],
-    *,
-    device: str,
-    scale: float,
-    options,
-    timeout: float,
-) -> ProblemRun:
-    """Judge `solutions` of `problem`, each in its own worker; every solution gets a verdict
-    unless the problem itself cannot be set up (then setup_error says why)."""
-    from kernelab.errors import KernelabError
-    from kernelab.evaluate.formats import describe_exception, load_problem
-    from kernelab.evaluate.verdict import Evaluator
-    from kernelab.output import note
-
-    outcome = ProblemRun(verdicts={})
-    try:
-        evaluator = Evaluator(load_problem(problem, device=device, scale=scale), options)
-        evaluator.prepare()
-        evaluator.measure_baselines()
-    except KernelabError as exc:
-        outcome.setup_error = str(exc)
-        return outcome
-    except Exception as exc:
-        outcome.setup_error = f"setting up the problem raised {describe_exception(exc)}"
-        return outcome
-    outcome.baselines = evaluator.baselines
-    outcome.baseline_records = evaluator.baseline_records
-    outcome.notes = evaluator.notes
-    for solution in solutions:
-        note(f"evaluating {solution}")
-        outcome.verdicts[str(solution)] = evaluator.evaluate(solution, timeout=timeout).to_dict()
-    return outcome
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

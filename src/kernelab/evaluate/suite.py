@@ -9,7 +9,8 @@ The naming rule, one level deep in DIR:
                foo_solution*.py beside it and every .py file under solutions/foo/.
 
 Problems are judged one after another, each solution in a worker process of its own
-(kernelab.evaluate.sandbox), so that timings never share the GPU.
+(kernelab.evaluate.sandbox), so that timings never share the GPU. The suite's directory is
+read-only to every worker, so that no solution rewrites a problem judged after it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.evaluate.formats import detect_format
+from kernelab.evaluate.judge import ProblemRun, run_problem
+from kernelab.evaluate.problem import describe_exception
+from kernelab.output import note
 
 
 def _python_files(folder: Path) -> list[Path]:
@@ -55,9 +59,6 @@ def discover(directory: str | Path) -> list[tuple[Path, list[Path]]]:
 
 def run_suite(directory, *, device: str, scale: float, options, timeout: float) -> dict:
     """Every (problem, solution) verdict in `directory`, problem by problem."""
-    from kernelab.evaluate.sandbox import run_problem
-    from kernelab.output import note
-
     rows, problems, records = [], [], []
     for problem, solutions in discover(directory):
         note(f"problem {problem.name}: {len(solutions)} solution(s)")
@@ -66,9 +67,15 @@ def run_suite(directory, *, device: str, scale: float, options, timeout: float) 
             entry["setup_error"] = "no solutions found by the naming rule"
             problems.append(entry)
             continue
-        outcome = run_problem(
-            problem, solutions, device=device, scale=scale, options=options, timeout=timeout
-        )
+        try:
+            outcome = run_problem(
+                problem, solutions, device=device, scale=scale, options=options,
+                timeout=timeout, protect=[str(directory)],
+            )  # fmt: skip
+        except Exception as exc:  # this problem's failure is not the suite's
+            outcome = ProblemRun(
+                verdicts={}, setup_error=f"judging it raised {describe_exception(exc)}"
+            )
         entry.update(
             setup_error=outcome.setup_error, baselines=outcome.baselines, notes=outcome.notes
         )

@@ -13,11 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kernelab.errors import KernelabError
+from kernelab.harness.check import _mutation, copy_with_layout
+from kernelab.spec.reference import name_of
+
 
 def _is_tensor(value) -> bool:
     import torch
 
     return isinstance(value, torch.Tensor)
+
+
+def tensor_type():
+    import torch
+
+    return torch.Tensor
 
 
 def map_tensors(fn: Callable, tree: Any) -> Any:
@@ -56,7 +66,6 @@ def tensors(tree: Any) -> list[tuple[str, Any]]:
 
 def clone(tree: Any) -> Any:
     """A deep copy of every tensor, layout and padding bytes included."""
-    from kernelab.harness.check import copy_with_layout
 
     return map_tensors(copy_with_layout, tree)
 
@@ -87,7 +96,6 @@ def first_float_dtype(tree: Any):
 
 def changed_paths(before: Any, after: Any) -> list[str]:
     """The tensor leaves whose bytes differ between two trees of the same structure."""
-    from kernelab.harness.check import _mutation
 
     old, new = tensors(before), tensors(after)
     return [
@@ -102,7 +110,6 @@ def mutation_message(before: Any, after: Any, allowed: set[str]) -> str | None:
 
     Leaves in `allowed` (the output buffers the reference itself writes) are skipped.
     """
-    from kernelab.harness.check import _mutation
 
     old = [None if path in allowed else leaf for path, leaf in tensors(before)]
     new = [None if path in allowed else leaf for path, leaf in tensors(after)]
@@ -121,8 +128,6 @@ def poison(tree: Any, paths: set[str]) -> None:
 
 def describe(tree: Any) -> str:
     """ "tuple of 2: fp32[128, 64], fp32[64]" for messages."""
-    from kernelab.errors import KernelabError
-    from kernelab.spec.reference import name_of
 
     def one(leaf) -> str:
         if not _is_tensor(leaf):

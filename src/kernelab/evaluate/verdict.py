@@ -15,9 +15,10 @@ Correctness, for every case and several seeds (each test case at its own seed an
    overwrites when handed them full of NaN (an empty buffer may already hold the answer).
    The candidate may write those, and receives them filled with NaN, so an element it
    forgets cannot hold the right answer.
-2. The candidate receives its own copy (sent to its worker), with torch's allocator poisoned
-   there (new tensors hold NaN: kernelab.harness.check.poisoned_allocations); the worker
-   sends back the output and the inputs as the call left them.
+2. The candidate receives its own copy (sent to its worker; on a CPU, in pages the judge
+   shares and reads back itself: kernelab.evaluate.arena), with torch's allocator poisoned
+   there until timing starts (new tensors hold NaN:
+   kernelab.harness.check.poisoned_allocations); the worker sends back the output.
 3. It fails when it raises, writes into an input it should only read, returns another
    structure, dtype or shape, or misses the exact answer by more than kernelab's
    scale-aware threshold (kernelab.harness.check.compare: all-zeros and constant outputs
@@ -34,11 +35,14 @@ Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a G
 same loop and mode for eager PyTorch and torch.compile of the reference (reported as
 speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
 the next of POOL_SETS input sets, copied into the same tensors (new values at the same
-addresses), and the outputs of some calls, chosen by the judge, come back and are checked
-against the reference of their set: an answer remembered from an earlier call, or an empty
-tensor returned when a timer is on the stack, fails. The judge bounds the reported time by
-its own wall clock around the batch (kernelab.evaluate.observed). Afterwards the output is
-checked again on inputs it has never seen, which catches behaviour that changes after N calls.
+addresses). Without timing every call is checked in full. When timed, every output is kept
+and fingerprinted inside the judge's clock, and the outputs of some calls, chosen by the
+judge after the batch from a secret, come back, must match their fingerprints and are
+checked against the reference of their set: an answer remembered from an earlier call, an
+empty tensor returned when a timer is on the stack, or an answer made after the batch,
+fails. The judge bounds the reported time by its own wall clock around the batch
+(kernelab.evaluate.observed). Afterwards the output is checked again on inputs it has never
+seen, which catches behaviour that changes after N calls.
 
 Roofline: the cost is declared by the problem or recognised from the reference's aten ops
 (kernelab.evaluate.recognise); on a catalog GPU the candidate's time is placed on the
@@ -50,18 +54,36 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
-from kernelab.evaluate import trees
-from kernelab.evaluate.formats import Case, Problem, describe_exception
+from kernelab.evaluate import observed, trees
+from kernelab.evaluate.arena import Arena, tree_bytes
+from kernelab.evaluate.problem import Case, Problem, describe_exception
+from kernelab.evaluate.recognise import Recognition, declared, recognise
+from kernelab.evaluate.sandbox import Worker, WorkerGone
+from kernelab.evaluate.timed_calls import compatible, fingerprint, run_calls
+from kernelab.harness import ceilings as gpu_ceilings
+from kernelab.harness.check import compare
+from kernelab.harness.records import Record
+from kernelab.harness.stats import summarize
+from kernelab.harness.timing import MODES, Timing
+from kernelab.harness.tolerances import threshold
+from kernelab.output import note, to_jsonable
+from kernelab.roofline.model import Ceilings, place
+from kernelab.spec.reference import name_of
 
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error")
 EAGER_ERROR_MARGIN = 2.0
 POOL_SETS = 3  # input sets the timed calls rotate through
-SAMPLED_EXTRA = 3  # checked timed calls besides the last POOL_SETS
+CHECKED_EXTRA = 8  # checked timed calls besides the last POOL_SETS, at least
+CHECKED_SHARE = 0.1  # ... or this share of the batch
+CHECKED_MAX = 32  # ... at most
+KEPT_OUTPUT_BYTES = 4 << 30  # a batch's outputs, all kept by the worker until the judge chooses
 WARMUP_CALLS = 3  # untimed: compilation, autotuning, lazy allocation
 PROBE_CALLS = 3  # sized on the judge's clock: how many calls fit in --max-time
 MAX_TIMED_CALLS = 2000
@@ -82,8 +104,6 @@ class Options:
     repeat_calls: int = 20  # calls before the re-check where there is no timing
 
     def validate(self) -> Options:
-        from kernelab.harness.timing import MODES
-
         if self.seeds < 1:
             raise KernelabError(f"--seeds must be at least 1, got {self.seeds}")
         if self.mode not in MODES:
@@ -139,10 +159,9 @@ class Verdict:
     roofline: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
+    wall: dict = field(default_factory=dict)  # what the worker's wall holds, what it lacks
 
     def to_dict(self) -> dict:
-        from kernelab.output import to_jsonable
-
         return to_jsonable(asdict(self))
 
 
@@ -168,9 +187,6 @@ def _synchronize(device) -> None:
 
 
 def _dtype_name(dtype) -> str | None:
-    from kernelab.harness.tolerances import threshold
-    from kernelab.spec.reference import name_of
-
     try:
         name = name_of(dtype)
         threshold(name)
@@ -188,6 +204,24 @@ def _same_structure(a, b) -> bool:
         p == q and isinstance(x, torch.Tensor) == isinstance(y, torch.Tensor)
         for (p, x), (q, y) in zip(ours, theirs, strict=True)
     )
+
+
+def _odd_tensor(out, ref) -> str | None:
+    """Why an output leaf cannot stand where the reference has tensor `ref`, or None: not a
+    tensor, a subclass, not strided (sparse), without values (meta), on another device."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"is a {type(out).__name__}, not a tensor"
+    if type(out) not in (torch.Tensor, torch.nn.Parameter):
+        return f"is a tensor subclass ({type(out).__name__}), not a tensor"
+    if out.layout != torch.strided:
+        return f"is a {str(out.layout).removeprefix('torch.')} tensor; the reference's is dense"
+    if out.device.type == "meta":
+        return "is a meta tensor: it holds no values"
+    if out.device.type != ref.device.type:
+        return f"is on {out.device.type}; the reference's is on {ref.device.type}"
+    return None
 
 
 def _relative_error(out, ref) -> float:
@@ -216,6 +250,9 @@ class Evaluator:
         self.baselines: dict[str, dict] = {}  # case label -> {"eager": {...}, "compiled": ...}
         self.baseline_records: list[dict] = []
         self.notes: list[str] = list(problem.notes)
+        self.protect: list[str] = []  # paths no worker may write besides the problem's own
+        self.arena = None  # the inputs' shared pages while a solution is judged (CPU)
+        self._timing_started = False  # the worker was told its calls are timed from now on
 
     # --- the references ------------------------------------------------------------------
 
@@ -245,8 +282,6 @@ class Evaluator:
             )
 
     def _pool(self, case: Case, rng: random.Random) -> list[Expected]:
-        from kernelab.evaluate.timed_calls import compatible
-
         pool = [self._expect(case, rng.randrange(2**31)) for _ in range(POOL_SETS)]
         why = compatible([expected.data for expected in pool])
         if why is None:
@@ -337,8 +372,6 @@ class Evaluator:
         return trees.map_tensors(up, eager)
 
     def _cost(self, expected: Expected):
-        from kernelab.evaluate.recognise import Recognition, declared, recognise
-
         problem = self.problem
         try:
             if problem.declared_cost is not None:
@@ -358,8 +391,6 @@ class Evaluator:
         """(ok, worst error, threshold, message) for an output against the references."""
         import torch
 
-        from kernelab.harness.check import compare
-
         got = trees.leaves(out)
         want = trees.leaves(expected.eager)
         exact = trees.leaves(expected.exact)
@@ -375,11 +406,12 @@ class Evaluator:
         for (path, o), (_, e), (_, x) in zip(got, want, exact, strict=True):
             name = f"output{path}"
             if not isinstance(e, torch.Tensor):
-                if o != e:
+                if isinstance(o, torch.Tensor) or type(o) is not type(e) or o != e:
                     return False, None, None, f"{name} is {o!r}, the reference's is {e!r}"
                 continue
-            if not isinstance(o, torch.Tensor):
-                return False, None, None, f"{name} is a {type(o).__name__}, not a tensor"
+            odd = _odd_tensor(o, e)
+            if odd:
+                return False, None, None, f"{name} {odd}"
             if o.dtype != e.dtype:
                 return (
                     False, None, None,
@@ -416,14 +448,19 @@ class Evaluator:
         given = trees.clone(expected.data)
         trees.poison(given, expected.buffers)
         result = CaseResult(expected.case.label, kind, expected.seed, False, None, None, "")
-        reply = worker.ask({"kind": "call", "data": given})
+        if self.arena is not None:
+            layout = self.arena.write(given)
+            reply = worker.ask({"kind": "call", "layout": layout})
+            given = self.arena.read(layout)  # the judge's own reading of the shared pages
+        else:
+            reply = worker.ask({"kind": "call", "data": given})
+            given = reply.get("given")
         if "raised" in reply:
             result.message = f"the solution raised {reply['raised']}"
             return result
         out, snapshot = reply.get("out"), reply.get("snapshot")
         if self.on_gpu and snapshot is None:
             snapshot = out  # nothing to compare: the output itself must be right
-        given = reply.get("given")
         if not _same_structure(given, expected.data):
             result.message = "the worker did not send back the inputs it was given"
             return result
@@ -463,24 +500,18 @@ class Evaluator:
         return max(self.options.min_samples, min(MAX_TIMED_CALLS, fit))
 
     def _timing(self, samples: list[float], warnings: list[str]):
-        from kernelab.harness.stats import summarize
-        from kernelab.harness.timing import Timing
-
         mode = "cold" if self.options.mode == "cold" else "hot"
         return Timing(samples, mode, summarize(samples), "fixed calls", warnings=warnings)
 
     def _time_here(self, call, label: str):
         """Time a trusted callable (a baseline) with the solution's loop, in the judge."""
-        import time
-
-        from kernelab.evaluate.timed_calls import run_calls
 
         pool = [expected.data for expected in self.pools[label]]
         buffers = self.pools[label][0].buffers
         mode = self.options.mode
 
         def batch(calls: int) -> list[float]:
-            return run_calls(call, pool, buffers=buffers, calls=calls, sampled=set(), mode=mode)[0]
+            return run_calls(call, pool, buffers=buffers, calls=calls, mode=mode, keep=False)[0]
 
         batch(WARMUP_CALLS)
         begin = time.perf_counter()
@@ -492,7 +523,6 @@ class Evaluator:
         """Eager PyTorch and torch.compile of the reference at each timing case (when timing)."""
         if not self.timing or self.baselines:
             return self.baselines
-        from kernelab.output import note
 
         compiled = None
         if self.options.compile:
@@ -528,14 +558,11 @@ class Evaluator:
         return self.baselines
 
     def _placements(self, cost, time_ms: float) -> tuple[dict | None, list[str]]:
-        from kernelab.harness.ceilings import measured_ceilings_for, this_gpu
-        from kernelab.roofline.model import Ceilings, place
-
-        spec = this_gpu("timing").spec
+        spec = gpu_ceilings.this_gpu("timing").spec
         if spec is None or cost is None:
             return None, []
         placed, warnings = {}, []
-        for ceilings in (Ceilings.from_spec(spec), measured_ceilings_for(spec)):
+        for ceilings in (Ceilings.from_spec(spec), gpu_ceilings.measured_ceilings_for(spec)):
             if ceilings is None:
                 continue
             try:
@@ -551,9 +578,10 @@ class Evaluator:
     # --- the verdict ---------------------------------------------------------------------
 
     def evaluate(self, solution_path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Verdict:
-        """The verdict on one solution, run in a worker of its own for at most `timeout` s."""
-        from kernelab.evaluate.sandbox import Worker, WorkerGone
+        """The verdict on one solution, run in a worker of its own for at most `timeout` s.
 
+        Nothing the solution does raises out of here: an output the judge cannot compare, or
+        any other exception while judging it, is this solution's "fail"."""
         solution_path = Path(solution_path)
         if not self.expected:
             self.prepare()
@@ -570,13 +598,52 @@ class Evaluator:
                 for label, found in self.costs.items()
             ],
         )
+        self.arena = self._arena(verdict)
+        self._timing_started = False
+        worker = Worker(
+            self.problem, solution_path, timeout, protect=self.protect,
+            pass_fds=() if self.arena is None else (self.arena.fd,),
+        )  # fmt: skip
         try:
-            with Worker(self.problem, solution_path, timeout) as worker:
+            with worker:
+                verdict.wall = worker.wall
+                verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
                 self._judge_in(worker, verdict)
         except WorkerGone as gone:
             verdict.status, verdict.message = gone.status, gone.message
             verdict.timings, verdict.records = [], []
+        except Exception as exc:
+            verdict.status = "fail"
+            verdict.message = f"judging it raised {describe_exception(exc)}"
+            verdict.timings, verdict.records = [], []
+        finally:
+            if self.arena is not None:
+                self.arena.close()
+                self.arena = None
+        if not verdict.wall:
+            verdict.wall = worker.wall
+            verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
         return verdict
+
+    def _arena(self, verdict: Verdict):
+        """Shared pages for every call's inputs (on a CPU; kernelab.evaluate.arena), or None:
+        then the worker reports what a call left in its inputs."""
+
+        if self.on_gpu:
+            return None
+        sets = [
+            *self.expected,
+            *self.rechecks.values(),
+            *(e for p in self.pools.values() for e in p),
+        ]
+        try:
+            return Arena(max(tree_bytes(expected.data) for expected in sets))
+        except Exception as exc:
+            verdict.notes.append(
+                f"wall lowered: no shared memory for the inputs ({describe_exception(exc)}): the "
+                "worker reports what each call left in them"
+            )
+            return None
 
     def _judge_in(self, worker, verdict: Verdict) -> None:
         loaded = worker.ask({"kind": "solution", "path": verdict.solution})
@@ -611,78 +678,99 @@ class Evaluator:
     def _where(self, result: CaseResult) -> str:
         return f"{result.case}, seed {result.seed}: "
 
-    def _sampled(self, calls: int) -> list[int]:
-        """The timed calls whose outputs come back: the last POOL_SETS (every input set, after
-        any warm-up a cache needs) and SAMPLED_EXTRA more, drawn at random."""
-        last = set(range(max(0, calls - POOL_SETS), calls))
-        rng = random.Random(self.options.seed) if self.options.seed is not None else random
-        extra = rng.sample(range(calls), min(calls, SAMPLED_EXTRA))
-        return sorted(last | set(extra))
+    def _chosen(self, calls: int) -> list[int]:
+        """The timed calls whose outputs the judge checks, drawn after the batch from the
+        operating system's randomness (never from --seed, which the worker might learn): the
+        last POOL_SETS (every input set, after any warm-up a cache needs) and CHECKED_EXTRA,
+        or CHECKED_SHARE of the batch, more (at most CHECKED_MAX)."""
+        first_of_last = max(0, calls - POOL_SETS)
+        extra = max(CHECKED_EXTRA, min(CHECKED_MAX, int(calls * CHECKED_SHARE)))
+        drawn = random.SystemRandom().sample(range(first_of_last), min(extra, first_of_last))
+        return sorted({*range(first_of_last, calls), *drawn})
 
-    def _calls(self, worker, label: str, calls: int, sampled: list[int]) -> tuple[dict, float]:
+    def _calls(self, worker, label: str, calls: int) -> tuple[dict, float]:
         """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
-        import time
-
         begin = time.perf_counter()
         reply = worker.ask(
-            {"kind": "calls", "label": label, "calls": calls, "sampled": sampled,
-             "mode": self.options.mode}
-        )  # fmt: skip
+            {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
+        )
         wall_ms = (time.perf_counter() - begin) * 1e3
-        if sampled and "raised" not in reply:
-            reply["outputs"] = worker.ask({"kind": "outputs"}).get("outputs")
         return reply, wall_ms
 
-    def _check_sampled(self, reply: dict, pool: list[Expected], sampled: list[int], during: str):
-        """The failure message for the first sampled output that is wrong, or None."""
-        outputs = reply.get("outputs")
-        if not isinstance(outputs, dict) or set(outputs) != set(sampled):
-            return f"{during}: the worker did not send back the outputs of calls {sampled}"
-        for index in sampled:
+    def _check_batch(self, worker, reply: dict, pool: list[Expected], calls: int, during: str):
+        """Choose the calls to check now that the batch is over, fetch their outputs, and
+        return the failure message for the first that differs from its fingerprint or from
+        the reference, or None."""
+
+        prints = reply.get("fingerprints")
+        if not isinstance(prints, list) or len(prints) != calls:
+            return f"{during}: the worker did not fingerprint the outputs of its {calls} calls"
+        chosen = self._chosen(calls)
+        outputs = worker.ask({"kind": "outputs", "indices": chosen}).get("outputs")
+        if not isinstance(outputs, dict) or set(outputs) != set(chosen):
+            return f"{during}: the worker did not send back the outputs of calls {chosen}"
+        for index in chosen:
             expected = pool[index % len(pool)]
+            where = (
+                f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
+            )
+            if fingerprint(outputs[index]) != prints[index]:
+                return (
+                    f"{where}: the output sent back is not the one the call returned (its "
+                    "fingerprint, sent at the end of the batch, differs)"
+                )
             ok, _, _, message = self._judge(outputs[index], expected)
             if not ok:
+                return f"{where}: {message}"
+        return None
+
+    def _repeat(self, worker, case: Case, pool: list[Expected]) -> str | None:
+        """Without timing: repeat_calls calls, each checked in full (output and inputs)."""
+        calls = self.options.repeat_calls
+        for index in range(calls):
+            expected = pool[index % len(pool)]
+            result = self._check(worker, expected, "repeat")
+            if not result.ok:
                 return (
-                    f"{during}, call {index + 1} (input set {index % len(pool)}, seed "
-                    f"{expected.seed}): {message}"
+                    f"during {calls} calls, call {index + 1} (input set {index % len(pool)}, "
+                    f"seed {expected.seed}): {result.message}"
                 )
         return None
 
+    def _output_bytes(self, pool: list[Expected]) -> int:
+        return sum(t.numel() * t.element_size() for _, t in trees.tensors(pool[0].eager))
+
     def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
         """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), on rotating
-        inputs, checking the sampled outputs; the failure message, or None."""
-        from kernelab.evaluate import observed
+        inputs, checking outputs; the failure message, or None."""
 
         pool = self.pools[case.label]
         buffers = pool[0].buffers
+        if not self.timing:
+            return self._repeat(worker, case, pool)
+
+        if not self._timing_started:
+            worker.ask({"kind": "timing"})
+            self._timing_started = True
         worker.ask(
             {"kind": "pool", "label": case.label, "pool": [e.data for e in pool],
              "buffers": sorted(buffers)}
         )  # fmt: skip
-        if not self.timing:
-            calls = self.options.repeat_calls
-            if calls == 0:
-                return None
-            sampled = self._sampled(calls)
-            reply, _ = self._calls(worker, case.label, calls, sampled)
-            if "raised" in reply:
-                return f"{case.label}: a repeated call raised {reply['raised']}"
-            return self._check_sampled(reply, pool, sampled, f"during {calls} calls")
-
-        from kernelab.output import note
-
         note(f"{self.problem.name} {case.label}: timing {Path(verdict.solution).name}")
-        warm, _ = self._calls(worker, case.label, WARMUP_CALLS, [])
-        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS, [])
+        warm, _ = self._calls(worker, case.label, WARMUP_CALLS)
+        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS)
         for reply in (warm, probe):
             if "raised" in reply:
                 return f"{case.label}: the solution raised while timed: {reply['raised']}"
         calls = self._calls_for(probe_ms / PROBE_CALLS)
-        sampled = self._sampled(calls)
-        reply, wall_ms = self._calls(worker, case.label, calls, sampled)
+        # Every output of the batch is kept until the judge chooses: outputs too large for
+        # KEPT_OUTPUT_BYTES shorten the batch, below --min-samples if they must.
+        kept = KEPT_OUTPUT_BYTES // max(1, self._output_bytes(pool))
+        calls = max(POOL_SETS, min(calls, kept))
+        reply, wall_ms = self._calls(worker, case.label, calls)
         if "raised" in reply:
             return f"{case.label}: the solution raised while timed: {reply['raised']}"
-        failure = self._check_sampled(reply, pool, sampled, f"{case.label}: during timing")
+        failure = self._check_batch(worker, reply, pool, calls, f"{case.label}: during timing")
         if failure:
             return failure
         samples = reply.get("samples_ms")
@@ -696,7 +784,9 @@ class Evaluator:
         floor = observed.floor_ms(
             wall_ms,
             calls,
-            observed.loop_cost_ms(data, buffers=buffers, calls=calls, mode=self.options.mode),
+            observed.loop_cost_ms(
+                data, buffers=buffers, calls=calls, mode=self.options.mode, output=pool[0].eager
+            ),
         )
         samples, bounded = observed.bound(samples, floor)
         timing = self._timing(samples, [bounded] if bounded else [])
@@ -723,11 +813,7 @@ class Evaluator:
         return None
 
     def _record(self, case: Case, implementation: str, timing, found) -> dict:
-        from kernelab.environment import software_versions
-        from kernelab.harness.ceilings import this_gpu
-        from kernelab.harness.records import Record
-
-        identity = this_gpu("timing")
+        identity = gpu_ceilings.this_gpu("timing")
         cost = found.cost if found else None
         seconds = timing.median_ms * 1e-3
         return Record(

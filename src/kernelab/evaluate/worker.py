@@ -1,20 +1,29 @@
-"""The solution's process: `python -m kernelab.evaluate.worker READ_FD WRITE_FD`.
+"""The solution's process: `python -m kernelab.evaluate.worker READ_FD WRITE_FD [ARENA_FD]`.
 
-It is the only process that imports the solution. It loads the problem (a KernelBench
-ModelNew is built from the problem's init inputs and gets the reference's weights; a GPU MODE
-submission imports the problem's modules), announces itself, then answers the judge's
-requests, one reply each, until told to stop:
+It is the only process that imports the solution, and it starts behind the wall
+(kernelab.evaluate.wall). It loads the problem (a KernelBench ModelNew is built from the
+problem's init inputs and gets the reference's weights; a GPU MODE submission imports the
+problem's modules), announces itself, then answers the judge's requests, one reply each,
+until told to stop:
 
     {"kind": "solution", "path"}                    import it   -> {"ok"} or {"failed"}
-    {"kind": "call", "data"}                        one call    -> {"out", "given", "snapshot"}
+    {"kind": "call", "data" | "layout"}             one call    -> {"out", "snapshot"[, "given"]}
+    {"kind": "timing"}                              allocations no longer poisoned, for good
     {"kind": "pool", "label", "pool", "buffers"}    keep the input sets of a timing case
-    {"kind": "calls", "label", "calls", "sampled", "mode"}
-                                                    timed calls -> {"samples_ms"}
-    {"kind": "outputs"}                             the sampled outputs of those calls
+    {"kind": "calls", "label", "calls", "mode"}     timed calls -> {"samples_ms", "fingerprints"}
+    {"kind": "outputs", "indices"}                  the outputs of those calls the judge names
     {"kind": "stop"}
 
-The sampled outputs travel in a reply of their own, so that the judge's clock around the
-timed calls (kernelab.evaluate.observed) does not hold the time to send them.
+With an arena (ARENA_FD, on a CPU) a call's inputs are views of pages the judge shares
+(kernelab.evaluate.arena): the judge reads what the call left there itself. Without one they
+travel in the request, and the reply carries them back as the call left them ("given").
+
+Torch's allocator is poisoned (new tensors hold NaN) from the start until the judge's
+"timing": every call before it is checked, and from it on the process-wide state no longer
+changes, so that nothing tells a checked timed call from an unchecked one. The outputs of a
+batch travel in a reply of their own, after the judge has chosen which to see, so that the
+judge's clock around the timed calls (kernelab.evaluate.observed) does not hold the time to
+send them.
 
 It knows nothing of the verdict: it is handed inputs and sends back what the solution made of
 them, as tensors. Its stdout and stderr (the solution's prints, faulthandler's report of a
@@ -23,8 +32,19 @@ segfault) go to a pipe the judge reads and caps.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import os
 import sys
 from pathlib import Path
+
+# None of these imports torch: faulthandler is on before torch loads (with the problem).
+from kernelab.evaluate import trees
+from kernelab.evaluate.arena import Arena
+from kernelab.evaluate.channel import ChannelClosed, receive, send
+from kernelab.evaluate.formats import describe_exception, load_problem
+from kernelab.evaluate.timed_calls import fingerprint, run_calls
+from kernelab.harness.check import poisoned_allocations
 
 
 def _plain(tree):
@@ -45,27 +65,21 @@ def _synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _call(run, data, device) -> dict:
-    from kernelab.evaluate import trees
-    from kernelab.harness.check import poisoned_allocations
-
+def _call(run, data, device, *, report_inputs: bool) -> dict:
     _synchronize(device)
-    with poisoned_allocations():
-        out = run(data)
-        # Taken on the caller's stream before any synchronisation: work left on a stream it
-        # never waits for is not in this copy.
-        snapshot = trees.clone(out) if device.type == "cuda" else None
+    out = run(data)
+    # Taken on the caller's stream before any synchronisation: work left on a stream it
+    # never waits for is not in this copy.
+    snapshot = trees.clone(out) if device.type == "cuda" else None
     _synchronize(device)
-    return {"out": _plain(out), "given": data, "snapshot": _plain(snapshot)}
+    answer = {"out": _plain(out), "snapshot": _plain(snapshot)}
+    if report_inputs:
+        answer["given"] = data
+    return answer
 
 
-def serve(read_fd: int, write_fd: int) -> int:
-    import faulthandler
-
+def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
     faulthandler.enable()
-    from kernelab.evaluate.channel import ChannelClosed, receive, send
-    from kernelab.evaluate.formats import describe_exception, load_problem
-    from kernelab.evaluate.timed_calls import run_calls
 
     def reply(message: dict) -> None:
         try:
@@ -84,8 +98,11 @@ def serve(read_fd: int, write_fd: int) -> int:
             {"failed": f"the worker could not load the problem: {describe_exception(exc)}"},
         )
         return 0
+    arena = Arena(os.fstat(arena_fd).st_size, fd=arena_fd) if arena_fd is not None else None
+    poisoned = contextlib.ExitStack()
+    poisoned.enter_context(poisoned_allocations())
     send(write_fd, {"ready": True})
-    run, pools, outputs = None, {}, {}
+    run, pools, outputs = None, {}, []
     while True:
         try:
             request = receive(read_fd, trusted=True)
@@ -106,24 +123,31 @@ def serve(read_fd: int, write_fd: int) -> int:
             reply({"ok": True})
         elif kind == "call":
             try:
-                answer = _call(run, request["data"], problem.device)
+                if "layout" in request:
+                    data = arena.view(request["layout"])
+                    answer = _call(run, data, problem.device, report_inputs=False)
+                else:
+                    answer = _call(run, request["data"], problem.device, report_inputs=True)
             except Exception as exc:
                 answer = {"raised": describe_exception(exc)}
             reply(answer)
+        elif kind == "timing":
+            poisoned.close()
+            reply({"ok": True})
         elif kind == "calls":
             pool, buffers = pools[request["label"]]
             try:
                 samples, outputs = run_calls(
-                    run, pool, buffers=buffers, calls=request["calls"],
-                    sampled=set(request["sampled"]), mode=request["mode"],
-                )  # fmt: skip
-                answer = {"samples_ms": samples}
+                    run, pool, buffers=buffers, calls=request["calls"], mode=request["mode"]
+                )
+                answer = {"samples_ms": samples, "fingerprints": [fingerprint(o) for o in outputs]}
             except Exception as exc:
-                outputs, answer = {}, {"raised": describe_exception(exc)}
+                outputs, answer = [], {"raised": describe_exception(exc)}
             reply(answer)
         elif kind == "outputs":
-            reply({"outputs": _plain(outputs)})
+            chosen = [i for i in request["indices"] if 0 <= i < len(outputs)]
+            reply({"outputs": {i: _plain(outputs[i]) for i in chosen}})
 
 
 if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1]), int(sys.argv[2])))
+    sys.exit(serve(*(int(fd) for fd in sys.argv[1:4])))

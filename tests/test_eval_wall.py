@@ -1,0 +1,183 @@
+"""The wall around a solution's worker (kernelab.evaluate.wall), seen from inside and out: a
+small probe started through the launcher reports what it can reach; a step the kernel
+refuses is named, with its consequence; the wall's own cost per solution is measured."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelab.evaluate import wall
+
+EVAL = Path(__file__).parent / "fixtures" / "eval"
+WALL_BUDGET_S = 1.0  # the most the wall may add to one solution's run
+COST_RUNS = 3
+PR_GET_DUMPABLE = 3
+
+PROBE = textwrap.dedent(
+    """
+    import ctypes, errno, json, os, signal, sys
+    judge, problem = int(sys.argv[1]), sys.argv[2]
+    seen = {"pid": os.getpid(), "uid": os.getuid(),
+            "judge_listed": str(judge) in os.listdir("/proc")}
+    libc = ctypes.CDLL(None, use_errno=True)
+    seen["ptrace"] = libc.ptrace(16, judge, None, None) == 0 or ctypes.get_errno()
+    try:
+        os.kill(judge, 0)
+        seen["signal"] = "sent"
+    except OSError as exc:
+        seen["signal"] = errno.errorcode[exc.errno]
+    try:
+        open(problem, "a").close()
+        seen["write"] = "written"
+    except OSError as exc:
+        seen["write"] = errno.errorcode[exc.errno]
+    try:
+        import socket
+        socket.create_connection(("1.1.1.1", 53), timeout=1)
+        seen["network"] = "connected"
+    except OSError as exc:
+        seen["network"] = type(exc).__name__
+    print(json.dumps(seen))
+    """
+)
+
+
+def through_the_wall(argv: list[str], read_only: list[str]) -> tuple[dict, str, float]:
+    """Run `argv` behind the wall as the judge would; (the wall's report, the program's
+    stdout, the seconds the judge spent on the wall: plan, scratch, launcher, sweep)."""
+    begin = time.perf_counter()
+    scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
+    plan, notes = wall.plan(read_only=read_only, scratch=scratch, on_gpu=False, cpu_seconds=60)
+    if plan["uid"] is not None:
+        os.chown(scratch, plan["uid"], plan["gid"])
+    read, write = os.pipe()
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan), str(write), "--",
+         *argv],
+        pass_fds=(write,), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    os.close(write)
+    with os.fdopen(read) as handle:
+        lines = [json.loads(line) for line in handle.read().splitlines()]
+    wall.sweep(plan["uid"])
+    shutil.rmtree(scratch, ignore_errors=True)
+    elapsed = time.perf_counter() - begin
+    report = {"applied": [], "refused": list(notes)}
+    for line in lines:
+        report["applied"] += line.get("applied", [])
+        report["refused"] += line.get("refused", [])
+    assert done.returncode == 0, done.stderr
+    return report, done.stdout, elapsed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the full wall needs root (CI runs as root)")
+def test_from_inside_the_wall_the_judge_is_out_of_reach(tmp_path):
+    problem = tmp_path / "problem.py"
+    problem.write_text("# a problem file\n")
+    report, out, _ = through_the_wall(
+        [sys.executable, "-I", "-c", PROBE, str(os.getpid()), str(problem)],
+        read_only=[str(tmp_path), sys.prefix],
+    )
+    seen = json.loads(out)
+    assert report["refused"] == [], report
+    assert seen["pid"] == 1  # PID 1 of its own namespace: its death ends every descendant
+    assert seen["uid"] >= wall.WORKER_UID_BASE
+    assert not seen["judge_listed"]  # a /proc of its own
+    assert seen["ptrace"] in ("ESRCH", errno.ESRCH, errno.EPERM)
+    assert seen["signal"] in ("ESRCH", "EPERM")
+    assert seen["write"] in ("EROFS", "EACCES")
+    assert seen["network"] != "connected"
+    assert problem.read_text() == "# a problem file\n"
+
+
+def test_a_namespace_the_kernel_refuses_is_named_with_its_consequence(monkeypatch):
+    asked = []
+
+    def refuse_pid_namespaces(flags: int) -> None:
+        asked.append(flags)
+        if flags & wall.CLONE_NEWPID:
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(wall, "unshare", refuse_pid_namespaces)
+    report = wall.Report()
+    made = wall._unshare(report, as_root=True)
+    assert made == {"mount", "network", "ipc"}
+    [refusal] = report.refused
+    assert refusal.startswith("pid namespace refused (EPERM")
+    assert "a daemon it starts is found by its uid only" in refusal
+    assert "mount namespace" in report.applied
+
+
+def test_the_judges_downgrades_reach_the_verdict(monkeypatch):
+    from kernelab.evaluate import sandbox
+    from kernelab.evaluate.formats import load_problem
+    from kernelab.evaluate.verdict import Evaluator, Options
+
+    real_plan = wall.plan
+
+    def plan_with_a_root_only_gpu(**kwargs):
+        plan, notes = real_plan(**kwargs)
+        return plan, [*notes, "uid switch skipped: /dev/nvidiactl is open to root only"]
+
+    monkeypatch.setattr(sandbox.wall, "plan", plan_with_a_root_only_gpu)
+    problem = load_problem(EVAL / "kernelbench" / "relu.py", device="cpu", scale=0.0625)
+    found = Evaluator(problem, Options(seeds=1, seed=5, repeat_calls=2))
+    verdict = found.evaluate(EVAL / "kernelbench/solutions/relu/correct/model_new.py")
+    assert verdict.status == "pass", verdict.message
+    assert "wall lowered: uid switch skipped: /dev/nvidiactl is open to root only" in verdict.notes
+    assert any("uid switch skipped" in line for line in verdict.wall["refused"])
+    assert ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0  # the judge, undumpable
+
+
+def test_read_only_roots_are_deduplicated_and_spare_the_scratch_directory():
+    roots = wall.read_only_roots(["/usr/lib", "/usr", "/tmp/x/y", "/tmp", "/"], "/tmp/kw-1")
+    assert roots == ["/usr", "/tmp/x/y"]
+
+
+def test_the_wall_costs_under_a_second_per_solution():
+    """The wall's price per solution: the judge's plan and scratch directory, the launcher's
+    interpreter start, namespaces, mounts and uid switch, the sweep and clean-up, measured
+    against the same program started directly."""
+    program = [sys.executable, "-I", "-S", "-c", "pass"]
+    direct, walled = [], []
+    for _ in range(COST_RUNS):
+        begin = time.perf_counter()
+        subprocess.run(program, check=True)
+        direct.append(time.perf_counter() - begin)
+        _, _, elapsed = through_the_wall(program, read_only=[sys.prefix, str(EVAL)])
+        walled.append(elapsed)
+    cost = min(walled) - min(direct)
+    print(f"wall cost per solution: {cost * 1e3:.0f} ms (direct {min(direct) * 1e3:.0f} ms)")
+    assert cost < WALL_BUDGET_S
+
+
+def test_gpu_nodes_open_to_a_group_lend_it_and_root_only_nodes_keep_root(monkeypatch, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the uid switch is planned for a root judge only")
+    shared, grouped, private = tmp_path / "nvidia0", tmp_path / "nvidiactl", tmp_path / "nvidia-uvm"
+    folder = tmp_path / "nvidia-caps"  # a directory beside the nodes: not a node
+    folder.mkdir()
+    for node, mode in ((shared, 0o666), (grouped, 0o660), (private, 0o600)):
+        os.mknod(node, 0o020000 | mode, os.makedev(1, 3))  # character devices, like /dev/null
+        os.chown(node, 0, 44)
+        node.chmod(mode)
+    monkeypatch.setattr(wall, "_gpu_nodes", lambda: [str(folder), str(shared), str(grouped)])
+    plan, notes = wall.plan(read_only=[], scratch=str(tmp_path), on_gpu=True, cpu_seconds=1)
+    assert plan["uid"] is not None and plan["groups"] == [44] and notes == []
+    monkeypatch.setattr(wall, "_gpu_nodes", lambda: [str(shared), str(private)])
+    plan, notes = wall.plan(read_only=[], scratch=str(tmp_path), on_gpu=True, cpu_seconds=1)
+    assert plan["uid"] is None
+    [note] = notes
+    assert note.startswith(f"uid switch skipped: {private} is open to root only (mode 0o600)")
