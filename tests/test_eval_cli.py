@@ -46,6 +46,14 @@ def test_a_wrong_solution_fails_with_exit_1_and_the_reason():
     assert "wrote into input 0" in verdict["message"]
 
 
+def test_a_failing_case_with_an_infinite_error_prints_its_table_whole():
+    # the error of a NaN where the reference is finite is inf, which the verdict keeps as text
+    done = kernelab(str(KB / "relu.py"), str(KB / "solutions/relu/wrong/off_by_one.py"), *SMALL)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "FAIL" in done.stdout
+    assert "correctness" in done.stdout and "inf" in done.stdout
+
+
 def test_a_segfault_is_reported_as_a_crash_at_its_line():
     code, verdict = verdict_of(str(KB / "relu.py"), str(BROKEN / "crash.py"))
     assert code == 1 and verdict["status"] == "crash"

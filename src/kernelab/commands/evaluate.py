@@ -46,7 +46,11 @@ def resolve_device(device: str) -> str:
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{suffix}"
+    if value is None:
+        return "-"
+    if isinstance(value, str):  # the verdict keeps inf and nan as strings, as JSON must
+        return f"{value}{suffix}"
+    return f"{value:{spec}}{suffix}"
 
 
 def _status(status: str) -> str:
