@@ -28,6 +28,13 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError, NoGPUError
 from kernelab.harness.cache import cache_dir, safe_name
+from kernelab.harness.records import (
+    MachineRun,
+    committed_card_dir,
+    read_json,
+    utc_now,
+    write_atomically,
+)
 from kernelab.output import note
 
 SCHEMA_VERSION = 1
@@ -104,12 +111,7 @@ class Ceiling:
 
 
 @dataclass
-class MeasuredCeilings:
-    gpu: str
-    gpu_id: str | None
-    driver: str | None
-    timestamp: str
-    quick: bool
+class MeasuredCeilings(MachineRun):
     ceilings: dict[str, Ceiling]
     versions: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -164,7 +166,6 @@ def cache_path(identity: DeviceIdentity) -> Path:
 
 
 def save_measured(measured: MeasuredCeilings, path: str | Path) -> Path:
-    from kernelab.harness.records import write_atomically
 
     path = Path(path)
     write_atomically(path, json.dumps(measured.to_dict(), indent=1) + "\n")
@@ -172,7 +173,6 @@ def save_measured(measured: MeasuredCeilings, path: str | Path) -> Path:
 
 
 def load_measured(path: str | Path) -> MeasuredCeilings:
-    from kernelab.harness.records import read_json
 
     path = Path(path)
     data = read_json(path, "ceilings file")
@@ -218,7 +218,6 @@ def measured_ceilings_for(spec, path: str | Path | None = None):
 def committed_measured(spec) -> tuple[MeasuredCeilings, Path] | None:
     """The committed ceilings of a catalog GPU (benchmarks/results/<card>/ceilings.json[.xz] in
     a source checkout) and their path, or None: measured on that GPU, never another's."""
-    from kernelab.harness.records import committed_card_dir
 
     folder = committed_card_dir(spec.id)
     if folder is None:
@@ -341,7 +340,6 @@ def measure_ceilings(*, quick: bool = False) -> MeasuredCeilings:
     import torch
 
     from kernelab.environment import software_versions
-    from kernelab.harness.records import utc_now
     from kernelab.harness.timing import device_memory_guard
 
     spec = identity.spec

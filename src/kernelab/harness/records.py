@@ -115,6 +115,19 @@ def current_dirty() -> bool | None:
 
 
 @dataclass
+class MachineRun:
+    """Who measured and when, the fields every machine-wide record starts with (the ceilings,
+    the hierarchy): the GPU as it names itself, its catalog id (None when the catalog does
+    not know it), the driver, the UTC time, and whether the quick settings were used."""
+
+    gpu: str
+    gpu_id: str | None
+    driver: str | None
+    timestamp: str
+    quick: bool
+
+
+@dataclass
 class Record:
     op: str
     implementation: str

@@ -19,6 +19,7 @@ from statistics import median
 
 from kernelab.errors import KernelabError
 from kernelab.harness.cache import cache_dir, safe_name
+from kernelab.harness.records import MachineRun
 from kernelab.output import note
 
 SCHEMA_VERSION = 1
@@ -95,12 +96,7 @@ class BandwidthMeasurement:
 
 
 @dataclass
-class HierarchyRecord:
-    gpu: str
-    gpu_id: str | None
-    driver: str | None
-    timestamp: str
-    quick: bool
+class HierarchyRecord(MachineRun):
     latencies: dict[str, LatencyMeasurement]
     bandwidths: dict[str, BandwidthMeasurement]
     versions: dict = field(default_factory=dict)
