@@ -28,7 +28,9 @@ def test_the_readme_is_a_users_page_with_every_cards_headline():
     for heading in ("## Two commands", "## Commands", "## Results", "### H200", "### H100 SXM"):
         assert heading in README, heading
     assert "[docs/results.md](docs/results.md)" in README and (ROOT / "docs/results.md").exists()
-    assert "--index-url https://download.pytorch.org/whl/cpu" in README  # torch without CUDA
+    # torch first, pinned (the CPU build here), and where to get a CPU build elsewhere
+    assert 'pip install torch==2.13.0 && pip install -e ".[dev]"' in README
+    assert "CPU build" in README and "--index-url" in README
     assert not re.search(r"session \d", README, re.I)
 
 
