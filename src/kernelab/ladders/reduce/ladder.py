@@ -147,7 +147,9 @@ def cub_anchor() -> tuple[Callable | None, str]:
             # The accumulator takes the initial value's type: fp32 for every input dtype.
             out = torch.empty(1, dtype=torch.float32, device=x.device)
             init = np.zeros(1, dtype=np.float32)
-            cuda_compute.reduce_into(x, out, cuda_compute.OpKind.PLUS, x.numel(), init)
+            # keyword-only since cuda-cccl 0.7
+            cuda_compute.reduce_into(d_in=x, d_out=out, num_items=x.numel(),
+                                     op=cuda_compute.OpKind.PLUS, h_init=init)  # fmt: skip
             return out.view(())
 
         return cub_sum, "CUB DeviceReduce through cuda.compute.reduce_into"
@@ -224,9 +226,14 @@ def time_ladder(
     cub_fn, cub_line = cub_anchor()
     if cub_fn is not None:  # an anchor is timed only when it is right, like the steps
         for dtype in dtypes:
-            report = check_implementation(cub_fn, "reduce_sum", {"n": 100003}, dtype, trials=1)
-            if not report.ok:
-                cub_fn, cub_line = None, f"CUB anchor not timed: {report.message}"
+            try:
+                report = check_implementation(cub_fn, "reduce_sum", {"n": 100003}, dtype, trials=1)
+                wrong = None if report.ok else report.message
+            except Exception as exc:  # an API it does not support (a dtype, a keyword)
+                first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+                wrong = f"{dtype} failed: {type(exc).__name__}: {first}"
+            if wrong is not None:
+                cub_fn, cub_line = None, f"CUB anchor not timed: {wrong}"
                 break
     candidates = [(TORCH_ANCHOR, get(TORCH_ANCHOR).build())]
     candidates += [(CUB_ANCHOR, cub_fn)] if cub_fn is not None else []
