@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from kernelab.errors import KernelabError
 from kernelab.ladders.reduce.launch import build_step
-from kernelab.ladders.reduce.steps import DTYPES, STEPS, Step, get_step, parse_steps
+from kernelab.ladders.reduce.steps import DTYPES, LAUNCHES, STEPS, Step, get_step, parse_steps
 from kernelab.runtime.cuda.sass import find_tool, opcode_counts
 from kernelab.spec.reference import get_op
 
@@ -311,7 +311,7 @@ def counters_from_kernels(kernels: Sequence, steps: Sequence[Step]) -> dict[str,
         first = next((k for k in own if k.name.split("(", 1)[0].strip() == step.kernel), None)
         if first is None:
             continue
-        value = len(own) if step.metric == "launch__grid_size" else first.metrics.get(step.metric)
+        value = len(own) if step.metric == LAUNCHES else first.metrics.get(step.metric)
         found[step.name] = {"metric": step.metric, "label": step.metric_label,
                             "value": value, "launches": len(own),
                             "duration_ns": first.duration_ns}  # fmt: skip
@@ -329,7 +329,7 @@ def profile_steps(
     for step in steps:
         progress(f"building {step.name}")
         build_step(step, dtype)
-    metrics = tuple(dict.fromkeys(s.metric for s in steps if s.metric != "launch__grid_size"))
+    metrics = tuple(dict.fromkeys(s.metric for s in steps if s.metric != LAUNCHES))
     run = run_command(
         launcher_command(steps, n, dtype),
         nvtx_range=PROFILE_RANGE + "/",
