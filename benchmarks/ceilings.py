@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kernelab.harness.ceilings import cache_path, measure_ceilings, save_measured, this_gpu
 from kernelab.output import note
+from kernelab.probes.bandwidth import hbm_read
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "h200" / "ceilings.json"
 
@@ -21,7 +22,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--quick", action="store_true", help="4096^3 only, shorter runs")
     args = parser.parse_args()
-    measured = measure_ceilings(quick=args.quick)
+    measured = measure_ceilings(quick=args.quick, read_probe=hbm_read)
     for path in (args.out, cache_path(this_gpu())):
         save_measured(measured, path)
         note(f"wrote {path}")

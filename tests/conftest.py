@@ -41,6 +41,8 @@ SLOW = (
     "test_timeline_capture.py",
     "test_lab.py::test_cpu_lab_quick_writes_a_report_with_every_section",
     "test_readme.py::test_the_committed_pages_are_what_the_records_give",
+    # the reduction ladder: nvcc builds of 10 steps x 3 dtypes and their host emulation
+    "test_reduce_steps.py",
 )
 
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -75,3 +76,63 @@ inline void __syncthreads() { kernelab_emu::block_barrier->arrive_and_wait(); }
 #define __launch_bounds__(...)
 using std::max;
 using std::min;
+
+// Warp-level primitives, for the reduction ladder. The block's threads run freely, so a warp
+// is emulated as a group of 32 consecutive threads that meet at a barrier of their own:
+// __syncwarp is that barrier, and __shfl_down_sync writes every lane's value to a slot and
+// reads lane + delta's after the barrier (a lane past the warp's end keeps its own value,
+// as on the GPU). Blocks must be whole warps. Atomics are a mutex around the plain
+// operation, and __threadfence is nothing because blocks run one after the other. What this
+// cannot check: partial-warp masks (only the full mask is accepted; anything else is a
+// fault), the memory ordering __threadfence provides between concurrent blocks (the last-
+// block pattern's race shows up only on a GPU), and lockstep execution (a kernel that relies
+// on it without __syncwarp may pass here).
+namespace kernelab_emu {
+constexpr unsigned kWarpSize = 32;
+constexpr unsigned kMaxThreads = 1024;
+inline std::barrier<> *warp_barriers[kMaxThreads / kWarpSize] = {};
+inline float warp_slots[kMaxThreads];
+inline std::mutex atomic_mutex;
+
+inline unsigned linear_thread() { return threadIdx.x + blockDim.x * threadIdx.y; }
+
+inline void warp_barrier() {
+    std::barrier<> *barrier = warp_barriers[linear_thread() / kWarpSize];
+    if (barrier == nullptr) {
+        fault("warp primitive without a warp barrier (block not made of whole warps?)", nullptr);
+        return;
+    }
+    barrier->arrive_and_wait();
+}
+}  // namespace kernelab_emu
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    if (mask != 0xffffffffu) kernelab_emu::fault("__syncwarp with a partial mask", nullptr);
+    kernelab_emu::warp_barrier();
+}
+
+inline float __shfl_down_sync(unsigned mask, float value, unsigned delta) {
+    using namespace kernelab_emu;
+    if (mask != 0xffffffffu) fault("__shfl_down_sync with a partial mask", nullptr);
+    const unsigned t = linear_thread(), lane = t % kWarpSize;
+    warp_barrier();  // every lane has read the slots of the previous shuffle
+    warp_slots[t] = value;
+    warp_barrier();  // every lane has written its value
+    return lane + delta < kWarpSize ? warp_slots[t + delta] : value;
+}
+
+inline unsigned atomicAdd(unsigned *address, unsigned value) {
+    std::lock_guard<std::mutex> lock(kernelab_emu::atomic_mutex);
+    const unsigned old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline float atomicAdd(float *address, float value) {
+    std::lock_guard<std::mutex> lock(kernelab_emu::atomic_mutex);
+    const float old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline void __threadfence() {}

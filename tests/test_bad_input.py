@@ -39,6 +39,7 @@ SMALL_SHAPES = {  # the interpreter's
     "softmax": {"rows": 3, "cols": 17},
     "layernorm": {"rows": 3, "cols": 17},
     "rmsnorm": {"rows": 3, "cols": 17},
+    "reduce_sum": {"n": 33},
 }
 # Rows 16-byte aligned where a kernel has a TMA or vector path for aligned rows (gemm N and
 # K multiples of 8, softmax rows of 16 KiB fp32: the shared-memory row kernel's), so that
@@ -49,6 +50,7 @@ GPU_SHAPES = {
     "softmax": {"rows": 5, "cols": 4096},
     "layernorm": {"rows": 5, "cols": 1031},
     "rmsnorm": {"rows": 5, "cols": 1031},
+    "reduce_sum": {"n": 100003},
 }
 
 
@@ -96,7 +98,7 @@ def _emptied(op: str, inputs, which: str):
     if op == "gemm":
         a, b = inputs
         return {"rows": (a[:0], b), "cols": (a, b[:, :0]), "k": (a[:, :0], b[:0])}[which]
-    if op == "vector_add":
+    if op in ("vector_add", "reduce_sum"):
         return tuple(t[:0] for t in inputs)
     x, *rest = inputs
     if which == "rows":
@@ -119,7 +121,7 @@ def _bad_dtypes(impl) -> dict[str, tuple[str, str | None]]:
 
 def _cases(impl) -> list[str]:
     kinds = [*_bad_dtypes(impl), "strided", "misaligned", "empty-rows"]
-    if impl.op != "vector_add":
+    if impl.op not in ("vector_add", "reduce_sum"):  # 1-D ops: no columns to transpose
         kinds += ["transposed", "empty-cols"]
     if impl.op == "gemm":
         kinds.append("empty-k")
@@ -239,6 +241,30 @@ def test_ladder_step_refuses_bad_input_before_compiling(monkeypatch, name, kind)
         assert str(_torch_dtype(dtype)) in message  # names what it got
     else:
         assert "CUDA" in message
+
+
+# The reduction ladder takes one tensor of any float dtype: only CPU tensors and non-float
+# dtypes are bad before a launch.
+REDUCE_CASES = ["cpu-tensor", "fp64", "int32", "empty-on-cpu"]
+
+
+@pytest.mark.parametrize("kind", REDUCE_CASES)
+@pytest.mark.parametrize("name", [impl.name for impl in _kernels() if impl.op == "reduce_sum"])
+def test_reduce_step_refuses_bad_input_before_compiling(monkeypatch, name, kind):
+    from kernelab.ladders.reduce import launch
+
+    def no_build(*args, **kwargs):
+        raise AssertionError(f"{name} reached the compiler with bad input ({kind})")
+
+    monkeypatch.setattr(launch, "build_step", no_build)
+    dtype = {"fp64": "fp64", "int32": "int32"}.get(kind, "fp32")
+    x = torch.randn(9).to(_torch_dtype(dtype))
+    x = x[:0] if kind == "empty-on-cpu" else x
+    with pytest.raises(KernelabError) as raised:
+        launch.reduce_sum(name, x)
+    message = str(raised.value)
+    assert message.strip() and "\n" not in message
+    assert str(_torch_dtype(dtype)) in message if dtype != "fp32" else "CUDA" in message
 
 
 # --- on the GPU: the whole matrix, every implementation ------------------------------------

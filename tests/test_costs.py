@@ -18,6 +18,7 @@ from kernelab.roofline.costs import (
     gemm,
     gemv,
     layernorm,
+    reduce_sum,
     reduction,
     rmsnorm,
     softmax,
@@ -209,6 +210,7 @@ def test_every_model_explains_itself_and_records_its_arguments():
         "rmsnorm": rmsnorm(64, 32, dtype="bf16"),
         "reduction": reduction(64, 32, dtype="bf16"),
         "attention": attention(1, 2, 64, 64, 32, dtype="bf16"),
+        "reduce_sum": reduce_sum(64, dtype="bf16"),
     }
     assert set(examples) == set(COST_MODELS)
     for op, cost in examples.items():

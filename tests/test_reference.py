@@ -25,6 +25,7 @@ SMALL = {
     "softmax": {"rows": 3, "cols": 13},
     "layernorm": {"rows": 3, "cols": 13},
     "rmsnorm": {"rows": 3, "cols": 13},
+    "reduce_sum": {"n": 13},
 }
 
 

@@ -1,4 +1,5 @@
-"""`kernelab ceilings`: this GPU's measured copy bandwidth and GEMM peaks against its datasheet.
+"""`kernelab ceilings`: this GPU's measured copy and read-only bandwidth and GEMM peaks against
+its datasheet.
 
 Shows the cached measurement of this device and driver when there is one (--refresh
 measures again); measures and caches it otherwise.
@@ -22,7 +23,12 @@ def _rate_text(rate: float | None, unit: str) -> str:
 def _shape_text(shape: dict) -> str:
     if "bytes_per_buffer" in shape:
         return f"{shape['bytes_per_buffer'] / 1024**3:g} GiB copy"
+    if "bytes_read" in shape:
+        return f"{shape['bytes_read'] / 1024**3:g} GiB read"
     return "x".join(str(shape[k]) for k in ("m", "n", "k"))
+
+
+_CEILING_LABELS = {"copy": "copy (read + write)", "read": "read only (reductions)"}
 
 
 def render_measured(measured, cached_at: str | None):
@@ -44,7 +50,7 @@ def render_measured(measured, cached_at: str | None):
             )
         for name, c in measured.ceilings.items():
             table.add_row(
-                "copy (read + write)" if name == "copy" else f"{name} GEMM (cuBLAS)",
+                _CEILING_LABELS.get(name, f"{name} GEMM (cuBLAS)"),
                 _shape_text(c.shape),
                 f"{c.median_ms:.3f}",
                 _rate_text(c.rate, c.unit),
@@ -71,6 +77,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure this GPU's real ceilings (copy bandwidth, cuBLAS GEMM peaks); cached."""
         from kernelab.harness.ceilings import (
+            add_read_ceiling,
             cache_path,
             cached_for,
             measure_ceilings,
@@ -82,9 +89,15 @@ def register(app: typer.Typer) -> None:
         path = cache_path(identity)
         measured = None if refresh else cached_for(identity)
         from_cache = measured is not None
+        from kernelab.probes.bandwidth import hbm_read
+
         if measured is None:
-            measured = measure_ceilings(quick=quick)
+            measured = measure_ceilings(quick=quick, read_probe=hbm_read)
             save_measured(measured, path)
             note(f"saved to {path}")
+        elif "read" not in measured.ceilings:  # cached before the read ceiling existed
+            add_read_ceiling(measured, hbm_read, quick=quick)
+            save_measured(measured, path)
+            note(f"read ceiling added to {path}")
         document = {**measured.to_dict(), "cache_path": str(path), "from_cache": from_cache}
         emit(document, as_json, render_measured(measured, str(path) if from_cache else None))

@@ -33,7 +33,7 @@ import typer
 from kernelab.errors import KernelabError, NoGPUError, unknown
 from kernelab.output import JsonOption, emit, note
 
-LADDERS = ("sgemm", "hgemm")
+LADDERS = ("sgemm", "hgemm", "reduce")
 DEFAULT_SIZES = "1024,2048,4096,8192"
 DEFAULT_PROFILE_SIZE = "4096"
 HGEMM_DEFAULT_SIZES = "2048,4096,8192"
@@ -275,7 +275,7 @@ def _render_timing(result: dict, console) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ladder(
-        name: Annotated[str, typer.Argument(help="Which ladder: sgemm or hgemm.")],
+        name: Annotated[str, typer.Argument(help="Which ladder: sgemm, hgemm or reduce.")],
         sizes: Annotated[
             str | None,
             typer.Option(
@@ -330,6 +330,13 @@ def register(app: typer.Typer) -> None:
                 "per size, cold (the drift-free measure the gate judges; 0: none).",
             ),
         ] = 0,
+        dtype: Annotated[
+            str | None,
+            typer.Option(
+                "--dtype",
+                help="reduce: input dtypes, fp32, bf16, fp16 or a comma list (default fp32).",
+            ),
+        ] = None,
         as_json: JsonOption = False,
     ) -> None:
         """A GEMM ladder against cuBLAS: compile report, correctness, timing (sgemm: fp32;
@@ -341,6 +348,13 @@ def register(app: typer.Typer) -> None:
             raise unknown("ladder", name, LADDERS)
         check_max_time(max_time)
         check_outputs(out, plot)
+        if name == "reduce":
+            if plot is not None or import_path is not None or pairs:
+                raise KernelabError("--plot, --import and --pairs are for the GEMM ladders")
+            _reduce(sizes, steps, dtype, mode, max_time, out, profile, as_json)
+            return
+        if dtype is not None:
+            raise KernelabError("--dtype is for the reduce ladder; the GEMM ladders fix theirs")
         if name == "hgemm":
             if plot is not None or import_path is not None:
                 raise KernelabError("--plot and --import are for the sgemm ladder only")
@@ -675,3 +689,170 @@ def _render_hgemm_profile(result: dict, console) -> None:
     report = next((r.get("report") for r in result["profile"] if r.get("report")), None)
     if report:
         console.print(f"ncu report: {report}")
+
+
+# --- the sum-reduction ladder (`kernelab ladder reduce`) ------------------------------------
+
+REDUCE_DEFAULT_SIZES = "2^20,2^24,2^26,2^28"
+REDUCE_DEFAULT_PROFILE_SIZE = "2^26"
+
+
+def parse_counts(spec: str) -> list[int]:
+    """Element counts: "1048576,2^26" -> [1048576, 67108864]; positive integers only."""
+    counts = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        base, caret, exponent = part.partition("^")
+        valid = base.isdigit() and (not caret or exponent.isdigit())
+        value = int(base) ** int(exponent) if valid and caret else int(base) if valid else 0
+        if not valid or value <= 0:
+            raise KernelabError(
+                f"reduce sizes are positive element counts (e.g. 1048576 or 2^20); got '{part}'"
+            )
+        counts.append(value)
+    if not counts:
+        raise KernelabError("no sizes given; e.g. --sizes 2^20,2^26")
+    return counts
+
+
+def parse_dtypes(spec: str | None) -> list[str]:
+    from kernelab.ladders.reduce.steps import DTYPES
+
+    names = [p.strip().lower() for p in (spec or "fp32").split(",") if p.strip()]
+    if not names:
+        raise KernelabError("no dtype given; e.g. --dtype fp32,bf16")
+    for name in names:
+        if name not in DTYPES:
+            raise unknown("reduce dtype", name, DTYPES)
+    return list(dict.fromkeys(names))
+
+
+def _reduce(sizes, steps, dtype, modes, max_time: float, out, profile: bool, as_json: bool):
+    from kernelab.ladders.reduce import ladder as reduce_ladder
+
+    size_list = parse_counts(
+        sizes or (REDUCE_DEFAULT_PROFILE_SIZE if profile else REDUCE_DEFAULT_SIZES)
+    )
+    dtypes = parse_dtypes(dtype)
+    chosen = reduce_ladder.parse_steps(steps)
+    if modes and len(modes) > 1:
+        raise KernelabError("the reduce ladder times one mode per run; give one --mode")
+    mode = modes[0] if modes else "cold"
+    from kernelab.harness.timing import MODES
+
+    if mode not in MODES:
+        raise unknown("timing mode", mode, MODES)
+    if profile and (len(size_list) != 1 or len(dtypes) != 1):
+        raise KernelabError("--profile reads the counters at one size and dtype; e.g. --sizes 2^26")
+    compiled = [row for d in dtypes for row in reduce_ladder.compile_report(chosen, d, note)]
+    if not _has_gpu():
+        note("checking, timing and the ncu counters need a CUDA GPU; showing the compile report")
+        _nothing_to_write(out, None)
+        emit({"ladder": "reduce", "gpu": None, "compile": compiled, "timed": False}, as_json,
+             lambda console: _render_reduce_compile(compiled, console))  # fmt: skip
+        return
+    checks = reduce_ladder.check_steps(chosen, size_list, dtypes, progress=note)
+    bad = {c["step"] for c in checks if not c["ok"]}
+    if bad:
+        note(f"not timing steps that gave wrong answers: {', '.join(sorted(bad))}")
+    timed = [s for s in chosen if s.name not in bad]
+    counters = {}
+    if profile:
+        counters = reduce_ladder.profile_steps(timed, size_list[0], dtypes[0], progress=note)
+    ceiling, ceiling_source = reduce_ladder.read_ceiling(progress=note)
+    measurements, records, cub_line = reduce_ladder.time_ladder(
+        timed, size_list, dtypes, mode=mode, max_time_s=max_time, progress=note
+    )
+    for m in measurements:
+        found = counters.get(m["step"])
+        if found is not None and m["n"] == size_list[0] and m["dtype"] == dtypes[0]:
+            m["counter"] = found
+    rows = reduce_ladder.table_rows(measurements, ceiling)
+    result = {
+        "ladder": "reduce",
+        "gpu": records[0].gpu if records else None,
+        "mode": mode,
+        "sizes": size_list,
+        "dtypes": dtypes,
+        "read_ceiling_bytes_per_s": ceiling,
+        "read_ceiling_source": ceiling_source,
+        "cub": cub_line,
+        "compile": compiled,
+        "checks": checks,
+        "rows": rows,
+        "timed": True,
+    }
+    if out is not None:
+        from kernelab.harness.records import save_records
+
+        result["records"] = str(save_records(records, out))
+    emit(result, as_json, lambda console: render_reduce_table(result, console))
+
+
+def _render_reduce_compile(rows: list[dict], console) -> None:
+    columns = ("step", "dtype", "technique", "regs", "smem", "spills", "SASS")
+    cells = []
+    for r in rows:
+        sass = r["sass"]
+        facts = ", ".join(
+            f"{label} {sass[key]}"
+            for key, label in (
+                ("ldg_128", "LDG.128"),
+                ("ldg", "LDG"),
+                ("shfl", "SHFL"),
+                ("bar", "BAR"),
+            )
+            if sass.get(key)
+        )
+        spills = r["spill_store_bytes"] + r["spill_load_bytes"]
+        cells.append([
+            r["step"], r["dtype"], r["technique"], str(r["registers"]), str(r["static_smem_bytes"]),
+            "[red]" + str(spills) + "[/red]" if spills else "0", facts or "-",
+        ])  # fmt: skip
+    _print_fitted(
+        console, "reduce ladder: what ptxas and the SASS say (sm_90)", columns, cells,
+        left=("step", "dtype", "technique", "SASS"),
+    )  # fmt: skip
+
+
+def _counter_text(counter: dict | None) -> str:
+    if not counter:
+        return "-"
+    return f"{counter['label']} {_num(counter['value'])}"
+
+
+def render_reduce_table(result: dict, console) -> None:
+    """One table per dtype and size: time, GB/s, % of the read ceiling, speedup over the step
+    before (and the one predicted), the proving counter."""
+    columns = ("step", "ms", "GB/s", "% read roof", "speedup", "expected", "counter")
+    for dtype in result["dtypes"]:
+        for n in result["sizes"]:
+            cells = [
+                [
+                    r["step"],
+                    _fmt(r["median_ms"], ".4f"),
+                    _fmt(r["gb_per_s"], ",.0f"),
+                    _fmt(r["pct_of_read_ceiling"], ".1f"),
+                    _fmt(r["speedup_vs_prev"], ".2f"),
+                    _fmt(r["expected_speedup"], ".2f") if r["speedup_vs_prev"] is not None else "-",
+                    _counter_text(r.get("counter")),
+                ]  # fmt: skip
+                for r in result["rows"]
+                if r["n"] == n and r["dtype"] == dtype
+            ]
+            _print_fitted(
+                console, f"sum of n={n:,} {dtype} on {result['gpu']} ({result['mode']} L2)",
+                columns, cells, left=("step", "counter"), drop=("counter",),
+            )  # fmt: skip
+    ceiling = result.get("read_ceiling_bytes_per_s")
+    if ceiling:
+        console.print(f"read ceiling {ceiling / 1e9:,.0f} GB/s, {result['read_ceiling_source']}")
+    console.print(result["cub"])
+    for c in result["checks"]:
+        if not c["ok"]:
+            console.print(
+                f"[red]{c['step']} wrong at n={c['n']} {c['dtype']}: {c['message']}[/red]"
+            )
+    if result.get("records"):
+        console.print(f"records: {result['records']}")

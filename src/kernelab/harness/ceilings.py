@@ -6,6 +6,10 @@ figure it would be a miracle (the H200 copies at ~4.28 of its 4.8 TB/s).
 
 Measured:
   copy   dst.copy_(src), buffers of 2 GiB (1 GiB with quick): read + write = 4 GiB per call
+  read   a read-only pass over 4 GiB (1 GiB with quick), no writes: the roof of a reduction,
+         which reads and does not write (the copy roof pays for writes it never makes). The
+         kernel is the caller's (kernelab.probes.bandwidth.hbm_read, passed in by
+         `kernelab ceilings` and the reduction ladder: this floor may not import probes).
   fp32   torch.mm with TF32 off          4096^3, 8192^3
   tf32   torch.mm with TF32 on           4096^3, 8192^3
   bf16   torch.mm                        4096^3, 8192^3
@@ -40,6 +44,7 @@ from kernelab.output import note
 SCHEMA_VERSION = 1
 GIB = 1024**3
 GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+BANDWIDTH_CEILINGS = ("copy", "read")  # bytes/s; the rest are FLOP/s
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,9 @@ class MeasuredCeilings(MachineRun):
         copy = self.ceilings.get("copy")
         if copy is None:
             return None
-        peaks = {name: c.rate for name, c in self.ceilings.items() if name != "copy"}
+        peaks = {
+            name: c.rate for name, c in self.ceilings.items() if name not in BANDWIDTH_CEILINGS
+        }
         date = self.timestamp[:10]
         return Ceilings(
             self.gpu_id or safe_name(self.gpu), peaks, copy.rate, f"measured on {self.gpu}, {date}"
@@ -249,7 +256,7 @@ def measured_or_committed(spec, path: str | Path | None = None):
 def _datasheet(spec, name: str) -> float | None:
     if spec is None:
         return None
-    if name == "copy":
+    if name in BANDWIDTH_CEILINGS:
         return spec.bandwidth_bytes_per_s
     return spec.peak_flops(name) if name in spec.peak_tflops else None
 
@@ -334,8 +341,46 @@ def _measure_gemm(torch, dtype: str, sizes, max_time_s: float):
     return tried
 
 
-def measure_ceilings(*, quick: bool = False) -> MeasuredCeilings:
-    """Measure the current GPU's copy bandwidth and GEMM peaks (NoGPUError without a GPU)."""
+def _measure_read(torch, read_probe, quick: bool, max_time_s: float, warnings: list[str]):
+    """One read-only pass over a large buffer with `read_probe(nbytes, max_time_s=...)` ->
+    (bytes read per call, Timing), the buffer shrunk to fit the free memory."""
+    nbytes = (1 if quick else 4) * GIB
+    free, _ = torch.cuda.mem_get_info()
+    while nbytes > 0.8 * free and nbytes > 64 * 1024**2:
+        nbytes //= 2
+    if nbytes < (1 if quick else 4) * GIB:
+        warnings.append(f"read measured over {nbytes / GIB:.2f} GiB: too little free memory")
+    read_bytes, timing = read_probe(nbytes, max_time_s=max_time_s)
+    return [({"bytes_read": read_bytes}, timing, read_bytes)]
+
+
+def add_read_ceiling(measured: MeasuredCeilings, read_probe, *, quick: bool = False) -> Ceiling:
+    """Measure the read-only ceiling on the current GPU and add it to `measured` (a cached
+    document from before the read ceiling existed); returns it."""
+    identity = this_gpu("kernelab ceilings")
+    if measured.gpu_id != identity.gpu_id or measured.gpu != identity.name:
+        raise KernelabError(f"these ceilings are of {measured.gpu}, not of {identity.name}")
+    import torch
+
+    from kernelab.harness.timing import device_memory_guard
+
+    with device_memory_guard():
+        note(f"measuring read-only bandwidth on {identity.name}")
+        attempts = _measure_read(torch, read_probe, quick, 0.5 if quick else 2.0, measured.warnings)
+        measured.ceilings["read"] = _best("read", "bytes/s", attempts, identity.spec)
+    return measured.ceilings["read"]
+
+
+def read_rate(measured: MeasuredCeilings | None) -> float | None:
+    """The measured read-only bandwidth in bytes/s, None when it was not measured."""
+    if measured is None or "read" not in measured.ceilings:
+        return None
+    return measured.ceilings["read"].rate
+
+
+def measure_ceilings(*, quick: bool = False, read_probe=None) -> MeasuredCeilings:
+    """Measure the current GPU's copy bandwidth and GEMM peaks (NoGPUError without a GPU),
+    and its read-only bandwidth when a `read_probe` is given (see _measure_read)."""
     identity = this_gpu("kernelab ceilings")
     import torch
 
@@ -353,6 +398,11 @@ def measure_ceilings(*, quick: bool = False) -> MeasuredCeilings:
             "copy", "bytes/s", _measure_copy(torch, quick, max_time_s, warnings), spec
         )
         torch.cuda.empty_cache()
+        if read_probe is not None:
+            note(f"measuring read-only bandwidth on {identity.name}")
+            attempts = _measure_read(torch, read_probe, quick, max_time_s, warnings)
+            results["read"] = _best("read", "bytes/s", attempts, spec)
+            torch.cuda.empty_cache()
         for dtype in GEMM_DTYPES:
             if dtype == "fp8" and identity.compute_capability < (8, 9):
                 warnings.append("fp8 skipped: needs compute capability 8.9 or newer")

@@ -58,6 +58,7 @@ _EAGER_OPS = (
     ("layer_norm", "layernorm", "torch.nn.functional.layer_norm"),
     ("rms_norm", "rmsnorm", "torch.nn.functional.rms_norm"),
     ("add", "vector_add", "x + y"),
+    ("sum", "reduce_sum", "torch.sum(x, dtype=torch.float32)"),
 )
 
 

@@ -207,7 +207,21 @@ def _(a, b, step):
     return a.new_empty(_product_shape("hgemm", a, b), dtype=torch.bfloat16)
 
 
-LADDERS = ("sgemm", "hgemm")
+REDUCE_SCHEMA = "(Tensor x, int step) -> Tensor"
+
+
+@torch.library.custom_op(f"{NAMESPACE}::reduce", mutates_args=(), schema=REDUCE_SCHEMA)
+def reduce(x: Tensor, step: int) -> Tensor:
+    return _public("ladders.reduce", "reduce_sum")(step, x)
+
+
+@reduce.register_fake
+def _(x, step):
+    _known_step("reduce", step)
+    return x.new_empty((), dtype=torch.float32)
+
+
+LADDERS = ("sgemm", "hgemm", "reduce")
 
 
 def op_for(name: str):

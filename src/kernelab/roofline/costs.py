@@ -219,6 +219,17 @@ def reduction(rows, cols, *, dtype) -> OpCost:
     return OpCost("reduction", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
 
 
+def reduce_sum(n, *, dtype) -> OpCost:
+    """The sum of all n elements of x to one fp32 value (fp32 accumulation)."""
+    n = _count("reduce_sum", "n", n)
+    dtype = canonical_dtype(dtype)
+    flops = float(n - 1)  # n - 1 adds, whatever the order
+    # Read x once; the one fp32 value written is 4 bytes, kept so that n = 1 is not free.
+    bytes_ = n * dtype_bytes(dtype) + 4
+    explanation = f"n - 1 adds; bytes = read n at {dtype} + write one fp32 value"
+    return OpCost("reduce_sum", {"n": n}, dtype, flops, bytes_, explanation)
+
+
 def causal_pairs(seq_q: int, seq_k: int) -> float:
     """Query-key pairs a causal mask keeps, counted as the area under the diagonal.
 
@@ -277,6 +288,7 @@ COST_MODELS: dict[str, Callable[..., OpCost]] = {
     "layernorm": layernorm,
     "rmsnorm": rmsnorm,
     "reduction": reduction,
+    "reduce_sum": reduce_sum,
     "attention": attention,
 }
 

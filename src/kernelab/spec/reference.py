@@ -96,6 +96,7 @@ class OpSpec:
     _eager: Callable  # (*inputs) -> tensor in the output dtype
     _cost: Callable  # (shape, dtype) -> OpCost
     optional_keys: tuple[str, ...] = ()
+    output_dtype: str | None = None  # the output's dtype whatever the input's (None: the input's)
 
     def validate(self, shape: dict) -> dict:
         """The shape with int values; KernelabError for a missing, extra or non-positive key."""
@@ -134,6 +135,8 @@ class OpSpec:
     def out_dtype(self, dtype: str) -> str:
         """The dtype of the op's output for inputs of `dtype`."""
         name = self.check_dtype(dtype)
+        if self.output_dtype is not None:
+            return self.output_dtype
         return "bf16" if name == "fp8" else name
 
     def make_inputs(self, shape: dict, dtype: str, seed: int, device="cpu") -> tuple:
@@ -323,6 +326,38 @@ def _cost_rmsnorm(shape, dtype):
     return costs.rmsnorm(shape["rows"], shape["cols"], dtype=dtype)
 
 
+# reduce_sum draws N(0, 1) + 1: a sum near n, far from zero, so its relative error is
+# well defined (a zero-mean draw sums to about sqrt(n), sometimes to almost nothing, and a
+# scalar's relative error would then blow up for a correct kernel). The output is fp32 for
+# every input dtype (fp32 accumulation), so the checker holds it to fp32's threshold
+# (kernelab.harness.tolerances): its accumulation term covers sequential fp32 chains up to
+# K_MAX = 65536 terms, and every kernel of the reduction ladder keeps its chains below that
+# (a thread sums at most n / 2^18 elements before the tree; see ladders/reduce/steps.py).
+REDUCE_SUM_INPUT_OFFSET = 1.0
+
+
+def _make_reduce_sum(shape, torch_dtype, generator, device):
+    return (
+        _normals((shape["n"],), generator, device, 1.0, REDUCE_SUM_INPUT_OFFSET).to(torch_dtype),
+    )
+
+
+def _reference_reduce_sum(x):
+    return _f64(x).sum()
+
+
+def _eager_reduce_sum(x):
+    import torch
+
+    return torch.sum(x, dtype=torch.float32)
+
+
+def _cost_reduce_sum(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.reduce_sum(shape["n"], dtype=dtype)
+
+
 _FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 
 OPS: dict[str, OpSpec] = {
@@ -380,6 +415,17 @@ OPS: dict[str, OpSpec] = {
             _eager_rmsnorm,
             _cost_rmsnorm,
             optional_keys=("stride",),
+        ),
+        OpSpec(
+            "reduce_sum",
+            ("n",),
+            _FLOAT_DTYPES,
+            "sum of the n elements of x, accumulated and returned in fp32",
+            _make_reduce_sum,
+            _reference_reduce_sum,
+            _eager_reduce_sum,
+            _cost_reduce_sum,
+            output_dtype="fp32",
         ),
     )
 }

@@ -23,6 +23,7 @@ PROVIDERS = (
     "kernelab.ops",
     "kernelab.ladders.sgemm",
     "kernelab.ladders.hgemm",
+    "kernelab.ladders.reduce",
 )
 
 

@@ -1,0 +1,99 @@
+"""The reduction ladder on a GPU (marked gpu): every step correct over sizes and dtypes
+through the registry and the checker, views and misaligned starts, n past 2^31 with 64-bit
+indexing, the one-pass step's counter reset between calls, and the anchors. The targets are
+measured by benchmarks/reduce_ladder.py, not here (a timed test would be a flaky test)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelab.ladders.reduce import STEPS, reduce_sum
+
+pytestmark = pytest.mark.gpu
+
+SIZES = (1, 2, 3, 31, 33, 255, 256, 257, 511, 513, 1023, 100003, 1 << 20, (1 << 24) + 7)
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_is_correct_over_sizes(step, dtype):
+    from kernelab.harness.check import check_implementation
+    from kernelab.spec.registry import get
+
+    fn = get(step.name).build()
+    for n in SIZES:
+        report = check_implementation(fn, "reduce_sum", {"n": n}, dtype, trials=2)
+        assert report.ok, report.message
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_views_and_misaligned_starts(step):
+    import torch
+
+    base = torch.randn(100003 + 8, device="cuda") + 1.0
+    for offset in range(1, 8):  # every start that is not 16-byte aligned, and more
+        x = base[offset : offset + 100003]
+        assert torch.allclose(reduce_sum(step, x).double(), x.double().sum(), rtol=2e-5)
+    strided = base[::3]
+    assert torch.allclose(reduce_sum(step, strided).double(), strided.double().sum(), rtol=2e-5)
+    matrix = base[:100000].view(100, 1000).t()  # any shape: the sum of all elements
+    assert torch.allclose(reduce_sum(step, matrix).double(), matrix.double().sum(), rtol=2e-5)
+    empty = base[:0]
+    assert reduce_sum(step, empty).item() == 0.0
+
+
+def test_one_pass_step_resets_its_counter_between_calls():
+    import torch
+
+    step = STEPS[-1]
+    for n in (5, 1 << 22, 7, 1 << 22):  # grids of different sizes, one after the other
+        x = torch.ones(n, device="cuda")
+        assert reduce_sum(step, x).item() == n
+
+
+@pytest.mark.parametrize(
+    "step", [s for s in STEPS if s.elements_per_block == 0], ids=lambda s: s.name
+)
+def test_past_2_to_the_31_elements(step):
+    """2^31 + 17 fp16 elements (4 GiB): indices past the 32-bit range. Ones sum exactly in
+    fp32 only up to 2^24 per chain; each thread's chain here is ~2^13, the tree adds exactly."""
+    import torch
+
+    n = 2**31 + 17
+    free, _ = torch.cuda.mem_get_info()
+    if free < 3 * n * 2:
+        pytest.skip(f"needs {3 * n * 2 / 2**30:.0f} GiB free on the GPU")
+    x = torch.ones(n, dtype=torch.float16, device="cuda")
+    x[-1] = 5.0  # the last element, past 2^31, must be read
+    assert reduce_sum(step, x).item() == pytest.approx(n + 4, rel=1e-6)
+    del x
+    torch.cuda.empty_cache()
+
+
+def test_the_steps_match_torch_sum_and_cub_where_present():
+    import torch
+
+    from kernelab.ladders.reduce import ladder
+
+    x = torch.randn(1 << 20, device="cuda", dtype=torch.bfloat16) + 1
+    expected = x.double().sum()
+    assert torch.allclose(torch.sum(x, dtype=torch.float32).double(), expected, rtol=2e-5)
+    cub, line = ladder.cub_anchor()
+    if cub is None:
+        pytest.skip(line)
+    assert torch.allclose(cub(x).double(), expected, rtol=2e-5)
+
+
+def test_ladder_cli_times_a_short_run(capsys):
+    import json
+
+    from kernelab.cli import main
+
+    assert main(["ladder", "reduce", "--steps", "8-10", "--sizes", "2^20", "--max-time", "0.2",
+                 "--json"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert data["timed"] and all(c["ok"] for c in data["checks"])
+    steps = [r["step"] for r in data["rows"]]
+    assert steps[0] == "torch.sum" and steps[-3:] == ["reduce:08", "reduce:09", "reduce:10"]
+    assert all(r["gb_per_s"] > 0 for r in data["rows"])
