@@ -23,6 +23,8 @@ PROVIDERS = (
     "kernelab.ops",
     "kernelab.ladders.sgemm",
     "kernelab.ladders.hgemm",
+    "kernelab.ladders.transpose",
+    "kernelab.ladders.histogram",
 )
 
 
