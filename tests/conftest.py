@@ -40,6 +40,9 @@ SLOW = (
     "test_timeline_capture.py",
     "test_lab.py::test_cpu_lab_quick_writes_a_report_with_every_section",
     "test_readme.py::test_the_committed_pages_are_what_the_records_give",
+    # the transpose and histogram ladders: nvcc builds and g++ host emulation of every step
+    "test_transpose_ladder_cpu.py",
+    "test_histogram_ladder_cpu.py",
 )
 
 

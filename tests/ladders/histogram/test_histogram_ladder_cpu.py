@@ -189,8 +189,18 @@ def no_compile(monkeypatch):
         (lambda: torch.zeros(9, 2, dtype=torch.int32)[:, 0], 8, "CUDA"),
         (lambda: [1, 2], 8, "torch.Tensor"),
     ],
-    ids=["int64", "fp32", "bins-0", "bins-4097", "bins-float", "bins-bool", "cpu",
-         "empty-cpu", "strided-cpu", "list"],  # fmt: skip
+    ids=[
+        "int64",
+        "fp32",
+        "bins-0",
+        "bins-4097",
+        "bins-float",
+        "bins-bool",
+        "cpu",
+        "empty-cpu",
+        "strided-cpu",
+        "list",
+    ],  # fmt: skip
 )
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
 def test_bad_input_is_one_line_before_compiling(no_compile, step, values, bins, words):
