@@ -3,8 +3,9 @@
 // The n atomics now hit shared memory (a few cycles, in the SM) and only bins + 1 atomics
 // per block reach L2 when the block flushes its non-zero bins. Same-address shared atomics
 // still serialise within a warp: the skewed case (32 lanes, one bin) is 32 steps per warp.
-// Proof: lts__t_sectors_op_red.sum falls from n to at most blocks x (bins + 1);
-// the shared atomics show in l1tex__t_set_accesses_pipe_lsu_mem_shared_op_atom.sum.
+// Proof: lts__t_sectors_op_red.sum falls from n to at most blocks x (bins + 1); the
+// serialised shared atomics show as wavefronts in
+// l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum.
 #include "common.cuh"
 
 template <typename T>

@@ -28,7 +28,7 @@ KERNEL_SUFFIX = {"int32": "i32", "uint8": "u8"}
 ITEMSIZE = {"int32": 4, "uint8": 1}
 
 L2_REDUCTIONS = "lts__t_sectors_op_red.sum"
-SHARED_ATOMICS = "l1tex__t_set_accesses_pipe_lsu_mem_shared_op_atom.sum"
+SHARED_ATOMICS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum"
 
 
 def cdiv(a: int, b: int) -> int:
