@@ -77,3 +77,48 @@ def test_the_benchmark_script_imports_and_shows_help():
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr
+
+
+# ---- on a GPU: the whole path, check then time, and the profile ----------------------------
+
+
+def _kernelab_gpu(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelab", "ladder", *args],
+                          capture_output=True, text=True)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "args, anchor",
+    [
+        (["transpose", "--sizes", "257x4099", "--dtype", "bf16"], "torch.transpose"),
+        (["histogram", "--sizes", "100003", "--bins", "64"], "torch.bincount"),
+    ],  # fmt: skip
+)
+def test_on_a_gpu_every_step_is_checked_then_timed_beside_torch(args, anchor):
+    done = _kernelab_gpu(*args, "--max-time", "0.2", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["timed"] is True and all(c["ok"] for c in result["checks"])
+    names = {r["step"] for r in result["rows"]}
+    assert {"copy", anchor} <= names and sum(":" in n for n in names) >= 3
+    assert all(r["gbps"] > 0 and r["pct_of_copy"] > 0 for r in result["rows"])
+    if args[0] == "histogram":
+        assert {r["distribution"] for r in result["rows"]} == {"uniform", "skewed"}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_profile_fills_each_steps_proof_metric():
+    from kernelab.profiling.ncu import find_ncu
+
+    try:
+        find_ncu()
+    except Exception:
+        pytest.skip("needs ncu")
+    done = _kernelab_gpu("transpose", "--profile", "--sizes", "2048", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["profile"]
+    assert [r["step"] for r in rows] == [f"transpose:0{i}" for i in range(1, 5)]
+    assert all(r["value"] is not None for r in rows)
+    padded = next(r for r in rows if r["step"] == "transpose:03")
+    assert padded["value"] == 0 and padded["verdict"] == "PASS"

@@ -2,11 +2,13 @@
 //
 // __match_any_sync gives each lane the mask of lanes holding the same bin; the lowest of them
 // adds the mask's popcount. A warp then issues one shared atomic per distinct bin instead
-// of one per lane: 1 instead of 32 in the skewed case; with uniform values over 8 bins at
-// most 8, over 256 bins nearly 32 (little to gain, and the match costs a few cycles). The loop runs per warp (the bound is the warp's first index), so all 32
-// lanes reach __match_any_sync together; lanes past n hold bin -1 and add nothing.
-// Proof: the shared-atomic wavefronts (l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum) fall by
-// up to 32x in the skewed case; lts__t_sectors_op_red.sum stays as in step 2.
+// of one per lane: 1 instead of 32 in the skewed case; with uniform values over 8 bins
+// at most 8, over 256 bins nearly 32 (little to gain, and the match costs a few cycles).
+// The loop runs per warp (the bound is the warp's first index), so all 32 lanes reach
+// __match_any_sync together; lanes past n hold bin -1 and add nothing.
+// Proof: the shared-atomic wavefronts fall by up to 32x in the skewed case
+// (l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum); lts__t_sectors_op_red.sum stays as
+// in step 2.
 #include "common.cuh"
 
 template <typename T>

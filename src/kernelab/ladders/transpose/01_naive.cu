@@ -13,7 +13,8 @@ __device__ __forceinline__ void transpose_naive(TRANSPOSE_ARGS) {
     if (c >= cols) return;
     for (int j = 0; j < TILE; j += BLOCK_ROWS) {
         const int r = r0 + j;
-        if (r < rows) out[static_cast<size_t>(c) * rows + r] = in[static_cast<size_t>(r) * cols + c];
+        if (r < rows)
+            out[static_cast<size_t>(c) * rows + r] = in[static_cast<size_t>(r) * cols + c];
     }
 }
 
