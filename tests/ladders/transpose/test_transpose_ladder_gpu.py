@@ -43,3 +43,19 @@ def test_registry_entry_answers_like_the_function(step):
 
     x = torch.randn(65, 31, device="cuda", dtype=torch.bfloat16)
     assert torch.equal(get(step.name).build()(x), x.t().contiguous())
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_more_than_2_to_the_31_elements_index_right(step):
+    """rows x cols past 2^31 (bf16, 4 GiB each way): the size_t offsets hold; the corners and
+    a random sample are compared (a full reference would need a third 4 GiB buffer)."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < (10 << 30):
+        pytest.skip("needs 10 GiB of free GPU memory")
+    rows, cols = 1 << 16, (1 << 15) + 3
+    x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)
+    out = transpose(step, x)
+    assert torch.equal(out[:, -3:], x[-3:, :].t()) and torch.equal(out[-3:, :], x[:, -3:].t())
+    r = torch.randint(0, rows, (4096,), device="cuda")
+    c = torch.randint(0, cols, (4096,), device="cuda")
+    assert torch.equal(out[c, r], x[r, c])
