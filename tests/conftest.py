@@ -43,6 +43,9 @@ SLOW = (
     "test_readme.py::test_the_committed_pages_are_what_the_records_give",
     # the reduction ladder: nvcc builds of 10 steps x 3 dtypes and their host emulation
     "test_reduce_steps.py",
+    # the transpose and histogram ladders: nvcc builds and g++ host emulation of every step
+    "test_transpose_ladder_cpu.py",
+    "test_histogram_ladder_cpu.py",
 )
 
 

@@ -136,3 +136,38 @@ inline float atomicAdd(float *address, float value) {
 }
 
 inline void __threadfence() {}
+
+// ---- Atomics and warp collectives (the histogram ladder) ---------------------------------
+//
+// atomicAdd on 64-bit counters is a relaxed hardware atomic on the host (exact counts, any
+// interleaving); the 32-bit one is the reduction ladder's, above.
+// __match_any_sync emulates a lockstep warp: every lane posts its value to the warp's slot
+// row, waits at the warp's barrier, reads the row, and waits again before the row is reused.
+// The driver must create one barrier per warp (kernelab_emu_warp::warp_barriers) and launch
+// blocks whose thread count is a multiple of 32. What this cannot check: a partial mask
+// (only the full mask is emulated; any other is a fault), lanes that diverge and call the
+// collective from different places, independent thread scheduling, atomic throughput.
+namespace kernelab_emu_warp {
+inline std::barrier<> **warp_barriers = nullptr;  // one per warp of the running block
+inline long long exchange[32][32];                 // [warp][lane]: up to 1024 threads
+}  // namespace kernelab_emu_warp
+
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+
+inline unsigned int __match_any_sync(unsigned int mask, long long value) {
+    using namespace kernelab_emu_warp;
+    if (mask != 0xffffffffu) kernelab_emu::fault("__match_any_sync with a partial mask", nullptr);
+    const unsigned linear = threadIdx.x + threadIdx.y * blockDim.x;
+    const unsigned warp = linear / 32, lane = linear % 32;
+    exchange[warp][lane] = value;
+    warp_barriers[warp]->arrive_and_wait();
+    unsigned int peers = 0;
+    for (unsigned other = 0; other < 32; ++other)
+        if (exchange[warp][other] == value) peers |= 1u << other;
+    warp_barriers[warp]->arrive_and_wait();
+    return peers;
+}

@@ -18,6 +18,13 @@ detected GPU); with one, every step checked at the awkward shapes and the timed 
 timed beside cuBLAS bf16 in each --mode (default cold and graph), one table per mode with the
 lens beside each step. --profile: each step once under ncu at one size (tensor pipe, top
 stall, bottleneck) beside the evidence the step claims.
+
+`kernelab ladder transpose|histogram` (engines in ladders/transpose/ladder.py and
+ladders/histogram/ladder.py): without a GPU the compile report and one line on what needs a
+GPU; with one, every step checked exactly, then timed (cold) beside torch and a copy of the
+same bytes: GB/s, % of the copy bandwidth, speedup over the step before and over torch.
+Transpose sizes are ROWSxCOLS or N (square); histogram sizes are value counts, timed for
+uniform and skewed (one bin) data. --profile: each step's proof metric under ncu.
 """
 
 from __future__ import annotations
@@ -275,7 +282,7 @@ def _render_timing(result: dict, console) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ladder(
-        name: Annotated[str, typer.Argument(help="Which ladder: sgemm, hgemm or reduce.")],
+        name: Annotated[str, typer.Argument(help="Which ladder: sgemm, hgemm, reduce, transpose or histogram.")],
         sizes: Annotated[
             str | None,
             typer.Option(
@@ -334,8 +341,13 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--dtype",
-                help="reduce: input dtypes, fp32, bf16, fp16 or a comma list (default fp32).",
+                help="reduce: input dtypes, fp32, bf16, fp16 or a comma list (default fp32); "
+                "transpose: fp32 or bf16 (default fp32); histogram: int32 or uint8 (default int32).",
             ),
+        ] = None,
+        bins: Annotated[
+            int | None,
+            typer.Option("--bins", help="histogram: the number of bins, 1..4096 (default 256)."),
         ] = None,
         as_json: JsonOption = False,
     ) -> None:
@@ -344,8 +356,22 @@ def register(app: typer.Typer) -> None:
         Nsight Compute."""
         from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
+        if name in PRIMITIVE_LADDERS:
+            if plot is not None or import_path is not None or pairs:
+                raise KernelabError(f"--plot, --import and --pairs are not for the {name} ladder")
+            if mode and len(mode) > 1:
+                raise KernelabError(f"the {name} ladder times one mode per run; give one --mode")
+            check_max_time(max_time)
+            check_outputs(out, None)
+            _primitive_ladder(
+                name, sizes, steps, mode[0] if mode else "cold", max_time, out, profile,
+                dtype, bins, as_json,
+            )  # fmt: skip
+            return
+        if bins is not None:
+            raise KernelabError("--bins is for the histogram ladder")
         if name not in LADDERS:
-            raise unknown("ladder", name, LADDERS)
+            raise unknown("ladder", name, (*LADDERS, *PRIMITIVE_LADDERS))
         check_max_time(max_time)
         check_outputs(out, plot)
         if name == "reduce":
@@ -856,3 +882,167 @@ def render_reduce_table(result: dict, console) -> None:
             )
     if result.get("records"):
         console.print(f"records: {result['records']}")
+
+
+# --- `kernelab ladder transpose|histogram`: the primitives ladders ---------------------------
+
+PRIMITIVE_LADDERS = ("transpose", "histogram")
+PRIMITIVE_DEFAULT_SIZES = {"transpose": "4096,8192", "histogram": "1048576,67108864"}
+PRIMITIVE_PROFILE_SIZES = {"transpose": "8192", "histogram": "67108864"}
+PRIMITIVE_DEFAULT_DTYPE = {"transpose": "fp32", "histogram": "int32"}
+HISTOGRAM_DEFAULT_BINS = 256
+INT32_MAX = 2**31 - 1
+
+
+def _primitive_sizes(name: str, spec: str) -> list:
+    """transpose: [(rows, cols)] from "8192" or "1000x3"; histogram: [n] (below 2^40)."""
+    found = []
+    for part in (p.strip().lower() for p in spec.split(",")):
+        if not part:
+            continue
+        pieces = part.split("x") if name == "transpose" else [part]
+        if len(pieces) > 2 or not all(p.isdigit() and int(p) > 0 for p in pieces):
+            form = "N or ROWSxCOLS" if name == "transpose" else "value counts N"
+            raise KernelabError(f"{name} sizes are positive {form}; got '{part}'")
+        numbers = [int(p) for p in pieces]
+        if name == "transpose":
+            rows, cols = numbers if len(numbers) == 2 else numbers * 2
+            if max(rows, cols) > INT32_MAX:
+                raise KernelabError(f"transpose dimensions must be below 2^31; got '{part}'")
+            found.append((rows, cols))
+        else:
+            if numbers[0] >= 1 << 40:
+                raise KernelabError(f"histogram sizes must be below 2^40 values; got '{part}'")
+            found.append(numbers[0])
+    if not found:
+        raise KernelabError(f"no sizes given; e.g. --sizes {PRIMITIVE_DEFAULT_SIZES[name]}")
+    return found
+
+
+def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, bins, as_json):
+    """Validate everything first (one line, exit 2), then compile, and with a GPU check, time
+    or profile."""
+    from kernelab.ladders.histogram import ladder as histogram_ladder
+    from kernelab.ladders.histogram.steps import DTYPES as HISTOGRAM_DTYPES
+    from kernelab.ladders.histogram.steps import check_bins
+    from kernelab.ladders.transpose import ladder as transpose_ladder
+    from kernelab.ladders.transpose.steps import DTYPES as TRANSPOSE_DTYPES
+
+    engine = transpose_ladder if name == "transpose" else histogram_ladder
+    dtypes = TRANSPOSE_DTYPES if name == "transpose" else HISTOGRAM_DTYPES
+    dtype = (dtype or PRIMITIVE_DEFAULT_DTYPE[name]).strip().lower()
+    if dtype not in dtypes:
+        raise unknown(f"dtype for the {name} ladder", dtype, dtypes)
+    if name == "transpose" and bins is not None:
+        raise KernelabError("--bins is for the histogram ladder")
+    bins = (
+        check_bins(HISTOGRAM_DEFAULT_BINS if bins is None else bins)
+        if name != "transpose"
+        else None
+    )
+    default = PRIMITIVE_PROFILE_SIZES if profile else PRIMITIVE_DEFAULT_SIZES
+    size_list = _primitive_sizes(name, sizes or default[name])
+    if profile and len(size_list) != 1:
+        raise KernelabError("--profile runs at one size; give one --sizes value")
+    chosen = engine.parse_steps(steps)
+    from kernelab.harness.timing import MODES
+
+    if mode not in MODES:
+        raise unknown("timing mode", mode, MODES)
+
+    compile_rows = (
+        transpose_ladder.compile_transpose(chosen, progress=note)
+        if name == "transpose"
+        else histogram_ladder.compile_histogram(chosen, progress=note)
+    )
+    result = {"ladder": name, "dtype": dtype, "bins": bins, "compile": compile_rows}
+    if not _has_gpu():
+        note("checking, timing and --profile need a CUDA GPU; showing the compile report only")
+        if out is not None:
+            note("--out: nothing written (no timings without a GPU)")
+        result.update(gpu=None, timed=False)
+        emit(result, as_json, lambda console: _render_primitive_compile(result, console))
+        return
+    if profile:
+        result["profile"] = _primitive_profile(name, engine, chosen, size_list[0], dtype, bins)
+        emit(result, as_json, lambda console: _render_primitive_profile(result, console))
+        return
+    checks = engine.check_steps(chosen, (dtype,), progress=note)
+    bad = {c["step"] for c in checks if not c["ok"]}
+    if bad:
+        note(f"not timing steps that gave wrong answers: {', '.join(sorted(bad))}")
+    timed = [s for s in chosen if s.name not in bad]
+    notes = []
+    if name == "transpose":
+        rows, records = transpose_ladder.time_ladder(
+            timed, size_list, dtype, mode=mode, max_time_s=max_time, progress=note
+        )
+        notes.append(transpose_ladder.NO_CUB)
+    else:
+        rows, records, notes = histogram_ladder.time_ladder(
+            timed, size_list, bins, dtype, mode=mode, max_time_s=max_time, progress=note
+        )
+    result.update(gpu=records[0].gpu if records else None, mode=mode, checks=checks, rows=rows,
+                  notes=notes, timed=True)  # fmt: skip
+    if out is not None:
+        from kernelab.harness.records import save_records
+
+        result["records"] = str(save_records(records, out))
+    emit(result, as_json, lambda console: _render_primitive_timing(result, console))
+
+
+def _primitive_profile(name, engine, chosen, size, dtype, bins) -> list[dict]:
+    from kernelab.ladders.transpose.ladder import profile_steps
+
+    if name == "transpose":
+        rows, cols = size
+        args = ["--rows", str(rows), "--cols", str(cols)]
+    else:
+        args = ["--n", str(size), "--bins", str(bins)]
+    args += ["--dtype", dtype, "--steps", ",".join(str(s.number) for s in chosen)]
+    return profile_steps(name, chosen, args, lambda step: step.kernel_for(dtype), progress=note)
+
+
+def _render_primitive_compile(result: dict, console) -> None:
+    from rich.markup import escape
+
+    columns = ("step", "dtype", "technique", "regs", "smem", "spills", "proof metric")
+    cells = [
+        [r["step"], r["dtype"], escape(r["technique"]), str(r["registers"]), str(r["static_smem_bytes"]),
+         str(r["spill_store_bytes"] + r["spill_load_bytes"]), r["proof"]]
+        for r in result["compile"]
+    ]  # fmt: skip
+    title = f"{result['ladder']} ladder: what ptxas says (sm_90)"
+    _print_fitted(console, title, columns, cells, left=("step", "technique", "proof metric"),
+                  drop=("technique", "proof metric"))  # fmt: skip
+
+
+def _render_primitive_timing(result: dict, console) -> None:
+    for check in result["checks"]:
+        if not check["ok"]:
+            console.print(f"[red]{check['step']} {check['dtype']} WRONG at "
+                          f"{', '.join(check['wrong_at'][:4])}[/red]")  # fmt: skip
+    columns = ("size", "data", "step", "ms", "GB/s", "% of copy", "x prev", "x torch")
+    cells = []
+    for r in result["rows"]:
+        shape = "x".join(str(v) for v in r["shape"].values())
+        cells.append([
+            shape, r.get("distribution", "-"), r["step"], _fmt(r["median_ms"], ".4f"),
+            _fmt(r["gbps"], ".0f"), _fmt(r["pct_of_copy"], ".1f"), _num(r["speedup_vs_prev"]),
+            _num(r["speedup_vs_anchor"]),
+        ])  # fmt: skip
+    title = f"{result['ladder']} ladder, {result['dtype']}, {result['mode']} ({result['gpu']})"
+    _print_fitted(console, title, columns, cells, left=("size", "data", "step"))
+    for line in result.get("notes", []):
+        console.print(line, style="dim")
+
+
+def _render_primitive_profile(result: dict, console) -> None:
+    columns = ("step", "proof metric", "previous", "value", "expected", "verdict")
+    cells = [
+        [r["step"], r["proof"], _num(r["previous"]), _num(r["value"]), r["direction"],
+         f"[{_VERDICT_STYLE.get(r['verdict'], 'white')}]{r['verdict']}[/]"]
+        for r in result["profile"]
+    ]  # fmt: skip
+    _print_fitted(console, f"{result['ladder']} ladder under ncu", columns, cells,
+                  left=("step", "proof metric"))  # fmt: skip

@@ -104,4 +104,30 @@ def implementations() -> list[Implementation]:
                 metadata={"compiler": "inductor", "mode": "default", "dynamic": False},
             )
         )
+    impls.extend(_primitive_baselines())
     return impls
+
+
+# ---- the primitives ladders' anchors: transpose and histogram ------------------------------
+
+
+def _primitive_baselines() -> list[Implementation]:
+    return [
+        Implementation(
+            name="torch.transpose",
+            op="transpose",
+            build=_eager("transpose"),
+            dtypes=FLOAT_DTYPES,
+            description="torch eager: x.t().contiguous()",
+            is_baseline=True,
+        ),
+        Implementation(
+            name="torch.bincount",
+            op="histogram",
+            build=_eager("histogram"),
+            dtypes=("int32", "uint8"),
+            description="torch eager: torch.bincount with out-of-range ids mapped to the "
+            "overflow slot (kernelab.spec.reference.histogram_counts)",
+            is_baseline=True,
+        ),
+    ]

@@ -30,6 +30,8 @@ _DTYPE_BYTES = {
     "fp8": 1.0,
     "int8": 1.0,
     "fp4": 0.5,
+    "int32": 4.0,  # histogram bin ids
+    "uint8": 1.0,  # histogram bytes
 }
 
 # Spellings people type for the same dtypes (torch names, short forms).
@@ -228,6 +230,33 @@ def reduce_sum(n, *, dtype) -> OpCost:
     bytes_ = n * dtype_bytes(dtype) + 4
     explanation = f"n - 1 adds; bytes = read n at {dtype} + write one fp32 value"
     return OpCost("reduce_sum", {"n": n}, dtype, flops, bytes_, explanation)
+
+
+def transpose(rows, cols, *, dtype) -> OpCost:
+    """out[cols, rows] = in[rows, cols]: every element read once and written once."""
+    rows, cols = _count("transpose", "rows", rows), _count("transpose", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    moved = rows * cols * dtype_bytes(dtype)
+    return OpCost(
+        "transpose", {"rows": rows, "cols": cols}, dtype, 0.0, 2.0 * moved,
+        f"read {rows}x{cols}x{dtype_bytes(dtype):g} B, write the same; no FLOPs",
+    )  # fmt: skip
+
+
+HISTOGRAM_COUNT_BYTES = 8  # int64 counts: n past 2^32 cannot wrap a bin
+
+
+def histogram(n, bins, *, dtype) -> OpCost:
+    """counts[bins + 1] of n values: the values read once, the counts (one overflow slot)
+    written once; the increments are not FLOPs."""
+    n, bins = _count("histogram", "n", n), _count("histogram", "bins", bins)
+    dtype = canonical_dtype(dtype)
+    read = n * dtype_bytes(dtype)
+    written = (bins + 1) * HISTOGRAM_COUNT_BYTES
+    return OpCost(
+        "histogram", {"n": n, "bins": bins}, dtype, 0.0, read + written,
+        f"read {n}x{dtype_bytes(dtype):g} B, write ({bins}+1)x{HISTOGRAM_COUNT_BYTES} B counts",
+    )  # fmt: skip
 
 
 def causal_pairs(seq_q: int, seq_k: int) -> float:

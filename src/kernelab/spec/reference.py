@@ -13,8 +13,12 @@ Inputs, in the order every implementation receives them:
 | softmax    | rows, cols (, stride)    | x[rows, cols]                   | softmax over the last dim   |
 | layernorm  | rows, cols (, stride)    | x, weight[cols], bias[cols], eps | (x-mean)/sqrt(var+eps)*w+b |
 | rmsnorm    | rows, cols (, stride)    | x, weight[cols], eps            | x/sqrt(mean(x^2)+eps)*w     |
+| transpose  | rows, cols               | x[rows, cols]                   | x.t().contiguous()          |
+| histogram  | n, bins                  | values[n] (int32/uint8), bins   | int64 counts[bins + 1]      |
 
-The output has the input dtype, except fp8 GEMM which writes bf16. Layernorm uses the
+The output has the input dtype, except fp8 GEMM which writes bf16 and histogram, whose
+answer is exact int64 counts: counts[b] for b in [0, bins) and, in the last slot, the values
+outside [0, bins) (the defined answer for out-of-range ids; int32 inputs carry a few). Layernorm uses the
 biased variance (divide by cols) and eps = 1e-5; rmsnorm uses eps = 1e-6.
 
 `stride` (softmax and norms): the distance between rows in elements, >= cols. The input
@@ -51,6 +55,8 @@ _TORCH_DTYPE_NAMES = {
     "fp16": "float16",
     "fp8": "float8_e4m3fn",
     "int8": "int8",
+    "int32": "int32",  # histogram bin ids
+    "uint8": "uint8",  # histogram bytes
 }
 
 
@@ -358,6 +364,65 @@ def _cost_reduce_sum(shape, dtype):
     return costs.reduce_sum(shape["n"], dtype=dtype)
 
 
+# ---- transpose and histogram (the primitives ladders) -------------------------------------
+
+# Every HISTOGRAM_OUT_OF_RANGE_EVERY-th int32 id is out of range (alternately -1 and bins), so
+# every check exercises the overflow slot.
+HISTOGRAM_OUT_OF_RANGE_EVERY = 97
+
+
+def _make_transpose(shape, torch_dtype, generator, device):
+    return (_normals((shape["rows"], shape["cols"]), generator, device).to(torch_dtype),)
+
+
+def _make_histogram(shape, torch_dtype, generator, device):
+    import torch
+
+    n, bins = shape["n"], shape["bins"]
+    if torch_dtype == torch.uint8:  # bytes: every value 0..255, those >= bins out of range
+        values = torch.randint(0, 256, (n,), generator=generator, device=device)
+        return values.to(torch.uint8), bins
+    values = torch.randint(0, bins, (n,), generator=generator, device=device)
+    every = HISTOGRAM_OUT_OF_RANGE_EVERY
+    values[every - 1 :: 2 * every] = -1
+    values[2 * every - 1 :: 2 * every] = bins
+    return values.to(torch_dtype), bins
+
+
+def _reference_transpose(x):
+    return _f64(x).t().contiguous()
+
+
+def histogram_counts(values, bins: int):
+    """Exact int64 counts[bins + 1] of any integer tensor: the last slot holds the values
+    outside [0, bins)."""
+    import torch
+
+    flat = values.reshape(-1).to(torch.int64)
+    slot = torch.where((flat >= 0) & (flat < bins), flat, torch.full_like(flat, bins))
+    return torch.bincount(slot, minlength=bins + 1)
+
+
+def _eager_transpose(x):
+    return x.t().contiguous()
+
+
+def _eager_histogram(values, bins):
+    return histogram_counts(values, bins)
+
+
+def _cost_transpose(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.transpose(shape["rows"], shape["cols"], dtype=dtype)
+
+
+def _cost_histogram(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.histogram(shape["n"], shape["bins"], dtype=dtype)
+
+
 _FLOAT_DTYPES = ("fp32", "bf16", "fp16")
 
 OPS: dict[str, OpSpec] = {
@@ -426,6 +491,26 @@ OPS: dict[str, OpSpec] = {
             _eager_reduce_sum,
             _cost_reduce_sum,
             output_dtype="fp32",
+        ),
+        OpSpec(
+            "transpose",
+            ("rows", "cols"),
+            ("fp64", *_FLOAT_DTYPES),
+            "x[rows, cols].t().contiguous()",
+            _make_transpose,
+            _reference_transpose,
+            _eager_transpose,
+            _cost_transpose,
+        ),
+        OpSpec(
+            "histogram",
+            ("n", "bins"),
+            ("int32", "uint8"),
+            "int64 counts[bins + 1] of values[n]; the last slot counts ids outside [0, bins)",
+            _make_histogram,
+            histogram_counts,
+            _eager_histogram,
+            _cost_histogram,
         ),
     )
 }

@@ -24,6 +24,8 @@ PROVIDERS = (
     "kernelab.ladders.sgemm",
     "kernelab.ladders.hgemm",
     "kernelab.ladders.reduce",
+    "kernelab.ladders.transpose",
+    "kernelab.ladders.histogram",
 )
 
 

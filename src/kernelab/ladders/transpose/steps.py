@@ -1,0 +1,121 @@
+"""The 2-D transpose ladder as data: one row per step, from naive to swizzled.
+
+Each step names its source file and kernel (one extern "C" entry per dtype: <kernel>_f32 and
+<kernel>_bf16), the technique it adds, what that fixes, and the Nsight Compute metric that
+proves it, with the direction the metric must move against the step before. Every step
+launches 32 x 8 threads per 32 x 32 tile (common.cuh); only the tile's shared-memory layout
+changes. Bytes: read rows x cols x itemsize, write the same; the ceiling is a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelab.errors import KernelabError, unknown
+from kernelab.ladders.provider import select_steps
+from kernelab.runtime.cuda.launch import Launch
+
+TILE = 32  # mirrors common.cuh
+BLOCK_ROWS = 8
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y: rows may span at most this many tiles
+DTYPES = ("fp32", "bf16")
+KERNEL_SUFFIX = {"fp32": "f32", "bf16": "bf16"}
+ITEMSIZE = {"fp32": 4, "bf16": 2}
+
+BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+STORE_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    slug: str
+    file: str  # under ladders/transpose/
+    kernel: str  # extern "C" name without its dtype suffix
+    technique: str
+    fixes: str  # what was wrong with the step before
+    proof: str  # the Nsight Compute metric that shows the technique worked
+    direction: str  # how `proof` must move against the step before: "down", "zero", "same"
+    shared_bytes_fp32: int  # static shared memory per block, fp32 (ptxas agrees)
+
+    @property
+    def name(self) -> str:
+        return f"transpose:{self.number:02d}"
+
+    def kernel_for(self, dtype: str) -> str:
+        if dtype not in KERNEL_SUFFIX:
+            raise unknown("dtype for the transpose ladder", dtype, DTYPES)
+        return f"{self.kernel}_{KERNEL_SUFFIX[dtype]}"
+
+    def launch(self, rows: int, cols: int) -> Launch:
+        return geometry(rows, cols)
+
+    def metadata(self) -> dict:
+        return {
+            "step": self.number,
+            "technique": self.technique,
+            "fixes": self.fixes,
+            "proof": self.proof,
+            "direction": self.direction,
+            "file": self.file,
+            "kernel": self.kernel,
+            "tiles": {"tile": TILE, "block_rows": BLOCK_ROWS, "threads": TILE * BLOCK_ROWS},
+        }
+
+
+def geometry(rows: int, cols: int) -> Launch:
+    """Block (32, 8), one block per 32 x 32 tile: x over columns, y over rows."""
+    if rows <= 0 or cols <= 0:
+        raise KernelabError(f"transpose: no launch for an empty {rows}x{cols} matrix")
+    if cdiv(rows, TILE) > MAX_GRID_Y:
+        raise KernelabError(
+            f"transpose: {rows} rows need {cdiv(rows, TILE)} tiles down gridDim.y, "
+            f"above CUDA's {MAX_GRID_Y}; at most {MAX_GRID_Y * TILE} rows"
+        )
+    return Launch(grid=(cdiv(cols, TILE), cdiv(rows, TILE), 1), block=(TILE, BLOCK_ROWS, 1))
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        1, "naive", "01_naive.cu", "transpose_naive",
+        "one thread per element, in[r, c] straight to out[c, r]",
+        "nothing: the teaching step; reads coalesced, writes strided by rows",
+        STORE_SECTORS, "reference", 0,
+    ),
+    Step(
+        2, "shared", "02_shared.cu", "transpose_shared",
+        "stage a 32 x 32 tile in shared memory; read and write rows, both coalesced",
+        "the strided writes: store sectors per request fall from ~32 to 4 (fp32)",
+        STORE_SECTORS, "down", TILE * TILE * 4,
+    ),
+    Step(
+        3, "padded", "03_padded.cu", "transpose_padded",
+        "pad each tile row by one element so a column walk crosses all 32 banks",
+        "the 32-way bank conflict of reading the tile down a column",
+        BANK_LD, "zero", TILE * (TILE + 1) * 4,
+    ),
+    Step(
+        4, "swizzled", "04_swizzled.cu", "transpose_swizzled",
+        "store tile element (r, c) at column c ^ r: conflict-free with no padding",
+        "the padding's wasted shared memory and misaligned tile rows",
+        BANK_LD, "zero", TILE * TILE * 4,
+    ),
+)  # fmt: skip
+
+
+def get_step(name: int | str) -> Step:
+    """A step by number (4), zero-padded number ("04"), slug ("padded") or name."""
+    text = str(name).strip().lower().removeprefix("transpose:")
+    for step in STEPS:
+        if text in (str(step.number), f"{step.number:02d}", step.slug):
+            return step
+    raise unknown("transpose step", str(name), [s.name for s in STEPS])
+
+
+def parse_steps(spec: str | None) -> list[Step]:
+    return select_steps(spec, STEPS, get_step)

@@ -1,0 +1,242 @@
+"""The histogram ladder without a GPU: every step compiles for sm_90 with no spills, every
+step's counts are exact under host emulation (tests/cuda_host_emulation.hpp, with its
+atomics and lockstep-warp __match_any_sync) for int32 ids and uint8 bytes, uniform and
+skewed (every value in one bin) data, out-of-range values in the overflow slot; bad input
+gets one line before any compile; the op's reference is the exact integer count.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelab.errors import KernelabError
+from kernelab.ladders.histogram import STEPS, build_step, get_step, histogram
+from kernelab.ladders.histogram import launch as histogram_launch
+from kernelab.ladders.histogram.steps import DTYPES, MAX_BLOCKS, THREADS, parse_steps
+from kernelab.runtime.cuda import build as cuda_build
+
+TESTS = Path(__file__).parents[2]
+HERE = Path(__file__).parent
+SOURCE_DIR = cuda_build.KERNEL_DIR / "ladders" / "histogram"
+needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20)")
+
+C_TYPE = {"int32": "int", "uint8": "unsigned char"}
+NUMPY_TYPE = {"int32": np.int32, "uint8": np.uint8}
+
+
+# ---- nvcc: every step builds for sm_90, both value types, no spills -----------------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_compiles_for_sm90_without_spills(step):
+    built = build_step(step, arch="sm_90")
+    for dtype in DTYPES:
+        report = built.report(step.kernel_for(dtype))
+        assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report
+        # Step 1 keeps no shared bins; the others a 32-bit counter per bin and overflow slot.
+        assert report.shared_bytes == (0 if step.number == 1 else (4096 + 1) * 4)
+
+
+# ---- host emulation: exact counts -----------------------------------------------------------
+
+
+def _emulator(step, dtype: str) -> ctypes.CDLL:
+    sources = [SOURCE_DIR / step.file, SOURCE_DIR / "common.cuh", HERE / "emulation_driver.cpp"]
+    sources.append(TESTS / "cuda_host_emulation.hpp")
+    flags = [f"-DKERNEL={step.kernel_for(dtype)}", f"-DELEM={C_TYPE[dtype]}"]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(flags).encode())
+    name = f"histogram-{step.slug}-{dtype}-{digest.hexdigest()[:16]}.so"
+    library = cuda_build.cache_dir().parent / "emulation" / name
+    if not library.is_file():
+        library.parent.mkdir(parents=True, exist_ok=True)
+        tmp = library.with_suffix(".tmp.so")
+        command = [
+            "g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
+            f"-I{TESTS}", f"-I{SOURCE_DIR}", "-include", "cuda_host_emulation.hpp", *flags,
+            "-x", "c++", str(SOURCE_DIR / step.file),
+            "-x", "c++", str(HERE / "emulation_driver.cpp"), "-o", str(tmp),
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        tmp.replace(library)
+    lib = ctypes.CDLL(str(library))
+    lib.emulate.restype = ctypes.c_int
+    lib.emulate.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_longlong, ctypes.c_void_p,
+                            ctypes.c_int, ctypes.c_void_p]  # fmt: skip
+    return lib
+
+
+def _exact(values: np.ndarray, bins: int) -> np.ndarray:
+    """counts[bins + 1] in int64: the last slot for values outside [0, bins)."""
+    v = values.astype(np.int64)
+    slot = np.where((v >= 0) & (v < bins), v, bins)
+    return np.bincount(slot, minlength=bins + 1)
+
+
+def _values(n: int, bins: int, dtype: str, kind: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "skewed":  # every value in one bin
+        return np.full(n, bins // 2, dtype=NUMPY_TYPE[dtype])
+    top = 256 if dtype == "uint8" else bins
+    values = rng.integers(0, top, size=n).astype(np.int64)
+    if dtype == "int32":  # a few ids out of range on both sides
+        values[96::97] = -1
+        values[193::194] = bins + 5
+    return values.astype(NUMPY_TYPE[dtype])
+
+
+def _run(lib, values, bins, grid: int, block: int) -> tuple[int, np.ndarray]:
+    counts = np.zeros(bins + 1, dtype=np.uint64)
+    faults = lib.emulate(grid, block, values.size, values.ctypes.data, bins, counts.ctypes.data)
+    return faults, counts.astype(np.int64)
+
+
+# n = 100003 runs on 4 blocks of 64 threads (2 warps each): the grid-stride loop, the per-block
+# flush and the warp collectives are all exercised without 391 emulated 256-thread blocks.
+LAUNCHES = {1: None, 7: None, 100003: (4, 64)}
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_counts_exactly_under_emulation(step, dtype):
+    lib = _emulator(step, dtype)
+    for n, launch in LAUNCHES.items():
+        if launch is None:  # the step's own geometry
+            geometry = step.launch(n)
+            launch = (geometry.grid[0], geometry.block[0])
+        for bins in (8, 64, 256):
+            for kind in ("uniform", "skewed"):
+                values = _values(n, bins, dtype, kind, seed=n + bins)
+                faults, counts = _run(lib, values, bins, *launch)
+                assert faults == 0
+                expected = _exact(values, bins)
+                assert np.array_equal(counts, expected), f"{step.name} {dtype} n={n} {bins} {kind}"
+
+
+@needs_gxx
+def test_out_of_range_ids_land_in_the_overflow_slot():
+    values = np.array([-7, 0, 8, 3, 2**31 - 1, -(2**31), 7], dtype=np.int32)
+    for step in STEPS:
+        faults, counts = _run(_emulator(step, "int32"), values, 8, 1, 32)
+        assert faults == 0
+        assert counts.tolist() == [1, 0, 0, 1, 0, 0, 0, 1, 4]
+
+
+@needs_gxx
+def test_emulated_warp_match_rejects_a_partial_block():
+    """The emulation's contract is whole warps: a 48-thread block is refused, not guessed."""
+    lib = _emulator(get_step("warp_aggregated"), "int32")
+    counts = np.zeros(9, dtype=np.uint64)
+    values = np.zeros(5, dtype=np.int32)
+    assert lib.emulate(1, 48, 5, values.ctypes.data, 8, counts.ctypes.data) == -1
+
+
+# ---- geometry and steps -------------------------------------------------------------------
+
+
+def test_geometry_is_whole_warps_and_capped():
+    for n, blocks in ((1, 1), (256, 1), (257, 2), (10**9, MAX_BLOCKS), (2**33, MAX_BLOCKS)):
+        launch = STEPS[0].launch(n)
+        assert launch.block == (THREADS, 1, 1) and THREADS % 32 == 0
+        assert launch.grid == (blocks, 1, 1)
+
+
+def test_steps_are_named_in_order_and_each_names_its_proof():
+    assert [s.name for s in STEPS] == ["histogram:01", "histogram:02", "histogram:03"]
+    assert [s.number for s in parse_steps("2,3")] == [2, 3]
+    for step in STEPS:
+        assert (SOURCE_DIR / step.file).is_file()
+        assert step.proof.startswith(("l1tex__", "lts__")) and step.fixes and step.technique
+    with pytest.raises(KernelabError):
+        get_step("4")
+
+
+# ---- bad input: one line, before anything compiles ----------------------------------------
+
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("reached the compiler with bad input")
+
+    monkeypatch.setattr(histogram_launch, "build_step", refuse)
+
+
+@pytest.mark.parametrize(
+    "values, bins, words",
+    [
+        (lambda: torch.zeros(9, dtype=torch.int64), 8, "torch.int64"),
+        (lambda: torch.zeros(9, dtype=torch.float32), 8, "torch.float32"),
+        (lambda: torch.zeros(9, dtype=torch.int32), 0, "1..4096"),
+        (lambda: torch.zeros(9, dtype=torch.int32), 4097, "1..4096"),
+        (lambda: torch.zeros(9, dtype=torch.int32), 8.0, "1..4096"),
+        (lambda: torch.zeros(9, dtype=torch.int32), True, "1..4096"),
+        (lambda: torch.zeros(9, dtype=torch.int32), 8, "CUDA"),
+        (lambda: torch.zeros(0, dtype=torch.uint8), 8, "CUDA"),
+        (lambda: torch.zeros(9, 2, dtype=torch.int32)[:, 0], 8, "CUDA"),
+        (lambda: [1, 2], 8, "torch.Tensor"),
+    ],
+    ids=[
+        "int64",
+        "fp32",
+        "bins-0",
+        "bins-4097",
+        "bins-float",
+        "bins-bool",
+        "cpu",
+        "empty-cpu",
+        "strided-cpu",
+        "list",
+    ],  # fmt: skip
+)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_bad_input_is_one_line_before_compiling(no_compile, step, values, bins, words):
+    with pytest.raises(KernelabError) as raised:
+        histogram(step, values(), bins)
+    message = str(raised.value)
+    assert words in message and "\n" not in message
+
+
+def test_n_past_the_supported_range_is_one_line(no_compile, monkeypatch):
+    """2^40 values is refused in one line (checked by count, without allocating them)."""
+    monkeypatch.setattr(histogram_launch, "MAX_N", 10)
+    values = torch.zeros(10, dtype=torch.int32)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    with pytest.raises(KernelabError, match="at most 2\\^40"):
+        histogram(1, values, 8)
+
+
+# ---- the op: exact integer reference, costs -----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_reference_counts_exactly_with_an_overflow_slot(dtype):
+    from kernelab.spec.reference import get_op
+
+    spec = get_op("histogram")
+    values, bins = spec.make_inputs({"n": 100003, "bins": 64}, dtype, seed=5)
+    ref = spec.reference(values, bins)
+    assert ref.dtype == torch.int64 and ref.shape == (65,)
+    assert torch.equal(ref, torch.from_numpy(_exact(values.numpy(), 64)))
+    assert int(ref.sum()) == 100003 and int(ref[64]) > 0  # the inputs exercise the slot
+    assert torch.equal(spec.torch_eager(values, bins), ref)
+
+
+def test_cost_reads_the_values_and_writes_the_counts():
+    from kernelab.spec.reference import get_op
+
+    cost = get_op("histogram").cost({"n": 1 << 20, "bins": 256}, "uint8")
+    assert cost.bytes == (1 << 20) + 257 * 8 and cost.flops == 0

@@ -1,0 +1,211 @@
+"""The transpose ladder without a GPU: every step compiles for sm_90 with no spills, every
+step's logic is exact under host emulation (tests/cuda_host_emulation.hpp) at awkward shapes
+in fp32 and bf16, bad input gets one line before any compile, and the op's reference is the
+exact transpose.
+
+Under emulation each CUDA thread is a std::thread and __syncthreads a barrier, so a missing
+barrier, a wrong edge guard or a swizzle that does not invert shows up as a wrong element.
+bf16 is moved as its 16 bits: the check is bit-exact.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelab.errors import KernelabError
+from kernelab.ladders.transpose import STEPS, build_step, get_step, transpose
+from kernelab.ladders.transpose import launch as transpose_launch
+from kernelab.ladders.transpose.steps import BLOCK_ROWS, DTYPES, TILE, parse_steps
+from kernelab.runtime.cuda import build as cuda_build
+
+TESTS = Path(__file__).parents[2]
+HERE = Path(__file__).parent
+SOURCE_DIR = cuda_build.KERNEL_DIR / "ladders" / "transpose"
+needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20)")
+
+AWKWARD = [(1, 1), (1, 33), (33, 1), (31, 65), (127, 129)]
+NUMPY_TYPE = {"fp32": np.float32, "bf16": np.uint16}  # bf16 as its bits
+C_TYPE = {"fp32": "float", "bf16": "unsigned short"}
+
+
+# ---- nvcc: every step builds for sm_90, both dtype entries, no spills ---------------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_compiles_for_sm90_without_spills(step):
+    built = build_step(step, arch="sm_90")
+    for dtype in DTYPES:
+        report = built.report(step.kernel_for(dtype))
+        assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report
+        assert report.registers > 0
+    # The tile's shared memory is what the step claims: none, 32x32, or 32x33 elements.
+    assert built.report(step.kernel_for("fp32")).shared_bytes == step.shared_bytes_fp32
+    assert built.report(step.kernel_for("bf16")).shared_bytes == step.shared_bytes_fp32 // 2
+
+
+# ---- host emulation: exact at awkward shapes ----------------------------------------------
+
+
+def _emulator(step, dtype: str) -> ctypes.CDLL:
+    sources = [SOURCE_DIR / step.file, SOURCE_DIR / "common.cuh", HERE / "emulation_driver.cpp"]
+    sources.append(TESTS / "cuda_host_emulation.hpp")
+    flags = [f"-DKERNEL={step.kernel_for(dtype)}", f"-DELEM={C_TYPE[dtype]}"]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(flags).encode())
+    name = f"transpose-{step.slug}-{dtype}-{digest.hexdigest()[:16]}.so"
+    library = cuda_build.cache_dir().parent / "emulation" / name
+    if not library.is_file():
+        library.parent.mkdir(parents=True, exist_ok=True)
+        tmp = library.with_suffix(".tmp.so")
+        command = [
+            "g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
+            f"-I{TESTS}", f"-I{SOURCE_DIR}", "-include", "cuda_host_emulation.hpp", *flags,
+            "-x", "c++", str(SOURCE_DIR / step.file),
+            "-x", "c++", str(HERE / "emulation_driver.cpp"), "-o", str(tmp),
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        tmp.replace(library)
+    lib = ctypes.CDLL(str(library))
+    lib.emulate.restype = ctypes.c_int
+    lib.emulate.argtypes = [ctypes.c_uint] * 4 + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 2
+    return lib
+
+
+def _run(lib, step, x: np.ndarray) -> tuple[int, np.ndarray]:
+    rows, cols = x.shape
+    launch = step.launch(rows, cols)
+    # Start from a marker no input holds, so an element the kernel forgets shows.
+    out = np.full((cols, rows), 0x7FC1 if x.dtype == np.uint16 else np.nan, dtype=x.dtype)
+    faults = lib.emulate(
+        launch.grid[0], launch.grid[1], launch.block[0], launch.block[1], rows, cols,
+        x.ctypes.data, out.ctypes.data,
+    )  # fmt: skip
+    return faults, out
+
+
+def _data(rows, cols, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if dtype == "bf16":  # finite bf16 bit patterns, none equal to the marker
+        return rng.integers(0, 0x7F00, size=(rows, cols), dtype=np.uint16)
+    return rng.standard_normal((rows, cols)).astype(np.float32)
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_step_is_exact_on_awkward_shapes_under_emulation(step, dtype):
+    lib = _emulator(step, dtype)
+    for rows, cols in AWKWARD:
+        x = _data(rows, cols, dtype, rows * 1000 + cols)
+        faults, out = _run(lib, step, x)
+        assert faults == 0
+        reference = x.astype(np.float64).T if dtype == "fp32" else x.T
+        assert np.array_equal(out, reference), f"{step.name} {dtype} {rows}x{cols}"
+
+
+@needs_gxx
+def test_emulation_catches_a_launch_that_misses_tiles():
+    """The check can fail: one tile too few down the rows leaves the last rows unwritten."""
+    step = get_step("padded")
+    lib = _emulator(step, "fp32")
+    x = _data(33, 40, "fp32", 1)
+    launch = step.launch(33, 40)
+    out = np.full((40, 33), np.nan, np.float32)
+    lib.emulate(launch.grid[0], launch.grid[1] - 1, TILE, BLOCK_ROWS, 33, 40,
+                x.ctypes.data, out.ctypes.data)  # fmt: skip
+    assert np.isnan(out[:, 32]).all() and not np.isnan(out[:, :32]).any()
+
+
+# ---- geometry and steps -------------------------------------------------------------------
+
+
+def test_geometry_covers_every_element_once():
+    for rows, cols in [*AWKWARD, (8192, 8192), (65, 1)]:
+        launch = STEPS[0].launch(rows, cols)
+        assert launch.block == (TILE, BLOCK_ROWS, 1)
+        assert launch.grid[0] * TILE >= cols > (launch.grid[0] - 1) * TILE
+        assert launch.grid[1] * TILE >= rows > (launch.grid[1] - 1) * TILE
+
+
+def test_steps_are_named_in_order_and_each_names_its_proof():
+    assert [s.name for s in STEPS] == [f"transpose:0{i}" for i in range(1, 5)]
+    assert [s.name for s in parse_steps("2-3")] == ["transpose:02", "transpose:03"]
+    for step in STEPS:
+        assert (SOURCE_DIR / step.file).is_file()
+        assert step.proof.startswith(("l1tex__", "lts__")) and step.fixes and step.technique
+    assert get_step("padded").proof.startswith("l1tex__data_bank_conflicts")
+    with pytest.raises(KernelabError):
+        get_step("05")
+
+
+def test_too_many_row_tiles_is_one_line():
+    with pytest.raises(KernelabError, match="gridDim.y"):
+        STEPS[0].launch(65536 * TILE, 1)
+
+
+# ---- bad input: one line, before anything compiles ----------------------------------------
+
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("reached the compiler with bad input")
+
+    monkeypatch.setattr(transpose_launch, "build_step", refuse)
+
+
+@pytest.mark.parametrize(
+    "x, words",
+    [
+        (lambda: torch.randn(4, 5, dtype=torch.float64), "torch.float64"),
+        (lambda: torch.ones(4, 5, dtype=torch.int32), "torch.int32"),
+        (lambda: torch.randn(4, 5, dtype=torch.float16), "torch.float16"),
+        (lambda: torch.randn(4, 5, 6), "2-D"),
+        (lambda: torch.randn(4, 5), "CUDA"),  # a CPU tensor
+        (lambda: torch.randn(0, 5), "CUDA"),  # empty, still on the CPU
+        (lambda: torch.randn(4, 10)[:, ::2], "CUDA"),  # non-contiguous
+        (lambda: [[1.0]], "torch.Tensor"),
+    ],
+    ids=["fp64", "int32", "fp16", "3-D", "cpu", "empty-cpu", "strided-cpu", "list"],
+)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_bad_input_is_one_line_before_compiling(no_compile, step, x, words):
+    with pytest.raises(KernelabError) as raised:
+        transpose(step, x())
+    message = str(raised.value)
+    assert words in message and "\n" not in message
+
+
+# ---- the op: exact float64 reference, costs ----------------------------------------------
+
+
+def test_the_reference_is_the_exact_transpose():
+    from kernelab.spec.reference import get_op
+
+    spec = get_op("transpose")
+    for dtype in ("fp32", "bf16"):
+        (x,) = spec.make_inputs({"rows": 31, "cols": 65}, dtype, seed=3)
+        ref = spec.reference(x)
+        assert ref.dtype == torch.float64 and ref.shape == (65, 31)
+        assert torch.equal(ref, x.double().t())
+        assert torch.equal(spec.torch_eager(x).double(), ref)
+        assert spec.torch_eager(x).is_contiguous()
+
+
+def test_cost_is_one_read_and_one_write():
+    from kernelab.spec.reference import get_op
+
+    cost = get_op("transpose").cost({"rows": 8192, "cols": 8192}, "bf16")
+    assert cost.bytes == 2 * 8192 * 8192 * 2 and cost.flops == 0
