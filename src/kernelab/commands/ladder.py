@@ -351,9 +351,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         as_json: JsonOption = False,
     ) -> None:
-        """A GEMM ladder against cuBLAS: compile report, correctness, timing (sgemm: fp32;
-        hgemm: Hopper bf16 with the pipeline lens per step); with --profile, each step under
-        Nsight Compute."""
+        """A kernel ladder, step by step: compile report, correctness, timing against its
+        baseline in the same run (sgemm: cuBLAS fp32; hgemm: cuBLAS bf16 with the pipeline
+        lens; reduce: torch.sum and CUB against the read ceiling; transpose, histogram: torch
+        against the copy); with --profile, each step's proving counter under Nsight Compute."""
         from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
         if name in PRIMITIVE_LADDERS:
