@@ -603,12 +603,99 @@ def records_criterion(results: ResultSet) -> Criterion:
     return Criterion(name, False, shown, "phase")
 
 
+def _case_words(run, record: Record) -> str:
+    extra = " ".join(str(record.extra.get(k)) for k in run.ladder.case_keys if record.extra.get(k))
+    return f"{shape_words(record.shape)} {record.dtype}" + (f" {extra}" if extra else "")
+
+
+def _judge_case(run, case: list[Record], ceilings: dict | None) -> tuple[bool, str] | None:
+    """One case of a PMPP ladder's newest run against its target: (met, the figures in
+    words), or None when the target says nothing about this case."""
+    target = run.ladder.target
+    step = run.chosen(case)
+    if step is None or not target.judged(step):
+        return None
+    parts, met, judged = [], True, False
+    if target.ceiling_at(step):
+        judged = True
+        ceiling, source = run.ceiling_gbps(case, ceilings)
+        if not ceiling or not step.achieved_gbps:
+            met = False
+            parts.append(f"no ceiling to judge against ({source})")
+        else:
+            pct = 100.0 * step.achieved_gbps / ceiling
+            met &= pct >= target.ceiling_pct
+            parts.append(f"{pct:.1f} % of the ceiling ({step.achieved_gbps:,.0f} of "
+                         f"{ceiling:,.0f} GB/s, {source})")  # fmt: skip
+    for anchor, ratio, applies in target.anchors:
+        if not applies(step):
+            continue
+        judged = True
+        other = next((r for r in case if r.implementation == anchor), None)
+        if other is None:
+            met = False
+            parts.append(f"no {anchor} timing in the run")
+            continue
+        speedup = other.median_ms / step.median_ms
+        met &= speedup >= ratio
+        parts.append(f"{speedup:.2f}x {anchor} (needs {ratio:g}x)")
+    if not judged:
+        return None
+    return met, f"{step.implementation} at {_case_words(run, step)}: " + ", ".join(parts)
+
+
+def pmpp_criterion(results: ResultSet, ladder) -> Criterion:
+    """A PMPP ladder's target (lab.pmpp.LADDERS), judged on its newest run on the card: every
+    case the target covers must meet it, each figure from the samples (GB/s = the op's
+    minimal bytes / median; speedups = ratios of medians within that one run). Without
+    records of the ladder it fails, saying so, as every criterion without evidence does."""
+    from kernelab.lab.pmpp import newest_run
+
+    target = ladder.target
+    run = newest_run(results.records, ladder)
+    if run is None:
+        return Criterion(target.name, False,
+                         f"no records of the {ladder.name} ladder on this card yet", "kernelab")  # fmt: skip
+    verdicts = [v for case in run.cases().values()
+                if (v := _judge_case(run, case, results.ceilings)) is not None]  # fmt: skip
+    where = f"newest run {run.source} ({run.day})"
+    if run.older:
+        where += f"; {run.older} older record files not judged"
+    if run.unjudged:
+        where += f"; not judged, no samples: {', '.join(run.unjudged[:3])}"
+    if not verdicts:
+        return Criterion(target.name, False, f"no case of the target in the {where}", "kernelab")
+    missed = [text for met, text in verdicts if not met]
+    shown = missed[:2] if missed else [verdicts[0][1]]
+    evidence = (f"{len(verdicts) - len(missed)} of {len(verdicts)} cases meet it; "
+                + "; ".join(shown) + f" ({where})")  # fmt: skip
+    if target.stated is not None:
+        stated = [(run.chosen(c), c) for c in run.cases().values()
+                  if run.chosen(c) is not None and target.stated(run.chosen(c))]  # fmt: skip
+        for step, case in stated[:2]:
+            ceiling, _ = run.ceiling_gbps(case, results.ceilings)
+            pct = f", {100.0 * step.achieved_gbps / ceiling:.1f} % of the ceiling" if ceiling else ""
+            anchor = next((r for r in case if r.implementation == target.anchors[0][0]), None)
+            versus = (f", {anchor.median_ms / step.median_ms:.2f}x {anchor.implementation}"
+                      if anchor else "")  # fmt: skip
+            evidence += (f"; stated, not judged: {step.implementation} at "
+                         f"{_case_words(run, step)}: {step.achieved_gbps:,.0f} GB/s{pct}{versus}")  # fmt: skip
+    return Criterion(target.name, not missed, evidence, "kernelab")
+
+
+def pmpp_criteria(results: ResultSet) -> list[Criterion]:
+    from kernelab.lab.pmpp import LADDERS
+
+    return [pmpp_criterion(results, ladder) for ladder in LADDERS]
+
+
 def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:
     derive_all(results)  # a ResultSet built by hand, not by load_results, is derived here
     return [
         *sgemm_criteria(results),
         *softmax_criteria(results),
         hgemm_criterion(results),
+        *pmpp_criteria(results),
         roofline_criterion(results),
         profile_criterion(results),
         numbers_criterion(results),
