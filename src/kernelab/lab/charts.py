@@ -1,5 +1,5 @@
 """The report's charts: the roofline with every kernel on it, the SGEMM ladder against
-cuBLAS, and softmax bandwidth against row length. Each takes records and writes a PNG."""
+cuBLAS, softmax bandwidth against row length and each PMPP ladder against its ceiling. Each takes records and writes a PNG."""
 
 from __future__ import annotations
 
@@ -144,6 +144,37 @@ def softmax_chart(records: list[Record], path: Path, copy_gbps: float | None) ->
     ceiling = (f"measured copy ceiling ({copy_gbps / 1000:.2f} TB/s)", copy_gbps / 1000) \
         if copy_gbps else None
     return sweep_chart(softmax, path, title="Softmax bandwidth against row length", ceiling=ceiling)
+
+
+def primitive_chart(title: str, panels: list[tuple[str, list[tuple[str, float]], float | None]],
+                    path: Path, *, records: list[Record], ceiling_words: str) -> Path | None:
+    """A PMPP ladder's run: one panel per case, GB/s of each implementation as bars (steps
+    blue, anchors grey), its ceiling dashed; the GPU in the title, the record files and what
+    the ceiling is in the footnote."""
+    from matplotlib.figure import Figure
+
+    panels = [p for p in panels if p[1]]
+    if not panels:
+        return None
+    fig = Figure(figsize=(max(4.5, 0.9 * max(len(b) for _, b, _ in panels)) * len(panels), 4.4),
+                 layout="constrained")  # fmt: skip
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (label, bars, ceiling) in zip(axes, panels, strict=True):
+        names = [name for name, _ in bars]
+        colors = ["#4c72b0" if ":" in name else "#8c8c8c" for name in names]
+        ax.bar(names, [gbps for _, gbps in bars], color=colors)
+        if ceiling:
+            ax.axhline(ceiling, color="#c44e52", linestyle="--",
+                       label=f"ceiling ({ceiling:,.0f} GB/s)")  # fmt: skip
+            ax.legend(loc="upper left", fontsize=8)
+        ax.set_title(label)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+    axes[0].set_ylabel("GB/s (minimal bytes / median, cold L2)")
+    fig.suptitle(f"{title} ladder against its ceiling on {gpu_of(records)}")
+    _footnote(fig, f"Source: {sources_of(records)}; ceiling: {ceiling_words}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path
 
 
 def roofline_chart(ceilings, placements, path: Path, title: str,

@@ -602,6 +602,82 @@ def profiles_section(report: Report, results: ResultSet) -> None:
                Table(["kernel", "bottleneck", "SM %", "DRAM GB/s", "tensor %", "top stall", "next step"], rows))  # fmt: skip
 
 
+def pmpp_timing(report: Report, results: ResultSet, figures: Path, *,
+                no_records: str | None) -> None:  # fmt: skip
+    """Each PMPP ladder's newest run in `results`: its table and chart against its ceiling.
+    A ladder without records gets the one line `no_records` (None: nothing)."""
+    from kernelab.lab import pmpp
+
+    for ladder in pmpp.LADDERS:
+        run = pmpp.newest_run(results.records, ladder)
+        if run is None or not run.records:
+            if no_records is not None:
+                why = no_records if ladder.time is not None else (
+                    "not timed by the lab yet (no timing adapter in lab.pmpp.LADDERS); no "
+                    "records of it here")  # fmt: skip
+                report.add(Paragraph(f"{ladder.title} ({ladder.name}): {why}"))
+            continue
+        header, rows = pmpp.table(run, results.ceilings)
+        report.add(
+            Heading(f"{ladder.title} ladder on {charts.gpu_of(run.records)}", 3),
+            Paragraph(f"From {run.source} ({run.day}); GB/s = the op's minimal bytes / median "
+                      f"of the samples, cold L2; the ceiling is {ladder.ceiling_words}."),
+            Table(header, rows),
+        )  # fmt: skip
+        panels = []
+        for key, case in sorted(run.cases().items()):
+            ceiling, _ = run.ceiling_gbps(case, results.ceilings)
+            bars = [(r.implementation, r.achieved_gbps or 0.0) for r in sorted(case, key=pmpp._order)
+                    if r.implementation not in (pmpp.COPY_CEILING, pmpp.READ_CEILING)]  # fmt: skip
+            panels.append((" ".join(p for p in (pmpp._shape(case[0]), *key[1:]) if p), bars,
+                           ceiling))  # fmt: skip
+        path = charts.primitive_chart(ladder.title, panels, figures / f"pmpp_{ladder.name}.png",
+                                      records=run.records, ceiling_words=ladder.ceiling_words)  # fmt: skip
+        if path:
+            report.add(Image(path, f"{ladder.title} ladder, GB/s per step against its ceiling "
+                                   f"on {charts.gpu_of(run.records)}; from {run.source}"))  # fmt: skip
+
+
+def pmpp_section(report: Report, state, results: ResultSet, figures: Path) -> None:
+    """The PMPP primitives: where they sit on the roofline, each ladder's compile report
+    (this run's, nvcc) and its timed table and chart, or one line saying timing needs a GPU."""
+    from kernelab.lab import pmpp
+
+    report.add(
+        Heading("PMPP primitives: reduction, scan, histogram, transpose"),
+        Paragraph(f"Where each sits on the {state.gpu_id} datasheet roofline at a representative "
+                  "shape: an intensity near zero (a reduction does one add per element read, "
+                  "a transpose and a histogram none), far left of the ridge, so every one is "
+                  "memory-bound and its floor is its minimal bytes over the bandwidth. Each "
+                  "ladder is judged against a measured bandwidth ceiling, not a FLOP rate."),
+        Table(["ladder", "shape", "dtype", "FLOPs", "minimal bytes", "FLOP/byte",
+               "ridge (FLOP/byte)", "bound", "floor ms"], pmpp.placement_rows(state.gpu_id)),
+    )  # fmt: skip
+    compiled = pmpp.read_compile(state.records_dir)
+    for ladder in pmpp.LADDERS:
+        entry = compiled.get(ladder.name)
+        if entry is None:
+            continue
+        if entry.get("skipped"):
+            report.add(Paragraph(f"{ladder.title}: compile report skipped: {entry['skipped']}"))
+            continue
+        rows = [[r["step"], r.get("dtype", ""), r.get("technique", ""), r["registers"],
+                 r["static_smem_bytes"], r["spill_store_bytes"] + r["spill_load_bytes"]]
+                for r in entry.get("rows", [])]  # fmt: skip
+        report.add(Heading(f"{ladder.title} ladder: compile report (ptxas)", 3),
+                   Table(["step", "dtype", "technique", "registers", "static smem (B)",
+                          "spills (B)"], rows))  # fmt: skip
+    notes = pmpp.read_notes(state.records_dir)
+    for name, lines in notes.items():
+        if lines:
+            report.add(Paragraph(f"{name}: " + "; ".join(lines)))
+    pmpp_timing(report, results, figures,
+                no_records="this run has no timing of it (see the pmpp stage's line)"
+                if state.on_gpu else
+                "timing needs a GPU (kernelab lab on a machine with one checks and times it "
+                "beside its anchors and its ceiling); no committed records of it either.")  # fmt: skip
+
+
 def cpu_sections(report: Report, records_dir: Path) -> None:
     compile_data = _read(records_dir / "compile.json")
     if compile_data.get("compile"):
@@ -639,6 +715,7 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     note = rate_goal_note(results)
     pytorch_section(report, results, note=f"Note: {note}." if note else "")
     hgemm_section(report, results)
+    pmpp_section(report, state, results, figures)
     measured_roofline(report, results, figures)
     profiles_section(report, results)
     timeline_section(report, results)

@@ -1,6 +1,8 @@
-"""The drill: ridge points, bounds and the numbers an inference engineer must know cold.
+"""The drill: ridge points, bounds, the numbers an inference engineer must know cold, and the
+PMPP primitives' bytes, bank conflicts, passes and atomics.
 
-Every question is computed from the catalog and the cost models at the moment it is asked,
+Every question is computed from the catalog, the cost models and (for the banks) the bank
+rule itself at the moment it is asked,
 so the drill can never disagree with the rest of kernelab. Answers are judged by a relative
 tolerance for numbers (10 %: the point is the order of magnitude and the first digit, not a
 calculator race), with or without a unit ("5.3", "5.3 TB/s" and "5300 GB/s" are one answer),
@@ -42,6 +44,10 @@ UNITS: dict[str, dict[str, float]] = {
     "GB": {"gb": 1.0, "tb": 1e3},
     "SMs": {"sms": 1.0, "sm": 1.0},
     "x": {"x": 1.0, "×": 1.0, "times": 1.0},
+    "MB": {"mb": 1.0, "gb": 1e3, "kb": 1e-3, "mib": 1.048576, "gib": 1073.741824},
+    "way": {"way": 1.0, "-way": 1.0, "ways": 1.0, "x": 1.0},
+    "atomics": {"atomics": 1.0, "atomic": 1.0},
+    "x n elements": {"xn": 1.0, "n": 1.0, "xnelements": 1.0},
 }  # fmt: skip
 _REPLY = re.compile(r"^\s*([-+]?(?:\d[\d,_]*)?\.?\d+(?:e[-+]?\d+)?)\s*(.*?)\s*$", re.IGNORECASE)
 
@@ -213,6 +219,133 @@ def flashcards() -> list[Question]:
     ]
 
 
+# --- the PMPP primitives: bytes, banks, passes and atomics, computed from the same models ----
+
+SHARED_BANKS = 32  # shared memory: 32 banks of 4 bytes; a warp's 32 lanes ask at once
+WARP = 32
+
+
+def bank_conflict_ways(word_of_lane: Callable[[int], int]) -> int:
+    """How many-way a warp's shared-memory access is: the most distinct 4-byte words its 32
+    lanes ask of any one bank (lanes asking for the same word are one broadcast, not a
+    conflict). 1 is conflict-free; 32 serializes the warp."""
+    words_per_bank: dict[int, set[int]] = {}
+    for lane in range(WARP):
+        word = word_of_lane(lane)
+        words_per_bank.setdefault(word % SHARED_BANKS, set()).add(word)
+    return max(len(words) for words in words_per_bank.values())
+
+
+def reduction_bytes_question(rng: random.Random) -> Question:
+    from kernelab.roofline import costs
+
+    power = rng.choice([20, 24, 26, 28, 30])
+    n = 2**power
+    cost = costs.reduce_sum(n, dtype="fp32")
+    megabytes = figure(cost.bytes / 1e6)
+    return Question(
+        kind="pmpp",
+        prompt=f"Minimal bytes a sum-reduction of n = 2^{power} fp32 must move, in MB?",
+        answer=megabytes,
+        unit="MB",
+        explanation=(f"read n x 4 B = {n * 4:,} B once, write one fp32 (4 B): {cost.bytes:,.0f} B "
+                     f"= {megabytes:g} MB; no FLOP rate bounds it (intensity "
+                     f"{cost.flops / cost.bytes:.2f} FLOP/byte), only the read bandwidth"),
+    )  # fmt: skip
+
+
+def sequential_addressing_question(rng: random.Random) -> Question:
+    """The reduction ladder's step 2 (strided index: lane t works on word 2*s*t) against step 3
+    (sequential addressing: lane t works on word t, the partner s words away)."""
+    stride = rng.choice([1, 2, 4, 8])
+    strided = bank_conflict_ways(lambda lane: 2 * stride * lane)
+    sequential = bank_conflict_ways(lambda lane: lane)
+    return Question(
+        kind="pmpp",
+        prompt=(f"Reduction in shared memory, strided index: at stride s = {stride}, lane t "
+                f"reads float sdata[2*s*t]. How many-way is the bank conflict?"),
+        answer=float(strided),
+        unit="way",
+        explanation=(f"word 2*{stride}*t falls in bank (2*{stride}*t) mod 32: the 32 lanes meet "
+                     f"in {SHARED_BANKS // strided} banks, {strided} words each: {strided}-way. "
+                     f"Sequential addressing (lane t reads sdata[t] and sdata[t + s]) puts 32 "
+                     f"lanes on 32 consecutive words, one per bank: {sequential}-way, none"),
+    )  # fmt: skip
+
+
+def padded_tile_question(rng: random.Random) -> Question:
+    """The transpose ladder's step 3: a 32 x 32 fp32 tile read down a column."""
+    pitch = rng.choice([32, 33])
+    ways = bank_conflict_ways(lambda lane: lane * pitch)
+    unpadded = bank_conflict_ways(lambda lane: lane * 32)
+    return Question(
+        kind="pmpp",
+        prompt=(f"Transpose tile float tile[32][{pitch}] in shared memory: a warp reads one "
+                f"column (lane t reads tile[t][c]). How many-way is the bank conflict?"),
+        answer=float(ways),
+        unit="way",
+        explanation=(f"lane t reads word {pitch}*t + c, bank ({pitch}*t + c) mod 32: "
+                     f"{ways}-way. Unpadded (pitch 32) every lane of a column is in one bank, "
+                     f"{unpadded}-way; one spare word per row (32x33) shifts each row by a bank, "
+                     f"so a column spans all 32 banks for 4 B of padding per row"),
+    )  # fmt: skip
+
+
+def scan_passes_question(rng: random.Random) -> Question:
+    """Element moves of a device-wide scan, in units of n: each pass's reads and writes."""
+    passes = {
+        "reduce-then-scan": [("reduce each tile to its sum", 1, 0),
+                             ("scan the tile sums", 0, 0),
+                             ("re-read each tile, scan it with its offset, write", 1, 1)],
+        "single-pass decoupled look-back": [("read each tile once, look back for its offset, "
+                                             "write", 1, 1)],
+    }  # fmt: skip
+    kind = rng.choice(sorted(passes))
+    moves = sum(reads + writes for _, reads, writes in passes[kind])
+    other = next(k for k in passes if k != kind)
+    other_moves = sum(reads + writes for _, reads, writes in passes[other])
+    steps = "; ".join(f"{what}: {r} read + {w} write" for what, r, w in passes[kind])
+    return Question(
+        kind="pmpp",
+        prompt=(f"A device-wide inclusive scan of n elements, {kind}: how many element moves "
+                "to and from DRAM, in units of n (reads + writes; the tile sums are negligible)?"),
+        answer=float(moves),
+        unit="x n elements",
+        explanation=(f"{steps}: {moves}n. The {other} scan makes {other_moves}n, so its "
+                     f"ceiling is the copy (read n, write n)"),
+    )  # fmt: skip
+
+
+def skewed_histogram_question(rng: random.Random) -> Question:
+    """All n values in one bin: the atomics that reach the one hot address."""
+    power = rng.choice([20, 24, 26])
+    n = 2**power
+    ways = {"global atomics": (n, "every value is one atomicAdd on the same global counter"),
+            "warp-aggregated atomics": (n // WARP, "a warp's 32 equal values become one "
+                                                    "atomicAdd of 32")}  # fmt: skip
+    kind = rng.choice(sorted(ways))
+    count, how = ways[kind]
+    return Question(
+        kind="pmpp",
+        prompt=(f"Histogram of n = 2^{power} values, every one in the same bin, with {kind}: "
+                "how many atomic updates hit that one counter?"),
+        answer=float(count),
+        unit="atomics",
+        explanation=(f"{how}: {count:,}. Updates to one address serialize at its L2 slice, so "
+                     "the skewed case is bound by atomic throughput on one address, not by "
+                     "bandwidth; uniform values spread the same updates over every bin"),
+    )  # fmt: skip
+
+
+PMPP_QUESTIONS: list[Callable[[random.Random], Question]] = [
+    reduction_bytes_question,
+    sequential_addressing_question,
+    padded_tile_question,
+    scan_passes_question,
+    skewed_histogram_question,
+]
+
+
 def make_questions(rounds: int, seed: int | None = None) -> list[Question]:
     rng = random.Random(seed)
     cards = flashcards()
@@ -220,6 +353,7 @@ def make_questions(rounds: int, seed: int | None = None) -> list[Question]:
         lambda: ridge_question(rng),
         lambda: bound_question(rng),
         lambda: rng.choice(cards),
+        lambda: rng.choice(PMPP_QUESTIONS)(rng),
     ]
     return [makers[i % len(makers)]() for i in range(rounds)]
 

@@ -20,6 +20,7 @@ from kernelab.lab.compose import (
     kernels_section,
     ladder_section,
     measured_roofline,
+    pmpp_timing,
     timeline_section,
 )
 from kernelab.lab.gate import Criterion, evaluate_gate, rate_goal_note
@@ -113,6 +114,7 @@ def results_page(root: Path, loaded: dict[str, tuple[ResultSet, list[Criterion]]
         note = rate_goal_note(results)
         pytorch_section(report, results, note=f"Note: {note}." if note else "")
         hgemm_section(report, results)
+        pmpp_timing(report, results, figures, no_records=None)
         measured_roofline(report, results, figures)
         timeline_section(report, results)
         for block in report.blocks[first + 2:]:

@@ -7,8 +7,10 @@ done in DIR/records/stages.json, so an interrupted lab keeps what it measured an
 On a GPU: the ceilings, the SGEMM ladder (checked, then timed against cuBLAS), the Triton
 kernels (checked, then timed against torch eager and torch.compile), on a Hopper GPU the
 bf16 tensor-core ladder (checked, then timed against cuBLAS in alternating pairs of calls),
-and Nsight Compute's diagnosis of the key kernels. Without a GPU: the roofline of every built-in kernel on a
-catalog GPU, the compile report of the CUDA ladder (nvcc), the Triton kernels checked
+the PMPP ladders (reduction, histogram, transpose: checked, then timed beside torch and their
+ceilings, lab.pmpp) and Nsight Compute's diagnosis of the key kernels. Without a GPU: the
+roofline of every built-in kernel on a catalog GPU, the compile reports of the CUDA ladders
+(nvcc), the Triton kernels checked
 under the interpreter, and the committed GPU records with the machine and day they were
 measured on. Either way: the charts, report.md, report.html and the exit-criteria gate.
 """
@@ -318,10 +320,26 @@ def stage_profiles(state: LabState, progress: Progress) -> str:
     )
 
 
+def stage_pmpp_compile(state: LabState, progress: Progress) -> str:
+    """The PMPP ladders (lab.pmpp.LADDERS) without a GPU: every step's compile report."""
+    from kernelab.lab.pmpp import compile_all
+
+    return compile_all(state.records_dir, progress)
+
+
+def stage_pmpp(state: LabState, progress: Progress) -> str:
+    """The PMPP ladders on a GPU: the compile reports, then each ladder checked and timed
+    beside its anchors and its ceiling at the lab's sizes (lab.pmpp)."""
+    from kernelab.lab.pmpp import compile_all, time_all
+
+    compiled = compile_all(state.records_dir, progress)
+    return f"{compiled}; {time_all(state.records_dir, state.quick, progress)}"
+
+
 GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
-              ("hgemm", stage_hgemm), ("profiles", stage_profiles)]  # fmt: skip
+              ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("profiles", stage_profiles)]  # fmt: skip
 CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
-              ("interpreter", stage_interpreter)]  # fmt: skip
+              ("pmpp", stage_pmpp_compile), ("interpreter", stage_interpreter)]  # fmt: skip
 
 
 def failure_text(exc: BaseException) -> str:
