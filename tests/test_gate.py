@@ -26,6 +26,16 @@ NUMBERS = "the numbers of H100, B200 and MI300X known cold"
 OPINION = "an informed opinion on Triton vs CUTLASS vs raw CUDA"
 RECORDS = "every record file read, every stored figure agrees with its samples"
 
+PMPP = {  # the PMPP ladders' targets (kernelab.lab.pmpp.LADDERS), by ladder
+    "reduce": "reduction final step >= 95 % of the read ceiling (>= 64 MiB), >= torch.sum and "
+              "CUB (2^20 to 2^30 elements)",
+    "scan": "single-pass scan >= 90 % of the copy ceiling (>= 2^26 elements), >= torch.cumsum, "
+            "within 5 % of CUB",
+    "histogram": "histogram (uniform) >= 80 % of the read ceiling, >= 5x torch.bincount; "
+                 "skewed case stated",
+    "transpose": "transpose best step >= 90 % of the copy ceiling at 8192x8192, >= torch",
+}  # fmt: skip
+
 CUBE = {"m": 4096, "n": 4096, "k": 4096}
 SOFTMAX_FILES = {"softmax_run_a": 512, "softmax_run_b": 4096, "softmax_run_c": 65536}
 
@@ -54,6 +64,56 @@ def _softmax(cols: int, tbps: float) -> Record:
     nbytes = 2 * 2 * rows * cols  # read and write, bf16
     return _record("triton.softmax", "softmax", {"rows": rows, "cols": cols}, "bf16",
                    nbytes / (tbps * 1e9), flops=5 * rows * cols, nbytes=nbytes)  # fmt: skip
+
+
+def _timed(impl, op, shape, dtype, median_ms, ladder, nbytes=None, **extra) -> Record:
+    """A PMPP ladder's record; its bytes the cost model's (the scan, without one, its own)."""
+    from kernelab.spec.reference import OPS
+
+    nbytes = OPS[op].cost(shape, dtype).bytes if op in OPS else nbytes
+    return _record(impl, op, shape, dtype, median_ms, nbytes=nbytes, ladder=ladder, **extra)
+
+
+def _at_gbps(impl, op, shape, dtype, gbps, ladder, nbytes=None, **extra) -> Record:
+    """A record whose samples give `gbps` for the op's minimal bytes."""
+    from kernelab.spec.reference import OPS
+
+    moved = OPS[op].cost(shape, dtype).bytes if op in OPS else nbytes
+    return _timed(impl, op, shape, dtype, moved / (gbps * 1e9) * 1e3, ladder, nbytes, **extra)
+
+
+def pmpp_passing(out) -> None:
+    """Synthetic records of the four PMPP ladders (test figures, not measurements), each
+    meeting its target: a read ceiling of 4,000 GB/s, copies at 3,000 GB/s."""
+    reduce = [_at_gbps("read ceiling", "reduce_sum", {"n": 2**28}, "fp32", 4000.0, "reduce",
+                       ceiling="read")]  # fmt: skip
+    for n in (2**20, 2**26):  # 4 MiB (anchors only) and 256 MiB (ceiling and anchors)
+        for impl, gbps in (("torch.sum", 3000.0), ("cub", 3500.0), ("reduce:09", 3600.0),
+                           ("reduce:10", 3900.0)):  # 97.5 % of the read ceiling  # fmt: skip
+            reduce.append(_at_gbps(impl, "reduce_sum", {"n": n}, "fp32", gbps, "reduce"))
+    save_records(reduce, out / "pmpp" / "reduce_records.json")
+    n, moved = 2**26, 2 * 2**26 * 4
+    save_records([_at_gbps(impl, "scan", {"n": n}, "fp32", gbps, "scan", nbytes=moved)
+                  for impl, gbps in (("copy", 3000.0), ("torch.cumsum", 2000.0), ("cub", 2800.0),
+                                     ("scan:01", 1000.0), ("scan:03", 2850.0))],
+                 out / "pmpp" / "scan_records.json")  # fmt: skip
+    shape = {"n": 2**26, "bins": 256}
+    copy_ms = 2 * 2**26 * 4 / 3000e9 * 1e3  # the values' bytes copied: read and written
+    histogram = []
+    for distribution, rates in (("uniform", (400.0, 200.0, 2600.0)),
+                                ("skewed", (100.0, 20.0, 900.0))):  # fmt: skip
+        histogram.append(_timed("copy", "histogram", shape, "int32", copy_ms, "histogram",
+                                distribution=distribution))  # fmt: skip
+        for impl, gbps in zip(("torch.bincount", "histogram:01", "histogram:03"), rates,
+                              strict=True):  # fmt: skip
+            histogram.append(_at_gbps(impl, "histogram", shape, "int32", gbps, "histogram",
+                                      distribution=distribution))  # fmt: skip
+    save_records(histogram, out / "pmpp" / "histogram_records.json")
+    square = {"rows": 8192, "cols": 8192}
+    save_records([_at_gbps(impl, "transpose", square, "fp32", gbps, "transpose")
+                  for impl, gbps in (("copy", 3000.0), ("torch.transpose", 2500.0),
+                                     ("transpose:01", 800.0), ("transpose:03", 2800.0))],
+                 out / "pmpp" / "transpose_records.json")  # fmt: skip
 
 
 PAGE = """# Triton, CUTLASS or raw CUDA
@@ -96,6 +156,7 @@ def folder(tmp_path):
                "bottleneck": "compute", "unit": "Tensor",
                "ncu_rules": [{"rule": "SOLBottleneck", "message": "Compute is more utilized"}]}  # fmt: skip
     (out / "profiles.json").write_text(json.dumps({"profiles": [profile]}))
+    pmpp_passing(out)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "triton-vs-cutlass-vs-cuda.md").write_text(PAGE)
@@ -125,7 +186,7 @@ def _scale_samples(path, factor, implementation=None):
 
 def _scale_all(out, factor):
     for path in [*out.glob("*_run_*.json"), out / "sgemm_ladder_records.json",
-                 out / "hgemm" / "records.json"]:  # fmt: skip
+                 out / "hgemm" / "records.json", *out.glob("pmpp/*.json")]:  # fmt: skip
         _scale_samples(path, factor)
     _edit(out / "hgemm" / "summary.json", lambda s: [
         row.update(candidate_ms=[c * factor for c in row["candidate_ms"]],
@@ -179,8 +240,10 @@ def test_samples_off_by_3x_fail_the_roofline_numbers_and_profile(folder, factor)
     verdicts = _gate(folder)
     for name in (ROOFLINE, NUMBERS, PROFILE, SOFTMAX_FAST if factor > 1 else OPINION):
         assert not verdicts[name].passed, name
-    # a uniform change keeps every ratio: the ladders still pass against their cuBLAS
+    # a uniform change keeps every ratio: the ladders still pass against their cuBLAS, the
+    # PMPP ladders against their ceilings and anchors timed in the same run
     assert verdicts[SGEMM].passed and verdicts[HGEMM].passed
+    assert all(verdicts[name].passed for name in PMPP.values())
     if factor < 1:
         assert "FASTER THAN THE ROOF" in verdicts[ROOFLINE].evidence
 
@@ -300,3 +363,98 @@ def test_no_evidence_holds_a_python_repr(folder):
     _scale_samples(folder / "softmax_run_b.json", 1.2)  # a FAIL, so the slowest shape is named
     for criterion in gate.evaluate_gate(load_results(folder), folder.parent / "docs"):
         assert "{'" not in criterion.evidence and "['" not in criterion.evidence, criterion.name
+
+
+# --- the PMPP ladders' targets ----------------------------------------------------------------
+
+
+def test_each_pmpp_target_passes_on_its_records_with_the_figures_it_rests_on(folder):
+    verdicts = _gate(folder)
+    assert all(verdicts[name].bar == "kernelab" for name in PMPP.values())
+    reduce = verdicts[PMPP["reduce"]].evidence
+    # two sizes judged; 2^20 (4 MiB) on its anchors only, 2^26 on the ceiling too
+    assert "2 of 2 cases meet it" in reduce and "reduce:10" in reduce
+    transpose = verdicts[PMPP["transpose"]].evidence
+    assert "transpose:03" in transpose and "93.3 % of the ceiling" in transpose
+    histogram = verdicts[PMPP["histogram"]].evidence
+    assert "6.50x torch.bincount" in histogram
+    assert "stated, not judged: histogram:03" in histogram and "skewed" in histogram
+
+
+def _scale_where(path, factor, keep):
+    _edit(path, lambda rs: [r.update(samples_ms=[s * factor for s in r["samples_ms"]])
+                            for r in rs if keep(r)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "ladder, impl, factor, says",
+    [
+        ("reduce", "reduce:10", 1.05, "92.9 % of the ceiling"),  # 97.5 / 1.05, under 95
+        ("reduce", "cub", 0.8, "0.89x cub (needs 1x)"),  # 1.11x x 0.8: CUB now the faster
+        ("scan", "scan:03", 1.1, "0.93x cub (needs 0.95x)"),
+        ("histogram", "torch.bincount", 0.7, "4.55x torch.bincount"),  # 6.5 x 0.7, under 5
+        ("transpose", "transpose:03", 1.05, "88.9 % of the ceiling"),
+        ("transpose", "torch.transpose", 0.5, "0.56x torch.transpose"),  # 1.12 x 0.5
+    ],
+)
+def test_slower_samples_fail_each_pmpp_target(folder, ladder, impl, factor, says):
+    _scale_where(folder / "pmpp" / f"{ladder}_records.json", factor,
+                 lambda r: r["implementation"] == impl)  # fmt: skip
+    criterion = _gate(folder)[PMPP[ladder]]
+    assert not criterion.passed and says in criterion.evidence, criterion.evidence
+
+
+def test_the_skewed_histogram_is_stated_not_judged(folder):
+    _scale_where(folder / "pmpp" / "histogram_records.json", 10.0,
+                 lambda r: r["extra"]["distribution"] == "skewed" and ":" in r["implementation"])  # fmt: skip
+    criterion = _gate(folder)[PMPP["histogram"]]
+    assert criterion.passed and "stated, not judged: histogram:03 at n=67108864" in criterion.evidence
+
+
+@pytest.mark.parametrize("ladder", sorted(PMPP))
+def test_a_pmpp_ladder_without_records_fails_saying_so(folder, ladder):
+    (folder / "pmpp" / f"{ladder}_records.json").unlink()
+    criterion = _gate(folder)[PMPP[ladder]]
+    assert not criterion.passed
+    assert criterion.evidence == f"no records of the {ladder} ladder on this card yet"
+
+
+def test_a_missing_anchor_or_ceiling_fails_the_case(folder):
+    path = folder / "pmpp" / "reduce_records.json"
+    _edit(path, lambda rs: rs.__setitem__(slice(None), [r for r in rs if r["implementation"]
+                                                        not in ("cub", "read ceiling")]))  # fmt: skip
+    criterion = _gate(folder)[PMPP["reduce"]]
+    assert not criterion.passed and "no cub timing in the run" in criterion.evidence
+    assert "no read ceiling measured" in criterion.evidence
+    # the measured ceilings file's read figure stands in for the run's own
+    ceilings = {"gpu": "NVIDIA H200", "ceilings": {"read": {"rate": 4.0e12}}}
+    (folder / "ceilings.json").write_text(json.dumps(ceilings))
+    assert "measured ceilings file" in _gate(folder)[PMPP["reduce"]].evidence
+
+
+def test_only_the_newest_run_of_a_ladder_is_judged(folder):
+    path = folder / "pmpp" / "transpose_records.json"
+    older = folder / "pmpp" / "transpose_older.json"
+    older.write_text(path.read_text())
+    _edit(older, lambda rs: [r.update(timestamp="2026-11-01T10:00:00+00:00") for r in rs])
+    _scale_where(path, 1.2, lambda r: r["implementation"].startswith("transpose:"))
+    criterion = _gate(folder)[PMPP["transpose"]]
+    assert not criterion.passed and "1 older record files not judged" in criterion.evidence
+    assert "newest run pmpp/transpose_records.json" in criterion.evidence
+
+
+def test_pmpp_records_without_samples_are_not_judged(folder):
+    _edit(folder / "pmpp" / "transpose_records.json",
+          lambda rs: [r.update(samples_ms=[]) for r in rs if r["implementation"] == "transpose:03"])  # fmt: skip
+    criterion = _gate(folder)[PMPP["transpose"]]
+    assert "not judged, no samples: transpose:03" in criterion.evidence
+    assert not criterion.passed  # the best step left, transpose:01, is far under the ceiling
+
+
+def test_the_pmpp_rows_never_change_exit_checks_status(folder, capsys):
+    for ladder in PMPP:
+        (folder / "pmpp" / f"{ladder}_records.json").unlink()
+    assert main(["exit-check", "--results", str(folder), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["phase_passed"] is True and data["all_passed"] is False
+    assert main(["exit-check", "--results", str(folder), "--strict"]) == 1
