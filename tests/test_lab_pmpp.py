@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from test_gate import PMPP, pmpp_passing
 
-from kernelab.harness.records import Record, save_records
+from kernelab.harness.records import Record
 from kernelab.harness.stats import summarize
 from kernelab.lab import drill, pmpp
 from kernelab.lab.compose import pmpp_section
