@@ -614,7 +614,7 @@ def pmpp_timing(report: Report, results: ResultSet, figures: Path, *,
             if no_records is not None:
                 why = no_records if ladder.time is not None else (
                     "not timed by the lab yet (no timing adapter in lab.pmpp.LADDERS); no "
-                    "records of it here")  # fmt: skip
+                    "records of it here.")  # fmt: skip
                 report.add(Paragraph(f"{ladder.title} ({ladder.name}): {why}"))
             continue
         header, rows = pmpp.table(run, results.ceilings)
@@ -667,6 +667,7 @@ def pmpp_section(report: Report, state, results: ResultSet, figures: Path) -> No
         report.add(Heading(f"{ladder.title} ladder: compile report (ptxas)", 3),
                    Table(["step", "dtype", "technique", "registers", "static smem (B)",
                           "spills (B)"], rows))  # fmt: skip
+    report.add(Heading("PMPP ladders: checks and timings", 3))
     notes = pmpp.read_notes(state.records_dir)
     for name, lines in notes.items():
         if lines:
@@ -715,10 +716,10 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     note = rate_goal_note(results)
     pytorch_section(report, results, note=f"Note: {note}." if note else "")
     hgemm_section(report, results)
-    pmpp_section(report, state, results, figures)
     measured_roofline(report, results, figures)
     profiles_section(report, results)
     timeline_section(report, results)
+    pmpp_section(report, state, results, figures)
     cpu_sections(report, state.records_dir)
     if not state.on_gpu:
         next_on_gpu_section(report, state.out)
