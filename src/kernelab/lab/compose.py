@@ -150,6 +150,9 @@ def next_on_gpu_section(report: Report, out: Path) -> None:
                 "every % above is measured against"),
             (0, "kernelab ladder sgemm and kernelab ladder hgemm --pairs 200: the two CUDA "
                 "ladders against cuBLAS"),
+            (0, "kernelab ladder reduce, kernelab ladder histogram and kernelab ladder "
+                "transpose: the PMPP ladders checked, then timed beside their anchors and "
+                "ceilings (the lab's pmpp stage times them at its own sizes)"),
             (0, "kernelab bench triton.softmax --sizes 8192x8192 --dtype bf16: one kernel, "
                 "checked and timed"),
             (0, "kernelab profile triton.softmax --rows 8192 --cols 8192 --dtype bf16: Nsight "
