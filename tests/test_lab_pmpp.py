@@ -254,3 +254,13 @@ def test_the_pmpp_answers_come_from_the_models():
 def test_a_drill_round_asks_the_pmpp_questions_too():
     kinds = [q.kind for q in drill.make_questions(8, seed=3)]
     assert kinds.count("pmpp") == 2
+
+
+def test_a_run_without_a_gpu_never_marks_the_gpu_stage_done():
+    """A lab folder first run without a GPU, then resumed on one, must still time the ladders:
+    the compile-only stage has its own name."""
+    from kernelab.lab.run import CPU_STAGES, GPU_STAGES
+
+    cpu = {name for name, _ in CPU_STAGES[1:]}
+    gpu = {name for name, _ in GPU_STAGES}
+    assert "pmpp-compile" in cpu and "pmpp" in gpu and not cpu & gpu

@@ -20,7 +20,8 @@ def drill(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A 30-second-per-question quiz: ridge points, bounds, numbers to know cold."""
+    """A 30-second-per-question quiz: ridge points, bounds, numbers to know cold, and the PMPP
+    primitives (bytes, bank conflicts, scan passes, histogram atomics)."""
     from kernelab.errors import KernelabError
     from kernelab.lab import drill as d
 

@@ -94,7 +94,7 @@ _ROW_SHAPES = [(8192, 1024), (4096, 4096), (1, 262144), (65536, 8192)]
 class Question:
     kind: str  # "ridge", "bound", "card"
     prompt: str
-    answer: float | str
+    answer: float | str  # an int for counts (banks, passes, atomics)
     unit: str = ""
     explanation: str = ""
 
@@ -264,7 +264,7 @@ def sequential_addressing_question(rng: random.Random) -> Question:
         kind="pmpp",
         prompt=(f"Reduction in shared memory, strided index: at stride s = {stride}, lane t "
                 f"reads float sdata[2*s*t]. How many-way is the bank conflict?"),
-        answer=float(strided),
+        answer=strided,
         unit="way",
         explanation=(f"word 2*{stride}*t falls in bank (2*{stride}*t) mod 32: the 32 lanes meet "
                      f"in {SHARED_BANKS // strided} banks, {strided} words each: {strided}-way. "
@@ -282,7 +282,7 @@ def padded_tile_question(rng: random.Random) -> Question:
         kind="pmpp",
         prompt=(f"Transpose tile float tile[32][{pitch}] in shared memory: a warp reads one "
                 f"column (lane t reads tile[t][c]). How many-way is the bank conflict?"),
-        answer=float(ways),
+        answer=ways,
         unit="way",
         explanation=(f"lane t reads word {pitch}*t + c, bank ({pitch}*t + c) mod 32: "
                      f"{ways}-way. Unpadded (pitch 32) every lane of a column is in one bank, "
@@ -309,10 +309,10 @@ def scan_passes_question(rng: random.Random) -> Question:
         kind="pmpp",
         prompt=(f"A device-wide inclusive scan of n elements, {kind}: how many element moves "
                 "to and from DRAM, in units of n (reads + writes; the tile sums are negligible)?"),
-        answer=float(moves),
+        answer=moves,
         unit="x n elements",
-        explanation=(f"{steps}: {moves}n. The {other} scan makes {other_moves}n, so its "
-                     f"ceiling is the copy (read n, write n)"),
+        explanation=(f"{steps}: {moves}n; the {other} makes {other_moves}n. The single pass "
+                     "reads n and writes n, a copy's bytes, so the copy is its ceiling"),
     )  # fmt: skip
 
 
@@ -329,7 +329,7 @@ def skewed_histogram_question(rng: random.Random) -> Question:
         kind="pmpp",
         prompt=(f"Histogram of n = 2^{power} values, every one in the same bin, with {kind}: "
                 "how many atomic updates hit that one counter?"),
-        answer=float(count),
+        answer=count,
         unit="atomics",
         explanation=(f"{how}: {count:,}. Updates to one address serialize at its L2 slice, so "
                      "the skewed case is bound by atomic throughput on one address, not by "

@@ -339,7 +339,7 @@ def stage_pmpp(state: LabState, progress: Progress) -> str:
 GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
               ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("profiles", stage_profiles)]  # fmt: skip
 CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
-              ("pmpp", stage_pmpp_compile), ("interpreter", stage_interpreter)]  # fmt: skip
+              ("pmpp-compile", stage_pmpp_compile), ("interpreter", stage_interpreter)]  # fmt: skip
 
 
 def failure_text(exc: BaseException) -> str:
