@@ -458,3 +458,11 @@ def test_the_pmpp_rows_never_change_exit_checks_status(folder, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["phase_passed"] is True and data["all_passed"] is False
     assert main(["exit-check", "--results", str(folder), "--strict"]) == 1
+
+
+def test_the_reduction_target_names_its_final_step_not_the_last_one_timed(folder):
+    path = folder / "pmpp" / "reduce_records.json"
+    _edit(path, lambda rs: rs.__setitem__(slice(None), [r for r in rs
+                                                        if r["implementation"] != "reduce:10"]))  # fmt: skip
+    criterion = _gate(folder)[PMPP["reduce"]]
+    assert not criterion.passed and "reduce:10 not timed at n=67108864 fp32" in criterion.evidence

@@ -670,6 +670,9 @@ def pmpp_section(report: Report, state, results: ResultSet, figures: Path) -> No
         report.add(Heading(f"{ladder.title} ladder: compile report (ptxas)", 3),
                    Table(["step", "dtype", "technique", "registers", "static smem (B)",
                           "spills (B)"], rows))  # fmt: skip
+        if ladder.docs:
+            report.add(Paragraph(f"Each step, the fix it makes and the counter that proves it: "
+                                 f"{ladder.docs}."))  # fmt: skip
     report.add(Heading("PMPP ladders: checks and timings", 3))
     notes = pmpp.read_notes(state.records_dir)
     for name, lines in notes.items():

@@ -613,6 +613,10 @@ def _judge_case(run, case: list[Record], ceilings: dict | None) -> tuple[bool, s
     words), or None when the target says nothing about this case."""
     target = run.ladder.target
     step = run.chosen(case)
+    if step is None and run.steps(case) and target.judged(run.steps(case)[0]):
+        some = run.steps(case)[0]
+        return False, (f"{run.ladder.final_step} not timed at {_case_words(run, some)} "
+                       f"(the steps timed: {', '.join(r.implementation for r in run.steps(case))})")  # fmt: skip
     if step is None or not target.judged(step):
         return None
     parts, met, judged = [], True, False

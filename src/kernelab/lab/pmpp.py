@@ -82,6 +82,7 @@ class PrimitiveLadder:
     time: Callable[[bool, Progress], tuple[list[Record], list[str]]] | None = None
     copy_bytes: Callable[[Record], float] = _records_bytes
     case_keys: tuple[str, ...] = ()  # extra fields that split cases (the distribution)
+    final_step: str | None = None  # the step a "final" target names; None: the last timed
     docs: str = ""
 
 
@@ -196,7 +197,8 @@ LADDERS: tuple[PrimitiveLadder, ...] = (
             anchors=(("torch.sum", 1.0, lambda r: 2**20 <= _elements(r) <= 2**30),
                      ("cub", 1.0, lambda r: 2**20 <= _elements(r) <= 2**30)),
         ),
-        compile=_compile_reduce, time=_time_reduce, docs="docs/ladders/reduce.md",
+        compile=_compile_reduce, time=_time_reduce, final_step="reduce:10",
+        docs="docs/ladders/reduce.md",
     ),
     PrimitiveLadder(
         name="scan", title="Inclusive scan", op="scan", step_prefix="scan:",
@@ -273,7 +275,11 @@ class LadderRun:
         if not steps:
             return None
         if self.ladder.target.step == "final":
-            return max(steps, key=lambda r: r.implementation)  # "reduce:10" > "reduce:09"
+            if self.ladder.final_step is not None:  # a final step that failed its check or
+                # was not timed is missing, not replaced by the one before it
+                return next((r for r in steps if r.implementation == self.ladder.final_step),
+                            None)  # fmt: skip
+            return max(steps, key=lambda r: r.implementation)  # "scan:03" > "scan:02"
         return min(steps, key=lambda r: r.median_ms)
 
     def ceiling_gbps(self, case: list[Record], ceilings: dict | None) -> tuple[float | None, str]:
