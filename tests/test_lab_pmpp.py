@@ -264,3 +264,17 @@ def test_a_run_without_a_gpu_never_marks_the_gpu_stage_done():
     cpu = {name for name, _ in CPU_STAGES[1:]}
     gpu = {name for name, _ in GPU_STAGES}
     assert "pmpp-compile" in cpu and "pmpp" in gpu and not cpu & gpu
+
+
+def test_the_gpu_stage_compiles_then_times_into_the_runs_records(tmp_path, monkeypatch):
+    from kernelab.lab import run as lab_run
+
+    calls = []
+    monkeypatch.setattr(pmpp, "compile_all", lambda where, progress: calls.append(
+        ("compile", where)) or "24 compile rows over 3 ladders")  # fmt: skip
+    monkeypatch.setattr(pmpp, "time_all", lambda where, quick, progress: calls.append(
+        ("time", where, quick)) or "reduce: 42 timings")  # fmt: skip
+    state = lab_run.LabState(out=tmp_path, quick=True, gpu_id="h200", on_gpu=True)
+    line = lab_run.stage_pmpp(state, lambda _: None)
+    assert line == "24 compile rows over 3 ladders; reduce: 42 timings"
+    assert calls == [("compile", state.records_dir), ("time", state.records_dir, True)]
