@@ -37,10 +37,15 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def plan(m: int, n: int, k: int, sm_count: int | None, *, interpreter: bool = False) -> dict:
-    """The launch parameters for one shape: tiles, whether tl.dot, and the K split."""
+def plan(m: int, n: int, k: int, sm_count: int | None, *, interpreter: bool = False,
+         k_scale: int = 1) -> dict:  # fmt: skip
+    """The launch parameters for one shape: tiles, whether tl.dot, and the K split.
+
+    k_scale widens BLOCK_K for weights narrower than 2 bytes (4 for int4: the same bytes of W
+    per step as bf16)."""
     bucket = min(b for b in GPU_TILES if b >= m)
     block_m, block_n, block_k, use_dot = GPU_TILES[bucket]
+    block_k *= k_scale
     if interpreter:
         block_n, block_k = INTERPRETER_TILE
         block_m = min(block_m, 16)
