@@ -151,9 +151,9 @@ def _decode_baselines() -> list[Implementation]:
          "dequantize fp8 e4m3 into x's dtype, then x @ w.t() (cuBLAS)"),
         ("torch.add_rmsnorm", "add_rmsnorm", FLOAT_DTYPES,
          "h = x + residual; torch.nn.functional.rms_norm(h), stacked"),
-        ("torch.rope", "rope", FLOAT_DTYPES, "the float64 rotation, rounded (a reference)"),
+        ("torch.rope", "rope", FLOAT_DTYPES, "gathered cos/sin, rotate_half in fp32, rounded"),
         ("torch.rope_interleaved", "rope_interleaved", FLOAT_DTYPES,
-         "the float64 rotation, rounded (a reference)"),
+         "gathered cos/sin, interleaved pairs rotated in fp32, rounded"),
         ("torch.swiglu", "swiglu", FLOAT_DTYPES, "torch.nn.functional.silu(gate) * up"),
     ]  # fmt: skip
     return [

@@ -736,24 +736,32 @@ def _make_rope(shape, torch_dtype, generator, device):
     return x, cos, sin, positions
 
 
-def rope_reference(x, cos, sin, positions, *, interleaved: bool):
-    """The rotated x in float64 (out of place)."""
+def _rotate(x, c, s, interleaved: bool):
     import torch
 
-    x64 = _f64(x)
-    c = _f64(cos)[positions][:, None, :]
-    s = _f64(sin)[positions][:, None, :]
     if interleaved:
-        even, odd = x64[..., 0::2], x64[..., 1::2]
+        even, odd = x[..., 0::2], x[..., 1::2]
         return torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).reshape(x.shape)
-    half = x64.shape[-1] // 2
-    first, second = x64[..., :half], x64[..., half:]
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
     return torch.cat((first * c - second * s, first * s + second * c), dim=-1)
 
 
+def rope_reference(x, cos, sin, positions, *, interleaved: bool):
+    """The rotated x in float64 (out of place)."""
+    c, s = _f64(cos)[positions][:, None, :], _f64(sin)[positions][:, None, :]
+    return _rotate(_f64(x), c, s, interleaved)
+
+
 def _eager_rope(interleaved: bool):
+    """The plain torch rotation: gathered tables, fp32 math, one rounding (as HF's apply_rotary
+    _pos_emb computes it for bf16 models with fp32 tables)."""
+
     def eager(x, cos, sin, positions):
-        return rope_reference(x, cos, sin, positions, interleaved=interleaved).to(x.dtype)
+        import torch
+
+        c, s = cos[positions][:, None, :], sin[positions][:, None, :]
+        return _rotate(x.to(torch.float32), c, s, interleaved).to(x.dtype)
 
     return eager
 
