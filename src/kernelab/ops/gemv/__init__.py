@@ -33,13 +33,14 @@ INTERPRETER_TILE = (16, 16)  # BLOCK_N, BLOCK_K: several column blocks and split
 
 
 @functools.cache
-def _sm_count(device_index: int) -> int:
+def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def plan(m: int, n: int, k: int, sm_count: int | None, *, interpreter: bool = False,
+def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
          k_scale: int = 1) -> dict:  # fmt: skip
-    """The launch parameters for one shape: tiles, whether tl.dot, and the K split.
+    """The launch parameters for one shape on a GPU of `sms` SMs (None: the interpreter, which
+    splits K in three where it can so the tests see the split path): tiles, tl.dot, K split.
 
     k_scale widens BLOCK_K for weights narrower than 2 bytes (4 for int4: the same bytes of W
     per step as bf16)."""
@@ -50,7 +51,7 @@ def plan(m: int, n: int, k: int, sm_count: int | None, *, interpreter: bool = Fa
         block_n, block_k = INTERPRETER_TILE
         block_m = min(block_m, 16)
     programs = triton.cdiv(n, block_n) * triton.cdiv(m, block_m)
-    target = PROGRAMS_PER_SM * sm_count if sm_count else 3 * programs
+    target = PROGRAMS_PER_SM * sms if sms else 3 * programs
     max_split = max(1, k // (block_k * (1 if interpreter else MIN_K_STEPS_PER_SPLIT)))
     split = max(1, min(target // programs, max_split))
     k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k
@@ -86,7 +87,7 @@ def gemv(x, w, *, launch: dict | None = None):
         return y.zero_()  # an empty sum
     interp = interpreting()
     if launch is None:
-        sms = None if interp or x.device.type != "cuda" else _sm_count(x.device.index or 0)
+        sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
         launch = plan(m, n, k, sms, interpreter=interp)
     split = launch["split"]
     out = y if split == 1 else torch.empty((split, m, n), dtype=torch.float32, device=x.device)

@@ -13,7 +13,7 @@ import torch
 import triton
 
 from kernelab.errors import KernelabError
-from kernelab.ops.gemv import MAX_M, _sm_count, plan
+from kernelab.ops.gemv import MAX_M, plan, sm_count
 from kernelab.ops.gemv.split_k import sum_splits_kernel
 from kernelab.ops.quant_gemv.kernels import int4_kernel, per_channel_kernel
 from kernelab.runtime.tuner import interpreting
@@ -49,7 +49,7 @@ def _launch(kernel, x, n, k, k_scale, args, strides, constants=None):
     if k == 0:
         return y.zero_()
     interp = interpreting()
-    sms = None if interp or x.device.type != "cuda" else _sm_count(x.device.index or 0)
+    sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
     p = plan(m, n, k, sms, interpreter=interp, k_scale=k_scale)
     split = p["split"]
     out = y if split == 1 else torch.empty((split, m, n), dtype=torch.float32, device=x.device)
