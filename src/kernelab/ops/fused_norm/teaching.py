@@ -7,8 +7,8 @@ read x and residual, write h and y, 4 * cols * itemsize (+ the weight, once per 
 from L2), a fifth less traffic. The op is deep in memory-bound land (5 FLOPs per 8 bytes at
 bf16), so the time is the bytes.
 
-One program per row, the whole row in registers (BLOCK = next power of two >= cols, decode
-hidden sizes are 4096 to 16384: 16 to 64 fp32 values a thread at 8 warps): load both inputs,
+One program per row, the whole row in registers (BLOCK = next power of two >= cols; one warp
+per 256 values up to 16 warps: 8 fp32 values a thread at 4096, 32 at 16384): load both inputs,
 add in fp32, store h, reduce the mean square in fp32 and scale. y is normalized from the
 fp32 sum, not from h rounded to the storage dtype, so it is the float64 reference's up to
 one rounding of y. h and y go to the two halves of one [2, rows, cols] buffer.
