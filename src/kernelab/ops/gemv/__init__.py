@@ -29,6 +29,7 @@ GPU_TILES = {1: (1, 64, 128, False), 2: (2, 64, 64, False), 4: (4, 32, 64, False
              64: (64, 64, 64, True)}  # fmt: skip
 PROGRAMS_PER_SM = 4  # enough W bytes in flight per SM to cover DRAM latency
 MIN_K_STEPS_PER_SPLIT = 4  # a split shorter than this spends its time on the prologue
+MAX_SPLIT = 32  # bounds the reduction kernel's unrolled loop and the fp32 workspace
 INTERPRETER_TILE = (16, 16)  # BLOCK_N, BLOCK_K: several column blocks and splits at tiny shapes
 
 
@@ -53,7 +54,7 @@ def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
     programs = triton.cdiv(n, block_n) * triton.cdiv(m, block_m)
     target = PROGRAMS_PER_SM * sms if sms else 3 * programs
     max_split = max(1, k // (block_k * (1 if interpreter else MIN_K_STEPS_PER_SPLIT)))
-    split = max(1, min(target // programs, max_split))
+    split = max(1, min(target // programs, max_split, MAX_SPLIT))
     k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k
     return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "USE_DOT": use_dot,
             "split": triton.cdiv(k, k_per_split), "k_per_split": k_per_split}  # fmt: skip

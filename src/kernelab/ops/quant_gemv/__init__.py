@@ -3,8 +3,9 @@
 teaching.py (int8, one program per column block) is the kernel to read first; kernels.py holds
 the split-K fast paths that dequantize int8, int4 (group scales, symmetric or with zero
 points) and fp8 e4m3 in registers; packing.py the formats and their float64 references. The
-launch plan is the bf16 GEMV's (ops/gemv.plan) with BLOCK_K widened so a K step reads as
-many bytes of W: untuned, no record under benchmarks/results/ backs it yet.
+launch plan is the bf16 GEMV's (ops/gemv.plan), BLOCK_K doubled for int4 (registers, not
+bytes, bound the step: see INT4_K_SCALE): untuned, no record under benchmarks/results/ backs
+it yet.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from kernelab.runtime.tuner import interpreting
 from kernelab.spec.reference import INT4_SYMMETRIC_ZERO
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-INT4_K_SCALE = 4  # 4x the weights of a bf16 step: the same bytes of W
-INTERPRETER_INT4_K_SCALE = 2  # BLOCK_K 32 at the interpreter's BLOCK_K 16: two groups of 16
+# 2x the weights of a bf16 step: each half (even, odd columns) then holds as many fp32 values
+# as a bf16 tile (64 a thread at m = 1), half the bytes of W a step
+INT4_K_SCALE = 2
 
 
 def _shape_error(name: str, *tensors) -> KernelabError:
@@ -109,8 +111,7 @@ def quant_gemv_int4(x, packed, scales, zeros, group: int):
                             f"{packed.dtype}, {scales.dtype}, "
                             f"{zeros.dtype if zeros is not None else None}")  # fmt: skip
     z = zeros if zeros is not None else scales  # an unused pointer when symmetric
-    k_scale = INTERPRETER_INT4_K_SCALE if interpreting() else INT4_K_SCALE
     strides = (packed.stride(0), packed.stride(1), scales.stride(0), scales.stride(1),
                z.stride(0), z.stride(1))  # fmt: skip
     constants = {"GROUP": group, "HAS_ZEROS": zeros is not None, "ZERO": INT4_SYMMETRIC_ZERO}
-    return _launch(int4_kernel, x, n, k, k_scale, (packed, scales, z), strides, constants)
+    return _launch(int4_kernel, x, n, k, INT4_K_SCALE, (packed, scales, z), strides, constants)
