@@ -236,3 +236,42 @@ def test_shape_label_leaves_defaults_out():
 )
 def test_plain_number(value, text):
     assert costs.plain_number(value) == text
+
+
+# ---- the decode kernels' costs, by hand ------------------------------------------------------
+
+
+def test_batched_gemv_of_a_4096_square_bf16_weight():
+    cost = costs.gemv_batched(1, 4096, 4096, dtype="bf16")
+    assert cost.op == "gemv" and cost.shape == {"m": 1, "n": 4096, "k": 4096}
+    assert cost.flops == 2 * 4096 * 4096
+    assert cost.bytes == (4096 * 4096 + 4096 + 4096) * 2  # W, x, y
+    assert 0.99 < cost.intensity < 1.0  # ~1 FLOP/byte at m = 1
+    assert costs.gemv_batched(64, 4096, 4096, dtype="bf16").intensity == pytest.approx(
+        2 * 64 * 4096**2 / ((4096**2 + 2 * 64 * 4096) * 2)
+    )
+
+
+def test_quantized_gemv_counts_the_packed_weights_and_their_scales():
+    int4 = costs.quant_gemv(1, 4096, 4096, weight="int4", group=128, zero_points=True,
+                            dtype="bf16")  # fmt: skip
+    groups = 4096 * 4096 // 128
+    assert int4.bytes == 4096 * 4096 / 2 + groups * (2 + 1) + (4096 + 4096) * 2
+    int8 = costs.quant_gemv(2, 4096, 4096, weight="int8", dtype="fp16")
+    assert int8.bytes == 4096 * 4096 + 4096 * 4 + (2 * 4096 + 2 * 4096) * 2
+    assert int8.flops == 2 * 2 * 4096 * 4096
+    with pytest.raises(UnknownNameError):
+        costs.quant_gemv(1, 8, 8, weight="int3", dtype="bf16")
+    with pytest.raises(KernelabError):
+        costs.quant_gemv(1, 8, 8, weight="int4", group=0, dtype="bf16")
+
+
+def test_fused_decode_ops():
+    fused = costs.add_rmsnorm(2, 4096, dtype="bf16")
+    assert fused.bytes == (4 * 2 * 4096 + 4096) * 2 and fused.flops == 5 * 2 * 4096
+    rope = costs.rope(1, 32, 128, dtype="bf16")
+    assert rope.bytes == 2 * 32 * 128 * 2 + 128 * 4 and rope.flops == 3 * 32 * 128
+    swiglu = costs.swiglu(1, 14336, dtype="bf16")
+    assert swiglu.bytes == 3 * 14336 * 2 and swiglu.flops == 5 * 14336
+    for cost in (fused, rope, swiglu):
+        assert cost.explanation and "\n" not in cost.explanation

@@ -51,7 +51,22 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "triton.rmsnorm": "rmsnorm",
         "triton.matmul": "gemm",
     }
-    assert ops == {**kernels, **{f"{name}.teaching": op for name, op in kernels.items()}}
+    # and the decode kernels (tests/ops/gemv, quant_gemv, fused_norm, rope, swiglu)
+    decode = {
+        "triton.gemv": "gemv",
+        "triton.gemv.teaching": "gemv",
+        "triton.quant_gemv.int8": "quant_gemv_int8",
+        "triton.quant_gemv.int8.teaching": "quant_gemv_int8",
+        "triton.quant_gemv.int4": "quant_gemv_int4",
+        "triton.quant_gemv.int4_zp": "quant_gemv_int4_zp",
+        "triton.quant_gemv.fp8": "quant_gemv_fp8",
+        "triton.add_rmsnorm": "add_rmsnorm",
+        "triton.rope": "rope",
+        "triton.rope_interleaved": "rope_interleaved",
+        "triton.swiglu": "swiglu",
+    }
+    teaching = {f"{name}.teaching": op for name, op in kernels.items()}
+    assert ops == {**kernels, **teaching, **decode}
 
 
 def test_provider_builds_the_public_functions(softmax, matmul):

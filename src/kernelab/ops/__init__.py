@@ -40,7 +40,7 @@ def implementations() -> list[Implementation]:
         _teaching("rmsnorm", "rmsnorm", "norms", "rmsnorm", floats),
         _teaching("matmul", "gemm", "matmul", "matmul", ("bf16", "fp16")),
     ]
-    return teaching + [
+    return teaching + _decode_implementations() + [
         Implementation(
             name="triton.vector_add",
             op="vector_add",
@@ -88,3 +88,55 @@ def implementations() -> list[Implementation]:
             },
         ),
     ]
+
+
+# ---- decode kernels: batched GEMV, weight-only quantized GEMV, fused small ops -------------
+
+
+def _decode(name: str, op: str, module: str, function: str, dtypes: tuple, description: str,
+            technique: str) -> Implementation:  # fmt: skip
+    return Implementation(
+        name=name,
+        op=op,
+        build=_builder(module, function),
+        dtypes=dtypes,
+        description=description,
+        metadata={"technique": technique, "accumulate": "fp32"},
+    )
+
+
+def _decode_implementations() -> list[Implementation]:
+    floats, halves = ("fp32", "bf16", "fp16"), ("bf16", "fp16")
+    dequant = "weights dequantized in registers, W bytes are the cost"
+    return [
+        _teaching("gemv", "gemv", "gemv", "gemv", floats),
+        _decode("triton.gemv", "gemv", "gemv", "gemv", floats,
+                "decode GEMV x[m<=64, k] W[n, k]^T: all rows per W tile, split-K, "
+                "atomic-free second pass", "stream W once; split K to fill the GPU"),
+        _decode("triton.quant_gemv.int8.teaching", "quant_gemv_int8", "quant_gemv.teaching",
+                "quant_gemv_int8", halves,
+                "the teaching int8 weight-only GEMV: one program per column block, no split",
+                "teaching kernel (read first)"),
+        _decode("triton.quant_gemv.int8", "quant_gemv_int8", "quant_gemv", "quant_gemv_int8",
+                halves, "int8 per-channel weight-only GEMV, split-K", dequant),
+        _decode("triton.quant_gemv.int4", "quant_gemv_int4", "quant_gemv", "quant_gemv_int4",
+                halves, "int4 (two per byte) group-scaled symmetric weight-only GEMV, split-K",
+                dequant),
+        _decode("triton.quant_gemv.int4_zp", "quant_gemv_int4_zp", "quant_gemv",
+                "quant_gemv_int4", halves,
+                "int4 (two per byte) group-scaled weight-only GEMV with zero points, split-K",
+                dequant),
+        _decode("triton.quant_gemv.fp8", "quant_gemv_fp8", "quant_gemv", "quant_gemv_fp8",
+                halves, "float8 e4m3 per-channel weight-only GEMV, split-K", dequant),
+        _decode("triton.add_rmsnorm", "add_rmsnorm", "fused_norm", "add_rmsnorm_stacked",
+                floats, "residual add + RMSNorm in one pass, h and y written once each",
+                "one read of x and residual, fp32 statistics"),
+        _decode("triton.rope", "rope", "rope", "rope", floats,
+                "rotary embedding, half-split pairs, position offsets (in place: rope_)",
+                "one read and one write of x"),
+        _decode("triton.rope_interleaved", "rope_interleaved", "rope", "rope_interleaved",
+                floats, "rotary embedding, interleaved pairs, position offsets (in place: "
+                "rope_)", "one read and one write of x"),
+        _decode("triton.swiglu", "swiglu", "swiglu", "swiglu", floats,
+                "silu(gate) * up in one pass", "two reads and one write, fp32 math"),
+    ]  # fmt: skip

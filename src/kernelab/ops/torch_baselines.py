@@ -105,6 +105,7 @@ def implementations() -> list[Implementation]:
             )
         )
     impls.extend(_primitive_baselines())
+    impls.extend(_decode_baselines())
     return impls
 
 
@@ -131,3 +132,32 @@ def _primitive_baselines() -> list[Implementation]:
             is_baseline=True,
         ),
     ]
+
+
+# ---- the decode kernels' anchors: cuBLAS for the GEMVs, eager torch for the fused ops -----
+
+
+def _decode_baselines() -> list[Implementation]:
+    halves = ("bf16", "fp16")
+    rows = [
+        ("torch.gemv", "gemv", FLOAT_DTYPES, "x @ w.t() (cuBLAS)"),
+        ("torch.quant_gemv.int8", "quant_gemv_int8", halves,
+         "dequantize int8 into x's dtype, then x @ w.t() (cuBLAS)"),
+        ("torch.quant_gemv.int4", "quant_gemv_int4", halves,
+         "unpack and dequantize int4 into x's dtype, then x @ w.t() (cuBLAS)"),
+        ("torch.quant_gemv.int4_zp", "quant_gemv_int4_zp", halves,
+         "unpack and dequantize int4 with zero points, then x @ w.t() (cuBLAS)"),
+        ("torch.quant_gemv.fp8", "quant_gemv_fp8", halves,
+         "dequantize fp8 e4m3 into x's dtype, then x @ w.t() (cuBLAS)"),
+        ("torch.add_rmsnorm", "add_rmsnorm", FLOAT_DTYPES,
+         "h = x + residual; torch.nn.functional.rms_norm(h), stacked"),
+        ("torch.rope", "rope", FLOAT_DTYPES, "gathered cos/sin, rotate_half in fp32, rounded"),
+        ("torch.rope_interleaved", "rope_interleaved", FLOAT_DTYPES,
+         "gathered cos/sin, interleaved pairs rotated in fp32, rounded"),
+        ("torch.swiglu", "swiglu", FLOAT_DTYPES, "torch.nn.functional.silu(gate) * up"),
+    ]  # fmt: skip
+    return [
+        Implementation(name=name, op=op, build=_eager(op), dtypes=dtypes,
+                       description=f"torch eager: {what}", is_baseline=True)
+        for name, op, dtypes, what in rows
+    ]  # fmt: skip

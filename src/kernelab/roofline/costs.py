@@ -339,3 +339,85 @@ def shape_label(shape: dict) -> str:
         elif isinstance(value, int) and not (key == "batch" and value == 1):
             parts.append(f"{key}={value}")
     return " ".join(parts)
+
+
+# ---- decode kernels: batched GEMV, weight-only quantized GEMV, fused small ops -------------
+
+
+def gemv_batched(m, n, k, *, dtype) -> OpCost:
+    """y[M,N] = x[M,K] @ W[N,K]^T for a decode batch M (the "gemv" op of spec.reference)."""
+    m, n, k = (_count("gemv", name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+    dtype = canonical_dtype(dtype)
+    flops = 2.0 * m * n * k
+    # W (N*K) read once dominates; x (M*K) read and y (M*N) written once
+    bytes_ = (n * k + m * k + m * n) * dtype_bytes(dtype)
+    explanation = f"2*M*N*K FLOPs; bytes = W N*K + x M*K read, y M*N written, at {dtype}"
+    return OpCost("gemv", {"m": m, "n": n, "k": k}, dtype, flops, bytes_, explanation)
+
+
+# Bytes per stored scale / zero point of the quantized weight formats (spec.reference's
+# packing: fp32 per-channel scales, fp16 group scales, one uint8 zero point per group).
+QUANT_SCALE_BYTES = {"int8": 4.0, "fp8": 4.0, "int4": 2.0}
+QUANT_WEIGHT_BITS = {"int8": 8, "fp8": 8, "int4": 4}
+
+
+def quant_gemv(m, n, k, *, weight: str, group: int = 0, zero_points: bool = False,
+               dtype) -> OpCost:  # fmt: skip
+    """y[M,N] = x[M,K] @ dequant(Wq)[N,K]^T; W stored in `weight` (int8, int4, fp8)."""
+    m, n, k = (_count("quant_gemv", name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+    if weight not in QUANT_WEIGHT_BITS:
+        raise unknown("quantized weight format", weight, QUANT_WEIGHT_BITS)
+    dtype = canonical_dtype(dtype)
+    groups = n * (k // _count("quant_gemv", "group", group)) if weight == "int4" else n
+    weight_bytes = n * k * QUANT_WEIGHT_BITS[weight] / 8
+    meta_bytes = groups * (QUANT_SCALE_BYTES[weight] + (1.0 if zero_points else 0.0))
+    flops = 2.0 * m * n * k  # the multiply-adds; dequantization is not counted
+    bytes_ = weight_bytes + meta_bytes + (m * k + m * n) * dtype_bytes(dtype)
+    explanation = (
+        f"2*M*N*K FLOPs; bytes = {weight} W N*K*{QUANT_WEIGHT_BITS[weight]}/8 + scales"
+        f"{' and zero points' if zero_points else ''} + x read, y written at {dtype}"
+    )
+    shape = {"m": m, "n": n, "k": k, "weight": weight, "group": group, "zero_points": zero_points}
+    return OpCost("quant_gemv", shape, dtype, flops, bytes_, explanation)
+
+
+def add_rmsnorm(rows, cols, *, dtype) -> OpCost:
+    """h = x + residual; y = rmsnorm(h) * weight: both returned."""
+    rows, cols = _count("add_rmsnorm", "rows", rows), _count("add_rmsnorm", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    flops = 5.0 * elements  # the add, then rmsnorm's 4 (square, sum, normalize, weight)
+    bytes_ = (4 * elements + cols) * dtype_bytes(dtype)  # read x, residual; write h, y; weight
+    explanation = (
+        "5 FLOPs per element (add, square, sum, normalize, weight); bytes = read x and residual, "
+        f"write h and y (4 x rows*cols) + weight (cols), at {dtype}"
+    )
+    return OpCost("add_rmsnorm", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
+
+
+def rope(tokens, heads, head_dim, *, dtype) -> OpCost:
+    """Rotary embedding of x[tokens, heads, head_dim] in place, cos/sin[*, head_dim / 2] fp32."""
+    tokens, heads = _count("rope", "tokens", tokens), _count("rope", "heads", heads)
+    head_dim = _count("rope", "head_dim", head_dim)
+    dtype = canonical_dtype(dtype)
+    elements = tokens * heads * head_dim
+    flops = 3.0 * elements  # per pair: 4 multiplies and 2 adds -> 3 per element
+    # x read and written once; one cos and one sin row (fp32) per token, shared by its heads
+    bytes_ = 2 * elements * dtype_bytes(dtype) + tokens * head_dim * 4.0
+    explanation = (
+        "3 FLOPs per element (a 2x2 rotation per pair); bytes = read + write x in place at "
+        f"{dtype} + cos and sin (fp32, head_dim/2 each) per token"
+    )
+    shape = {"tokens": tokens, "heads": heads, "head_dim": head_dim}
+    return OpCost("rope", shape, dtype, flops, bytes_, explanation)
+
+
+def swiglu(rows, cols, *, dtype) -> OpCost:
+    """out = silu(gate) * up over [rows, cols]."""
+    rows, cols = _count("swiglu", "rows", rows), _count("swiglu", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    flops = 5.0 * elements  # exp, add, divide (silu) and two multiplies (g * sigmoid, * up)
+    bytes_ = 3 * elements * dtype_bytes(dtype)  # read gate and up, write out
+    explanation = f"5 FLOPs per element (silu's exp, add, divide; 2 multiplies); bytes = 2 reads + 1 write at {dtype}"
+    return OpCost("swiglu", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)

@@ -1,0 +1,105 @@
+"""Decode GEMV / skinny GEMM, y[m, n] = x[m, k] @ W[n, k]^T for m <= 64: the public entry.
+
+teaching.py is the kernel to read first; split_k.py is the fast path (all rows of x per W
+tile, K split when the column blocks cannot fill the GPU, an atomic-free second pass);
+roofline_walk.py says where the op sits against the roofline as m grows. The tile choices
+below are starting points derived from register and occupancy arithmetic, not measured
+winners: no record under benchmarks/results/ backs them yet (benchmarks/decode_kernels.py
+measures them on a GPU).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+from kernelab.errors import KernelabError
+from kernelab.ops.gemv.split_k import gemv_split_kernel, sum_splits_kernel
+from kernelab.runtime.tuner import interpreting
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+MAX_M = 64  # the decode batches this path is for; larger m is a GEMM (triton.matmul)
+
+# m -> (BLOCK_M, BLOCK_N, BLOCK_K, use tl.dot): at most 8192 products per program in the
+# broadcast form (64 fp32 values a thread at 4 warps); tensor cores from 16 rows on.
+GPU_TILES = {1: (1, 64, 128, False), 2: (2, 64, 64, False), 4: (4, 32, 64, False),
+             8: (8, 32, 32, False), 16: (16, 64, 128, True), 32: (32, 64, 128, True),
+             64: (64, 64, 64, True)}  # fmt: skip
+PROGRAMS_PER_SM = 4  # enough W bytes in flight per SM to cover DRAM latency
+MIN_K_STEPS_PER_SPLIT = 4  # a split shorter than this spends its time on the prologue
+MAX_SPLIT = 32  # bounds the reduction kernel's unrolled loop and the fp32 workspace
+INTERPRETER_TILE = (16, 16)  # BLOCK_N, BLOCK_K: several column blocks and splits at tiny shapes
+
+
+@functools.cache
+def sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
+         k_scale: int = 1) -> dict:  # fmt: skip
+    """The launch parameters for one shape on a GPU of `sms` SMs (None: the interpreter, which
+    splits K in three where it can so the tests see the split path): tiles, tl.dot, K split.
+
+    k_scale widens BLOCK_K for weights narrower than 2 bytes (4 for int4: the same bytes of W
+    per step as bf16)."""
+    bucket = min(b for b in GPU_TILES if b >= m)
+    block_m, block_n, block_k, use_dot = GPU_TILES[bucket]
+    block_k *= k_scale
+    if interpreter:
+        block_n, block_k = INTERPRETER_TILE
+        block_m = min(block_m, 16)
+    programs = triton.cdiv(n, block_n) * triton.cdiv(m, block_m)
+    target = PROGRAMS_PER_SM * sms if sms else 3 * programs
+    max_split = max(1, k // (block_k * (1 if interpreter else MIN_K_STEPS_PER_SPLIT)))
+    split = max(1, min(target // programs, max_split, MAX_SPLIT))
+    k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "USE_DOT": use_dot,
+            "split": triton.cdiv(k, k_per_split), "k_per_split": k_per_split}  # fmt: skip
+
+
+def _validate(x, w) -> None:
+    if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[1]:
+        raise KernelabError(f"gemv needs x[m, k] and w[n, k], got {tuple(x.shape)} and "
+                            f"{tuple(w.shape)}")  # fmt: skip
+    if x.dtype != w.dtype or x.dtype not in SUPPORTED_DTYPES:
+        raise KernelabError(f"gemv needs x and w of one dtype among fp32, bf16, fp16, got "
+                            f"{x.dtype} and {w.dtype}")  # fmt: skip
+    if x.shape[0] > MAX_M:
+        raise KernelabError(f"gemv is the decode path for m <= {MAX_M}, got m = {x.shape[0]}; "
+                            "use triton.matmul")  # fmt: skip
+    if x.device != w.device:
+        raise KernelabError(f"gemv needs x and w on one device, got {x.device} and {w.device}")
+
+
+def gemv(x, w, *, launch: dict | None = None):
+    """x[m, k] @ w[n, k]^T -> y[m, n] in x's dtype, fp32 accumulation; any strides.
+
+    launch: a plan() dict to use instead of the heuristic one (the tests pin both forms).
+    """
+    _validate(x, w)
+    (m, k), n = x.shape, w.shape[0]
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if m == 0 or n == 0:
+        return y
+    if k == 0:
+        return y.zero_()  # an empty sum
+    interp = interpreting()
+    if launch is None:
+        sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
+        launch = plan(m, n, k, sms, interpreter=interp)
+    split = launch["split"]
+    out = y if split == 1 else torch.empty((split, m, n), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(n, launch["BLOCK_N"]), split, triton.cdiv(m, launch["BLOCK_M"]))
+    gemv_split_kernel[grid](
+        x, w, out, m, n, k, launch["k_per_split"], x.stride(0), x.stride(1), w.stride(0),
+        w.stride(1), m * n if split > 1 else 0, n, BLOCK_M=launch["BLOCK_M"],
+        BLOCK_N=launch["BLOCK_N"], BLOCK_K=launch["BLOCK_K"], USE_DOT=launch["USE_DOT"],
+        IEEE=x.dtype == torch.float32 or interp, num_warps=4,
+    )  # fmt: skip
+    if split > 1:
+        block = 64 if interp else 1024
+        sum_splits_kernel[(triton.cdiv(m * n, block),)](out, y, m * n, SPLIT=split, BLOCK=block)
+    return y
