@@ -339,3 +339,17 @@ def shape_label(shape: dict) -> str:
         elif isinstance(value, int) and not (key == "batch" and value == 1):
             parts.append(f"{key}={value}")
     return " ".join(parts)
+
+
+# ---- scan (the scan ladder) -----------------------------------------------------------------
+
+
+def scan(n, *, dtype) -> OpCost:
+    """Prefix sums of n elements (inclusive or exclusive): x read once, out written once."""
+    n = _count("scan", "n", n)
+    dtype = canonical_dtype(dtype)
+    moved = n * dtype_bytes(dtype)
+    return OpCost(
+        "scan", {"n": n}, dtype, float(n - 1), 2.0 * moved,
+        f"n - 1 adds; bytes = read n at {dtype} + write n at {dtype}",
+    )  # fmt: skip
