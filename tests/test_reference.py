@@ -28,6 +28,7 @@ SMALL = {
     "reduce_sum": {"n": 13},
     "transpose": {"rows": 3, "cols": 13},
     "histogram": {"n": 300, "bins": 8},  # int32/uint8 ids: tests/ladders/histogram checks it
+    "scan": {"n": 13},  # fp32 and int32; tests/ladders/scan checks the int32 half
 }
 
 

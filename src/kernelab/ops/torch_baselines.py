@@ -105,6 +105,7 @@ def implementations() -> list[Implementation]:
             )
         )
     impls.extend(_primitive_baselines())
+    impls.extend(_scan_baselines())
     return impls
 
 
@@ -128,6 +129,23 @@ def _primitive_baselines() -> list[Implementation]:
             dtypes=("int32", "uint8"),
             description="torch eager: torch.bincount with out-of-range ids mapped to the "
             "overflow slot (kernelab.spec.reference.histogram_counts)",
+            is_baseline=True,
+        ),
+    ]
+
+
+# ---- the scan ladder's anchor: torch.cumsum -------------------------------------------------
+
+
+def _scan_baselines() -> list[Implementation]:
+    return [
+        Implementation(
+            name="torch.cumsum",
+            op="scan",
+            build=_eager("scan"),
+            dtypes=("fp32", "int32"),
+            description="torch eager: torch.cumsum(x, 0, dtype=x.dtype), shifted by one for an "
+            "exclusive scan",
             is_baseline=True,
         ),
     ]

@@ -353,3 +353,6 @@ def scan(n, *, dtype) -> OpCost:
         "scan", {"n": n}, dtype, float(n - 1), 2.0 * moved,
         f"n - 1 adds; bytes = read n at {dtype} + write n at {dtype}",
     )  # fmt: skip
+
+
+COST_MODELS["scan"] = scan

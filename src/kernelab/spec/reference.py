@@ -585,14 +585,11 @@ def _reference_scan(x, exclusive=False):
 
 
 def _eager_scan(x, exclusive=False):
-    """torch.cumsum in x's dtype (int32 accumulates in int64 and is cast back: the same
-    wrapped values as an int32 accumulator)."""
+    """torch.cumsum in x's dtype, as a user calls it for an int32 answer (dtype=x.dtype: torch
+    accumulates int32 in int32 then, and the sums wrap as the reference's)."""
     import torch
 
-    if x.dtype == torch.int32:
-        prefix = torch.cumsum(x, 0, dtype=torch.int64).to(torch.int32)
-    else:
-        prefix = torch.cumsum(x, 0)
+    prefix = torch.cumsum(x, 0, dtype=x.dtype)
     return _shift_exclusive(prefix) if exclusive else prefix
 
 
