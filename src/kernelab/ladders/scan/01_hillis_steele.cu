@@ -9,8 +9,8 @@
 // tile's offset to its elements.
 // Bytes: read n x 4, write n x 4 (the tile scan), then read and write n x 4 again (the
 // offsets), plus n / 256 sums a level: about 4n x 4 bytes, twice the floor.
-// Proof: smsp__inst_executed_op_shared_st.sum, 8 shared stores per element here (one a
-// round), is what step 2's work-efficient tree cuts.
+// Proof: smsp__inst_executed_op_shared_st.sum (warp-wide store instructions): every warp
+// stores once to stage its elements and once a round, 9 per 32 elements; step 2's tree cuts it.
 #include "common.cuh"
 
 #define HS_TILE SCAN_THREADS

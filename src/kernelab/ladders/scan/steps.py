@@ -92,7 +92,8 @@ STEPS: tuple[Step, ...] = (
         2, "blelloch", "02_blelloch.cu",
         ("scan_blelloch", "scan_blelloch_offsets"), "propagate", 2 * THREADS,
         "Blelloch's work-efficient up-sweep / down-sweep tree, 2 elements a thread, padded",
-        "step 1's n log n work: O(n) adds and about 3 shared stores an element instead of 8",
+        "step 1's n log n work: O(n) adds; about 5 warp-wide shared stores per 32 elements, "
+        "not 9",
         SHARED_STORES, "down",
     ),
     Step(
