@@ -124,20 +124,23 @@ def cub_anchor(dtype: str):
 
     probe = torch.arange(1, 34, device="cuda").to(torch.float32 if dtype == "fp32" else torch.int32)
     want = torch.cumsum(probe, 0, dtype=probe.dtype)
+    failures = []
     for make in (_cuda_compute_scan, _cupy_scan):
         try:
-            made = make(dtype)
+            fn, what = make(dtype)
         except ImportError:
             continue
         except Exception as exc:  # a build for another CUDA, an API of another version
-            return None, f"CUB: not measured ({make.__name__} failed: {type(exc).__name__})"
-        fn, what = made
+            failures.append(f"{make.__name__} failed: {type(exc).__name__}")
+            continue
         try:
             if torch.equal(fn(probe), want):
                 return fn, what
+            failures.append(f"{what} gave a wrong answer on 33 elements")
         except Exception as exc:
-            return None, f"CUB: not measured ({what} failed: {type(exc).__name__})"
-        return None, f"CUB: not measured ({what} gave a wrong answer on 33 elements)"
+            failures.append(f"{what} failed: {type(exc).__name__}")
+    if failures:
+        return None, f"CUB: not measured ({'; '.join(failures)})"
     return None, NO_CUB
 
 
