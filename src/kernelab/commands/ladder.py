@@ -363,16 +363,12 @@ def register(app: typer.Typer) -> None:
                 raise KernelabError(
                     "--plot, --import, --pairs and --bins are not for the scan ladder"
                 )
-            if profile:
-                raise KernelabError(
-                    "--profile is not available for the scan ladder; run "
-                    "`python -m kernelab.ladders.scan.ladder` under ncu or `kernelab profile`"
-                )
             if mode and len(mode) > 1:
                 raise KernelabError("the scan ladder times one mode per run; give one --mode")
             check_max_time(max_time)
             check_outputs(out, None)
-            _scan(sizes, steps, mode[0] if mode else "cold", max_time, out, dtype, as_json)
+            _scan(sizes, steps, mode[0] if mode else "cold", max_time, out, dtype, profile,
+                  as_json)  # fmt: skip
             return
         if name in PRIMITIVE_LADDERS:
             if plot is not None or import_path is not None or pairs:
@@ -1072,9 +1068,11 @@ def _render_primitive_profile(result: dict, console) -> None:
 # checked (inclusive and exclusive, exact for int32), then timed (inclusive, cold) beside
 # torch.cumsum, CUB where cuda.compute or CuPy imports, and a copy of the same bytes: GB/s,
 # % of the copy, speedup over the step before, over torch and over CUB. Sizes are element
-# counts below 2^38.
+# counts below 2^38. --profile: each step's proof metric under ncu, summed over every launch
+# of the step (its recursion levels, its three kernels), against the step before.
 
 SCAN_DEFAULT_SIZES = "1048576,67108864"
+SCAN_PROFILE_SIZE = "67108864"
 SCAN_MAX_N = 1 << 38
 
 
@@ -1093,9 +1091,9 @@ def _scan_sizes(spec: str) -> list[int]:
     return found
 
 
-def _scan(sizes, steps, mode, max_time, out, dtype, as_json):
+def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json):
     """Validate everything first (one line, exit 2), then compile, and with a GPU check and
-    time."""
+    time, or profile each step's proof metric (summed over all its launches) at one size."""
     from kernelab.harness.timing import MODES
     from kernelab.ladders.scan import ladder as scan_ladder
     from kernelab.ladders.scan.steps import DTYPES as SCAN_DTYPES
@@ -1103,18 +1101,24 @@ def _scan(sizes, steps, mode, max_time, out, dtype, as_json):
     dtype = (dtype or "fp32").strip().lower()
     if dtype not in SCAN_DTYPES:
         raise unknown("dtype for the scan ladder", dtype, SCAN_DTYPES)
-    size_list = _scan_sizes(sizes or SCAN_DEFAULT_SIZES)
+    size_list = _scan_sizes(sizes or (SCAN_PROFILE_SIZE if profile else SCAN_DEFAULT_SIZES))
+    if profile and len(size_list) != 1:
+        raise KernelabError("--profile runs at one size; give one --sizes value")
     chosen = scan_ladder.parse_steps(steps)
     if mode not in MODES:
         raise unknown("timing mode", mode, MODES)
     compile_rows = scan_ladder.compile_scan(chosen, progress=note)
     result = {"ladder": "scan", "dtype": dtype, "compile": compile_rows}
     if not _has_gpu():
-        note("checking and timing need a CUDA GPU; showing the compile report only")
+        note("checking, timing and --profile need a CUDA GPU; showing the compile report only")
         if out is not None:
             note("--out: nothing written (no timings without a GPU)")
         result.update(gpu=None, timed=False)
         emit(result, as_json, lambda console: _render_scan_compile(result, console))
+        return
+    if profile:
+        result["profile"] = scan_ladder.profile_steps(chosen, size_list[0], dtype, progress=note)
+        emit(result, as_json, lambda console: _render_primitive_profile(result, console))
         return
     checks = scan_ladder.check_steps(chosen, (dtype,), progress=note)
     bad = {c["step"] for c in checks if not c["ok"]}

@@ -233,6 +233,36 @@ def test_steps_are_named_in_order_and_each_names_its_proof():
         get_step("5")
 
 
+def test_profiled_steps_sum_every_launch_of_their_kernels():
+    """Stand-in ncu rows: step 1's three levels and offsets, step 2's launches, step 3's three
+    kernels summed; a step whose kernels were not profiled has no value (MISSING), and the
+    verdict compares each step's proof with the same metric of the step before."""
+    from types import SimpleNamespace
+
+    from kernelab.ladders.scan.ladder import step_totals
+    from kernelab.ladders.scan.steps import DRAM_BYTES, SHARED_STORES
+
+    def launch(name, stores, dram):
+        values = {SHARED_STORES: stores, DRAM_BYTES: dram}
+        return SimpleNamespace(name=name, metric=lambda metric: values.get(metric))
+
+    kernels = [
+        launch("scan_hillis_steele_f32", 900, 40), launch("scan_hillis_steele_f32", 9, 1),
+        launch("scan_hillis_steele_offsets_f32", 0, 40), launch("scan_hillis_steele_i32", 1, 1),
+        launch("scan_blelloch_f32", 480, 40), launch("scan_blelloch_offsets_f32", 0, 40),
+        launch("scan_reduce_tiles_f32", 10, 20), launch("scan_tile_sums_f32", 5, 1),
+        launch("scan_tiles_seeded_f32", 500, 40),
+    ]  # fmt: skip
+    rows = step_totals(STEPS, kernels, "fp32", [DRAM_BYTES, SHARED_STORES])
+    assert [r["launches"] for r in rows] == [3, 2, 3, 0]
+    assert [r["value"] for r in rows] == [909, 480, 61, None]
+    assert [r["previous"] for r in rows] == [None, 909, 80, 61]
+    assert [r["verdict"] for r in rows] == ["PASS", "PASS", "PASS", "MISSING"]
+    rows = step_totals(STEPS[1:3], kernels[4:6] + [launch("scan_reduce_tiles_f32", 0, 90)] +
+                       kernels[7:], "fp32", [DRAM_BYTES, SHARED_STORES])  # fmt: skip
+    assert rows[1]["value"] == 131 and rows[1]["verdict"] == "FAIL"  # 131 bytes after 80
+
+
 # ---- bad input: one line, before anything compiles ------------------------------------------
 
 

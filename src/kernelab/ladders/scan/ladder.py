@@ -23,7 +23,10 @@ from kernelab.ladders.scan.steps import DTYPES, Step, parse_steps
 from kernelab.ladders.transpose.ladder import timed_rows, to_record
 from kernelab.spec.reference import get_op, scan_tolerance
 
-__all__ = ["check_steps", "compile_scan", "cub_anchor", "parse_steps", "time_ladder"]
+__all__ = [
+    "check_steps", "compile_scan", "cub_anchor", "parse_steps", "profile_steps", "step_totals",
+    "time_ladder",
+]  # fmt: skip
 
 ANCHOR = "torch.cumsum"
 CUB = "CUB"
@@ -221,6 +224,62 @@ def time_ladder(
             records.append(to_record("scan", row, dtype, cost))
         rows += [{k: v for k, v in row.items() if k != "timing"} for row in found]
     return rows, records, notes
+
+
+# --- profiling: every step's proof metric under Nsight Compute -------------------------------
+
+
+def step_totals(steps, kernels, dtype: str, metrics) -> list[dict]:
+    """Per step, each metric summed over every profiled launch of the step's kernels for
+    `dtype` (a step is all its launches: step 1's levels, step 3's three kernels), None where
+    none of them was profiled or a launch lacks the metric; its proof's verdict against the
+    step before (transpose.ladder.verdict)."""
+    from kernelab.ladders.transpose.ladder import verdict
+
+    rows, previous = [], None
+    for step in steps:
+        names = {step.kernel_for(dtype, kernel) for kernel in step.kernels}
+        launches = [k for k in kernels if k.name in names]
+        values = {}
+        for metric in metrics:
+            found = [k.metric(metric) for k in launches]
+            values[metric] = sum(found) if found and None not in found else None
+        value = values[step.proof]
+        before = previous.get(step.proof) if previous else None
+        rows.append(
+            {
+                "step": step.name, "proof": step.proof, "value": value, "previous": before,
+                "direction": step.direction, "verdict": verdict(step.direction, before, value),
+                "launches": len(launches), "metrics": values,
+            }
+        )  # fmt: skip
+        previous = values
+    return rows
+
+
+def profile_steps(
+    steps: list[Step], n: int, dtype: str, progress: Callable[[str], None] = lambda _: None
+) -> list[dict]:
+    """One ncu run over a child that scans once with each chosen step (inclusive)."""
+    import tempfile
+    from pathlib import Path
+
+    from kernelab.profiling.ncu import run_ncu
+    from kernelab.profiling.report import load
+
+    metrics = sorted({s.proof for s in steps})
+    out = Path(tempfile.mkdtemp(prefix="kernelab-scan-")) / "ladder"
+    command = [sys.executable, "-m", "kernelab.ladders.scan.ladder", "--n", str(n),
+               "--dtype", dtype, "--steps", ",".join(str(s.number) for s in steps)]  # fmt: skip
+    progress(f"profiling {len(steps)} steps under ncu")
+    report, _, _ = run_ncu(
+        command, out_path=out, kernel_regex="^scan_", launch_count=None, sections=(),
+        metrics=metrics, timeout_s=900,
+    )  # fmt: skip
+    rows = step_totals(steps, load(report), dtype, metrics)
+    for row in rows:
+        row["report"] = str(report)
+    return rows
 
 
 # --- a launcher (ncu, nsys): each chosen step once -------------------------------------------
