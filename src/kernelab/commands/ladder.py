@@ -25,6 +25,10 @@ GPU; with one, every step checked exactly, then timed (cold) beside torch and a 
 same bytes: GB/s, % of the copy bandwidth, speedup over the step before and over torch.
 Transpose sizes are ROWSxCOLS or N (square); histogram sizes are value counts, timed for
 uniform and skewed (one bin) data. --profile: each step's proof metric under ncu.
+
+`kernelab ladder scan` (engine in ladders/scan/ladder.py): prefix sums, fp32 or int32.
+Without a GPU the compile report of every kernel of every step; with one, every step checked
+(inclusive and exclusive), then timed beside torch.cumsum, CUB and a copy of the same bytes.
 """
 
 from __future__ import annotations
@@ -355,7 +359,7 @@ def register(app: typer.Typer) -> None:
         """A kernel ladder, step by step: compile report, correctness, timing against its
         baseline in the same run (sgemm: cuBLAS fp32; hgemm: cuBLAS bf16 with the pipeline
         lens; reduce: torch.sum and CUB against the read ceiling; transpose, histogram: torch
-        against the copy); with --profile, each step's proving counter under Nsight Compute."""
+        against the copy; scan: torch.cumsum and CUB against the copy); with --profile, each step's proving counter under Nsight Compute."""
         from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
         if name == "scan":
