@@ -46,6 +46,8 @@ SLOW = (
     # the transpose and histogram ladders: nvcc builds and g++ host emulation of every step
     "test_transpose_ladder_cpu.py",
     "test_histogram_ladder_cpu.py",
+    # the scan ladder: nvcc builds and g++ host emulation of every step
+    "test_scan_ladder_cpu.py",
 )
 
 

@@ -171,3 +171,28 @@ inline unsigned int __match_any_sync(unsigned int mask, long long value) {
     warp_barriers[warp]->arrive_and_wait();
     return peers;
 }
+
+// ---- __shfl_up_sync (the scan ladder) ---------------------------------------------------
+//
+// For any 4-byte or 8-byte trivially copyable type (the scan's float and int): like
+// __shfl_down_sync above, every lane posts its value's bytes to its slot between two meetings
+// of its warp's barrier (kernelab_emu::warp_barriers), then reads lane - delta's; a lane
+// below delta keeps its own value, as on the GPU. Full mask only.
+namespace kernelab_emu {
+inline long long shuffle_slots[kMaxThreads];
+}  // namespace kernelab_emu
+
+template <typename T>
+inline T __shfl_up_sync(unsigned mask, T value, unsigned delta) {
+    using namespace kernelab_emu;
+    static_assert(sizeof(T) <= sizeof(long long), "a shuffle moves at most 8 bytes");
+    if (mask != 0xffffffffu) fault("__shfl_up_sync with a partial mask", nullptr);
+    const unsigned t = linear_thread(), lane = t % kWarpSize;
+    warp_barrier();  // every lane has read the slots of the previous shuffle
+    std::memcpy(&shuffle_slots[t], &value, sizeof(T));
+    warp_barrier();  // every lane has written its value
+    if (lane < delta) return value;
+    T result;
+    std::memcpy(&result, &shuffle_slots[t - delta], sizeof(T));
+    return result;
+}

@@ -59,11 +59,12 @@ GPU_SHAPES = {
     "gemv": {"m": 5, "n": 136, "k": 80},
     "add_rmsnorm": {"rows": 5, "cols": 1031},
     "swiglu": {"rows": 5, "cols": 1031},
+    "scan": {"n": 100003},  # the fp32 half; int32 is a dtype it takes (tests/ladders/scan)
 }
 # The float matrix covers every op with a shape above. The histogram takes integer ids, so
 # its bad input (out-of-range ids, wrong integer types) is tested in tests/ladders/histogram/.
 # The transpose steps have no kernelab torch op: they are called as functions only.
-WITHOUT_TORCH_OP = ("transpose",)
+WITHOUT_TORCH_OP = ("transpose", "scan")  # the scan steps too: functions only
 # The decode kernels are called as functions (no kernelab torch op yet). The quantized GEMVs
 # take packed integer or fp8 weights with scales and RoPE int positions and fp32 tables, not
 # the float matrix's one-dtype tensors: their bad input (shapes, K not a multiple of the
@@ -72,6 +73,7 @@ WITHOUT_TORCH_OP = ("transpose",)
 WITHOUT_TORCH_OP += ("gemv", "add_rmsnorm", "swiglu")
 NOT_FLOAT_MATRIX = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp", "quant_gemv_fp8",
                     "rope", "rope_interleaved")  # fmt: skip
+ONE_D_OPS = ("vector_add", "reduce_sum", "scan")
 
 
 def _torch_dtype(name: str):
@@ -122,8 +124,8 @@ def _emptied(op: str, inputs, which: str):
     if op == "gemm":
         a, b = inputs
         return {"rows": (a[:0], b), "cols": (a, b[:, :0]), "k": (a[:, :0], b[:0])}[which]
-    if op in ("vector_add", "reduce_sum"):
-        return tuple(t[:0] for t in inputs)
+    if op in ONE_D_OPS:
+        return tuple(t[:0] if isinstance(t, torch.Tensor) else t for t in inputs)
     x, *rest = inputs
     if which == "rows":
         return (x[:0], *rest)
@@ -134,6 +136,8 @@ def _bad_dtypes(impl) -> dict[str, tuple[str, str | None]]:
     """kind -> (dtype of the first tensor, dtype of the others or None for the same)."""
     good = impl.dtypes[0]
     kinds = {"fp64": ("fp64", None), "int32": ("int32", None)}
+    if "int32" in impl.dtypes:  # the scan: int32 is no bad input there
+        del kinds["int32"]
     outside = [d for d in FLOATS if d not in impl.dtypes]
     if outside:
         kinds["unsupported-" + outside[0]] = (outside[0], None)
@@ -145,7 +149,7 @@ def _bad_dtypes(impl) -> dict[str, tuple[str, str | None]]:
 
 def _cases(impl) -> list[str]:
     kinds = [*_bad_dtypes(impl), "strided", "misaligned", "empty-rows"]
-    if impl.op not in ("vector_add", "reduce_sum"):  # 1-D ops: no columns to transpose
+    if impl.op not in ONE_D_OPS:  # 1-D ops: no columns to transpose
         kinds += ["transposed", "empty-cols"]
     if impl.op == "gemm":
         kinds.append("empty-k")

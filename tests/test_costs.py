@@ -21,6 +21,7 @@ from kernelab.roofline.costs import (
     reduce_sum,
     reduction,
     rmsnorm,
+    scan,
     softmax,
 )
 
@@ -211,6 +212,7 @@ def test_every_model_explains_itself_and_records_its_arguments():
         "reduction": reduction(64, 32, dtype="bf16"),
         "attention": attention(1, 2, 64, 64, 32, dtype="bf16"),
         "reduce_sum": reduce_sum(64, dtype="bf16"),
+        "scan": scan(64, dtype="int32"),
     }
     assert set(examples) == set(COST_MODELS)
     for op, cost in examples.items():

@@ -39,6 +39,7 @@ SMALL = {
     "rope": {"tokens": 3, "heads": 2, "head_dim": 8},
     "rope_interleaved": {"tokens": 3, "heads": 2, "head_dim": 8},
     "swiglu": {"rows": 3, "cols": 13},
+    "scan": {"n": 13},  # fp32 and int32; tests/ladders/scan checks the int32 half
 }
 # Inputs a seed does not draw: RoPE's cos/sin tables and positions are the model's, fixed.
 SEED_INDEPENDENT = {"rope": (1, 2, 3), "rope_interleaved": (1, 2, 3)}

@@ -25,6 +25,10 @@ GPU; with one, every step checked exactly, then timed (cold) beside torch and a 
 same bytes: GB/s, % of the copy bandwidth, speedup over the step before and over torch.
 Transpose sizes are ROWSxCOLS or N (square); histogram sizes are value counts, timed for
 uniform and skewed (one bin) data. --profile: each step's proof metric under ncu.
+
+`kernelab ladder scan` (engine in ladders/scan/ladder.py): prefix sums, fp32 or int32.
+Without a GPU the compile report of every kernel of every step; with one, every step checked
+(inclusive and exclusive), then timed beside torch.cumsum, CUB and a copy of the same bytes.
 """
 
 from __future__ import annotations
@@ -282,7 +286,7 @@ def _render_timing(result: dict, console) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ladder(
-        name: Annotated[str, typer.Argument(help="Which ladder: sgemm, hgemm, reduce, transpose or histogram.")],
+        name: Annotated[str, typer.Argument(help="Which ladder: sgemm, hgemm, reduce, transpose, histogram or scan.")],
         sizes: Annotated[
             str | None,
             typer.Option(
@@ -342,7 +346,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--dtype",
                 help="reduce: input dtypes, fp32, bf16, fp16 or a comma list (default fp32); "
-                "transpose: fp32 or bf16 (default fp32); histogram: int32 or uint8 (default int32).",
+                "transpose: fp32 or bf16 (default fp32); histogram: int32 or uint8 (default int32); "
+                "scan: fp32 or int32 (default fp32).",
             ),
         ] = None,
         bins: Annotated[
@@ -354,9 +359,21 @@ def register(app: typer.Typer) -> None:
         """A kernel ladder, step by step: compile report, correctness, timing against its
         baseline in the same run (sgemm: cuBLAS fp32; hgemm: cuBLAS bf16 with the pipeline
         lens; reduce: torch.sum and CUB against the read ceiling; transpose, histogram: torch
-        against the copy); with --profile, each step's proving counter under Nsight Compute."""
+        against the copy; scan: torch.cumsum and CUB against the copy); with --profile, each step's proving counter under Nsight Compute."""
         from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
+        if name == "scan":
+            if plot is not None or import_path is not None or pairs or bins is not None:
+                raise KernelabError(
+                    "--plot, --import, --pairs and --bins are not for the scan ladder"
+                )
+            if mode and len(mode) > 1:
+                raise KernelabError("the scan ladder times one mode per run; give one --mode")
+            check_max_time(max_time)
+            check_outputs(out, None)
+            _scan(sizes, steps, mode[0] if mode else "cold", max_time, out, dtype, profile,
+                  as_json)  # fmt: skip
+            return
         if name in PRIMITIVE_LADDERS:
             if plot is not None or import_path is not None or pairs:
                 raise KernelabError(f"--plot, --import and --pairs are not for the {name} ladder")
@@ -372,7 +389,7 @@ def register(app: typer.Typer) -> None:
         if bins is not None:
             raise KernelabError("--bins is for the histogram ladder")
         if name not in LADDERS:
-            raise unknown("ladder", name, (*LADDERS, *PRIMITIVE_LADDERS))
+            raise unknown("ladder", name, (*LADDERS, *PRIMITIVE_LADDERS, "scan"))
         check_max_time(max_time)
         check_outputs(out, plot)
         if name == "reduce":
@@ -1047,3 +1064,107 @@ def _render_primitive_profile(result: dict, console) -> None:
     ]  # fmt: skip
     _print_fitted(console, f"{result['ladder']} ladder under ncu", columns, cells,
                   left=("step", "proof metric"))  # fmt: skip
+
+
+# --- `kernelab ladder scan`: prefix sums against torch.cumsum, CUB and the copy -------------
+#
+# Without a GPU the compile report of every kernel of every step; with one, every step
+# checked (inclusive and exclusive, exact for int32), then timed (inclusive, cold) beside
+# torch.cumsum, CUB where cuda.compute or CuPy imports, and a copy of the same bytes: GB/s,
+# % of the copy, speedup over the step before, over torch and over CUB. Sizes are element
+# counts below 2^38. --profile: each step's proof metric under ncu, summed over every launch
+# of the step (its recursion levels, its three kernels), against the step before.
+
+SCAN_DEFAULT_SIZES = "1048576,67108864"
+SCAN_PROFILE_SIZE = "67108864"
+SCAN_MAX_N = 1 << 38
+
+
+def _scan_sizes(spec: str) -> list[int]:
+    found = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if not part.isdigit() or int(part) <= 0:
+            raise KernelabError(f"scan sizes are positive element counts N; got '{part}'")
+        if int(part) >= SCAN_MAX_N:
+            raise KernelabError(f"scan sizes must be below 2^38 elements; got '{part}'")
+        found.append(int(part))
+    if not found:
+        raise KernelabError(f"no sizes given; e.g. --sizes {SCAN_DEFAULT_SIZES}")
+    return found
+
+
+def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json):
+    """Validate everything first (one line, exit 2), then compile, and with a GPU check and
+    time, or profile each step's proof metric (summed over all its launches) at one size."""
+    from kernelab.harness.timing import MODES
+    from kernelab.ladders.scan import ladder as scan_ladder
+    from kernelab.ladders.scan.steps import DTYPES as SCAN_DTYPES
+
+    dtype = (dtype or "fp32").strip().lower()
+    if dtype not in SCAN_DTYPES:
+        raise unknown("dtype for the scan ladder", dtype, SCAN_DTYPES)
+    size_list = _scan_sizes(sizes or (SCAN_PROFILE_SIZE if profile else SCAN_DEFAULT_SIZES))
+    if profile and len(size_list) != 1:
+        raise KernelabError("--profile runs at one size; give one --sizes value")
+    chosen = scan_ladder.parse_steps(steps)
+    if mode not in MODES:
+        raise unknown("timing mode", mode, MODES)
+    compile_rows = scan_ladder.compile_scan(chosen, progress=note)
+    result = {"ladder": "scan", "dtype": dtype, "compile": compile_rows}
+    if not _has_gpu():
+        note("checking, timing and --profile need a CUDA GPU; showing the compile report only")
+        if out is not None:
+            note("--out: nothing written (no timings without a GPU)")
+        result.update(gpu=None, timed=False)
+        emit(result, as_json, lambda console: _render_scan_compile(result, console))
+        return
+    if profile:
+        result["profile"] = scan_ladder.profile_steps(chosen, size_list[0], dtype, progress=note)
+        emit(result, as_json, lambda console: _render_primitive_profile(result, console))
+        return
+    checks = scan_ladder.check_steps(chosen, (dtype,), progress=note)
+    bad = {c["step"] for c in checks if not c["ok"]}
+    if bad:
+        note(f"not timing steps that gave wrong answers: {', '.join(sorted(bad))}")
+    timed = [s for s in chosen if s.name not in bad]
+    rows, records, notes = scan_ladder.time_ladder(
+        timed, size_list, dtype, mode=mode, max_time_s=max_time, progress=note
+    )
+    result.update(gpu=records[0].gpu if records else None, mode=mode, sizes=size_list,
+                  checks=checks, rows=rows, notes=notes, timed=True)  # fmt: skip
+    if out is not None:
+        from kernelab.harness.records import save_records
+
+        result["records"] = str(save_records(records, out))
+    emit(result, as_json, lambda console: _render_scan_timing(result, console))
+
+
+def _render_scan_compile(result: dict, console) -> None:
+    columns = ("step", "kernel", "dtype", "regs", "smem", "spills", "proof metric")
+    cells = [
+        [r["step"], r["kernel"], r["dtype"], str(r["registers"]), str(r["static_smem_bytes"]),
+         str(r["spill_store_bytes"] + r["spill_load_bytes"]), r["proof"]]
+        for r in result["compile"]
+    ]  # fmt: skip
+    _print_fitted(console, "scan ladder: what ptxas says (sm_90)", columns, cells,
+                  left=("step", "kernel", "proof metric"), drop=("proof metric",))  # fmt: skip
+
+
+def _render_scan_timing(result: dict, console) -> None:
+    for check in result["checks"]:
+        if not check["ok"]:
+            console.print(f"[red]{check['step']} {check['dtype']} WRONG at "
+                          f"{', '.join(check['wrong_at'][:4])}[/red]")  # fmt: skip
+    columns = ("n", "step", "ms", "GB/s", "% of copy", "x prev", "x torch", "x CUB")
+    cells = [
+        [str(r["shape"]["n"]), r["step"], _fmt(r["median_ms"], ".4f"), _fmt(r["gbps"], ".0f"),
+         _fmt(r["pct_of_copy"], ".1f"), _num(r["speedup_vs_prev"]),
+         _num(r["speedup_vs_anchor"]), _num(r.get("speedup_vs_cub"))]
+        for r in result["rows"]
+    ]  # fmt: skip
+    title = f"scan ladder, {result['dtype']}, inclusive, {result['mode']} ({result['gpu']})"
+    _print_fitted(console, title, columns, cells, left=("n", "step"))
+    for line in result.get("notes", []):
+        console.print(line, style="dim")

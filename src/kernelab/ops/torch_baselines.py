@@ -106,6 +106,7 @@ def implementations() -> list[Implementation]:
         )
     impls.extend(_primitive_baselines())
     impls.extend(_decode_baselines())
+    impls.extend(_scan_baselines())
     return impls
 
 
@@ -161,3 +162,18 @@ def _decode_baselines() -> list[Implementation]:
                        description=f"torch eager: {what}", is_baseline=True)
         for name, op, dtypes, what in rows
     ]  # fmt: skip
+# ---- the scan ladder's anchor: torch.cumsum -------------------------------------------------
+
+
+def _scan_baselines() -> list[Implementation]:
+    return [
+        Implementation(
+            name="torch.cumsum",
+            op="scan",
+            build=_eager("scan"),
+            dtypes=("fp32", "int32"),
+            description="torch eager: torch.cumsum(x, 0, dtype=x.dtype), shifted by one for an "
+            "exclusive scan",
+            is_baseline=True,
+        ),
+    ]

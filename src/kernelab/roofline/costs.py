@@ -421,3 +421,20 @@ def swiglu(rows, cols, *, dtype) -> OpCost:
     bytes_ = 3 * elements * dtype_bytes(dtype)  # read gate and up, write out
     explanation = f"5 FLOPs per element (silu's exp, add, divide; 2 multiplies); bytes = 2 reads + 1 write at {dtype}"
     return OpCost("swiglu", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
+
+
+# ---- scan (the scan ladder) -----------------------------------------------------------------
+
+
+def scan(n, *, dtype) -> OpCost:
+    """Prefix sums of n elements (inclusive or exclusive): x read once, out written once."""
+    n = _count("scan", "n", n)
+    dtype = canonical_dtype(dtype)
+    moved = n * dtype_bytes(dtype)
+    return OpCost(
+        "scan", {"n": n}, dtype, float(n - 1), 2.0 * moved,
+        f"n - 1 adds; bytes = read n at {dtype} + write n at {dtype}",
+    )  # fmt: skip
+
+
+COST_MODELS["scan"] = scan

@@ -848,3 +848,91 @@ OPS.update(
         )
     }
 )  # fmt: skip
+
+
+# ---- scan (the scan ladder): inclusive or exclusive prefix sums of x[n] ---------------------
+#
+# Inputs (x, exclusive): x[n] fp32 or int32, exclusive a bool (the drawn inputs are
+# inclusive). out[i] = x[0] + ... + x[i], or x[0] + ... + x[i - 1] with out[0] = 0.
+# fp32: the reference is the float64 cumsum. The fp32 inputs are N(0, 1) + 1, as reduce_sum's:
+# prefixes grow like i, far from zero, so a relative error is well defined. int32: exact,
+# computed in int64 and cast to int32, i.e. modulo 2^32 in two's complement (the kernels'
+# wrapping adds); the int32 inputs span the whole range, so the running sums wrap.
+SCAN_INPUT_OFFSET = 1.0
+SCAN_FP32_ROUNDOFF = 2.0**-24  # harness.tolerances.UNIT_ROUNDOFF["fp32"]
+SCAN_ACCUMULATION_MARGIN = 3.0  # harness.tolerances.ACCUMULATION_MARGIN
+
+
+def scan_tolerance(n: int, dtype: str) -> float:
+    """The relative norm error a correct scan of n elements may have against the reference.
+
+    int32: 0 (exact). fp32: the prefixes of a correct scan are sums whose longest sequential
+    chain may be n adds (a CPU cumsum; the ladder's chains are far shorter: n / 2048 tile
+    prefixes plus a few hundred adds inside a tile). With mean-1 inputs the partial sum after
+    j adds is about j, each add rounds it by u * j with a random sign, so prefix i carries an
+    rms error u * sqrt(i^3 / 3); over all prefixes, against ||ref|| ~ sqrt(n^3 / 3), that is
+    u * sqrt(n / 4). The bound has the checker's shape (kernelab.harness.tolerances, whose
+    constants these mirror: spec sits below harness): two roundings to fp32, 2u, plus a
+    margin of 3 on that accumulation term.
+    """
+    import math
+
+    if canonical_name(dtype) == "int32":
+        return 0.0
+    u = SCAN_FP32_ROUNDOFF
+    return 2.0 * u + SCAN_ACCUMULATION_MARGIN * u * math.sqrt(max(int(n), 1) / 4.0)
+
+
+def _make_scan(shape, torch_dtype, generator, device):
+    import torch
+
+    n = shape["n"]
+    if torch_dtype == torch.int32:
+        low, high = -(2**31), 2**31
+        values = torch.randint(low, high, (n,), generator=generator, device=device)
+        return values.to(torch.int32), False
+    return _normals((n,), generator, device, 1.0, SCAN_INPUT_OFFSET).to(torch_dtype), False
+
+
+def _shift_exclusive(prefix):
+    import torch
+
+    return torch.cat([torch.zeros_like(prefix[:1]), prefix[:-1]])
+
+
+def _reference_scan(x, exclusive=False):
+    """float64 prefix sums of fp32 x; exact wrapping int32 prefix sums of int32 x."""
+    import torch
+
+    if x.dtype == torch.int32:
+        prefix = torch.cumsum(x.to(torch.int64), 0).to(torch.int32)  # modulo 2^32
+    else:
+        prefix = torch.cumsum(_f64(x), 0)
+    return _shift_exclusive(prefix) if exclusive else prefix
+
+
+def _eager_scan(x, exclusive=False):
+    """torch.cumsum in x's dtype, as a user calls it for an int32 answer (dtype=x.dtype: torch
+    accumulates int32 in int32 then, and the sums wrap as the reference's)."""
+    import torch
+
+    prefix = torch.cumsum(x, 0, dtype=x.dtype)
+    return _shift_exclusive(prefix) if exclusive else prefix
+
+
+def _cost_scan(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.scan(shape["n"], dtype=dtype)
+
+
+OPS["scan"] = OpSpec(
+    "scan",
+    ("n",),
+    ("fp32", "int32"),
+    "prefix sums of x[n], inclusive (exclusive with the second input True); int32 wraps",
+    _make_scan,
+    _reference_scan,
+    _eager_scan,
+    _cost_scan,
+)

@@ -26,6 +26,7 @@ PROVIDERS = (
     "kernelab.ladders.reduce",
     "kernelab.ladders.transpose",
     "kernelab.ladders.histogram",
+    "kernelab.ladders.scan",
 )
 
 
