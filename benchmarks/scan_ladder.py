@@ -34,7 +34,7 @@ def verdicts(rows: list[dict], n: int) -> dict:
     """The targets at n from one dtype's timed rows: PASS/FAIL per target, None where the
     figure it needs was not measured (no CUB, or scan:04 failed its check)."""
     at = {r["step"]: r for r in rows if r["shape"] == {"n": n}}
-    step, torch_row, cub = at.get(TARGET_STEP), at.get("torch.cumsum"), at.get("CUB")
+    step, torch_row, cub = at.get(TARGET_STEP), at.get("torch.cumsum"), at.get("cub")
     copy = step and step["pct_of_copy"] >= TARGET_PCT_OF_COPY
     vs_torch = step and torch_row and step["median_ms"] <= torch_row["median_ms"]
     vs_cub = None

@@ -41,9 +41,8 @@ def _with(monkeypatch, **changes) -> list[pmpp.PrimitiveLadder]:
 def test_every_issue_target_has_one_ladder_entry_and_each_ladder_its_own_records():
     assert [ladder.name for ladder in pmpp.LADDERS] == ["reduce", "scan", "histogram", "transpose"]
     assert {ladder.name: ladder.target.name for ladder in pmpp.LADDERS} == PMPP
-    # the three engines in the tree are wired; the scan's entry judges records once they exist
     wired = [ladder.name for ladder in pmpp.LADDERS if ladder.compile and ladder.time]
-    assert wired == ["reduce", "histogram", "transpose"]
+    assert wired == ["reduce", "scan", "histogram", "transpose"]
 
 
 def test_compile_all_writes_each_wired_ladders_rows_or_why_not(tmp_path, monkeypatch):
@@ -157,15 +156,15 @@ def test_without_a_gpu_the_section_shows_compile_tables_and_one_line_per_ladder(
     text = _text(report)
     assert "| reduce:01 | fp32 | interleaved | 12 | 1024 | 0 |" in text
     lines = [b.text for b in report.blocks if isinstance(b, Paragraph)]
-    for title in ("Sum reduction (reduce)", "Histogram (histogram)", "Matrix transpose (transpose)"):
+    for title in ("Sum reduction (reduce)", "Inclusive scan (scan)", "Histogram (histogram)",
+                  "Matrix transpose (transpose)"):  # fmt: skip
         assert any(line.startswith(f"{title}: timing needs a GPU") for line in lines), title
-    assert any(line.startswith("Inclusive scan (scan): not timed by the lab yet") for line in lines)
     assert not any(isinstance(b, Image) for b in report.blocks)
 
 
 def test_the_roofline_placement_says_memory_bound_at_an_intensity_near_zero():
     rows = pmpp.placement_rows("h200")
-    assert [row[0] for row in rows] == ["reduce", "histogram", "transpose"]  # no scan op yet
+    assert [row[0] for row in rows] == ["reduce", "scan", "histogram", "transpose"]
     for row in rows:
         assert row[7] == "memory" and float(row[5]) <= 0.25, row  # ridge: 206 FLOP/byte
     reduce = rows[0]

@@ -36,6 +36,7 @@ COPY_CEILING = "copy"  # the transpose and histogram engines' ceiling row
 REDUCE_SIZES = {True: [1 << 24, 1 << 26], False: [1 << 20, 1 << 24, 1 << 26, 1 << 28]}
 READ_CEILING_BYTES = {True: 1 << 30, False: 4 << 30}
 TRANSPOSE_SHAPES = [(8192, 8192)]
+SCAN_SIZES = {True: [1 << 24, 1 << 26], False: [1 << 20, 1 << 24, 1 << 26, 1 << 28]}
 HISTOGRAM_SIZES = {True: [1 << 26], False: [1 << 26, 1 << 28]}
 HISTOGRAM_BINS = 256
 MAX_TIME_S = {True: 0.5, False: 1.0}
@@ -101,6 +102,12 @@ def _compile_transpose(progress: Progress) -> list[dict]:
     return compile_transpose(parse_steps(None), progress)
 
 
+def _compile_scan(progress: Progress) -> list[dict]:
+    from kernelab.ladders.scan.ladder import compile_scan, parse_steps
+
+    return compile_scan(parse_steps(None), progress)
+
+
 def _compile_histogram(progress: Progress) -> list[dict]:
     from kernelab.ladders.histogram.ladder import compile_histogram, parse_steps
 
@@ -156,6 +163,16 @@ def _time_transpose(quick: bool, progress: Progress) -> tuple[list[Record], list
     return records, [*notes, ladder.NO_CUB]
 
 
+def _time_scan(quick: bool, progress: Progress) -> tuple[list[Record], list[str]]:
+    from kernelab.ladders.scan import ladder
+
+    steps = ladder.parse_steps(None)
+    good, notes = correct_steps(steps, ladder.check_steps(steps, ("fp32",), progress))
+    _, records, found = ladder.time_ladder(good, SCAN_SIZES[quick], "fp32",
+                                           max_time_s=MAX_TIME_S[quick], progress=progress)  # fmt: skip
+    return records, [*notes, *found]
+
+
 def _time_histogram(quick: bool, progress: Progress) -> tuple[list[Record], list[str]]:
     from kernelab.ladders.histogram import ladder
 
@@ -184,7 +201,7 @@ def _uniform(r: Record) -> bool:
     return r.extra.get("distribution", "uniform") == "uniform"
 
 
-# One entry per ladder: a fourth (the scan) plugs in here, with its compile and time adapters.
+# One entry per ladder: a new ladder plugs in here, with its compile and time adapters.
 LADDERS: tuple[PrimitiveLadder, ...] = (
     PrimitiveLadder(
         name="reduce", title="Sum reduction", op="reduce_sum", step_prefix="reduce:",
@@ -211,6 +228,7 @@ LADDERS: tuple[PrimitiveLadder, ...] = (
             anchors=(("torch.cumsum", 1.0, lambda r: _elements(r) >= 2**26),
                      ("cub", 0.95, lambda r: _elements(r) >= 2**26)),
         ),
+        compile=_compile_scan, time=_time_scan, final_step="scan:04", docs="docs/ladders/scan.md",
     ),
     PrimitiveLadder(
         name="histogram", title="Histogram", op="histogram", step_prefix="histogram:",

@@ -29,7 +29,7 @@ __all__ = [
 ]  # fmt: skip
 
 ANCHOR = "torch.cumsum"
-CUB = "CUB"
+CUB = "cub"  # the anchor's implementation name in records, as the reduction ladder's
 NO_CUB = "CUB: not measured (neither cuda.compute nor cupy imports; pip install 'kernelab[cub]')"
 # Awkward sizes (1, around a warp, around a tile of 2048, a prime, several levels of step
 # 1's recursion) and one past 2^22, where step 3's tile-sum scan loops over chunks.
