@@ -181,7 +181,7 @@ def lab(
                 if not results.empty
                 else "No CUDA GPU here and no committed GPU records found: only the analytic parts."
             )
-        gate = evaluate_gate(results, lab_run.docs_dir())
+        gate = evaluate_gate(results, lab_run.docs_dir(), this_run=state.on_gpu)
         report = compose(state, results, source, gate)
         md, page = write_report(report, folder)
     data = {
