@@ -614,9 +614,7 @@ def _records_source(results: ResultSet) -> str:
     return f"the records in {results.folder}" if results.folder else "the records given"
 
 
-def evaluate_gate(
-    results: ResultSet, docs: Path | None, this_run: bool = False
-) -> list[Criterion]:
+def evaluate_gate(results: ResultSet, docs: Path | None, this_run: bool = False) -> list[Criterion]:
     """Every criterion, judged on `results`. this_run: the results are the measurements of
     the run the gate is in (a lab run on a GPU), so each criterion judges them, the opinion
     page included; else they are a folder of records (committed, or an earlier run's)."""
