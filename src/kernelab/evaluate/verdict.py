@@ -306,8 +306,23 @@ class Evaluator:
             why = describe_exception(exc)
         sizes = []
         for case in cases:
-            data = self.problem.generate(case, 0)
-            output = self.problem.reference(trees.clone(data))
+            where = f"{self.problem.name} {case.label}"
+            try:
+                data = self.problem.generate(case, 0)
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise
+                raise KernelabError(
+                    f"{where}: generating the inputs failed: {describe_exception(exc)}"
+                ) from None
+            try:
+                output = self.problem.reference(trees.clone(data))
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise
+                raise KernelabError(
+                    f"{where}: the reference failed: {describe_exception(exc)}"
+                ) from None
             sizes.append(set_size(data, output))
             del data, output
         return sizes, f"measured on one real set-up per case (fake tensors failed: {why})"
