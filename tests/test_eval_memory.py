@@ -61,9 +61,11 @@ def test_fake_tensors_give_a_problems_size_without_allocating_it(tmp_path):
 
 def test_the_issue_problem_on_an_h200_needs_more_than_the_card_and_says_how_much():
     one = footprint.SetSize(inputs=BIG, inputs64=2 * BIG, output=BIG, output64=2 * BIG)
-    # three test seeds and the re-check kept by the judge, one pool set; on the card the
-    # worker's pool, its call tree and three kept outputs plus the one being made
-    expected = 4 * 4 * BIG + 4 * BIG + 3 * BIG + 6 * BIG
+    # kept by the judge: three test seeds and the re-check, one pool set (inputs, output,
+    # output in float64: 4 tensors each); for a moment, checking an output in float64 (5);
+    # on the card the worker's pool, its call tree, three kept outputs plus the one being
+    # made, and the fingerprint's scratch (8)
+    expected = 4 * 4 * BIG + 4 * BIG + 5 * BIG + 8 * BIG
     need = footprint.need_bytes([one] * 4, [one], 1, on_gpu=True, min_kept=POOL_SETS)
     assert need == expected
     with pytest.raises(footprint.DoesNotFit) as found:
@@ -170,6 +172,10 @@ def test_a_problem_that_cannot_fit_once_is_skipped_with_the_sizes(monkeypatch, t
     assert judged["message"].startswith("skipped: needs ")
     assert "GB, machine has 139.0 GB free device memory" in judged["message"]
     assert "Traceback" not in judged["message"] and outcome.skipped == judged["message"]
+    plan = judged["memory"]  # the sums behind the skip, with one input set
+    assert plan["pool_sets"] == 1 and plan["need_bytes"] > plan["budget_bytes"]
+    assert plan["budget_bytes"] == int(footprint.MEMORY_SHARE * 139 * 10**9)
+    assert f"needs {plan['need_bytes'] / 1e9:.1f} GB" in judged["message"]
 
 
 def test_the_cli_reports_a_skip_as_its_own_status_and_exit_3(monkeypatch, tmp_path, capsys):

@@ -7,8 +7,9 @@ one such set per test seed, per benchmark case and per timing case's re-check, a
 input set of the timed-call pool. While it computes a set it also holds, for a moment, a
 scratch copy of the inputs and the inputs upcast to float64. On a GPU the worker shares the
 device: it holds the pool's inputs again, the one tree every timed call receives, and the
-outputs of a batch until the judge chooses which to see (at least POOL_SETS of them); the
-judge fetches the chosen outputs one at a time, so one more output lives on its side.
+outputs of a batch until the judge chooses which to see (at least POOL_SETS of them) with
+the fingerprint's scratch; the judge fetches the chosen outputs one at a time and checks
+each in float64.
 
 The sizes come from the problem itself, run on fake tensors (torch's FakeTensorMode: shapes
 and dtypes, no memory), or, where the problem cannot run on fake tensors, from one real
@@ -35,7 +36,12 @@ GB = 1e9
 
 class DoesNotFit(KernelabError):
     """The problem cannot be judged on this device even with one input set: a verdict of
-    its own ("skipped"), not a failure of the solution or of the problem."""
+    its own ("skipped"), not a failure of the solution or of the problem. `plan`: the
+    sums behind it (MemoryPlan.to_dict, for one input set)."""
+
+    def __init__(self, message: str, plan: dict):
+        super().__init__(message)
+        self.plan = plan
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -61,9 +67,10 @@ class SetSize:
 
     @property
     def transient(self) -> int:
-        """What computing one set holds beside what is kept: a scratch copy of the inputs
-        and the inputs in float64."""
-        return self.inputs + self.inputs64
+        """What the judge holds for a moment beside what it keeps: computing a set (a scratch
+        copy of the inputs, the inputs in float64), or checking an output against it (the
+        output, the output in float64, their difference in float64), whichever is more."""
+        return max(self.inputs + self.inputs64, self.output + 2 * self.output64)
 
 
 def _bytes(tree: Any, *, as_float64: bool = False) -> int:
@@ -137,15 +144,17 @@ def need_bytes(
 ) -> int:
     """Peak bytes of judging with `pool_sets` input sets per timing case: the judge's kept
     sets (`fixed`: test seeds, benchmark cases, re-checks; then the pools), the largest
-    set's transient, and on a GPU the worker's pool, its call tree and `min_kept` outputs,
-    plus the one output the judge fetches back at a time."""
+    set's transient, and on a GPU the worker's pool, its call tree, `min_kept` outputs and
+    the one being made, and the fingerprint's scratch (an int64 position per 8 bytes of
+    output and the mixed words: two outputs' worth)."""
     every = [*fixed, *timed]
     judge = sum(s.kept for s in fixed) + pool_sets * sum(s.kept for s in timed)
     judge += max((s.transient for s in every), default=0)
     if not on_gpu or not timed:
         return judge
     worker = sum(pool_sets * s.inputs for s in timed)  # the worker keeps every case's pool
-    worker += max(s.inputs + (min_kept + 1) * s.output for s in timed)  # one case timed at a time
+    # one case is timed at a time: its call tree, its outputs, the fingerprint's scratch
+    worker += max(s.inputs + (min_kept + 1 + 2) * s.output for s in timed)
     return judge + worker
 
 
@@ -174,8 +183,10 @@ def plan(
             spare = budget - need + min_kept * largest_output  # the kept outputs may grow
             return MemoryPlan(sets, min(kept_cap, spare), need, free, what, how)
     device = "card" if on_gpu else "machine"
+    details = MemoryPlan(1, 0, need, free, what, how).to_dict()
     raise DoesNotFit(
         f"skipped: needs {need / GB:.1f} GB, {device} has {free / GB:.1f} GB {what} (the judge "
         f"plans within {MEMORY_SHARE:.0%} of it: {budget / GB:.1f} GB) with one input set for "
-        f"the timed calls; sizes {how}; --seeds 1 or --scale below 1 needs less"
+        f"the timed calls; sizes {how}; --seeds 1 or --scale below 1 needs less",
+        details,
     )

@@ -48,7 +48,7 @@ def run_problem(
         evaluator.prepare()
         evaluator.measure_baselines()
     except DoesNotFit as exc:
-        return _skipped(outcome, evaluator, problem, solutions, str(exc))
+        return _skipped(outcome, evaluator, problem, solutions, str(exc), exc.plan)
     except KernelabError as exc:
         outcome.setup_error = str(exc)
         return outcome
@@ -89,8 +89,13 @@ def _out_of_memory(evaluator: Evaluator | None, device: str, exc: BaseException)
             f"({describe_exception(exc)[:120]})")  # fmt: skip
 
 
-def _skipped(outcome: ProblemRun, evaluator, problem, solutions, message: str) -> ProblemRun:
-    """Every solution's verdict "skipped", with the one message that says why."""
+def _skipped(
+    outcome: ProblemRun, evaluator, problem, solutions, message: str, plan: dict | None = None
+) -> ProblemRun:
+    """Every solution's verdict "skipped", with the one message that says why and the
+    memory plan behind it."""
+    if plan is None and evaluator is not None and evaluator.memory is not None:
+        plan = evaluator.memory.to_dict()
     outcome.skipped = message
     for solution in solutions:
         outcome.verdicts[str(solution)] = Verdict(
@@ -98,7 +103,7 @@ def _skipped(outcome: ProblemRun, evaluator, problem, solutions, message: str) -
             format=evaluator.problem.format if evaluator else "",
             solution=str(solution), status="skipped", message=message,
             device=str(evaluator.device) if evaluator else "",
-            memory=evaluator.memory.to_dict() if evaluator and evaluator.memory else {},
+            memory=plan or {},
         ).to_dict()  # fmt: skip
     if evaluator is not None:
         outcome.notes = evaluator.notes
