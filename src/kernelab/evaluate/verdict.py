@@ -34,8 +34,9 @@ Correctness, for every case and several seeds (each test case at its own seed an
 Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a GPU, with the
 same loop and mode for eager PyTorch and torch.compile of the reference (reported as
 speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
-the next of POOL_SETS input sets, copied into the same tensors (new values at the same
-addresses). Without timing every call is checked in full. When timed, every output is kept
+the next of POOL_SETS input sets (fewer where the device's memory is short: the plan of
+kernelab.evaluate.footprint, made before any input exists), copied into the same tensors
+(new values at the same addresses). Without timing every call is checked in full. When timed, every output is kept
 and fingerprinted inside the judge's clock, and the outputs of some calls, chosen by the
 judge after the batch from a secret, come back, must match their fingerprints and are
 checked against the reference of their set: an answer remembered from an earlier call, an
