@@ -421,3 +421,22 @@ def test_every_criterion_says_which_records_it_judged(folder):
     run = gate.evaluate_gate(_run_results(), REPO_PAGE.parent, this_run=True)
     assert {c.judged_on for c in run} == {"this run"}
     assert {c.to_dict()["judged_on"] for c in run} == {"this run"}
+
+
+def test_exit_check_on_a_lab_runs_folder_judges_it_as_that_run(tmp_path, capsys):
+    run = _run_results()
+    records = tmp_path / "lab" / "records"
+    by_file: dict[str, list] = {}
+    for r in run.records:
+        by_file.setdefault(r.extra.pop("source_file"), []).append(r)
+    for name, found in by_file.items():
+        save_records(found, records / name)
+    (records / "ceilings.json").write_text(json.dumps(run.ceilings))
+    (records / "hgemm").mkdir()
+    (records / "hgemm" / "summary.json").write_text(json.dumps(run.hgemm_summary))
+    (records / "stages.json").write_text(json.dumps({"ceilings": "copy 4.30 TB/s"}))
+    main(["exit-check", "--results", str(records), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    opinion = next(c for c in data["gate"] if c["name"] == OPINION)
+    assert opinion["judged_on"] == "this run" and opinion["status"] == "PASS", opinion
+    assert "4 of 4 claims confirmed by this run's samples" in opinion["evidence"]

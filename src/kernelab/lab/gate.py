@@ -611,7 +611,14 @@ def records_criterion(results: ResultSet) -> Criterion:
 
 
 def _records_source(results: ResultSet) -> str:
-    return f"the records in {results.folder}" if results.folder else "the records given"
+    """Which records a criterion judged, as the report names them: a committed card folder
+    by its place in the repository, any other folder by its path."""
+    folder = results.folder
+    if folder is None:
+        return "the records given"
+    if folder.parent.name == "results" and folder.parent.parent.name == "benchmarks":
+        return f"committed records (benchmarks/results/{folder.name}/)"
+    return f"the records in {folder}"
 
 
 def evaluate_gate(results: ResultSet, docs: Path | None, this_run: bool = False) -> list[Criterion]:
