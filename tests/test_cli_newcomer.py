@@ -61,7 +61,7 @@ def test_roofline_plot_into_an_existing_folder_still_writes(tmp_path, capsys):
 def _gate(monkeypatch, criteria):
     from kernelab.lab import gate
 
-    monkeypatch.setattr(gate, "evaluate_gate", lambda results, docs: criteria)
+    monkeypatch.setattr(gate, "evaluate_gate", lambda results, docs, this_run=False: criteria)
 
 
 def _criteria(phase_ok: bool, kernelab_ok: bool):

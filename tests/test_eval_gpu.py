@@ -62,6 +62,9 @@ def test_suite_on_the_gpu(name, out_dir):
             continue
         assert row["status"] == "pass", where
         assert row["timings"], where
+        # the fixtures are small: the judge plans within the card's free memory, 3 sets
+        assert row["memory"]["available"] == "free device memory", where
+        assert row["memory"]["pool_sets"] == 3, where
         for timed in row["timings"]:
             assert timed["solution_ms"] > 0 and timed["eager_ms"] > 0, where
             if name == "kernelbench":
@@ -161,3 +164,65 @@ def test_gpu_cheats_of_every_class_are_refused(cheat, reason):
     code, verdict = judged_on_gpu(EVAL / cheat)
     assert code == 1 and verdict["status"] == "fail", verdict["message"]
     assert reason in verdict["message"], verdict["message"]
+
+
+# --- the judge sized to the card ------------------------------------------------------------
+
+SOFTMAX_COLS = 393_216  # KernelBench level 1 problem 23's row length
+
+
+def _softmax_problem(folder: Path, rows: int) -> tuple[Path, Path]:
+    problem = folder / f"softmax_{rows}.py"
+    problem.write_text(
+        (EVAL / "kernelbench" / "softmax.py").read_text()
+        .replace("batch_size = 2048", f"batch_size = {rows}")
+        .replace("dim = 4093  # not a multiple of any tile", f"dim = {SOFTMAX_COLS}")
+    )  # fmt: skip
+    solution = folder / "torch_softmax.py"
+    solution.write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n"
+    )
+    return problem, solution
+
+
+def _eval_on_gpu(problem: Path, solution: Path, *extra: str) -> tuple[int, dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelab.cli", "eval", str(problem), str(solution),
+         "--device", "cuda", "--seed", "7", "--max-time", "0.2", "--timeout", "600",
+         "--no-compile", "--json", *extra],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.stdout, done.stderr[-2000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.gpu
+def test_gpu_problem_23_at_full_size_is_skipped_with_what_it_needs(tmp_path):
+    # 4096 x 393,216 fp32: 6.4 GB a tensor; three seeds need more than any one card holds
+    code, verdict = _eval_on_gpu(*_softmax_problem(tmp_path, 4096))
+    assert code == 3 and verdict["status"] == "skipped", verdict
+    assert verdict["message"].startswith("skipped: needs "), verdict["message"]
+    assert "GB, card has " in verdict["message"] and "free device memory" in verdict["message"]
+    plan = verdict["memory"]
+    assert plan["available"] == "free device memory" and plan["need_bytes"] > plan["budget_bytes"]
+    assert plan["sizes"] == "from the problem run on fake tensors"  # nothing was allocated
+
+
+@pytest.mark.gpu
+def test_gpu_a_problem_that_fits_with_one_input_set_is_judged_on_it(tmp_path):
+    import torch
+
+    from kernelab.evaluate.footprint import MEMORY_SHARE
+
+    free, _ = torch.cuda.mem_get_info()
+    # With --seeds 1 a tensor of T bytes needs 25 T with one pool set and 30 T with two
+    # (footprint.need_bytes): T between them, so the plan must take one set.
+    tensor = MEMORY_SHARE * free / 27.5
+    rows = int(tensor // (4 * SOFTMAX_COLS))
+    code, verdict = _eval_on_gpu(*_softmax_problem(tmp_path, rows), "--seeds", "1")
+    assert code == 0 and verdict["status"] == "pass", verdict["message"]
+    assert verdict["memory"]["pool_sets"] == 1, verdict["memory"]
+    assert any(n.startswith("timed calls rotate through 1 input set(s), not 3")
+               for n in verdict["notes"])  # fmt: skip
+    assert verdict["timings"] and verdict["timings"][0]["solution_ms"] > 0

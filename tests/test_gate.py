@@ -6,6 +6,7 @@ they were."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -466,3 +467,142 @@ def test_the_reduction_target_names_its_final_step_not_the_last_one_timed(folder
                                                         if r["implementation"] != "reduce:10"]))  # fmt: skip
     criterion = _gate(folder)[PMPP["reduce"]]
     assert not criterion.passed and "reduce:10 not timed at n=67108864 fp32" in criterion.evidence
+
+
+# --- the opinion page on a GPU run: judged on that run's own measurements --------------------
+# Synthetic run results, built in memory: the records a `kernelab lab --quick` on a GPU
+# writes, each at a chosen fraction of its baseline. Never written as results.
+
+REPO_PAGE = Path(__file__).resolve().parents[1] / "docs" / gate.OPINION_PAGE
+
+
+def _run_results(triton_pct=100.0, sgemm_pct=95.0, softmax_tbps=4.2, hopper=True):
+    from kernelab.lab.results import ResultSet
+
+    cublas_bf16 = 2 * 4096**3 / 780e12 * 1e3
+    cublas_fp32 = 2 * 4096**3 / 51e12 * 1e3
+    triton = [_gemm("torch.mm", "bf16", cublas_bf16, source_file="triton_records.json"),
+              _gemm("triton.matmul", "bf16", cublas_bf16 * 100 / triton_pct,
+                    source_file="triton_records.json"),
+              _softmax(4096, softmax_tbps)]  # fmt: skip
+    triton[2].extra["source_file"] = "triton_records.json"
+    sgemm = [_gemm("torch.mm", "fp32", cublas_fp32, ladder="sgemm"),
+             _gemm("sgemm:13", "fp32", cublas_fp32 * 100 / sgemm_pct, ladder="sgemm")]  # fmt: skip
+    for r in sgemm:
+        r.extra["source_file"] = "sgemm_ladder_records.json"
+    reference = [1.0, 1.02, 0.98, 1.0, 1.01]
+    paired = [{"impl": "hgemm:19", "size": 4096, "mode": "cold", "reference_ms": reference,
+               "candidate_ms": [r / 1.01 for r in reference]}]  # fmt: skip
+    return ResultSet(folder=None, records=[*triton, *sgemm],
+                     ceilings={"gpu": "NVIDIA H200", "ceilings": {"copy": {"rate": 4.3e12}}},
+                     hgemm_summary={"paired": paired} if hopper else None)  # fmt: skip
+
+
+def _opinion(results, this_run=True, docs=None):
+    return gate.opinion_criterion(docs or REPO_PAGE.parent, results, this_run=this_run)
+
+
+def _derived(results):
+    from kernelab.lab.results import derive_all
+
+    derive_all(results)
+    return results
+
+
+def test_a_gpu_run_that_measures_what_the_page_claims_passes_the_opinion():
+    criterion = _opinion(_derived(_run_results()))
+    assert criterion.passed, criterion.evidence
+    assert criterion.judged_on == "this run"
+    assert "4 of 4 claims confirmed by this run's samples" in criterion.evidence
+    assert "triton.matmul >= 90 % of torch.mm (bf16, m=4096 n=4096 k=4096): 100.0 %" in (
+        criterion.evidence
+    )
+    assert "hgemm:19" in criterion.evidence and "sgemm:13" in criterion.evidence
+
+
+def test_a_gpu_run_that_contradicts_a_claim_fails_it_with_the_measured_figure():
+    criterion = _opinion(_derived(_run_results(triton_pct=70.0)))
+    assert not criterion.passed
+    assert ("1 claims refuted by this run: triton.matmul >= 90 % of torch.mm (bf16, m=4096 "
+            "n=4096 k=4096): this run measured 70.0 %") in criterion.evidence  # fmt: skip
+    slow_softmax = _opinion(_derived(_run_results(softmax_tbps=2.15)))
+    assert not slow_softmax.passed
+    assert "triton.softmax >= 85 % of copy (bf16, cols=4096): this run measured 50.0 %" in (
+        slow_softmax.evidence
+    )
+
+
+def test_a_card_without_the_hopper_ladder_names_the_claim_it_could_not_measure():
+    criterion = _opinion(_derived(_run_results(hopper=False)))
+    assert criterion.passed, criterion.evidence  # three claims measured and confirmed
+    assert "not measured by this run, not judged: hgemm:* >= 95 % of torch.mm" in (
+        criterion.evidence
+    )
+    results = _derived(_run_results(hopper=False))
+    results.ceilings = None  # no copy measured: the softmax claim cannot be judged either
+    thin = _opinion(results)
+    assert not thin.passed
+    assert "only 2 claims confirmed by this run's measurements (needs 3)" in thin.evidence
+    assert "no measured copy bandwidth (ceilings.json) in this run" in thin.evidence
+
+
+def test_the_committed_records_a_gpu_run_never_made_do_not_decide_it():
+    # the page cites committed files; this run's records are all the gate may judge it on
+    from kernelab.lab.results import ResultSet
+
+    empty = _opinion(ResultSet(folder=None))
+    assert not empty.passed and empty.judged_on == "this run"
+    assert "0 of 4 claims confirmed" in empty.evidence
+
+
+def test_without_a_gpu_the_page_falls_back_to_the_committed_records_and_says_so(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / gate.OPINION_PAGE).write_text(REPO_PAGE.read_text())
+    cited = tmp_path / "benchmarks" / "results" / "h200"
+    cited.mkdir(parents=True)
+    criterion = _opinion(_derived(_run_results()), this_run=False, docs=docs)
+    assert criterion.judged_on == "committed records (benchmarks/results/h200/)"
+    assert "checked against benchmarks/results/h200/, the committed records it cites" in (
+        criterion.evidence
+    )
+    # the same page judged as this run's: the claims, not the citations
+    assert _opinion(_derived(_run_results()), this_run=True, docs=docs).passed
+
+
+def test_a_claims_row_the_gate_cannot_read_fails_the_page_with_the_row(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = REPO_PAGE.read_text().replace("| m=4096 n=4096 k=4096 | 90 % |",
+                                         "| m=4096 n=4096 k=4096 | most |", 1)  # fmt: skip
+    (docs / gate.OPINION_PAGE).write_text(text)
+    criterion = _opinion(_derived(_run_results()), docs=docs)
+    assert not criterion.passed
+    assert "not understood: `at least` 'most' is not a percentage" in criterion.evidence
+
+
+def test_every_criterion_says_which_records_it_judged(folder):
+    for c in gate.evaluate_gate(load_results(folder), folder.parent / "docs"):
+        assert c.judged_on == f"the records in {folder}", c.name
+    run = gate.evaluate_gate(_run_results(), REPO_PAGE.parent, this_run=True)
+    assert {c.judged_on for c in run} == {"this run"}
+    assert {c.to_dict()["judged_on"] for c in run} == {"this run"}
+
+
+def test_exit_check_on_a_lab_runs_folder_judges_it_as_that_run(tmp_path, capsys):
+    run = _run_results()
+    records = tmp_path / "lab" / "records"
+    by_file: dict[str, list] = {}
+    for r in run.records:
+        by_file.setdefault(r.extra.pop("source_file"), []).append(r)
+    for name, found in by_file.items():
+        save_records(found, records / name)
+    (records / "ceilings.json").write_text(json.dumps(run.ceilings))
+    (records / "hgemm").mkdir()
+    (records / "hgemm" / "summary.json").write_text(json.dumps(run.hgemm_summary))
+    (records / "stages.json").write_text(json.dumps({"ceilings": "copy 4.30 TB/s"}))
+    main(["exit-check", "--results", str(records), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    opinion = next(c for c in data["gate"] if c["name"] == OPINION)
+    assert opinion["judged_on"] == "this run" and opinion["status"] == "PASS", opinion
+    assert "4 of 4 claims confirmed by this run's samples" in opinion["evidence"]

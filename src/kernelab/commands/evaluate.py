@@ -3,7 +3,8 @@ a reference, in KernelBench or GPU MODE format (kernelab.evaluate says how).
 
 Exit code 0 when every verdict is "pass", 1 when any is not (wrong, suspect, crash,
 timeout), 2 for bad input (no such file, an unrecognised format, a problem that cannot be
-set up, --device cuda without a GPU).
+set up, --device cuda without a GPU), 3 when nothing failed but a problem was skipped: it
+does not fit the device's memory even with one input set (`skipped: needs N GB, ...`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ COLOURS = {
     "crash": "red",
     "timeout": "red",
     "error": "red",
+    "skipped": "yellow",
 }
 MESSAGE_WIDTH = 160
 
@@ -178,6 +180,14 @@ def _render_suite(result: dict):
     return render
 
 
+def _exit_code(statuses: list[str]) -> int:
+    """0 when every verdict passes; 1 when any is fail, suspect, crash, timeout or error;
+    3 when none of those but some problem was skipped (too large for the device)."""
+    if any(status not in ("pass", "skipped") for status in statuses):
+        return 1
+    return 3 if "skipped" in statuses else 0
+
+
 def _save(records: list[dict], out: Path | None) -> str | None:
     if out is None:
         return None
@@ -256,9 +266,7 @@ def register(app: typer.Typer) -> None:
             )
             result["saved_to"] = _save(result["records"], out)
             emit(result, as_json, _render_suite(result))
-            if any(row["status"] != "pass" for row in result["rows"]):
-                raise typer.Exit(1)
-            return
+            raise typer.Exit(_exit_code([row["status"] for row in result["rows"]]))
         if problem is None or solution is None:
             raise KernelabError("kernelab eval needs PROBLEM and SOLUTION (or --suite DIR)")
         detect_format(problem)
@@ -280,5 +288,4 @@ def register(app: typer.Typer) -> None:
         verdict["baselines"] = outcome.baselines
         verdict["saved_to"] = _save(outcome.baseline_records + verdict.get("records", []), out)
         emit(verdict, as_json, _render_verdict(verdict))
-        if verdict["status"] != "pass":
-            raise typer.Exit(1)
+        raise typer.Exit(_exit_code([verdict["status"]]))

@@ -182,7 +182,7 @@ def lab(
                 if not results.empty
                 else "No CUDA GPU here and no committed GPU records found: only the analytic parts."
             )
-        gate = evaluate_gate(results, lab_run.docs_dir())
+        gate = evaluate_gate(results, lab_run.docs_dir(), this_run=state.on_gpu)
         report = compose(state, results, source, gate)
         md, page = write_report(report, folder)
     data = {
@@ -246,7 +246,9 @@ def exit_check(
             f"--results {folder} holds no measured records (a lab run without a GPU measures "
             "nothing); judge a card's committed records: --results benchmarks/results/h200"
         )
-    gate = evaluate_gate(loaded, lab_run.docs_dir())
+    # a lab run's records folder (its stages.json beside them) is judged as that run
+    this_run = (folder / "stages.json").is_file()
+    gate = evaluate_gate(loaded, lab_run.docs_dir(), this_run=this_run)
     data = {"results": str(folder), "machine": loaded.machine(), "files": loaded.files,
             "gate": [c.to_dict() for c in gate],
             "phase_passed": all(c.passed for c in gate if c.bar == "phase"),

@@ -77,8 +77,9 @@ def run_suite(directory, *, device: str, scale: float, options, timeout: float) 
                 verdicts={}, setup_error=f"judging it raised {describe_exception(exc)}"
             )
         entry.update(
-            setup_error=outcome.setup_error, baselines=outcome.baselines, notes=outcome.notes
-        )
+            setup_error=outcome.setup_error, skipped=outcome.skipped,
+            baselines=outcome.baselines, notes=outcome.notes,
+        )  # fmt: skip
         problems.append(entry)
         records.extend(outcome.baseline_records)
         for solution in solutions:

@@ -34,8 +34,9 @@ Correctness, for every case and several seeds (each test case at its own seed an
 Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a GPU, with the
 same loop and mode for eager PyTorch and torch.compile of the reference (reported as
 speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
-the next of POOL_SETS input sets, copied into the same tensors (new values at the same
-addresses). Without timing every call is checked in full. When timed, every output is kept
+the next of POOL_SETS input sets (fewer where the device's memory is short: the plan of
+kernelab.evaluate.footprint, made before any input exists), copied into the same tensors
+(new values at the same addresses). Without timing every call is checked in full. When timed, every output is kept
 and fingerprinted inside the judge's clock, and the outputs of some calls, chosen by the
 judge after the batch from a secret, come back, must match their fingerprints and are
 checked against the reference of their set: an answer remembered from an earlier call, an
@@ -63,6 +64,16 @@ from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
 from kernelab.evaluate import observed, trees
 from kernelab.evaluate.arena import Arena, tree_bytes
+from kernelab.evaluate.footprint import (
+    GB,
+    MemoryPlan,
+    SetSize,
+    available_bytes,
+    fake_set_size,
+    is_out_of_memory,
+    plan,
+    set_size,
+)
 from kernelab.evaluate.problem import Case, Problem, describe_exception
 from kernelab.evaluate.recognise import Recognition, declared, recognise
 from kernelab.evaluate.sandbox import Worker, WorkerGone
@@ -77,13 +88,15 @@ from kernelab.output import note, to_jsonable
 from kernelab.roofline.model import Ceilings, place
 from kernelab.spec.reference import name_of
 
-STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error")
+# "skipped": the problem does not fit the device even with one input set (footprint.py)
+STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error", "skipped")
 EAGER_ERROR_MARGIN = 2.0
-POOL_SETS = 3  # input sets the timed calls rotate through
+POOL_SETS = 3  # input sets the timed calls rotate through, memory allowing (footprint.py)
 CHECKED_EXTRA = 8  # checked timed calls besides the last POOL_SETS, at least
 CHECKED_SHARE = 0.1  # ... or this share of the batch
 CHECKED_MAX = 32  # ... at most
-KEPT_OUTPUT_BYTES = 4 << 30  # a batch's outputs, all kept by the worker until the judge chooses
+KEPT_OUTPUT_BYTES = 4 << 30  # a batch's outputs kept by the worker until the judge chooses,
+# at most (less where the device's memory is short: footprint.py)
 WARMUP_CALLS = 3  # untimed: compilation, autotuning, lazy allocation
 PROBE_CALLS = 3  # sized on the judge's clock: how many calls fit in --max-time
 MAX_TIMED_CALLS = 2000
@@ -160,6 +173,7 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
     wall: dict = field(default_factory=dict)  # what the worker's wall holds, what it lacks
+    memory: dict = field(default_factory=dict)  # footprint.MemoryPlan: the pool size used, why
 
     def to_dict(self) -> dict:
         return to_jsonable(asdict(self))
@@ -253,6 +267,7 @@ class Evaluator:
         self.protect: list[str] = []  # paths no worker may write besides the problem's own
         self.arena = None  # the inputs' shared pages while a solution is judged (CPU)
         self._timing_started = False  # the worker was told its calls are timed from now on
+        self.memory: MemoryPlan | None = None  # how the judge fits the device (prepare)
 
     # --- the references ------------------------------------------------------------------
 
@@ -262,7 +277,9 @@ class Evaluator:
         return random.Random(self.options.seed)
 
     def prepare(self) -> None:
-        """Generate every input and compute the references (before any solution loads)."""
+        """Generate every input and compute the references (before any solution loads),
+        within the memory plan (footprint.DoesNotFit when even one input set is too many)."""
+        self.memory = self._plan_memory()
         rng = self._seeds()
         for case in self.problem.tests:
             first = case.seed if case.seed is not None else rng.randrange(2**31)
@@ -281,8 +298,66 @@ class Evaluator:
                 "the clock): calls are timed one by one, as in hot mode"
             )
 
+    def _set_sizes(self, cases: list[Case]) -> tuple[list[SetSize], str]:
+        """The size of one set of each case: from fake tensors, else from one real set-up."""
+        try:
+            sizes = [fake_set_size(self.problem, case) for case in cases]
+            return sizes, "from the problem run on fake tensors"
+        except Exception as exc:
+            why = describe_exception(exc)
+        sizes = []
+        for case in cases:
+            where = f"{self.problem.name} {case.label}"
+            try:
+                data = self.problem.generate(case, 0)
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise
+                raise KernelabError(
+                    f"{where}: generating the inputs failed: {describe_exception(exc)}"
+                ) from None
+            try:
+                output = self.problem.reference(trees.clone(data))
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise
+                raise KernelabError(
+                    f"{where}: the reference failed: {describe_exception(exc)}"
+                ) from None
+            sizes.append(set_size(data, output))
+            del data, output
+        return sizes, f"measured on one real set-up per case (fake tensors failed: {why})"
+
+    def _plan_memory(self) -> MemoryPlan:
+        """How many input sets the timed calls rotate through, and how many bytes of a
+        batch's outputs the worker keeps, so that everything fits the device."""
+        problem = self.problem
+        cases = [*problem.tests, *problem.benchmarks]
+        timing = problem.timing_cases()
+        sizes, how = self._set_sizes(cases)
+        size_of = {(c.kind, c.label): s for c, s in zip(cases, sizes, strict=True)}
+        fixed = [size_of[(c.kind, c.label)] for c in problem.tests for _ in range(self.options.seeds)]
+        fixed += [size_of[(c.kind, c.label)] for c in problem.benchmarks]
+        timed = [size_of[(c.kind, c.label)] for c in timing]
+        fixed += timed  # each timing case's re-check on unseen inputs
+        memory = plan(fixed, timed, wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                      kept_cap=KEPT_OUTPUT_BYTES, on_gpu=self.on_gpu,
+                      available=available_bytes(self.device), how=how)  # fmt: skip
+        if memory.available_bytes is None:
+            self.notes.append(f"memory not planned: {memory.what}; {POOL_SETS} input sets")
+        elif memory.pool_sets < POOL_SETS:
+            self.notes.append(
+                f"timed calls rotate through {memory.pool_sets} input set(s), not {POOL_SETS}: "
+                f"that needs {memory.need_bytes / GB:.1f} GB of the {memory.budget_bytes / GB:.1f}"
+                f" GB planned ({memory.share:.0%} of {memory.available_bytes / GB:.1f} GB "
+                f"{memory.what}; sizes {how}); every sampled timed output is still checked "
+                "against the reference of its set"
+            )
+        return memory
+
     def _pool(self, case: Case, rng: random.Random) -> list[Expected]:
-        pool = [self._expect(case, rng.randrange(2**31)) for _ in range(POOL_SETS)]
+        sets = self.memory.pool_sets if self.memory else POOL_SETS
+        pool = [self._expect(case, rng.randrange(2**31)) for _ in range(sets)]
         why = compatible([expected.data for expected in pool])
         if why is None:
             return pool
@@ -295,6 +370,8 @@ class Evaluator:
         try:
             data = problem.generate(case, seed)
         except Exception as exc:
+            if is_out_of_memory(exc):
+                raise  # the judge's to report as a skip, not the problem's failure
             raise KernelabError(
                 f"{where}: generating the inputs failed: {describe_exception(exc)}"
             ) from None
@@ -303,6 +380,8 @@ class Evaluator:
             eager = problem.reference(scratch)
             _synchronize(self.device)
         except Exception as exc:
+            if is_out_of_memory(exc):
+                raise
             raise KernelabError(
                 f"{where}: the reference failed: {describe_exception(exc)}"
             ) from None
@@ -597,6 +676,7 @@ class Evaluator:
                 {"case": label, "reason": found.reason, "cost": found.cost and found.cost.to_dict()}
                 for label, found in self.costs.items()
             ],
+            memory=self.memory.to_dict() if self.memory else {},
         )
         self.arena = self._arena(verdict)
         self._timing_started = False
@@ -706,10 +786,10 @@ class Evaluator:
         if not isinstance(prints, list) or len(prints) != calls:
             return f"{during}: the worker did not fingerprint the outputs of its {calls} calls"
         chosen = self._chosen(calls)
-        outputs = worker.ask({"kind": "outputs", "indices": chosen}).get("outputs")
-        if not isinstance(outputs, dict) or set(outputs) != set(chosen):
-            return f"{during}: the worker did not send back the outputs of calls {chosen}"
-        for index in chosen:
+        for index in chosen:  # one at a time: one output on the judge's side, however large
+            outputs = worker.ask({"kind": "outputs", "indices": [index]}).get("outputs")
+            if not isinstance(outputs, dict) or set(outputs) != {index}:
+                return f"{during}: the worker did not send back the output of call {index + 1}"
             expected = pool[index % len(pool)]
             where = (
                 f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
@@ -764,8 +844,10 @@ class Evaluator:
                 return f"{case.label}: the solution raised while timed: {reply['raised']}"
         calls = self._calls_for(probe_ms / PROBE_CALLS)
         # Every output of the batch is kept until the judge chooses: outputs too large for
-        # KEPT_OUTPUT_BYTES shorten the batch, below --min-samples if they must.
-        kept = KEPT_OUTPUT_BYTES // max(1, self._output_bytes(pool))
+        # the kept bytes the memory plan allows (KEPT_OUTPUT_BYTES at most) shorten the
+        # batch, below --min-samples if they must.
+        allowed = self.memory.kept_output_bytes if self.memory else KEPT_OUTPUT_BYTES
+        kept = allowed // max(1, self._output_bytes(pool))
         calls = max(POOL_SETS, min(calls, kept))
         reply, wall_ms = self._calls(worker, case.label, calls)
         if "raised" in reply:

@@ -50,10 +50,11 @@ class Criterion:
     passed: bool
     evidence: str
     bar: str  # "phase" (the curriculum's exit criterion) or "kernelab" (our stricter target)
+    judged_on: str = ""  # which records: this run's, or a committed card folder's
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": "PASS" if self.passed else "FAIL",
-                "bar": self.bar, "evidence": self.evidence}  # fmt: skip
+                "bar": self.bar, "evidence": self.evidence, "judged_on": self.judged_on}  # fmt: skip
 
 
 def shape_words(shape: dict) -> str:
@@ -560,18 +561,23 @@ def numbers_criterion(results: ResultSet) -> Criterion:
 _CITED_CARD = re.compile(r"benchmarks/results/([\w-]+)/")
 
 
-def opinion_criterion(docs: Path | None, results: ResultSet) -> Criterion:
-    """The opinion page judged against the records it cites: the committed card folder it
-    names (benchmarks/results/<card>/), whatever results the gate was given, since the page's
-    figures are that card's; the given results when it names no single card."""
-    from kernelab.lab.opinion import judge_page
+def opinion_criterion(docs: Path | None, results: ResultSet, this_run: bool = False) -> Criterion:
+    """The opinion page judged on the run it is in when that run measured (`this_run`): its
+    claims table against the run's own samples (kernelab.lab.opinion.judge_claims). Without
+    a GPU run, the fallback: the page's cited figures against the committed card folder it
+    names (benchmarks/results/<card>/), or the given results when it names no single card."""
+    from kernelab.lab.opinion import judge_claims, judge_page
 
     name = "an informed opinion on Triton vs CUTLASS vs raw CUDA"
     page = docs / OPINION_PAGE if docs else None
     if page is None or not page.exists():
         return Criterion(name, False, f"docs/{OPINION_PAGE} not found", "phase")
     text = page.read_text()
-    verdicts = []  # (passed, how many citations verified, evidence), per card folder judged
+    if this_run:
+        passed, evidence, _ = judge_claims(text, results)
+        return Criterion(name, passed, f"{page.name}, judged on this run's measurements: "
+                         f"{evidence}", "phase", judged_on="this run")  # fmt: skip
+    verdicts = []  # (passed, how many citations verified, evidence, source), per folder judged
     for card in sorted(set(_CITED_CARD.findall(text))):
         folder = docs.parent / "benchmarks" / "results" / card
         if not folder.is_dir():
@@ -579,12 +585,13 @@ def opinion_criterion(docs: Path | None, results: ResultSet) -> Criterion:
         same = results.folder is not None and results.folder.resolve() == folder.resolve()
         passed, evidence, verified = judge_page(text, results if same else load_results(folder))
         verdicts.append((passed, verified, f"checked against benchmarks/results/{card}/, the "
-                                           f"records it cites: {evidence}"))  # fmt: skip
+                                           f"committed records it cites: {evidence}",
+                         f"committed records (benchmarks/results/{card}/)"))  # fmt: skip
     if not verdicts:  # a page naming no committed card folder: the given results
         passed, evidence, verified = judge_page(text, results)
-        verdicts.append((passed, verified, evidence))
-    passed, _, evidence = max(verdicts, key=lambda v: (v[0], v[1]))
-    return Criterion(name, passed, f"{page.name}: {evidence}", "phase")
+        verdicts.append((passed, verified, evidence, _records_source(results)))
+    passed, _, evidence, source = max(verdicts, key=lambda v: (v[0], v[1]))
+    return Criterion(name, passed, f"{page.name}: {evidence}", "phase", judged_on=source)
 
 
 def records_criterion(results: ResultSet) -> Criterion:
@@ -693,9 +700,23 @@ def pmpp_criteria(results: ResultSet) -> list[Criterion]:
     return [pmpp_criterion(results, ladder) for ladder in LADDERS]
 
 
-def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:
+def _records_source(results: ResultSet) -> str:
+    """Which records a criterion judged, as the report names them: a committed card folder
+    by its place in the repository, any other folder by its path."""
+    folder = results.folder
+    if folder is None:
+        return "the records given"
+    if folder.parent.name == "results" and folder.parent.parent.name == "benchmarks":
+        return f"committed records (benchmarks/results/{folder.name}/)"
+    return f"the records in {folder}"
+
+
+def evaluate_gate(results: ResultSet, docs: Path | None, this_run: bool = False) -> list[Criterion]:
+    """Every criterion, judged on `results`. this_run: the results are the measurements of
+    the run the gate is in (a lab run on a GPU), so each criterion judges them, the opinion
+    page included; else they are a folder of records (committed, or an earlier run's)."""
     derive_all(results)  # a ResultSet built by hand, not by load_results, is derived here
-    return [
+    criteria = [
         *sgemm_criteria(results),
         *softmax_criteria(results),
         hgemm_criterion(results),
@@ -703,6 +724,10 @@ def evaluate_gate(results: ResultSet, docs: Path | None) -> list[Criterion]:
         roofline_criterion(results),
         profile_criterion(results),
         numbers_criterion(results),
-        opinion_criterion(docs, results),
+        opinion_criterion(docs, results, this_run),
         records_criterion(results),
     ]
+    source = "this run" if this_run else _records_source(results)
+    for criterion in criteria:
+        criterion.judged_on = criterion.judged_on or source
+    return criteria
