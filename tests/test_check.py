@@ -364,6 +364,22 @@ def test_compare_of_an_all_zero_reference_uses_the_absolute_error():
     assert not compare(torch.full((3,), 1e-3), ref, dtype="fp32").ok
 
 
+def test_an_fp16_output_among_the_subnormals_is_allowed_their_rounding_and_no_more():
+    # 1.80308e-05 lies among fp16's subnormals (spacing 2^-24 = 6e-8): the nearest fp16 value
+    # is 0.16 % away, over the relative threshold, yet it is the best an fp16 output can do.
+    ref = torch.tensor([1.80308e-05], dtype=torch.float64)
+    nearest_other_side = torch.tensor([1.80602e-05]).to(torch.float16)
+    rounded = compare(nearest_other_side, ref, dtype="fp16")
+    assert rounded.ok and rounded.error > rounded.threshold and "subnormals" in rounded.message
+    # Zero, or a value several quanta off, is still wrong.
+    assert not compare(torch.zeros(1, dtype=torch.float16), ref, dtype="fp16").ok
+    three_off = torch.tensor([1.80308e-05 + 3 * 2**-24]).to(torch.float16)
+    assert not compare(three_off, ref, dtype="fp16").ok
+    # Normal-range outputs gain nothing: 0.2 % off at 1.0 fails as before.
+    assert not compare(torch.tensor([1.002]).to(torch.float16),
+                       torch.ones(1, dtype=torch.float64), dtype="fp16").ok  # fmt: skip
+
+
 # The report and bad input.
 
 
