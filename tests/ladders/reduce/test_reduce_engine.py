@@ -56,7 +56,7 @@ def test_table_rows_from_the_fixture():
 def test_the_table_renders_with_its_columns_and_the_cub_line():
     from rich.console import Console
 
-    from kernelab.commands.ladder import render_reduce_table
+    from kernelab.commands.ladder_primitives import render_reduce_table
 
     data = _fixture()
     result = {"dtypes": ["fp32"], "sizes": [67108864], "gpu": "test GPU", "mode": "cold",
@@ -255,7 +255,7 @@ def test_cli_rejects_bad_input_in_one_line(capsys, args):
 
 
 def test_parse_counts():
-    from kernelab.commands.ladder import parse_counts
+    from kernelab.commands.ladder_primitives import parse_counts
 
     assert parse_counts("1,2^20, 100003") == [1, 2**20, 100003]
     assert parse_counts("2^31") == [2**31]
