@@ -27,7 +27,8 @@ pytest.importorskip("triton")
 
 from kernelab.errors import KernelabError  # noqa: E402
 from kernelab.harness.check import compare, poisoned_allocations  # noqa: E402
-from kernelab.spec.reference import dtype_of, get_op  # noqa: E402
+from kernelab.spec.op_spec import dtype_of  # noqa: E402
+from kernelab.spec.reference import get_op  # noqa: E402
 from kernelab.spec.registry import implementations  # noqa: E402
 
 CLEAR_ERRORS = (KernelabError, ValueError, TypeError)

@@ -11,14 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from kernelab.errors import KernelabError, UnknownNameError
-from kernelab.spec.reference import (
-    LAYERNORM_EPS,
-    OPS,
-    RMSNORM_EPS,
-    dtype_of,
-    get_op,
-    name_of,
-)
+from kernelab.spec.dense import LAYERNORM_EPS, RMSNORM_EPS
+from kernelab.spec.op_spec import dtype_of, name_of
+from kernelab.spec.reference import OPS, get_op
 
 SMALL = {
     "gemm": {"m": 7, "n": 5, "k": 3},
@@ -274,7 +269,7 @@ def test_gemv_reference_is_x_times_w_transposed():
 
 
 def test_quantized_references_use_the_dequantized_weights():
-    from kernelab.spec.reference import dequantize_int4
+    from kernelab.spec.decode import dequantize_int4
 
     x, packed, scales, zeros, group = OPS["quant_gemv_int4_zp"].make_inputs(
         {"m": 2, "n": 3, "k": 64, "group": 32}, "bf16", seed=0

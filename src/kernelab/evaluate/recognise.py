@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from kernelab.roofline import costs
 from kernelab.roofline.costs import OpCost, canonical_dtype
-from kernelab.spec.reference import name_of
+from kernelab.spec.op_spec import name_of
 
 # Ops that move, view or allocate data but do no arithmetic.
 DATA_MOVEMENT = frozenset(

@@ -15,7 +15,7 @@ from typing import Any
 
 from kernelab.errors import KernelabError
 from kernelab.harness.check import _mutation, copy_with_layout
-from kernelab.spec.reference import name_of
+from kernelab.spec.op_spec import name_of
 
 
 def _is_tensor(value) -> bool:

@@ -86,7 +86,7 @@ from kernelab.harness.timing import MODES, Timing
 from kernelab.harness.tolerances import threshold
 from kernelab.output import note, to_jsonable
 from kernelab.roofline.model import Ceilings, place
-from kernelab.spec.reference import name_of
+from kernelab.spec.op_spec import name_of
 
 # "skipped": the problem does not fit the device even with one input set (footprint.py)
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error", "skipped")

@@ -44,7 +44,8 @@ from dataclasses import asdict, dataclass, field
 
 from kernelab.errors import KernelabError, NoGPUError
 from kernelab.harness.tolerances import threshold, threshold_explanation, tolerance
-from kernelab.spec.reference import get_op, name_of
+from kernelab.spec.op_spec import name_of
+from kernelab.spec.reference import get_op
 
 __all__ = [
     "CheckReport",

@@ -129,7 +129,7 @@ def _primitive_baselines() -> list[Implementation]:
             build=_eager("histogram"),
             dtypes=("int32", "uint8"),
             description="torch eager: torch.bincount with out-of-range ids mapped to the "
-            "overflow slot (kernelab.spec.reference.histogram_counts)",
+            "overflow slot (kernelab.spec.primitives.histogram_counts)",
             is_baseline=True,
         ),
     ]

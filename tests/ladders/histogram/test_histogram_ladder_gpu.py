@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 
 from kernelab.ladders.histogram import STEPS, histogram  # noqa: E402
 from kernelab.ladders.histogram.ladder import make_values  # noqa: E402
-from kernelab.spec.reference import get_op, histogram_counts  # noqa: E402
+from kernelab.spec.primitives import histogram_counts  # noqa: E402
+from kernelab.spec.reference import get_op  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -155,7 +155,7 @@ def test_step_scans_exactly_under_emulation(step, dtype, exclusive):
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
 def test_fp32_rounding_stays_within_the_ops_tolerance(step):
     """N(0, 1) + 1 inputs against float64: the relative norm error within op scan's bound."""
-    from kernelab.spec.reference import scan_tolerance
+    from kernelab.spec.primitives import scan_tolerance
 
     lib = _emulator(step, "fp32")
     for n in (1025, 100003):
@@ -334,7 +334,7 @@ def test_the_fp32_reference_is_a_float64_cumsum_and_int32_wraps():
 
 
 def test_the_tolerance_grows_with_the_chain_and_catches_a_shifted_scan():
-    from kernelab.spec.reference import scan_tolerance
+    from kernelab.spec.primitives import scan_tolerance
 
     assert scan_tolerance(1 << 26, "fp32") > scan_tolerance(1 << 10, "fp32") > 0
     assert scan_tolerance(100, "int32") == 0.0

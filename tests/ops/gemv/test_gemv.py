@@ -136,7 +136,7 @@ def test_empty_batch_and_empty_k_have_defined_answers(module):
     ids=["k-mismatch", "1-d-x", "mixed", "fp64", "m-65"],
 )
 def test_bad_input_is_refused_in_one_line(gemv, x_shape, w_shape, dtypes, match):
-    from kernelab.spec.reference import dtype_of
+    from kernelab.spec.op_spec import dtype_of
 
     x = torch.zeros(x_shape, device=DEVICE, dtype=dtype_of(dtypes[0]))
     w = torch.zeros(w_shape, device=DEVICE, dtype=dtype_of(dtypes[1]))

@@ -12,7 +12,8 @@ from triton_on_cpu import DEVICE, assert_matches_reference, kernel_module, shape
 pytest.importorskip("triton")
 
 from kernelab.errors import KernelabError  # noqa: E402
-from kernelab.spec.reference import OPS, rope_reference, rope_tables  # noqa: E402
+from kernelab.spec.decode import rope_reference, rope_tables  # noqa: E402
+from kernelab.spec.reference import OPS  # noqa: E402
 
 SHAPES = [
     {"tokens": 1, "heads": 1, "head_dim": 2},

@@ -57,7 +57,7 @@ def check_steps(
     bin counts, both distributions and the op's inputs with out-of-range ids."""
     import torch
 
-    from kernelab.spec.reference import histogram_counts
+    from kernelab.spec.primitives import histogram_counts
 
     rows = []
     for step in steps:

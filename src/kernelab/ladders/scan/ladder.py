@@ -21,7 +21,8 @@ from kernelab.errors import KernelabError
 from kernelab.ladders.scan.launch import build_step, scan
 from kernelab.ladders.scan.steps import DTYPES, Step, parse_steps
 from kernelab.ladders.transpose.ladder import timed_rows, to_record
-from kernelab.spec.reference import get_op, scan_tolerance
+from kernelab.spec.primitives import scan_tolerance
+from kernelab.spec.reference import get_op
 
 __all__ = [
     "check_steps", "compile_scan", "cub_anchor", "parse_steps", "profile_steps", "step_totals",

@@ -13,7 +13,7 @@ import triton
 
 from kernelab.errors import KernelabError
 from kernelab.ops.fused_norm.teaching import add_rmsnorm_kernel
-from kernelab.spec.reference import RMSNORM_EPS
+from kernelab.spec.dense import RMSNORM_EPS
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_COLS = 32768  # the whole row lives in registers: 64 fp32 values a thread at 16 warps

@@ -18,7 +18,7 @@ from kernelab.ops.gemv import MAX_M, plan, sm_count
 from kernelab.ops.gemv.split_k import sum_splits_kernel
 from kernelab.ops.quant_gemv.kernels import int4_kernel, per_channel_kernel
 from kernelab.runtime.tuner import interpreting
-from kernelab.spec.reference import INT4_SYMMETRIC_ZERO
+from kernelab.spec.decode import INT4_SYMMETRIC_ZERO
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # 2x the weights of a bf16 step: each half (even, odd columns) then holds as many fp32 values

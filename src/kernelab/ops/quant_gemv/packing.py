@@ -14,7 +14,7 @@ make (the spec floor cannot import ops); this module is where the kernels' reade
 
 from __future__ import annotations
 
-from kernelab.spec.reference import (
+from kernelab.spec.decode import (
     INT4_SYMMETRIC_ZERO,
     dequantize_fp8,
     dequantize_int4,

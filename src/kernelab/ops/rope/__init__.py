@@ -3,7 +3,7 @@ the registry's form, since a checked implementation must not write into its inpu
 kernel is teaching.py, small enough to be read whole.
 
 x[tokens, heads, head_dim] (any token and head strides, contiguous head_dim), cos and sin
-fp32[positions, head_dim / 2] (kernelab.spec.reference.rope_tables), positions int[tokens].
+fp32[positions, head_dim / 2] (kernelab.spec.decode.rope_tables), positions int[tokens].
 Heads per program: enough that a program moves about 8 KiB of x (a rule of thumb, no record
 under benchmarks/results/ backs it yet).
 """
