@@ -131,6 +131,27 @@ def test_kernelbench_problem_scales_its_constants_and_seeds_inputs():
     assert ok, message
 
 
+def test_kernelbench_shape_tuples_scale_with_the_sizes_they_must_broadcast_against(tmp_path):
+    # KernelBench's HingeLoss: predictions[batch, *input_shape] * targets[batch] broadcasts only
+    # while input_shape[-1] == batch_size; scaling one and not the other breaks the reference
+    problem_file = tmp_path / "hinge.py"
+    problem_file.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, predictions, targets):\n"
+        "        return torch.mean(torch.clamp(1 - predictions * targets, min=0))\n\n\n"
+        "batch_size = 4096\ninput_shape = (4096,)\nkernel = (3, 3)\n\n\n"
+        "def get_inputs():\n"
+        "    return [torch.rand(batch_size, *input_shape), torch.rand(batch_size)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    problem = load_problem(problem_file, device="cpu", scale=0.125)
+    assert any("input_shape (4096,)->(512,)" in note for note in problem.notes)
+    assert not any("kernel" in note for note in problem.notes)  # small sizes stay as they are
+    predictions, targets = problem.generate(problem.tests[0], 1)
+    assert tuple(predictions.shape) == (512, 512) and tuple(targets.shape) == (512,)
+    assert problem.reference([predictions, targets]).shape == ()
+
+
 def test_kernelbench_problem_without_model_is_refused(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("class Model:\n    pass\n\n\ndef get_inputs():\n    return []\n")

@@ -21,6 +21,7 @@ with a single input set is skipped, with what it needs and what the device has.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,18 @@ def fake_set_size(problem, case) -> SetSize:
     cannot run that way (a .item(), a data-dependent shape, a custom kernel)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        data = problem.generate(case, 0)
-        output = problem.reference(trees.clone(data))
-        return set_size(data, output)
+    # torch logs a traceback for every op that fails on fake tensors; the caller reports the
+    # failure in one line, so the user sees no traceback
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            data = problem.generate(case, 0)
+            output = problem.reference(trees.clone(data))
+            return set_size(data, output)
+    finally:
+        fake_log.setLevel(level)
 
 
 def available_bytes(device) -> tuple[int | None, str]:

@@ -34,12 +34,19 @@ def _module_name(prefix: str, path: Path) -> str:
 
 
 def _scale_constants(module, scale: float) -> dict:
-    """Shrink the module's integer constants (its sizes) in place; return what changed."""
+    """Shrink the module's integer constants (its sizes) in place, and tuples of integers (a
+    shape such as `input_shape = (32768,)` beside `batch_size = 32768`: scaling one and not
+    the other would break a broadcast the problem relies on); return what changed."""
     changed = {}
     for name, value in list(vars(module).items()):
-        if name.startswith("_") or type(value) is not int:
+        if name.startswith("_"):
             continue
-        new = scaled(value, scale)
+        if type(value) is int:
+            new = scaled(value, scale)
+        elif type(value) is tuple and value and all(type(v) is int for v in value):
+            new = tuple(scaled(v, scale) for v in value)
+        else:
+            continue
         if new != value:
             setattr(module, name, new)
             changed[name] = (value, new)
