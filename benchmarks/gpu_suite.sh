@@ -4,10 +4,10 @@
 #   a  the softmax tests (tests/ops/softmax/)
 #   b  the other Triton op tests (tests/ops/ but softmax and the custom ops)
 #   c  every other test file but d's, e's and f's (timer and ncu tests: it always runs alone)
-#   d  tests/test_bad_input.py and tests/ops/test_torch_ops.py: the bad-input matrix and the
+#   d  tests/commands/test_bad_input.py and tests/ops/test_torch_ops.py: the bad-input matrix and the
 #      custom ops; compile-bound, they time nothing, so they take GPU_SUITE_WORKERS
-#   e  the KernelBench suite of tests/test_eval_gpu.py
-#   f  the rest of tests/test_eval_gpu.py: the GPU MODE suite and the GPU cheats
+#   e  the KernelBench suite of tests/evaluate/test_eval_gpu.py
+#   f  the rest of tests/evaluate/test_eval_gpu.py: the GPU MODE suite and the GPU cheats
 #   t  the teaching kernels' tests, unmarked (they run on the CPU's interpreter in CI), here
 #      on the GPU
 #   Parts e and f judge one solution at a time in worker processes of their own and time it,
@@ -52,11 +52,11 @@ for part in "${@:-a}"; do
         a) args=(-m gpu "${parallel[@]}" tests/ops/softmax) ;;
         b) args=(-m gpu "${parallel[@]}" tests/ops --ignore=tests/ops/softmax
                  --ignore=tests/ops/test_torch_ops.py) ;;
-        c) args=(-m gpu --ignore=tests/ops --ignore=tests/test_bad_input.py
-                 --ignore=tests/test_eval_gpu.py tests) ;;
-        d) args=(-m gpu "${parallel[@]}" tests/test_bad_input.py tests/ops/test_torch_ops.py) ;;
-        e) args=(-m gpu tests/test_eval_gpu.py -k kernelbench) ;;
-        f) args=(-m gpu tests/test_eval_gpu.py -k "not kernelbench") ;;
+        c) args=(-m gpu --ignore=tests/ops --ignore=tests/commands/test_bad_input.py
+                 --ignore=tests/evaluate/test_eval_gpu.py tests) ;;
+        d) args=(-m gpu "${parallel[@]}" tests/commands/test_bad_input.py tests/ops/test_torch_ops.py) ;;
+        e) args=(-m gpu tests/evaluate/test_eval_gpu.py -k kernelbench) ;;
+        f) args=(-m gpu tests/evaluate/test_eval_gpu.py -k "not kernelbench") ;;
         t) args=("${parallel[@]}" tests/ops -k teaching) ;;
         *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f or t)" >&2; exit 2 ;;
     esac

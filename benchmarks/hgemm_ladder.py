@@ -8,7 +8,7 @@
 
 1. Compile report: registers, shared memory, spills and the SASS claims of every step.
 2. Correctness of every step through the registry and kernelab.harness.check at the
-   hgemm.CHECK_SHAPES (the awkward shapes tests/test_hgemm.py uses too), bf16. A step that is
+   hgemm.CHECK_SHAPES (the awkward shapes tests/ladders/hgemm/test_hgemm.py uses too), bf16. A step that is
    wrong anywhere (or crashes) is reported and not timed; later steps still run.
 3. Timing, in this one process, of cuBLAS bf16 (torch.mm), every correct step, and the B
    transpose the launcher performs for steps 02-03 (so it can be told apart; timed only when

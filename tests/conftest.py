@@ -1,8 +1,12 @@
-"""Shared test setup: tests marked `gpu` skip themselves on a machine without CUDA."""
+"""Shared test setup: tests marked `gpu` skip themselves on a machine without CUDA; the quick
+subset's slow list; the stand-in ncu fixture."""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,7 @@ def _has_cuda() -> bool:
 # grows past 20 s belongs here, or its slow tests do (file::test, parameters included).
 SLOW = (
     "test_sgemm_ladder.py",
+    "test_kernelbench_level1_script.py",  # kernelab eval in a process per problem
     # the Triton kernels under the interpreter (tests/ops/<op>/)
     "test_vector_add.py",
     "test_softmax.py",
@@ -74,3 +79,47 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+# A stand-in ncu on PATH for the profiling tests: it logs its argv and writes the committed
+# focused report (or fails as FAKE_NCU_MODE asks).
+FAKE_NCU = """#!{python}
+import json, lzma, os, shutil, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_NCU_LOG"], "w") as log:
+    json.dump(args, log)
+mode = os.environ.get("FAKE_NCU_MODE", "ok")
+if mode == "perm":
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+          "Performance Counters on the target device 0.")
+    sys.exit(1)
+if mode == "none":
+    print("==PROF== Disconnected from process 1234")
+    print("==WARNING== No kernels were profiled.")
+    sys.exit(0)
+if mode == "fail":
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print("==ERROR== The application returned an error code (1).", file=sys.stderr)
+    sys.exit(1)
+out = args[args.index("-o") + 1] + ".ncu-rep"
+with lzma.open(os.environ["FAKE_NCU_REPORT"]) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst)
+print("==PROF== Report: " + out)
+"""
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    """A stand-in ncu on PATH; returns a function giving the argv of its last call."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "ncu"
+    script.write_text(FAKE_NCU.format(python=sys.executable))
+    script.chmod(0o755)
+    log = tmp_path / "ncu-argv.json"
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("KERNELAB_NCU", raising=False)
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(FIXTURES / "ncu" / "gemm_focused.ncu-rep.xz"))
+    monkeypatch.setenv("KERNELAB_PROFILE_DIR", str(tmp_path / "profiles"))
+    return lambda: json.loads(log.read_text())

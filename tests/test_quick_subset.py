@@ -12,10 +12,10 @@ TESTS = Path(__file__).resolve().parent
 
 
 def test_is_slow_matches_modules_tests_and_parameters():
-    assert is_slow("tests/test_sgemm_ladder.py::test_anything[sgemm:03]")
-    assert is_slow("tests/test_lab.py::test_cpu_lab_quick_writes_a_report_with_every_section")
-    assert not is_slow("tests/test_lab.py::test_exit_check_reads_a_results_folder")
-    assert not is_slow("tests/test_compare.py::test_compare_json")
+    assert is_slow("tests/ladders/sgemm/test_sgemm_ladder.py::test_anything[sgemm:03]")
+    assert is_slow("tests/lab/test_lab.py::test_cpu_lab_quick_writes_a_report_with_every_section")
+    assert not is_slow("tests/lab/test_lab.py::test_exit_check_reads_a_results_folder")
+    assert not is_slow("tests/commands/test_compare.py::test_compare_json")
     assert not is_slow("tests/test_sgemm_ladder_other.py::test_x")
 
 
@@ -35,7 +35,7 @@ def test_the_quick_subset_deselects_the_slow_ones():
 
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
-         str(TESTS / "test_lab.py")],
+         str(TESTS / "lab" / "test_lab.py")],
         capture_output=True, text=True, cwd=TESTS.parent,
     )  # fmt: skip
     collected = [line for line in done.stdout.splitlines() if "::" in line]

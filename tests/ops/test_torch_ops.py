@@ -86,7 +86,7 @@ def test_op_is_registered_with_its_schema(name):
 
 # The decode kernels (ops/gemv, quant_gemv, fused_norm, rope, swiglu) and the transpose, scan and
 # histogram ladders are called as functions; they have no kernelab torch op yet
-# (tests/test_bad_input.py's WITHOUT_TORCH_OP says the same).
+# (tests/commands/test_bad_input.py's WITHOUT_TORCH_OP says the same).
 WITHOUT_TORCH_OP = ("gemv", "quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp",
                     "quant_gemv_fp8", "add_rmsnorm", "rope", "rope_interleaved", "swiglu",
                     "transpose", "histogram", "scan")  # fmt: skip

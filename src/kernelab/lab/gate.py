@@ -5,7 +5,7 @@ so a criterion passes or fails on what was actually measured and committed. Ever
 it judges is recomputed from the samples the records carry (kernelab.lab.derive), never
 read from the figures stored beside them; a record without the samples a criterion needs
 is named in that criterion's evidence and not judged on. Every criterion can fail on the
-records: scale their samples and each verdict follows (tests/test_gate.py). Where the
+records: scale their samples and each verdict follows (tests/lab/test_gate.py). Where the
 phase's own bar and kernelab's stricter target differ (SGEMM: 70-80 % of cuBLAS for the
 phase, 90 % for us), both are judged and shown.
 """

@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_cli_profile import fake_ncu  # noqa: F401  (the stand-in ncu fixture)
 
 from kernelab.cli import main
 from kernelab.errors import KernelabError

@@ -764,7 +764,7 @@ DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18,
 
 BY_NUMBER = {step.number: step for step in STEPS}
 
-# (M, N, K) every step must get right (tests/test_hgemm.py on the GPU, and the ladder
+# (M, N, K) every step must get right (tests/ladders/hgemm/test_hgemm.py on the GPU, and the ladder
 # benchmark before it times anything): a single element; primes and tails of every tile; a
 # 128-row tile whose second m64 half holds one row with a last column block of 8 columns (one
 # partial TMA box, the others skipped) and a K tail of 9; 17 x 12 = 204 tiles of 128 x 256,

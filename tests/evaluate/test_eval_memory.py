@@ -19,7 +19,7 @@ from kernelab.evaluate.formats import load_problem
 from kernelab.evaluate.judge import run_problem
 from kernelab.evaluate.verdict import POOL_SETS, Evaluator, Options
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
 SCALE = 0.0625
 SOFTMAX_SOLUTION = KB / "solutions/softmax/correct"

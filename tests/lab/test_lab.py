@@ -121,7 +121,7 @@ def test_an_interrupted_lab_keeps_what_it_measured(tmp_path, monkeypatch):
 
 
 def test_gate_judges_the_phase_bar_and_ours_apart(tmp_path):
-    """75 % of cuBLAS meets the phase's bar, not ours; tests/test_gate.py flips every
+    """75 % of cuBLAS meets the phase's bar, not ours; tests/lab/test_gate.py flips every
     criterion on a folder of records."""
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 # One compiled baseline per KernelBench problem; the GPU MODE suite skips torch.compile to
 # keep the whole run near a minute.
 SUITES = {"kernelbench": [], "gpumode": ["--no-compile"]}

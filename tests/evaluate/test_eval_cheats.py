@@ -31,7 +31,7 @@ import pytest
 
 from kernelab.evaluate import sandbox
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 RELU = EVAL / "kernelbench" / "relu.py"
 HONEST = EVAL / "kernelbench/solutions/relu/correct/model_new.py"
 ZEROS = EVAL / "kernelbench/solutions/relu/wrong/zeros.py"

@@ -10,7 +10,7 @@ from kernelab.profiling import diagnose as d
 from kernelab.profiling import metrics as m
 from kernelab.profiling.report import load_csv
 
-NCU = Path(__file__).parent / "fixtures" / "ncu"
+NCU = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
 
 def kernel(

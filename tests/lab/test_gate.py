@@ -473,7 +473,7 @@ def test_the_reduction_target_names_its_final_step_not_the_last_one_timed(folder
 # Synthetic run results, built in memory: the records a `kernelab lab --quick` on a GPU
 # writes, each at a chosen fraction of its baseline. Never written as results.
 
-REPO_PAGE = Path(__file__).resolve().parents[1] / "docs" / gate.OPINION_PAGE
+REPO_PAGE = Path(__file__).resolve().parents[2] / "docs" / gate.OPINION_PAGE
 
 
 def _run_results(triton_pct=100.0, sgemm_pct=95.0, softmax_tbps=4.2, hopper=True):

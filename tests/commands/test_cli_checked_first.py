@@ -16,10 +16,10 @@ from kernelab.errors import KernelabError, input_file, output_file, output_folde
 from kernelab.hardware import detect
 from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
 
-NCU = Path(__file__).parent / "fixtures" / "ncu"
+NCU = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 REPORT = str(NCU / "gemm_focused_raw.csv")
 # The commands run in a scratch folder, so the package must be found by an absolute path.
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 GEMM = ["roofline", "gemm", "--m", "64", "--n", "64", "--k", "64"]
 
 

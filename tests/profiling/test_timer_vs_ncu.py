@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from test_cli_profile import fake_ncu  # noqa: F401  (the stand-in ncu fixture)
 
 from kernelab.errors import KernelabError
 from kernelab.profiling import crosscheck as cc
 from kernelab.profiling.report import load
 
-FIXTURE = Path(__file__).parent / "fixtures" / "ncu" / "gemm_focused.ncu-rep.xz"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "gemm_focused.ncu-rep.xz"
 SGEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
 BF16 = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
 

@@ -21,55 +21,15 @@ from kernelab.errors import KernelabError
 from kernelab.profiling.metrics import EXTRA_METRICS, FOCUSED_SECTIONS
 from kernelab.profiling.ncu import build_ncu_command, report_path
 
-NCU = Path(__file__).parent / "fixtures" / "ncu"
+NCU = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 FOCUSED_REPORT = NCU / "gemm_focused.ncu-rep.xz"
 
-FAKE_NCU = """#!{python}
-import json, lzma, os, shutil, sys
-args = sys.argv[1:]
-with open(os.environ["FAKE_NCU_LOG"], "w") as log:
-    json.dump(args, log)
-mode = os.environ.get("FAKE_NCU_MODE", "ok")
-if mode == "perm":
-    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
-          "Performance Counters on the target device 0.")
-    sys.exit(1)
-if mode == "none":
-    print("==PROF== Disconnected from process 1234")
-    print("==WARNING== No kernels were profiled.")
-    sys.exit(0)
-if mode == "fail":
-    print("Traceback (most recent call last):", file=sys.stderr)
-    print("==ERROR== The application returned an error code (1).", file=sys.stderr)
-    sys.exit(1)
-out = args[args.index("-o") + 1] + ".ncu-rep"
-with lzma.open(os.environ["FAKE_NCU_REPORT"]) as src, open(out, "wb") as dst:
-    shutil.copyfileobj(src, dst)
-print("==PROF== Report: " + out)
-"""
 
 
 def run_cli(args, capsys) -> tuple[int, str, str]:
     code = main(args)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-@pytest.fixture
-def fake_ncu(tmp_path, monkeypatch):
-    """A stand-in ncu on PATH; returns a function giving the argv of its last call."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    script = bindir / "ncu"
-    script.write_text(FAKE_NCU.format(python=sys.executable))
-    script.chmod(0o755)
-    log = tmp_path / "ncu-argv.json"
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("KERNELAB_NCU", raising=False)
-    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
-    monkeypatch.setenv("FAKE_NCU_REPORT", str(FOCUSED_REPORT))
-    monkeypatch.setenv("KERNELAB_PROFILE_DIR", str(tmp_path / "profiles"))
-    return lambda: json.loads(log.read_text())
 
 
 # --- the command line ------------------------------------------------------------------------

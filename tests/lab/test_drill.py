@@ -67,7 +67,7 @@ def test_every_number_states_the_replies_it_accepts():
 
 def _drill(tmp_path, *args: str, piped: str | None = None) -> subprocess.CompletedProcess:
     """The real command; stdin closed, or a pipe carrying `piped`."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "KERNELAB_CACHE": str(tmp_path), "PYTHONPATH": src}
     stdin = {"input": piped} if piped is not None else {"stdin": subprocess.DEVNULL}
     return subprocess.run(

@@ -21,7 +21,7 @@ from kernelab.evaluate.formats import load_problem
 from kernelab.evaluate.recognise import declared, recognise
 from kernelab.evaluate.verdict import Evaluator, Options
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
 GM = EVAL / "gpumode"
 SCALE = 0.0625  # fixture sizes / 16: small enough for a shared CPU

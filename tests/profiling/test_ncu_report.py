@@ -24,7 +24,7 @@ GEMM_4096_FLOPS = 2 * 4096**3  # one multiply and one add per (i, j, k)
 
 @pytest.fixture(scope="module")
 def ncu_dir():
-    return Path(__file__).parent / "fixtures" / "ncu"
+    return Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from test_records import make_record
+from record_factory import make_record
 
 from kernelab.cli import main
 from kernelab.harness.records import save_records

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
 GM = EVAL / "gpumode"
 BROKEN = EVAL / "broken"

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "kernelbench_level1.py"
 KB = ROOT / "tests" / "fixtures" / "eval" / "kernelbench"
 

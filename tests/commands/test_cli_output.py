@@ -12,7 +12,7 @@ import pytest
 
 from kernelab.output import Table, _Console
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HIERARCHY_RECORD = REPO / "benchmarks" / "results" / "h200" / "hierarchy.json"
 
 

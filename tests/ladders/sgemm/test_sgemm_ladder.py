@@ -24,7 +24,7 @@ from kernelab.ladders.sgemm import STEPS, build_step, get_step
 from kernelab.runtime.cuda import build as cuda_build
 from kernelab.runtime.cuda.sass import disassemble, sass_facts
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[2]  # tests/, where the host emulation lives
 SGEMM_DIR = cuda_build.KERNEL_DIR / "ladders" / "sgemm"
 needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nvcc")
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20)")

@@ -12,7 +12,7 @@ from kernelab.evaluate import gpumode, trees
 from kernelab.evaluate.formats import detect_format, load_problem, scaled
 from kernelab.evaluate.suite import discover
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
 GM = EVAL / "gpumode"
 

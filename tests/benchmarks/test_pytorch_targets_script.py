@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "pytorch_targets.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pytorch_targets.py"
 
 
 def _script():

@@ -20,7 +20,7 @@ import pytest
 
 from kernelab.evaluate import wall
 
-EVAL = Path(__file__).parent / "fixtures" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 WALL_BUDGET_S = 1.0  # the most the wall may add to one solution's run
 COST_RUNS = 3
 PR_GET_DUMPABLE = 3
