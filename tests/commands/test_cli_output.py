@@ -92,3 +92,23 @@ def test_piped_lines_are_not_wrapped_at_80():
     line = " ".join(["word"] * 40)
     console.print(line)
     assert console.file.getvalue() == line + "\n"
+
+
+@pytest.mark.skipif(not HIERARCHY_RECORD.exists(), reason="needs the committed H200 record")
+def test_hierarchy_on_an_80_column_terminal_splits_latency_from_bandwidth():
+    from kernelab.commands.hierarchy import render_record
+    from kernelab.hardware.catalog import get_gpu
+    from kernelab.lenses.hierarchy import load_record
+
+    record = load_record(HIERARCHY_RECORD)
+    console, buffer = _terminal(80)
+    render_record(record, get_gpu("h200"), str(HIERARCHY_RECORD))(console)
+    text = buffer.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "…" not in text
+    tables = text.split("bandwidth    datasheet")
+    assert len(tables) == 2  # the bandwidth table's header, once
+    assert "H800" in tables[0] and "4.57 TB/s" in tables[1] and "683" in tables[0]
+    wide, wide_buffer = _terminal(140)
+    render_record(record, get_gpu("h200"), None)(wide)
+    assert "H800 cycles    bandwidth" in wide_buffer.getvalue()  # room for one table

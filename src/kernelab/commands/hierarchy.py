@@ -37,41 +37,55 @@ def _number(value: float | None, digits: int = 1) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.{digits}f}"
 
 
+# The table's columns after "level", by what they show; on a terminal too narrow for one table
+# the two groups print as two.
+CELLS = {
+    "size": lambda row: _size(row["size_bytes"]),
+    "per SM": lambda row: _size(row["per_sm_bytes"]),
+    "cycles": lambda row: _number(row["latency_cycles"]),
+    "ns": lambda row: _number(row["latency_ns"]),
+    "H800 cycles": lambda row: _number(row["luo_h800_cycles"]),
+    "bandwidth": lambda row: _rate(row["bandwidth_gbps"]),
+    "datasheet": lambda row: _rate(row["datasheet_gbps"]),
+    "%": lambda row: _number(row["pct_of_datasheet"], 0),
+}
+LATENCY_COLUMNS = ("size", "per SM", "cycles", "ns", "H800 cycles")
+BANDWIDTH_COLUMNS = ("bandwidth", "datasheet", "%")
+
+
 def render_record(record, spec, path: str | None):
     from rich import box
 
     from kernelab.lenses.hierarchy import LUO_2024, comparison, hierarchy_rows
     from kernelab.output import Table
 
-    def render(console) -> None:
-        title = f"{record.gpu} ({record.gpu_id or 'not in the catalog'}): where the data lives"
+    rows = hierarchy_rows(record, spec)
+    title = f"{record.gpu} ({record.gpu_id or 'not in the catalog'}): where the data lives"
+
+    def cells(row, columns) -> list[str]:
+        return [("  " if row["variant"] else "") + row["level"]] + [
+            CELLS[column](row) for column in columns
+        ]
+
+    def table_of(columns, title, keep=lambda row: True):
         table = Table(title=title, box=box.SIMPLE_HEAD)
-        for column in (
-            "level",
-            "size",
-            "per SM",
-            "cycles",
-            "ns",
-            "H800 cycles",
-            "bandwidth",
-            "datasheet",
-            "%",
-        ):
+        for column in ("level", *columns):
             left = column == "level"
             table.add_column(column, justify="left" if left else "right", no_wrap=left)
-        for row in hierarchy_rows(record, spec):
-            table.add_row(
-                ("  " if row["variant"] else "") + row["level"],
-                _size(row["size_bytes"]),
-                _size(row["per_sm_bytes"]),
-                _number(row["latency_cycles"]),
-                _number(row["latency_ns"]),
-                _number(row["luo_h800_cycles"]),
-                _rate(row["bandwidth_gbps"]),
-                _rate(row["datasheet_gbps"]),
-                _number(row["pct_of_datasheet"], 0),
-            )
-        console.print(table)
+        for row in rows:
+            if keep(row):
+                table.add_row(*cells(row, columns))
+        return table
+
+    def render(console) -> None:
+        whole = table_of(LATENCY_COLUMNS + BANDWIDTH_COLUMNS, title)
+        if not console.is_terminal or whole.widths(console).minimum <= console.width:
+            console.print(whole)
+        else:  # a narrow terminal: latency and bandwidth as two tables, each row where it has data
+            console.print(table_of(LATENCY_COLUMNS, title, lambda r: r["latency_cycles"] is not None
+                                   or r["size_bytes"] is not None))  # fmt: skip
+            console.print(table_of(BANDWIDTH_COLUMNS, "bandwidth",
+                                   lambda r: r["bandwidth_gbps"] is not None))  # fmt: skip
         console.print(
             "cycles, ns: one dependent load (pointer chase); L1 and shared memory are one "
             "array per SM; host link: pinned memory"
