@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from kernelab.commands.options import max_time_option, out_file_option
 from kernelab.errors import KernelabError, output_file, positive_number, unknown
 from kernelab.harness.bench import BenchSession
 from kernelab.output import JsonOption, emit, note
@@ -206,10 +207,7 @@ def register(app: typer.Typer) -> None:
         no_baselines: Annotated[
             bool, typer.Option("--no-baselines", help="Time only KERNEL.")
         ] = False,
-        out: Annotated[
-            str | None,
-            typer.Option("--out", metavar="FILE", help="Write the records to this JSON file."),
-        ] = None,
+        out: out_file_option("Write the records to this JSON file.") = None,
         plot: Annotated[
             str | None,
             typer.Option(
@@ -219,9 +217,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         min_samples: Annotated[int, typer.Option("--min-samples", help="Fewest timed calls.")] = 10,
-        max_time: Annotated[
-            float, typer.Option("--max-time", help="Seconds of timing per shape, at most.")
-        ] = 2.0,
+        max_time: max_time_option("shape") = 2.0,
         as_json: JsonOption = False,
     ) -> None:
         """Check and time a kernel at given sizes; report TFLOP/s, GB/s and % of the roofline."""

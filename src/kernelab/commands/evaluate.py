@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from kernelab.commands.options import max_time_option, out_file_option
 from kernelab.errors import KernelabError, NoGPUError
 from kernelab.output import JsonOption, emit, note
 
@@ -230,15 +231,11 @@ def register(app: typer.Typer) -> None:
         mode: Annotated[
             str, typer.Option("--mode", help="Timing mode: cold (L2 flushed), hot or graph.")
         ] = "cold",
-        max_time: Annotated[
-            float, typer.Option("--max-time", help="Seconds of timing per measurement, at most.")
-        ] = 1.0,
+        max_time: max_time_option("measurement") = 1.0,
         no_compile: Annotated[
             bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")
         ] = False,
-        out: Annotated[
-            Path | None, typer.Option("--out", help="Write the timing records to this JSON file.")
-        ] = None,
+        out: out_file_option("Write the timing records to this JSON file.", path=True) = None,
         as_json: JsonOption = False,
     ) -> None:
         """Judge a kernel against its reference: correct?, how fast?, where on the roofline?"""

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from kernelab.commands.options import out_file_option
 from kernelab.errors import KernelabError, input_file, output_file
 from kernelab.output import JsonOption, emit, note
 
@@ -126,10 +127,7 @@ def register(app: typer.Typer) -> None:
                 help="Render a stored hierarchy record instead of measuring.",
             ),
         ] = None,
-        out: Annotated[
-            str | None,
-            typer.Option("--out", metavar="FILE", help="Also write the record to this file."),
-        ] = None,
+        out: out_file_option("Also write the record to this file.") = None,
         as_json: JsonOption = False,
     ) -> None:
         """Measure latency and bandwidth of HBM, L2, L1/shared memory and the host link."""

@@ -48,6 +48,7 @@ from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
 from kernelab.commands.ladder_tables import print_fitted as _print_fitted
+from kernelab.commands.options import max_time_option, out_file_option
 from kernelab.errors import KernelabError, NoGPUError, unknown
 from kernelab.output import JsonOption, emit, note
 
@@ -250,9 +251,7 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--plot", help="sgemm: draw the bar chart to this PNG/SVG file."),
         ] = None,
-        out: Annotated[
-            Path | None, typer.Option("--out", help="Write the timing records to this JSON file.")
-        ] = None,
+        out: out_file_option("Write the timing records to this JSON file.", path=True) = None,
         mode: Annotated[
             list[str] | None,
             typer.Option(
@@ -261,9 +260,7 @@ def register(app: typer.Typer) -> None:
                 "repeat it or give a comma list, default cold,graph).",
             ),
         ] = None,
-        max_time: Annotated[
-            float, typer.Option("--max-time", help="Seconds of timing per step and size, at most.")
-        ] = 2.0,
+        max_time: max_time_option("step and size") = 2.0,
         profile: Annotated[
             bool,
             typer.Option(

@@ -14,15 +14,9 @@ from typing import Annotated
 
 import typer
 
-from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
+from kernelab.commands.options import GpuOption
+from kernelab.hardware.detect import choose_gpu
 from kernelab.output import JsonOption, emit
-
-GpuOption = Annotated[
-    str | None,
-    typer.Option(
-        "--gpu", help=f"Catalog id, or auto (default: this GPU if detected, else {DEFAULT_GPU})."
-    ),
-]
 
 
 def _table(console, rows) -> None:

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from kernelab.commands.options import out_file_option
 from kernelab.errors import KernelabError, input_file, output_file
 from kernelab.output import JsonOption, emit
 
@@ -122,10 +123,7 @@ def register(app) -> None:
         section_set: Annotated[
             str, typer.Option("--set", help="Sections: 'focused' (default) or 'full'.")
         ] = "focused",
-        out: Annotated[
-            str | None,
-            typer.Option("--out", metavar="FILE", help="Keep the report here (FILE.ncu-rep)."),
-        ] = None,
+        out: out_file_option("Keep the report here (FILE.ncu-rep).") = None,
         gpu: Annotated[
             str | None,
             typer.Option(help="Catalog GPU for the roofline (default: the device in the report)."),

@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
+from kernelab.commands.options import GpuOption
 from kernelab.errors import KernelabError, output_file, positive_number, unknown
-from kernelab.hardware.detect import DEFAULT_GPU, choose_gpu
+from kernelab.hardware.detect import choose_gpu
 from kernelab.output import JsonOption, emit, note
 from kernelab.roofline.costs import COST_MODELS, plain_number, shape_label
 from kernelab.roofline.model import Ceilings, Placement, place
@@ -35,7 +36,6 @@ _OPTIONAL = {
     "attention": ("batch", "seq_k", "causal"),
 }
 CEILING_SOURCES = ("datasheet", "measured")
-GPU_HELP = f"Catalog id, or auto (default: this GPU if detected, else {DEFAULT_GPU})."
 
 
 def _flag(name: str) -> str:
@@ -178,7 +178,7 @@ def roofline(
     ] = None,
     causal: Annotated[bool, typer.Option("--causal", help="Causal mask (attention).")] = False,
     dtype: Annotated[str, typer.Option("--dtype", help="Input dtype.")] = "bf16",
-    gpu: Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)] = None,
+    gpu: GpuOption = None,
     time_ms: Annotated[
         float | None, typer.Option("--time-ms", help="A measured time to judge, in ms.")
     ] = None,
