@@ -117,6 +117,45 @@ def pmpp_passing(out) -> None:
                  out / "pmpp" / "transpose_records.json")  # fmt: skip
 
 
+DECODE = {  # the decode kernels' targets (kernelab.lab.decode.TARGETS), by kind
+    kind: name for name, kind in __import__("kernelab.lab.decode", fromlist=["TARGETS"]).TARGETS
+}
+
+
+def _decode(impl, op, shape, gbps, role) -> Record:
+    """A decode-suite record whose samples give `gbps` for the op's minimal bytes."""
+    from kernelab.spec.reference import OPS
+
+    moved = OPS[op].cost(shape, "bf16").bytes
+    return _record(impl, op, shape, "bf16", moved / (gbps * 1e9) * 1e3, nbytes=moved,
+                   suite="decode", role=role)  # fmt: skip
+
+
+def decode_passing(out) -> None:
+    """Synthetic decode-suite records (test figures, not measurements), each meeting its
+    target: a copy ceiling of 4,000 GB/s, the GEMV at 3,800 GB/s of its bytes at m = 1 and
+    ahead of cuBLAS, int4 at 3.5x and int8 at 1.9x the bf16 GEMV, fused ops at 3,700 GB/s."""
+    copy = _record("copy", "copy", {"bytes_per_buffer": 2**30}, "int32",
+                   2 * 2**30 / 4000e9 * 1e3, nbytes=2 * 2**30, suite="decode", role="ceiling")  # fmt: skip
+    records = [copy]
+    for m in (1, 16):
+        shape = {"m": m, "n": 4096, "k": 4096}
+        records += [_decode("triton.gemv", "gemv", shape, 3800.0, "gemv"),
+                    _decode("torch.gemv", "gemv", shape, 3000.0, "gemv")]  # fmt: skip
+    gemv_ms = records[1].samples_ms[1]  # the m = 1 bf16 GEMV's median
+    for impl, op, extra, speedup in (("triton.quant_gemv.int4", "quant_gemv_int4", {"group": 128}, 3.5),
+                                     ("triton.quant_gemv.int8", "quant_gemv_int8", {}, 1.9)):  # fmt: skip
+        shape = {"m": 1, "n": 4096, "k": 4096, **extra}
+        records.append(_record(impl, op, shape, "bf16", gemv_ms / speedup,
+                               suite="decode", role="quant"))  # fmt: skip
+    for rows in (1, 8192):
+        records += [_decode("triton.add_rmsnorm", "add_rmsnorm", {"rows": rows, "cols": 4096},
+                            3700.0 if rows > 1 else 100.0, "fused"),
+                    _decode("triton.swiglu", "swiglu", {"rows": rows, "cols": 14336},
+                            3700.0 if rows > 1 else 100.0, "fused")]  # fmt: skip
+    save_records(records, out / "decode_records.json")
+
+
 PAGE = """# Triton, CUTLASS or raw CUDA
 
 Triton first for memory-bound kernels; CUTLASS or CuTe for the last percent of a Hopper GEMM;
@@ -158,6 +197,7 @@ def folder(tmp_path):
                "ncu_rules": [{"rule": "SOLBottleneck", "message": "Compute is more utilized"}]}  # fmt: skip
     (out / "profiles.json").write_text(json.dumps({"profiles": [profile]}))
     pmpp_passing(out)
+    decode_passing(out)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "triton-vs-cutlass-vs-cuda.md").write_text(PAGE)

@@ -250,9 +250,9 @@ def test_the_pmpp_answers_come_from_the_models():
     assert all("one address" in q.explanation for q in skewed)
 
 
-def test_a_drill_round_asks_the_pmpp_questions_too():
-    kinds = [q.kind for q in drill.make_questions(8, seed=3)]
-    assert kinds.count("pmpp") == 2
+def test_a_drill_round_asks_the_pmpp_and_decode_questions_too():
+    kinds = [q.kind for q in drill.make_questions(10, seed=3)]
+    assert kinds.count("pmpp") == 2 and kinds.count("decode") == 2
 
 
 def test_a_run_without_a_gpu_never_marks_the_gpu_stage_done():

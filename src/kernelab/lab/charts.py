@@ -231,3 +231,37 @@ def clear_labels_of_markers(fig) -> None:
                 text.set_va(va)
                 if not covers(text):
                     break
+
+
+def decode_walk_chart(walks: list[dict], measured: list[tuple[str, int, float]], path: Path,
+                      gpu: str) -> Path | None:  # fmt: skip
+    """The decode GEMV's roofline walk: attainable TFLOP/s against the batch m for each weight
+    (lines, catalog arithmetic), the ridge's m* marked, and measured points (label, m, TFLOP/s)
+    where the run has them."""
+    from matplotlib.figure import Figure
+
+    if not walks:
+        return None
+    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
+    ax = fig.subplots()
+    for walk in walks:
+        points = walk["points"]
+        line = ax.plot([p.m for p in points], [p.attainable_tflops for p in points],
+                       marker=".", label=f"{walk['label']} attainable")[0]  # fmt: skip
+        ours = [(m, tflops) for label, m, tflops in measured if label == walk["label"]]
+        if ours:
+            ax.scatter(*zip(*ours, strict=True), color=line.get_color(), marker="x", s=40,
+                       label=f"{walk['label']} triton.gemv measured")  # fmt: skip
+        if walk["crossover_m"] is not None:
+            ax.axvline(walk["crossover_m"], color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch m (rows of x)")
+    ax.set_ylabel("TFLOP/s (bf16)")
+    ax.set_title(f"Decode GEMV: memory- to compute-bound as the batch grows ({gpu})")
+    ax.legend(fontsize=7)
+    _footnote(fig, "lines: min(peak, intensity x bandwidth) on the catalog GPU; dotted: m* where "
+                   "the intensity reaches the ridge")  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path

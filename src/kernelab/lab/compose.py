@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from kernelab.lab import charts
+from kernelab.lab import charts, decode
 from kernelab.lab.gate import Criterion, rate_goal_note
 from kernelab.lab.pytorch_view import pytorch_section
 from kernelab.lab.report import Bullets, Heading, Image, Paragraph, Report, Table
@@ -726,6 +726,7 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     profiles_section(report, results)
     timeline_section(report, results)
     pmpp_section(report, state, results, figures)
+    decode.section(report, state.gpu_id, state.on_gpu, results, figures)
     cpu_sections(report, state.records_dir)
     if not state.on_gpu:
         next_on_gpu_section(report, state.out)

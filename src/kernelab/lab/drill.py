@@ -92,7 +92,7 @@ _ROW_SHAPES = [(8192, 1024), (4096, 4096), (1, 262144), (65536, 8192)]
 
 @dataclass
 class Question:
-    kind: str  # "ridge", "bound", "card"
+    kind: str  # "ridge", "bound", "card", "pmpp", "decode"
     prompt: str
     answer: float | str  # an int for counts (banks, passes, atomics)
     unit: str = ""
@@ -346,6 +346,51 @@ PMPP_QUESTIONS: list[Callable[[random.Random], Question]] = [
 ]
 
 
+def decode_bytes_question(rng: random.Random) -> Question:
+    """The weight bytes a decode step streams per token (lab.decode's Llama-3-8B shapes)."""
+    from kernelab.lab.decode import model_bytes
+
+    weight = rng.choice(["bf16", "int8", "int4"])
+    gigabytes = figure(model_bytes(weight) / 1e9)
+    words = {"bf16": "2 B per weight", "int8": "1 B per weight plus an fp32 scale per row",
+             "int4": "half a byte per weight plus an fp16 scale per 128"}[weight]  # fmt: skip
+    return Question(
+        kind="decode",
+        prompt=(f"Batch-1 decode of a Llama-3-8B-shaped model (7.5 G weights in its projections "
+                f"and output head) with {weight} weights: GB of weights read per token?"),
+        answer=gigabytes,
+        unit="GB",
+        explanation=(f"every projection and the output head is read once per token, {words}: "
+                     f"{gigabytes:g} GB; at 3.35 TB/s that is {gigabytes / 3.35:.2f} ms per token "
+                     "before any FLOP matters"),
+    )  # fmt: skip
+
+
+def decode_bound_question(rng: random.Random) -> Question:
+    """Why batch-1 decode is memory-bound: the GEMV's intensity against the ridge."""
+    from kernelab.roofline import costs
+
+    m = rng.choice([1, 2, 4, 8])
+    cost = costs.gemv_batched(m, 4096, 4096, dtype="bf16")
+    intensity = figure(cost.flops / cost.bytes)
+    return Question(
+        kind="decode",
+        prompt=(f"y = x W^T with W bf16 4096 x 4096 and a batch of m = {m} rows of x: "
+                "arithmetic intensity in FLOP/byte?"),
+        answer=intensity,
+        unit="FLOP/byte",
+        explanation=(f"2 x {m} x 4096^2 FLOPs over about 2 x 4096^2 bytes of W (x and y add "
+                     f"little): {intensity:g} FLOP/byte, far below an H100's bf16 ridge of about "
+                     "295, so the weights' bytes bound it: memory-bound until m nears the ridge"),
+    )  # fmt: skip
+
+
+DECODE_QUESTIONS: list[Callable[[random.Random], Question]] = [
+    decode_bytes_question,
+    decode_bound_question,
+]
+
+
 def make_questions(rounds: int, seed: int | None = None) -> list[Question]:
     rng = random.Random(seed)
     cards = flashcards()
@@ -354,6 +399,7 @@ def make_questions(rounds: int, seed: int | None = None) -> list[Question]:
         lambda: bound_question(rng),
         lambda: rng.choice(cards),
         lambda: rng.choice(PMPP_QUESTIONS)(rng),
+        lambda: rng.choice(DECODE_QUESTIONS)(rng),
     ]
     return [makers[i % len(makers)]() for i in range(rounds)]
 

@@ -700,6 +700,15 @@ def pmpp_criteria(results: ResultSet) -> list[Criterion]:
     return [pmpp_criterion(results, ladder) for ladder in LADDERS]
 
 
+def decode_criteria(results: ResultSet) -> list[Criterion]:
+    """The decode kernels' targets (lab.decode.TARGETS), judged on the newest records of the
+    suite on the card; without them each fails, saying so."""
+    from kernelab.lab.decode import targets
+
+    return [Criterion(name, met, evidence, "kernelab") for name, met, evidence in
+            targets(results.records, results.ceilings)]  # fmt: skip
+
+
 def _records_source(results: ResultSet) -> str:
     """Which records a criterion judged, as the report names them: a committed card folder
     by its place in the repository, any other folder by its path."""
@@ -721,6 +730,7 @@ def evaluate_gate(results: ResultSet, docs: Path | None, this_run: bool = False)
         *softmax_criteria(results),
         hgemm_criterion(results),
         *pmpp_criteria(results),
+        *decode_criteria(results),
         roofline_criterion(results),
         profile_criterion(results),
         numbers_criterion(results),

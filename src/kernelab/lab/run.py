@@ -8,7 +8,7 @@ On a GPU: the ceilings, the SGEMM ladder (checked, then timed against cuBLAS), t
 kernels (checked, then timed against torch eager and torch.compile), on a Hopper GPU the
 bf16 tensor-core ladder (checked, then timed against cuBLAS in alternating pairs of calls),
 the PMPP ladders (reduction, histogram, transpose: checked, then timed beside torch and their
-ceilings, lab.pmpp) and Nsight Compute's diagnosis of the key kernels. Without a GPU: the
+ceilings, lab.pmpp), the decode kernels (GEMV, quantized GEMV, fused small ops: lab.decode) and Nsight Compute's diagnosis of the key kernels. Without a GPU: the
 roofline of every built-in kernel on a catalog GPU, the compile reports of the CUDA ladders
 (nvcc), the Triton kernels checked
 under the interpreter, and the committed GPU records with the machine and day they were
@@ -336,8 +336,24 @@ def stage_pmpp(state: LabState, progress: Progress) -> str:
     return f"{compiled}; {time_all(state.records_dir, state.quick, progress)}"
 
 
+def stage_decode(state: LabState, progress: Progress) -> str:
+    """The decode kernels (lab.decode): GEMV at decode batches, the int8 / int4 GEMVs and the
+    fused small ops, each checked, then timed beside torch (cuBLAS for the GEMVs)."""
+    from kernelab.harness.ceilings import this_gpu
+    from kernelab.harness.records import save_records
+    from kernelab.lab.decode import measure, plan
+
+    records, failed = measure(this_gpu("kernelab lab"), plan(state.quick), progress,
+                              max_time_s=0.5 if state.quick else 1.0)  # fmt: skip
+    save_records(records, state.records_dir / "decode_records.json")
+    return f"{len(records)} timings" + (
+        f"; {len(failed)} FAILED their check: {failed}" if failed else ""
+    )
+
+
 GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
-              ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("profiles", stage_profiles)]  # fmt: skip
+              ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("decode", stage_decode),
+              ("profiles", stage_profiles)]  # fmt: skip
 CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
               ("pmpp-compile", stage_pmpp_compile), ("interpreter", stage_interpreter)]  # fmt: skip
 

@@ -1,0 +1,350 @@
+"""The decode-time kernels in the lab: batch-1 decode, where a served model spends most of its
+time, as memory-bound matrix-vector products and small fused kernels.
+
+Three views, each from this run's records where it has them:
+  - the batch walk: a decode GEMV's intensity is about m FLOP per byte of bf16 weights, so it
+    stays memory-bound until m nears the ridge (roofline arithmetic on the catalog GPU, no
+    GPU needed), with triton.gemv and cuBLAS measured at m = 1 and 16 beside it;
+  - quantization's bandwidth win: the weight bytes per token of a Llama-3-8B-shaped model in
+    bf16, int8 and int4 and their floors, and the int8 / int4 GEMVs against the bf16 one;
+  - the fused small ops (residual add + RMSNorm, RoPE, SwiGLU) against the copy ceiling.
+
+Records of the stage carry extra["suite"] = SUITE. The targets (kernelab's bar) are judged on
+the newest of them: bf16 GEMV at m = 1 >= 90 % of the measured copy ceiling and at m <= 16 no
+slower than cuBLAS; int4 >= 3.0x and int8 >= 1.8x the bf16 GEMV at m = 1; the fused ops
+>= 90 % of copy at prefill rows. At one decode row a fused op moves ~50 KB: a few
+microseconds whatever its bandwidth, so there it is stated, not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernelab.harness.records import Record
+
+Progress = Callable[[str], None]
+
+SUITE = "decode"
+GEMV_COPY_TARGET = 0.90
+INT4_SPEEDUP_TARGET = 3.0
+INT8_SPEEDUP_TARGET = 1.8
+FUSED_COPY_TARGET = 0.90
+FUSED_JUDGED_ROWS = 8192  # a prefill's rows: enough bytes that bandwidth, not launch, decides
+
+# (label, n, k): a square weight and the widest and deepest Llama-3-8B projections
+WEIGHTS = (("4096x4096", 4096, 4096), ("llama3-8b.gate_up", 28672, 4096),
+           ("llama3-8b.down", 4096, 14336))  # fmt: skip
+QUICK_WEIGHTS = WEIGHTS[:2]
+BATCHES = {True: (1, 16), False: (1, 4, 16, 64)}
+INT4_GROUP = 128
+
+# Llama-3-8B's projections per layer (n, k) and its layer count: the weights a decode step
+# streams per token (the embedding table is gathered one row per token, so it is left out;
+# the output head, 128256 x 4096, is read whole).
+LLAMA3_8B_LAYER = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+LLAMA3_8B_LAYERS = 32
+LLAMA3_8B_HEAD = (128256, 4096)
+
+
+@dataclass(frozen=True)
+class Case:
+    role: str  # "gemv", "quant" or "fused"
+    implementation: str
+    baselines: tuple[str, ...]
+    op: str
+    shape: dict
+    dtype: str = "bf16"
+
+
+def plan(quick: bool) -> list[Case]:
+    cases = []
+    for _, n, k in QUICK_WEIGHTS if quick else WEIGHTS:
+        for m in BATCHES[quick]:
+            cases.append(Case("gemv", "triton.gemv", ("torch.gemv",), "gemv",
+                              {"m": m, "n": n, "k": k}))  # fmt: skip
+        one = {"m": 1, "n": n, "k": k}
+        cases.append(Case("quant", "triton.quant_gemv.int8", ("torch.quant_gemv.int8",),
+                          "quant_gemv_int8", one))  # fmt: skip
+        cases.append(Case("quant", "triton.quant_gemv.int4", ("torch.quant_gemv.int4",),
+                          "quant_gemv_int4", {**one, "group": INT4_GROUP}))  # fmt: skip
+    for rows in (1, FUSED_JUDGED_ROWS):
+        cases.append(Case("fused", "triton.add_rmsnorm", ("torch.add_rmsnorm",), "add_rmsnorm",
+                          {"rows": rows, "cols": 4096}))  # fmt: skip
+        cases.append(Case("fused", "triton.rope", ("torch.rope",), "rope",
+                          {"tokens": rows, "heads": 32, "head_dim": 128}))  # fmt: skip
+        cases.append(Case("fused", "triton.swiglu", ("torch.swiglu",), "swiglu",
+                          {"rows": rows, "cols": 14336}))  # fmt: skip
+    return cases
+
+
+COPY_BYTES = 1 << 30  # each buffer of the run's own copy ceiling
+
+
+def copy_record(identity, max_time_s: float) -> Record:
+    """The copy ceiling of this run: dst.copy_(src) of COPY_BYTES (read once, written once),
+    timed cold beside the kernels it judges."""
+    import torch
+
+    from kernelab.harness.timing import benchmark
+
+    src = torch.empty(COPY_BYTES // 4, dtype=torch.int32, device="cuda").random_()
+    dst = torch.empty_like(src)
+    timing = benchmark(lambda: dst.copy_(src), mode="cold", max_time_s=max_time_s)
+    moved = 2 * COPY_BYTES
+    return Record(op="copy", implementation="copy", shape={"bytes_per_buffer": COPY_BYTES},
+                  dtype="int32", mode=timing.mode, samples_ms=list(timing.samples_ms),
+                  stats=timing.summary.to_dict(), gpu=identity.name, gpu_id=identity.gpu_id,
+                  driver=identity.driver, bytes=moved,
+                  achieved_gbps=moved / timing.median_ms / 1e6,
+                  extra={"suite": SUITE, "role": "ceiling"})  # fmt: skip
+
+
+def measure(identity, cases: list[Case], progress: Progress, *, max_time_s: float = 0.5):
+    """The run's copy ceiling, then each case and its baselines checked and timed (cold: L2
+    flushed, so W comes from HBM as it does in a model): (records, failures)."""
+    from kernelab.harness.bench import BenchSession
+    from kernelab.spec import registry
+    from kernelab.spec.reference import get_op
+
+    progress("copy ceiling")
+    records, failed = [copy_record(identity, max_time_s)], []
+    for case in cases:
+        session = BenchSession(identity, get_op(case.op), case.dtype, "cold", 10, max_time_s)
+        for name in (case.implementation, *case.baselines):
+            progress(f"{name} {shape_words(case.shape)} {case.dtype}")
+            impl = registry.get(name)
+            row, record = session.one(impl, impl.build(), case.shape)
+            if record is None:
+                failed.append(f"{name} {shape_words(case.shape)}: {row.get('check_message', '')[:120]}")
+                continue
+            record.extra.update(suite=SUITE, role=case.role)
+            records.append(record)
+    return records, failed
+
+
+# ---- arithmetic: no GPU needed -----------------------------------------------------------
+
+
+def walk_rows(gpu_id: str) -> list[list]:
+    """The batch walk of each weight on the catalog GPU: intensity, bound and floor per m."""
+    from kernelab.ops.gemv.roofline_walk import walk
+
+    rows = []
+    for label, n, k in WEIGHTS:
+        result = walk(n, k, gpu=gpu_id, dtype="bf16")
+        crossing = result["crossover_m"]
+        for point in result["points"]:
+            rows.append([label, point.m, f"{point.intensity:.1f}", f"{result['ridge']:.0f}",
+                         point.bound, f"{point.floor_us:.1f}",
+                         crossing if crossing is not None else "never"])  # fmt: skip
+    return rows
+
+
+def model_bytes(weight: str) -> float:
+    """Bytes of Llama-3-8B's projections and output head per decoded token in `weight` format
+    (bf16, int8 with fp32 per-channel scales, int4 with fp16 scales per INT4_GROUP), at m = 1:
+    the weights dominate; x and y are a few KB."""
+    from kernelab.roofline import costs
+
+    def one(n, k):
+        if weight == "bf16":
+            return costs.gemv_batched(1, n, k, dtype="bf16").bytes
+        return costs.quant_gemv(1, n, k, weight=weight, group=INT4_GROUP if weight == "int4" else 0,
+                                zero_points=False, dtype="bf16").bytes  # fmt: skip
+
+    layer = sum(one(n, k) for n, k in LLAMA3_8B_LAYER)
+    return LLAMA3_8B_LAYERS * layer + one(*LLAMA3_8B_HEAD)
+
+
+def model_rows(gpu_id: str, copy_gbps: float | None) -> list[list]:
+    """Per weight format: GB per token and the floor ms per token at the datasheet bandwidth
+    and, where measured, at the copy ceiling."""
+    from kernelab.hardware.catalog import get_gpu
+
+    bandwidth = get_gpu(gpu_id).bandwidth_bytes_per_s
+    rows = []
+    for weight in ("bf16", "int8", "int4"):
+        total = model_bytes(weight)
+        measured = f"{total / (copy_gbps * 1e9) * 1e3:.2f}" if copy_gbps else "-"
+        rows.append([weight, f"{total / 1e9:.2f}", f"{total / bandwidth * 1e3:.2f}", measured,
+                     f"{model_bytes('bf16') / total:.2f}x"])  # fmt: skip
+    return rows
+
+
+# ---- the targets, judged on the newest records of the suite ------------------------------
+
+
+def suite_records(records: list[Record]) -> list[Record]:
+    """The suite's records, the newest per case (a re-measured case replaces the older one)."""
+    from kernelab.lab.derive import from_samples
+
+    newest: dict[tuple, Record] = {}
+    for r in records:
+        if r.extra.get("suite") != SUITE or not from_samples(r):
+            continue
+        key = (r.implementation, tuple(sorted(r.shape.items())), r.dtype)
+        if key not in newest or r.timestamp > newest[key].timestamp:
+            newest[key] = r
+    return list(newest.values())
+
+
+def _find(records, implementation, **shape) -> Record | None:
+    return next((r for r in records if r.implementation == implementation
+                 and all(r.shape.get(key) == value for key, value in shape.items())), None)  # fmt: skip
+
+
+def shape_words(shape: dict) -> str:
+    return " ".join(f"{key}={value}" for key, value in shape.items())
+
+
+def _mnk(r: Record) -> str:
+    return f"m={r.shape['m']} {r.shape['n']}x{r.shape['k']}"
+
+
+def gemv_target(records, copy_gbps) -> tuple[bool, str]:
+    ours = [r for r in records if r.implementation == "triton.gemv" and r.shape["m"] <= 16]
+    if not ours:
+        return False, "no triton.gemv records of the decode suite on this card yet"
+    missed, shown = [], []
+    for r in sorted(ours, key=lambda r: (r.shape["n"], r.shape["k"], r.shape["m"])):
+        cublas = _find(records, "torch.gemv", **r.shape)
+        words = [f"{_mnk(r)}: {r.median_ms * 1e3:.1f} us"]
+        ok = cublas is not None and r.median_ms <= cublas.median_ms
+        words.append(f"{cublas.median_ms / r.median_ms:.2f}x cuBLAS" if cublas else "no cuBLAS timing")
+        if r.shape["m"] == 1:
+            pct = 100 * r.achieved_gbps / copy_gbps if copy_gbps else None
+            ok = ok and pct is not None and pct >= 100 * GEMV_COPY_TARGET
+            words.append(f"{pct:.0f} % of copy" if pct is not None else "no copy ceiling")
+        (shown if ok else missed).append(", ".join(words))
+    evidence = f"{len(ours) - len(missed)} of {len(ours)} cases meet it; " + "; ".join((missed or shown)[:3])
+    return not missed, evidence
+
+
+def quant_target(records) -> tuple[bool, str]:
+    parts, met, judged = [], True, 0
+    for implementation, target in (("triton.quant_gemv.int4", INT4_SPEEDUP_TARGET),
+                                   ("triton.quant_gemv.int8", INT8_SPEEDUP_TARGET)):  # fmt: skip
+        for r in [r for r in records if r.implementation == implementation and r.shape["m"] == 1]:
+            bf16 = _find(records, "triton.gemv", m=1, n=r.shape["n"], k=r.shape["k"])
+            judged += 1
+            if bf16 is None:
+                met = False
+                parts.append(f"{implementation} {_mnk(r)}: no bf16 triton.gemv timing")
+                continue
+            speedup = bf16.median_ms / r.median_ms
+            met &= speedup >= target
+            parts.append(f"{implementation.rsplit('.', 1)[1]} {_mnk(r)}: {speedup:.2f}x the bf16 "
+                         f"GEMV (needs {target:g}x)")  # fmt: skip
+    if not judged:
+        return False, "no quantized GEMV records of the decode suite on this card yet"
+    return met, "; ".join(parts[:4])
+
+
+def fused_target(records, copy_gbps) -> tuple[bool, str]:
+    ours = [r for r in records if r.extra.get("role") == "fused" and r.implementation.startswith("triton.")]
+    judged = [r for r in ours if max(r.shape.get("rows", 0), r.shape.get("tokens", 0)) >= FUSED_JUDGED_ROWS]
+    if not judged:
+        return False, "no fused-op records of the decode suite at prefill rows on this card yet"
+    if not copy_gbps:
+        return False, "no measured copy ceiling to judge the fused ops against"
+    parts, met = [], True
+    for r in judged:
+        pct = 100 * r.achieved_gbps / copy_gbps
+        met &= pct >= 100 * FUSED_COPY_TARGET
+        parts.append(f"{r.implementation} {shape_words(r.shape)}: {pct:.0f} % of copy")
+    stated = [r for r in ours if r not in judged]
+    if stated:
+        parts.append("stated, not judged (one decode row is latency-bound): " + ", ".join(
+            f"{r.implementation} {r.median_ms * 1e3:.1f} us" for r in stated[:3]))  # fmt: skip
+    return met, "; ".join(parts)
+
+
+TARGETS = (
+    ("decode: bf16 GEMV >= 90 % of copy at m = 1, no slower than cuBLAS at m <= 16", "gemv"),
+    ("decode: int4 GEMV >= 3.0x and int8 >= 1.8x the bf16 GEMV at m = 1", "quant"),
+    ("decode: fused add+RMSNorm, RoPE, SwiGLU >= 90 % of copy at prefill rows", "fused"),
+)
+
+
+def copy_ceiling(records: list[Record], ceilings: dict | None) -> tuple[float | None, str]:
+    """(GB/s, where from): the suite's own copy record (timed in the same run) first, else the
+    measured ceilings document's copy."""
+    own = next((r for r in records if r.implementation == "copy" and r.achieved_gbps), None)
+    if own is not None:
+        return own.achieved_gbps, "the run's own copy"
+    rate = ((ceilings or {}).get("ceilings") or {}).get("copy", {}).get("rate")
+    return (float(rate) / 1e9, "the measured ceilings' copy") if rate else (None, "")
+
+
+def targets(all_records: list[Record], ceilings: dict | None) -> list[tuple[str, bool, str]]:
+    """(name, met, evidence) of each target, judged on the newest records of the suite."""
+    records = suite_records(all_records)
+    copy_gbps, source = copy_ceiling(records, ceilings)
+    judged = {"gemv": lambda: gemv_target(records, copy_gbps), "quant": lambda: quant_target(records),
+              "fused": lambda: fused_target(records, copy_gbps)}  # fmt: skip
+    verdicts = [(name, *judged[kind]()) for name, kind in TARGETS]
+    if copy_gbps:
+        verdicts = [(name, met, f"{evidence} (copy ceiling {copy_gbps:,.0f} GB/s, {source})")
+                    for name, met, evidence in verdicts]  # fmt: skip
+    return verdicts
+
+
+def measured_rows(all_records: list[Record], ceilings: dict | None) -> list[list]:
+    """The suite's records as a table: case, implementation, us, GB/s, % of copy."""
+    copy_gbps, _ = copy_ceiling(suite_records(all_records), ceilings)
+    rows = []
+    for r in sorted(suite_records(all_records), key=lambda r: (r.extra.get("role", ""), r.op,
+                                                                 sorted(r.shape.items()), r.implementation)):  # fmt: skip
+        pct = f"{100 * r.achieved_gbps / copy_gbps:.0f}" if copy_gbps and r.achieved_gbps else "-"
+        rows.append([r.extra.get("role", ""), r.op, shape_words(r.shape),
+                     r.implementation, f"{r.median_ms * 1e3:.1f}", f"{(r.achieved_gbps or 0):,.0f}",
+                     pct])  # fmt: skip
+    return rows
+
+
+# ---- the report's section ----------------------------------------------------------------
+
+
+def section(report, gpu_id: str, on_gpu: bool, results, figures) -> None:
+    """The decode section: the batch walk (chart and table), the weight bytes per token of an
+    8B model per format, and this run's measured table, or one line on what needs a GPU."""
+    from kernelab.lab import charts
+    from kernelab.lab.report import Heading, Image, Paragraph, Table
+    from kernelab.ops.gemv.roofline_walk import walk
+
+    records = suite_records(results.records)
+    copy_gbps, _ = copy_ceiling(records, results.ceilings)
+    walks = [{**walk(n, k, gpu=gpu_id, dtype="bf16"), "label": label} for label, n, k in WEIGHTS]
+    measured = [(label, r.shape["m"], r.achieved_tflops or 0.0) for r in records
+                for label, n, k in WEIGHTS
+                if r.implementation == "triton.gemv" and (r.shape["n"], r.shape["k"]) == (n, k)]  # fmt: skip
+    report.add(
+        Heading("Decode: GEMV, quantized GEMV and the fused small ops"),
+        Paragraph("At batch 1 a decode GEMV does 2 FLOPs per weight element and reads it once: "
+                  "about 1 FLOP per byte in bf16, hundreds of times below the ridge, so its "
+                  "floor is the weight bytes over the bandwidth and the only lever is fewer "
+                  "bytes (quantization) or more rows per read (batching). The walk below is "
+                  f"catalog arithmetic on the {gpu_id}; m* is the batch where it turns "
+                  "compute-bound."),
+    )  # fmt: skip
+    chart = charts.decode_walk_chart(walks, measured, figures / "decode_walk.png", gpu_id)
+    if chart:
+        report.add(Image(chart, "decode GEMV roofline walk"))
+    report.add(
+        Table(["weight", "m", "FLOP/byte", "ridge", "bound", "floor us", "m*"],
+              [row for row in walk_rows(gpu_id) if row[1] in (1, 4, 16, 64)]),
+        Heading("Weight bytes per token: a Llama-3-8B-shaped model", 3),
+        Table(["weights", "GB per token", f"floor ms ({gpu_id} datasheet)",
+               "floor ms (measured copy)", "fewer bytes than bf16"],
+              model_rows(gpu_id, copy_gbps)),
+    )  # fmt: skip
+    report.add(Heading("Decode kernels: checks and timings", 3))
+    if records:
+        report.add(Table(["part", "op", "shape", "implementation", "us", "GB/s", "% of copy"],
+                         measured_rows(results.records, results.ceilings)))  # fmt: skip
+    else:
+        report.add(Paragraph(
+            "this run has no timing of them (see the decode stage's line)" if on_gpu else
+            "timing needs a GPU (kernelab lab on a machine with one checks and times each "
+            "kernel beside torch and cuBLAS); no committed records of them either."))  # fmt: skip
