@@ -15,7 +15,8 @@ whole block built from them):
     kernelab::quant_gemv_int8(Tensor x, Tensor q, Tensor scale) -> Tensor
     kernelab::quant_gemv_fp8(Tensor x, Tensor q, Tensor scale) -> Tensor
     kernelab::quant_gemv_int4(Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group)
-        -> Tensor
+        -> Tensor                                 (quant_gemv_int4_zp: the same, the registry's
+                                                   name for it with zero points)
     kernelab::add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps=1e-06) -> Tensor
         h = x + residual and y = rmsnorm(h) * weight stacked [2, *x.shape]: a custom op's
         outputs may not share storage, and the kernel writes both halves of one buffer, so the
@@ -25,6 +26,7 @@ whole block built from them):
     kernelab::rope(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
     kernelab::rope_interleaved(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
     kernelab::swiglu(Tensor gate, Tensor up) -> Tensor                    silu(gate) * up
+    kernelab::gemv_teaching, kernelab::quant_gemv_int8_teaching: their teaching kernels
 
 Each op calls the public function of its kernel module (triton.vector_add.vector_add,
 cuda.sgemm.sgemm, ...) and returns a new tensor (mutates_args=()); a fake implementation
@@ -205,14 +207,24 @@ def quant_gemv_int4(x: Tensor, packed: Tensor, scales: Tensor, zeros: Tensor | N
     return _public("ops.quant_gemv", "quant_gemv_int4")(x, packed, scales, zeros, group)
 
 
-@quant_gemv_int4.register_fake
-def _(x, packed, scales, zeros, group):
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_int4_zp", mutates_args=(), schema=INT4_SCHEMA)
+def quant_gemv_int4_zp(x: Tensor, packed: Tensor, scales: Tensor, zeros: Tensor | None,
+                       group: int) -> Tensor:  # fmt: skip
+    """The registry's triton.quant_gemv.int4_zp: the same kernel, zero points given."""
+    return _public("ops.quant_gemv", "quant_gemv_int4")(x, packed, scales, zeros, group)
+
+
+def _int4_fake(x, packed, scales, zeros, group):
     if packed.dim() != 2 or group <= 0 or (2 * packed.shape[1]) % group:
         raise ValueError(f"quant_gemv_int4 needs packed[n, k/2] with k a multiple of the group "
                          f"{group}, got {tuple(packed.shape)}")  # fmt: skip
     weights = (packed, scales) if zeros is None else (packed, scales, zeros)
     return x.new_empty(_gemv_shape("quant_gemv_int4", x, packed.shape[0], 2 * packed.shape[1],
                                    weights))  # fmt: skip
+
+
+quant_gemv_int4.register_fake(_int4_fake)
+quant_gemv_int4_zp.register_fake(_int4_fake)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::add_rmsnorm", mutates_args=())
@@ -317,11 +329,23 @@ def matmul_teaching(a: Tensor, b: Tensor) -> Tensor:
     return _public("ops.matmul.teaching", "matmul")(a, b)
 
 
+@torch.library.custom_op(f"{NAMESPACE}::gemv_teaching", mutates_args=())
+def gemv_teaching(x: Tensor, w: Tensor) -> Tensor:
+    return _public("ops.gemv.teaching", "gemv")(x, w)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_int8_teaching", mutates_args=())
+def quant_gemv_int8_teaching(x: Tensor, q: Tensor, scale: Tensor) -> Tensor:
+    return _public("ops.quant_gemv.teaching", "quant_gemv_int8")(x, q, scale)
+
+
 vector_add_teaching.register_fake(_vector_add_fake)
 softmax_teaching.register_fake(_softmax_fake)
 layernorm_teaching.register_fake(_layernorm_fake)
 rmsnorm_teaching.register_fake(_rmsnorm_fake)
 matmul_teaching.register_fake(_matmul_fake)
+gemv_teaching.register_fake(_gemv_fake)
+quant_gemv_int8_teaching.register_fake(_per_channel_fake)
 
 
 # --- the CUDA C++ ladders ---------------------------------------------------------------
