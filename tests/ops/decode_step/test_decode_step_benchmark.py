@@ -1,0 +1,121 @@
+"""benchmarks/decode_step.py without a GPU: its arguments, its record layout (decode_kernels.py's),
+its target judgement, the documented timeline command, and a one-line refusal where no GPU is
+visible."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "benchmarks" / "decode_step.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("decode_step_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+
+
+def test_help_names_the_paths_and_options():
+    result = _run("-h")
+    assert result.returncode == 0, result.stderr
+    for word in ("--quick", "--out", "--lengths", "--timeline", "--steps",
+                 "eager, compiled, graphed-eager, kernelab-graphed, kernelab"):  # fmt: skip
+        assert word in result.stdout
+
+
+def test_the_docstring_gives_the_timeline_command(bench):
+    assert "kernelab timeline --warmup 5 --steps 20 -- python3 benchmarks/decode_step.py" in (
+        bench.__doc__
+    )
+
+
+def test_defaults_and_quick(bench):
+    full, quick = bench.parse([]), bench.parse(["--quick"])
+    assert full.lengths == quick.lengths == (1024, 8192)
+    assert full.batches == bench.BATCHES and quick.batches == (1,)
+    assert full.paths == bench.PATHS
+    assert bench.parse(["--batches", "2,8", "--paths", "eager,compiled"]).batches == (2, 8)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--paths", "eager,fast"], "unknown path"),
+        (["--timeline", "graphed"], "unknown path"),
+        (["--lengths", "1k"], "comma list of integers"),
+        (["--batches", "0"], "batch of 0"),
+        (["--lengths", "-5"], "non-negative"),
+        (["--timeline", "eager", "--steps", "0"], "--steps"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(args, match):
+    result = _run(*args)
+    assert result.returncode == 2
+    assert match in result.stderr.strip().splitlines()[-1]
+
+
+def test_without_a_gpu_it_refuses_in_one_line():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would run")
+    for args in ((), ("--timeline", "kernelab-graphed", "--steps", "3")):
+        result = _run(*args)
+        assert result.returncode == 2
+        assert result.stderr.strip() == (
+            "error: the decode step is timed on a CUDA GPU; none is visible"
+        )
+
+
+def test_record_layout_is_decode_kernels_layout(bench):
+    cost = {"flops": 4.0e8, "bytes": 4.4e8}
+    record = bench.make_record("kernelab-graphed", 1, 1024, "bf16", cost, 0.2, "timer", "H100",
+                               check=True)  # fmt: skip
+    assert set(record) >= {"op", "implementation", "shape", "dtype", "median_ms", "flops",
+                           "bytes", "achieved_tbps", "achieved_tflops", "gpu", "timer"}  # fmt: skip
+    assert record["op"] == "decode_step" and record["implementation"] == "kernelab-graphed"
+    assert record["shape"]["batch"] == 1 and record["shape"]["length"] == 1024
+    assert record["achieved_tbps"] == pytest.approx(4.4e8 / 0.2e-3 / 1e12)
+    assert record["check"] is True
+
+
+def _row(path, length, do_bench, harness, batch=1, check=True):
+    return {"part": "step", "path": path, "batch": batch, "length": length, "check": check,
+            "do_bench_us": do_bench, "harness_us": harness}  # fmt: skip
+
+
+def test_judge_needs_both_timers_at_each_measured_length(bench):
+    rows = [
+        _row("compiled", 1024, 300.0, 310.0), _row("kernelab-graphed", 1024, 290.0, 305.0),
+        _row("compiled", 8192, 330.0, 340.0), _row("kernelab-graphed", 8192, 320.0, 345.0),
+        _row("kernelab-graphed", 1024, 900.0, 900.0, batch=4),  # not judged: batch 4
+    ]  # fmt: skip
+    verdicts = {v["case"]: v for v in bench.judge(rows)}
+    assert set(verdicts) == {"batch 1, KV 1024", "batch 1, KV 8192"}
+    assert verdicts["batch 1, KV 1024"]["met"] is True
+    assert verdicts["batch 1, KV 8192"]["met"] is False  # the harness says slower
+    assert verdicts["batch 1, KV 8192"]["ratio_harness"] == pytest.approx(345 / 340)
+
+
+def test_judge_fails_a_missing_or_unchecked_path_and_skips_unmeasured_lengths(bench):
+    failed = [_row("compiled", 1024, 300.0, 300.0),
+              _row("kernelab-graphed", 1024, 1.0, 1.0, check=False)]  # fmt: skip
+    (verdict,) = bench.judge(failed)
+    assert verdict["met"] is False and "failed" in verdict["why"]
+    (missing,) = bench.judge([_row("compiled", 8192, 300.0, 300.0)])
+    assert missing["case"] == "batch 1, KV 8192" and missing["met"] is False
+    assert bench.judge([]) == []
