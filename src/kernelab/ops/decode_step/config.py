@@ -14,7 +14,7 @@ Bytes per step (itemsize b, batch B, KV length L tokens already cached, GQA with
     KV write  b * B * 2 * Hkv * D                (the new token's K and V appended)
     activations: a few vectors of hidden / intermediate per row, negligible at B <= 64
 
-Llama-3-8B's block in bf16: 436 MiB of weights; its KV is 4 KiB per token per sequence
+Llama-3-8B's block in bf16: 436 MB (416 MiB) of weights; its KV is 4 KiB per token per sequence
 (2 * 8 heads * 128 * 2 bytes), 4 MiB at L = 1K and 32 MiB at L = 8K. FLOPs: 2 per weight per
 row, and 4 * H * D per cached token per row for q k^T and p v.
 """
