@@ -162,6 +162,7 @@ def wall_us(torch, step, x, calls: int) -> float:
 
 def measure_case(run, batch: int, length: int) -> None:
     import torch._dynamo
+    from torch._dynamo.utils import counters
 
     from kernelab.ops import decode_step as ds
 
@@ -177,10 +178,13 @@ def measure_case(run, batch: int, length: int) -> None:
     quick = run["args"].quick
     for path in run["args"].paths:
         torch._dynamo.reset()  # each compiled block compiles afresh, far from the recompile limit
+        skips = counters["inductor"]["cudagraph_skips"]
         step = ds.make_step(path, block, length, x)
         error = ds.step_error(step(x).clone(), ref)
         row = {"part": "step", "path": path, "batch": batch, "length": length, "error": error,
                "budget": budget, "check": error <= budget, "floor_us": floor}  # fmt: skip
+        if path == "compiled":  # > 0: Inductor ran the step without its CUDA graph
+            row["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"] - skips
         if row["check"]:
             do_bench = run["do_bench"](lambda s=step: s(x), warmup=25, rep=50 if quick else 200,
                                        return_mode="median")  # fmt: skip

@@ -54,3 +54,23 @@ def test_every_path_matches_the_float64_step_at_llama3_8b(batch, length):
                                 f"v {v_error:.3g} > {budget:.3g}")  # fmt: skip
         del step
     assert not failures, "; ".join(failures)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["eager", "kernelab-graphed"])
+def test_kernelab_timeline_runs_on_the_benchmark_loop(tmp_path, capsys, path):
+    """The documented command: `kernelab timeline -- python3 benchmarks/decode_step.py
+    --timeline PATH`: the script's loop marks each token, the capture records the steps asked
+    for and finds the step's kernels (the graph's too)."""
+    import json
+    from pathlib import Path
+
+    from kernelab.cli import main
+
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "decode_step.py"
+    argv = ["timeline", "--out", str(tmp_path / path), "--steps", "3", "--warmup", "2", "--json",
+            "--", "python", str(script), "--timeline", path, "--length", "1024", "--steps", "10"]  # fmt: skip
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["capture"]["steps"] == 3 and data["unit"] == "kernel"
+    assert len(data["top"]) >= 5  # GEMVs, norms, RoPE, attention, ...
