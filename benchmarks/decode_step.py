@@ -25,6 +25,9 @@ kernelab.timeline.step(); give --steps at least the timeline's warm-up + steps):
 
     kernelab timeline --warmup 5 --steps 20 -- python3 benchmarks/decode_step.py \\
         --timeline kernelab-graphed --length 1024 --steps 40
+
+Without a GPU, the same loop at a tiny config (the kernelab path under TRITON_INTERPRET=1):
+    ... -- python3 benchmarks/decode_step.py --timeline eager --config tiny --device cpu
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ TIMELINE_STEPS = 100
 HOST_CALLS = 30
 WALL_CALLS = 200
 GIB = 1 << 30
+CONFIGS = {"llama3-8b": "LLAMA3_8B", "tiny": "TINY"}
 
 
 def _int_list(text: str, flag: str, parser) -> tuple[int, ...]:
@@ -75,6 +79,11 @@ def parse(argv):
     parser.add_argument("--batch", type=int, default=1, help="batch of --timeline")
     parser.add_argument("--steps", type=int, default=TIMELINE_STEPS,
                         help="steps of the --timeline loop")  # fmt: skip
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="llama3-8b",
+                        help="block shape of --timeline (tiny: a CPU-sized block)")  # fmt: skip
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="device of --timeline (cpu: the eager and kernelab paths, the "
+                        "latter under TRITON_INTERPRET=1)")  # fmt: skip
     args = parser.parse_args(argv)
     args.lengths = _int_list(args.lengths, "--lengths", parser)
     default_batches = QUICK_BATCHES if args.quick else BATCHES
@@ -87,6 +96,8 @@ def parse(argv):
         parser.error(f"unknown path(s) {', '.join(unknown)}; paths: {', '.join(PATHS)}")
     if args.steps < 1 or args.batch < 1 or args.length < 0:
         parser.error("--steps and --batch must be >= 1 and --length >= 0")
+    if args.device == "cpu" and (not args.timeline or args.timeline not in ("eager", "kernelab")):
+        parser.error("--device cpu runs only --timeline eager or --timeline kernelab")
     return args
 
 
@@ -221,11 +232,14 @@ def save(run) -> None:
 def timeline_loop(args) -> int:
     """The workload `kernelab timeline` profiles: one path's step, marked once per token."""
     import kernelab.timeline
-    from kernelab.ops.decode_step import LLAMA3_8B, build, make_input, make_step
+    from kernelab.ops import decode_step as ds
 
-    block = build(LLAMA3_8B, batch=args.batch, capacity=args.length + 1, device="cuda")
-    x = make_input(block)
-    step = make_step(args.timeline, block, args.length, x)
+    config = getattr(ds, CONFIGS[args.config])
+    dtype = "bf16" if args.device == "cuda" else "fp32"
+    block = ds.build(config, batch=args.batch, capacity=args.length + 1, dtype=dtype,
+                     device=args.device)  # fmt: skip
+    x = ds.make_input(block)
+    step = ds.make_step(args.timeline, block, args.length, x)
     for _ in range(args.steps):
         step(x)
         kernelab.timeline.step()
@@ -236,6 +250,8 @@ def main(argv=None) -> int:
     args = parse(argv)
     import torch
 
+    if args.timeline and args.device == "cpu":
+        return timeline_loop(args)
     if not torch.cuda.is_available():
         print("error: the decode step is timed on a CUDA GPU; none is visible", file=sys.stderr)
         return 2

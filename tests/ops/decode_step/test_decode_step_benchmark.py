@@ -119,3 +119,35 @@ def test_judge_fails_a_missing_or_unchecked_path_and_skips_unmeasured_lengths(be
     (missing,) = bench.judge([_row("compiled", 8192, 300.0, 300.0)])
     assert missing["case"] == "batch 1, KV 8192" and missing["met"] is False
     assert bench.judge([]) == []
+
+
+@pytest.mark.parametrize("path", ["eager", "kernelab"])
+def test_kernelab_timeline_runs_on_the_step_loop_without_a_gpu(tmp_path, capsys, monkeypatch, path):
+    """The documented timeline command at the tiny config on the CPU (the kernelab path under
+    Triton's interpreter): the loop marks each token and the capture records the steps asked
+    for, with the step's ops in them."""
+    import json
+
+    pytest.importorskip("torch")
+    from kernelab.cli import main
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    argv = ["timeline", "--out", str(tmp_path / "out"), "--steps", "3", "--warmup", "2",
+            "--top", "0", "--json", "--", "python", str(SCRIPT), "--timeline", path, "--config", "tiny", "--device", "cpu",
+            "--length", "6", "--steps", "10"]  # fmt: skip
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["capture"]["mode"] == "steps" and data["capture"]["steps"] == 3
+    calls = {row["name"]: row["calls"] for row in data["top"]}
+    if path == "kernelab":  # per token: four GEMVs and one of each fused op
+        expected = {"kernelab::gemv": 12, "kernelab::rmsnorm": 3, "kernelab::rope_": 3,
+                    "kernelab::add_rmsnorm": 3, "kernelab::swiglu": 3}  # fmt: skip
+    else:
+        expected = {"aten::scaled_dot_product_attention": 3}
+    assert {name: calls.get(name) for name in expected} == expected, calls
+
+
+def test_cpu_timeline_takes_only_the_cpu_paths():
+    result = _run("--timeline", "kernelab-graphed", "--device", "cpu")
+    assert result.returncode == 2 and "--device cpu runs only" in result.stderr
