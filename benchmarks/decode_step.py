@@ -1,6 +1,7 @@
 """One decode step of a Llama-3-8B block (ops/decode_step) on this GPU, four ways: torch eager,
-torch.compile(mode="reduce-overhead"), CUDA-graphed eager and the graphed kernelab block (plus
-the kernelab block launched eagerly). Every path is checked against the float64 reference step
+torch.compile(mode="reduce-overhead"), CUDA-graphed eager and the graphed kernelab block with
+torch's attention (plus the same with kernelab's split-KV attention, and both launched
+eagerly). Every path is checked against the float64 reference step
 first (a path that fails is not timed), then timed per token, judged against the target and
 written as one JSON document of rows and records (benchmarks/decode_kernels.py's format).
 
@@ -17,8 +18,8 @@ Per path, batch and KV length (bf16):
             loop gets, the larger of host and device time per step
   floor     the memory-bound floor, (weights + KV) bytes / the copy ceiling measured in this
             run (1 GiB device-to-device copy, read + write)
-Target: the graphed kernelab block's device time <= torch.compile's at batch 1, KV 1K and 8K,
-under both timers. --quick: batch 1, KV 1K and 8K, shorter timing.
+Target: a graphed kernelab block's device time (the faster of the two attentions) <=
+torch.compile's at batch 1, KV 1K and 8K, under both timers. --quick: batch 1, KV 1K and 8K, shorter timing.
 
 Where each microsecond goes, with the timeline lens (each loop iteration calls
 kernelab.timeline.step(); give --steps at least the timeline's warm-up + steps):
@@ -39,7 +40,8 @@ import sys
 import time
 from pathlib import Path
 
-PATHS = ("eager", "compiled", "graphed-eager", "kernelab-graphed", "kernelab")
+from kernelab.ops.decode_step.paths import PATHS  # imports no torch
+
 TARGET_LENGTHS = (1024, 8192)
 LENGTHS = (1024, 8192)
 BATCHES = (1, 4, 16)
@@ -49,6 +51,8 @@ HOST_CALLS = 30
 WALL_CALLS = 200
 GIB = 1 << 30
 CONFIGS = {"llama3-8b": "LLAMA3_8B", "tiny": "TINY"}
+CPU_PATHS = ("eager", "kernelab", "kernelab-splitkv")
+KERNELAB_GRAPHED = ("kernelab-graphed", "kernelab-splitkv-graphed")
 
 
 def _int_list(text: str, flag: str, parser) -> tuple[int, ...]:
@@ -82,8 +86,8 @@ def parse(argv):
     parser.add_argument("--config", choices=sorted(CONFIGS), default="llama3-8b",
                         help="block shape of --timeline (tiny: a CPU-sized block)")  # fmt: skip
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                        help="device of --timeline (cpu: the eager and kernelab paths, the "
-                        "latter under TRITON_INTERPRET=1)")  # fmt: skip
+                        help="device of --timeline (cpu: the eager and ungraphed kernelab "
+                        "paths, the latter under TRITON_INTERPRET=1)")  # fmt: skip
     args = parser.parse_args(argv)
     args.lengths = _int_list(args.lengths, "--lengths", parser)
     default_batches = QUICK_BATCHES if args.quick else BATCHES
@@ -96,8 +100,8 @@ def parse(argv):
         parser.error(f"unknown path(s) {', '.join(unknown)}; paths: {', '.join(PATHS)}")
     if args.steps < 1 or args.batch < 1 or args.length < 0:
         parser.error("--steps and --batch must be >= 1 and --length >= 0")
-    if args.device == "cpu" and (not args.timeline or args.timeline not in ("eager", "kernelab")):
-        parser.error("--device cpu runs only --timeline eager or --timeline kernelab")
+    if args.device == "cpu" and args.timeline not in CPU_PATHS:
+        parser.error(f"--device cpu runs only --timeline {', '.join(CPU_PATHS)}")
     return args
 
 
@@ -118,24 +122,28 @@ def make_record(path: str, batch: int, length: int, dtype: str, cost: dict, medi
 
 
 def judge(rows: list[dict]) -> list[dict]:
-    """The target rows: at batch 1 and each TARGET_LENGTH this run measured, the graphed
-    kernelab block's device time per token under both timers <= torch.compile's. A missing or
-    failed path misses it."""
+    """The target rows: at batch 1 and each TARGET_LENGTH this run measured, a graphed kernelab
+    block (torch's attention or kernelab's split-KV one; the faster under the harness speaks)
+    at most torch.compile's device time per token under both timers. A missing or failed
+    path cannot meet it."""
     by_key = {(r["path"], r["batch"], r["length"]): r for r in rows if r.get("part") == "step"}
     measured = {length for _, batch, length in by_key if batch == 1}
     verdicts = []
     for length in (n for n in TARGET_LENGTHS if n in measured):
-        ours = by_key.get(("kernelab-graphed", 1, length))
         theirs = by_key.get(("compiled", 1, length))
+        ours = [by_key[key] for key in ((p, 1, length) for p in KERNELAB_GRAPHED)
+                if key in by_key and by_key[key]["check"]]  # fmt: skip
         row = {"part": "target", "case": f"batch 1, KV {length}",
-               "target": "kernelab-graphed <= compiled (device time per token, both timers)"}  # fmt: skip
-        if not ours or not theirs or not (ours["check"] and theirs["check"]):
+               "target": "graphed kernelab block <= compiled (device time per token, both "
+                         "timers)"}  # fmt: skip
+        if not ours or not theirs or not theirs["check"]:
             verdicts.append({**row, "met": False, "why": "a path is missing or failed its check"})
             continue
-        ratios = {t: ours[f"{t}_us"] / theirs[f"{t}_us"] for t in ("do_bench", "harness")}
-        verdicts.append({**row, "kernelab_us": ours["harness_us"], "compiled_us":
-                         theirs["harness_us"], "ratio_do_bench": ratios["do_bench"],
-                         "ratio_harness": ratios["harness"],
+        best = min(ours, key=lambda r: r["harness_us"])
+        ratios = {t: best[f"{t}_us"] / theirs[f"{t}_us"] for t in ("do_bench", "harness")}
+        verdicts.append({**row, "path": best["path"], "kernelab_us": best["harness_us"],
+                         "compiled_us": theirs["harness_us"], "ratio_do_bench":
+                         ratios["do_bench"], "ratio_harness": ratios["harness"],
                          "met": all(r <= 1.0 for r in ratios.values())})  # fmt: skip
     return verdicts
 

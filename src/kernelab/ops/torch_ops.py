@@ -27,6 +27,8 @@ whole block built from them):
     kernelab::rope_interleaved(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
     kernelab::swiglu(Tensor gate, Tensor up) -> Tensor                    silu(gate) * up
     kernelab::gemv_teaching, kernelab::quant_gemv_int8_teaching: their teaching kernels
+    kernelab::decode_attention(Tensor q, Tensor k, Tensor v, int n) -> Tensor
+        one query token per sequence over n cached tokens, GQA, split over the KV length
 
 Each op calls the public function of its kernel module (triton.vector_add.vector_add,
 cuda.sgemm.sgemm, ...) and returns a new tensor (mutates_args=()); a fake implementation
@@ -297,6 +299,25 @@ def _(gate, up):
         raise ValueError(f"swiglu needs gate and up of one shape, got {tuple(gate.shape)} and "
                          f"{tuple(up.shape)}")  # fmt: skip
     return gate.new_empty(gate.shape)
+
+
+# "int n": the number of cached tokens attended; a new n is a new graph, never a traced size.
+DECODE_ATTENTION_SCHEMA = "(Tensor q, Tensor k, Tensor v, int n) -> Tensor"
+
+
+@torch.library.custom_op(f"{NAMESPACE}::decode_attention", mutates_args=(),
+                         schema=DECODE_ATTENTION_SCHEMA)  # fmt: skip
+def decode_attention(q: Tensor, k: Tensor, v: Tensor, n: int) -> Tensor:
+    return _public("ops.decode_attention", "decode_attention")(q, k, v, n)
+
+
+@decode_attention.register_fake
+def _(q, k, v, n):
+    if q.dim() != 3 or k.dim() != 4 or k.shape != v.shape or k.shape[3] != q.shape[2]:
+        raise ValueError(f"decode_attention needs q[batch, heads, head_dim] and k, v [batch, "
+                         f"kv_heads, tokens, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}")  # fmt: skip
+    return q.new_empty(q.shape)
 
 
 # --- the teaching kernels (triton.<op>.teaching): the same schemas and fakes ---------------

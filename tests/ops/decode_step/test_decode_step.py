@@ -1,5 +1,6 @@
 """One decode step of a Llama-style block (ops/decode_step) on the CPU: the eager torch block
-and the block from kernelab's kernels (Triton's interpreter) against the float64 reference
+and the block from kernelab's kernels, with torch's or kernelab's split-KV attention (Triton's
+interpreter), against the float64 reference
 step at a tiny GQA config, the cache written at exactly slot L, successive steps, a
 known-wrong step rejected, both paths traced whole by torch.compile, the byte accounting,
 and bad input as one-line errors. The four paths at Llama-3-8B's shapes on a GPU are in
@@ -38,7 +39,7 @@ TRUNCATES = not HAS_CUDA  # the interpreter rounds fp32 -> bf16 toward zero
 
 @pytest.fixture(scope="module", autouse=True)
 def _interpreter_builds():
-    for name in ("norms", "gemv", "fused_norm", "rope", "swiglu"):
+    for name in ("norms", "gemv", "fused_norm", "rope", "swiglu", "decode_attention"):
         kernel_module(name)
 
 
@@ -60,14 +61,15 @@ def test_eager_and_kernelab_steps_match_the_reference(dtype, batch, length):
     eager_out, ref, k, v = _run("eager", block, length)
     eager_error = step_error(eager_out, ref)
     assert eager_error <= threshold(dtype), f"eager {dtype}: {eager_error:.3g}"
-    out, ref2, _, _ = _run("kernelab", block, length)
-    assert torch.equal(ref, ref2)  # the first step left slots 0..L-1 as they were
     budget = error_budget(dtype, eager_error, bf16_truncates=TRUNCATES)
-    error = step_error(out, ref)
-    assert error <= budget, f"kernelab {dtype} b{batch} L{length}: {error:.3g} > {budget:.3g}"
+    for path in ("kernelab", "kernelab-splitkv"):
+        out, ref2, _, _ = _run(path, block, length)
+        assert torch.equal(ref, ref2)  # the steps before left slots 0..L-1 as they were
+        error = step_error(out, ref)
+        assert error <= budget, f"{path} {dtype} b{batch} L{length}: {error:.3g} > {budget:.3g}"
 
 
-@pytest.mark.parametrize("path", ["eager", "kernelab"])
+@pytest.mark.parametrize("path", ["eager", "kernelab", "kernelab-splitkv"])
 def test_the_step_appends_at_slot_L_and_touches_nothing_else(path):
     block, length = _block("fp32", batch=2, capacity=11), 6
     before = block.kv.clone()
@@ -102,7 +104,7 @@ def test_a_step_at_the_wrong_position_is_rejected():
     assert step_error(out, ref) == math.inf
 
 
-@pytest.mark.parametrize("path", ["eager", "kernelab"])
+@pytest.mark.parametrize("path", ["eager", "kernelab", "kernelab-splitkv"])
 def test_torch_compile_traces_the_whole_step(path):
     """fullgraph=True: the cache append and the kernelab ops (their fake implementations,
     rope_'s in-place write into a view of qkv) trace without a graph break."""
@@ -115,7 +117,8 @@ def test_torch_compile_traces_the_whole_step(path):
     if path == "eager":
         fn = eager_module(block, length)
     else:
-        fn = kernelab_forward(block, length, torch.full((2,), length, device=DEVICE))
+        attention = "split_kv" if path.endswith("splitkv") else "sdpa"
+        fn = kernelab_forward(block, length, torch.full((2,), length, device=DEVICE), attention)
     out = torch.compile(fn, backend="aot_eager", fullgraph=True)(x)
     assert step_error(out, ref) <= threshold("fp32")
 
@@ -202,7 +205,9 @@ def test_unknown_and_gpu_only_paths_are_one_line(block):
     x = make_input(block)
     with pytest.raises(KernelabError, match="unknown path 'fast'.*kernelab-graphed"):
         make_step("fast", block, 3, x)
+    with pytest.raises(KernelabError, match="attention must be one of sdpa, split_kv"):
+        kernelab_forward(block, 3, None, "flash")
     if not HAS_CUDA:
-        for path in ("compiled", "graphed-eager", "kernelab-graphed"):
+        for path in ("compiled", "graphed-eager", "kernelab-graphed", "kernelab-splitkv-graphed"):
             with pytest.raises(KernelabError, match="needs a CUDA GPU"):
                 make_step(path, block, 3, x)

@@ -30,12 +30,14 @@ def _run(*args):
                           env=env, timeout=120)  # fmt: skip
 
 
-def test_help_names_the_paths_and_options():
+def test_help_names_the_paths_and_options(bench):
     result = _run("-h")
     assert result.returncode == 0, result.stderr
-    for word in ("--quick", "--out", "--lengths", "--timeline", "--steps",
-                 "eager, compiled, graphed-eager, kernelab-graphed, kernelab"):  # fmt: skip
+    for word in ("--quick", "--out", "--lengths", "--timeline", "--steps"):
         assert word in result.stdout
+    unwrapped = "".join(result.stdout.split())  # argparse wraps the epilog anywhere
+    assert "paths:" + ",".join(bench.PATHS) in unwrapped
+    assert {"eager", "compiled", "graphed-eager", "kernelab-graphed"} <= set(bench.PATHS)
 
 
 def test_the_docstring_gives_the_timeline_command(bench):
@@ -109,6 +111,17 @@ def test_judge_needs_both_timers_at_each_measured_length(bench):
     assert verdicts["batch 1, KV 1024"]["met"] is True
     assert verdicts["batch 1, KV 8192"]["met"] is False  # the harness says slower
     assert verdicts["batch 1, KV 8192"]["ratio_harness"] == pytest.approx(345 / 340)
+    assert verdicts["batch 1, KV 1024"]["path"] == "kernelab-graphed"
+
+
+def test_judge_takes_the_faster_kernelab_attention(bench):
+    rows = [_row("compiled", 1024, 300.0, 300.0), _row("kernelab-graphed", 1024, 320.0, 320.0),
+            _row("kernelab-splitkv-graphed", 1024, 290.0, 295.0)]  # fmt: skip
+    (verdict,) = bench.judge(rows)
+    assert verdict["met"] is True and verdict["path"] == "kernelab-splitkv-graphed"
+    rows[2]["check"] = False  # a failed path never counts, however fast
+    (verdict,) = bench.judge(rows)
+    assert verdict["met"] is False and verdict["path"] == "kernelab-graphed"
 
 
 def test_judge_fails_a_missing_or_unchecked_path_and_skips_unmeasured_lengths(bench):

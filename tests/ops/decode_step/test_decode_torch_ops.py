@@ -37,6 +37,8 @@ SCHEMAS = {
     "rope_interleaved": "kernelab::rope_interleaved(Tensor x, Tensor cos, Tensor sin, "
                         "Tensor positions) -> Tensor",
     "swiglu": "kernelab::swiglu(Tensor gate, Tensor up) -> Tensor",
+    "decode_attention":
+        "kernelab::decode_attention(Tensor q, Tensor k, Tensor v, int n) -> Tensor",
 }  # fmt: skip
 DECODE_OPS = ("gemv", "quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp",
               "quant_gemv_fp8", "add_rmsnorm", "rope", "rope_interleaved", "swiglu")  # fmt: skip
@@ -109,6 +111,10 @@ FAKE_CASES = [  # Llama-3-8B's decode shapes at batch 1 and awkward ones
                       _fake(9000, 64, dtype=torch.float32), _fake(1, dtype=torch.int64)),
      (1, 40, 128)),
     ("swiglu", lambda: (_fake(1, 14336, strides=(28672, 1)),) * 2, (1, 14336)),  # gate_up halves
+    ("decode_attention", lambda: (_fake(1, 32, 128, strides=(48 * 128, 128, 1)),
+                                  *(_fake(1, 8, 8193, 128, strides=(2 * 8 * 8193 * 128,
+                                                                    8193 * 128, 128, 1)),) * 2,
+                                  8193), (1, 32, 128)),
 ]  # fmt: skip
 
 

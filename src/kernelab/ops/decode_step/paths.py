@@ -1,4 +1,4 @@
-"""The four ways to run one decode step, on the same block and the same input.
+"""The four ways to run one decode step (and their variants), on one block and one input.
 
   eager             the torch block (block.eager_module): ~20 kernels launched one by one
                     from Python, each a few microseconds: at batch 1 the host's launch rate,
@@ -14,8 +14,12 @@
                     SwiGLU fused; attention is torch's scaled_dot_product_attention (flash
                     decoding on the GPU), not a kernelab kernel
 
-"kernelab" (the same kernels launched eagerly) is the fifth path: what the CPU tests run
-under Triton's interpreter, and the host cost the graph removes.
+  kernelab-splitkv-graphed  the same block with kernelab's own attention instead of torch's
+                    (ops/decode_attention: split over the KV length, the query heads of one
+                    KV head in one program, a second pass combining the splits)
+
+"kernelab" and "kernelab-splitkv" (the same kernels launched eagerly) are what the CPU tests
+run under Triton's interpreter, and show the host cost the graph removes.
 
 Every path writes the new token's K and V into slot L of the block's cache and returns
 out[batch, hidden]. The graphed paths return the graph's static output, overwritten by the
@@ -27,19 +31,25 @@ from __future__ import annotations
 from kernelab.errors import KernelabError
 from kernelab.ops.decode_step.block import DecodeBlock, check_step, eager_module
 
-PATHS = ("eager", "compiled", "graphed-eager", "kernelab-graphed", "kernelab")
-GRAPHED = ("compiled", "graphed-eager", "kernelab-graphed")
+PATHS = ("eager", "compiled", "graphed-eager", "kernelab-graphed", "kernelab-splitkv-graphed",
+         "kernelab", "kernelab-splitkv")  # fmt: skip
+GRAPHED = ("compiled", "graphed-eager", "kernelab-graphed", "kernelab-splitkv-graphed")
+ATTENTION = ("sdpa", "split_kv")
 WARMUP_CALLS = 3  # compile, autotune, load: none of it may happen inside a capture
 
 
-def kernelab_forward(block: DecodeBlock, length: int, positions):
+def kernelab_forward(block: DecodeBlock, length: int, positions, attention: str = "sdpa"):
     """The block from kernelab's torch ops; forward(x) -> out. Launches at batch 1 (each
     GEMV one kernel, or two with a K split): rmsnorm, qkv GEMV, rope_, cache append,
-    attention, o GEMV, add_rmsnorm, gate/up GEMV, swiglu, down GEMV, residual add."""
+    attention (torch's SDPA, or kernelab's split-KV kernel and its combine), o GEMV,
+    add_rmsnorm, gate/up GEMV, swiglu, down GEMV, residual add."""
     import torch.nn.functional as F
 
     from kernelab.ops.torch_ops import add_rmsnorm, ops
 
+    if attention not in ATTENTION:
+        raise KernelabError(f"decode step: attention must be one of {', '.join(ATTENTION)}, "
+                            f"got {attention!r}")  # fmt: skip
     k_ops, c = ops(), block.config
     rotated = c.heads + c.kv_heads  # q and k heads, adjacent in qkv: one RoPE launch
     kv = block.kv
@@ -51,10 +61,13 @@ def kernelab_forward(block: DecodeBlock, length: int, positions):
         k_ops.rope_(qkv[:, :rotated], block.cos, block.sin, positions)
         # K and V of the new token side by side in qkv: one copy appends both
         kv[:, :, :, length] = qkv[:, c.heads :].view(b, 2, c.kv_heads, c.head_dim)
-        attended = F.scaled_dot_product_attention(
-            qkv[:, : c.heads].unsqueeze(2), kv[:, 0, :, : length + 1], kv[:, 1, :, : length + 1],
-            enable_gqa=True,
-        )  # fmt: skip
+        if attention == "split_kv":
+            attended = k_ops.decode_attention(qkv[:, : c.heads], kv[:, 0], kv[:, 1], length + 1)
+        else:
+            attended = F.scaled_dot_product_attention(
+                qkv[:, : c.heads].unsqueeze(2), kv[:, 0, :, : length + 1],
+                kv[:, 1, :, : length + 1], enable_gqa=True,
+            )  # fmt: skip
         o = k_ops.gemv(attended.reshape(b, c.q_width), block.wo)
         h, y = add_rmsnorm(o, x, block.mlp_norm, c.eps)  # h: the residual stream
         gate_up = k_ops.gemv(y, block.w_gate_up)
@@ -127,5 +140,6 @@ def make_step(path: str, block: DecodeBlock, length: int, x):
         return step
     else:
         positions = torch.full((block.batch,), length, dtype=torch.int64, device=block.device)
-        fn = kernelab_forward(block, length, positions)
+        attention = "split_kv" if path.startswith("kernelab-splitkv") else "sdpa"
+        fn = kernelab_forward(block, length, positions, attention)
     return Graphed(fn, x) if path in GRAPHED else fn
