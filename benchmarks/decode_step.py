@@ -198,10 +198,17 @@ def measure_case(run, batch: int, length: int) -> None:
     for path in run["args"].paths:
         torch._dynamo.reset()  # each compiled block compiles afresh, far from the recompile limit
         skips = counters["inductor"]["cudagraph_skips"]
-        step = ds.make_step(path, block, length, x)
-        error = ds.step_error(step(x).clone(), ref)
+        try:  # a path that cannot build or run on this machine is a row, not a crash
+            step = ds.make_step(path, block, length, x)
+            error, failure = ds.step_error(step(x).clone(), ref), None
+        except Exception as exc:
+            step, error = None, float("inf")
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            failure = f"{type(exc).__name__}: {first_line}"
         row = {"part": "step", "path": path, "batch": batch, "length": length, "error": error,
                "budget": budget, "check": error <= budget, "floor_us": floor}  # fmt: skip
+        if failure:
+            row["failure"] = failure
         if path == "compiled":  # > 0: Inductor ran the step without its CUDA graph
             row["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"] - skips
         if row["check"]:
@@ -218,8 +225,8 @@ def measure_case(run, batch: int, length: int) -> None:
                 run["records"].append(make_record(path, batch, length, "bf16", cost, ms, timer,
                                                   run["gpu"], check=True, error=error))  # fmt: skip
         else:
-            print(f"  CHECK FAILED {path} b{batch} L{length}: error {error:.3g} > {budget:.3g}",
-                  file=sys.stderr)  # fmt: skip
+            print(f"  CHECK FAILED {path} b{batch} L{length}: "
+                  f"{failure or f'error {error:.3g} > {budget:.3g}'}", file=sys.stderr)  # fmt: skip
         run["rows"].append(row)
         save(run)
         print(f"  {path} b{batch} L{length}: " + (f"{row['harness_us']:.1f} us device, "
