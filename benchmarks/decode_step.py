@@ -1,9 +1,9 @@
 """One decode step of a Llama-3-8B block (ops/decode_step) on this GPU, four ways: torch eager,
 torch.compile(mode="reduce-overhead"), CUDA-graphed eager and the graphed kernelab block with
 torch's attention (plus the same with kernelab's split-KV attention, and both launched
-eagerly). Every path is checked against the float64 reference step
-first (a path that fails is not timed), then timed per token, judged against the target and
-written as one JSON document of rows and records (benchmarks/decode_kernels.py's format).
+eagerly). Every path is checked against the float64 reference step first (a path that fails
+or cannot run is a row with its reason, not timed), then timed per token, judged against the
+target and written as one JSON document of rows and records (decode_kernels.py's format).
 
     PYTHONPATH=src python3 benchmarks/decode_step.py [--out DIR] [--quick]
         [--lengths 1024,8192] [--batches 1,4,16] [--paths eager,compiled,...]
@@ -12,14 +12,15 @@ Per path, batch and KV length (bf16):
   device    device time per token under triton.testing.do_bench (median, L2 cleared before
             each call) and under kernelab.harness.timing.benchmark (cold median): calls
             queued back to back, so the host's launch time is hidden
-  host      host time of one call with the GPU idle (launching ~20 kernels from Python, or
-            one graph replay)
+  host      host time of one call with the GPU idle (launching dozens of kernels from
+            Python, or one graph replay)
   wall      per token in a loop of calls with one synchronise at the end: what a decode
             loop gets, the larger of host and device time per step
   floor     the memory-bound floor, (weights + KV) bytes / the copy ceiling measured in this
             run (1 GiB device-to-device copy, read + write)
 Target: a graphed kernelab block's device time (the faster of the two attentions) <=
-torch.compile's at batch 1, KV 1K and 8K, under both timers. --quick: batch 1, KV 1K and 8K, shorter timing.
+torch.compile's at batch 1, KV 1K and 8K, under both timers.
+--quick: batch 1, KV 1K and 8K, shorter timing (about a minute of torch.compile per case).
 
 Where each microsecond goes, with the timeline lens (each loop iteration calls
 kernelab.timeline.step(); give --steps at least the timeline's warm-up + steps):
@@ -109,12 +110,12 @@ def parse(argv):
 
 
 def make_record(path: str, batch: int, length: int, dtype: str, cost: dict, median_ms: float,
-                timer: str, gpu: str, **extra) -> dict:  # fmt: skip
+                timer: str, gpu: str, config: str = "llama3-8b", **extra) -> dict:  # fmt: skip
     """One measurement in decode_kernels.py's record layout (op, implementation, shape, dtype,
     median_ms, flops, bytes, achieved rates, gpu, timer)."""
     seconds = median_ms * 1e-3
     return {"op": "decode_step", "implementation": path, "shape": {"batch": batch,
-            "length": length, "config": "llama3-8b"}, "dtype": dtype, "median_ms": median_ms,
+            "length": length, "config": config}, "dtype": dtype, "median_ms": median_ms,
             "flops": cost["flops"], "bytes": cost["bytes"],
             "achieved_tbps": cost["bytes"] / seconds / 1e12,
             "achieved_tflops": cost["flops"] / seconds / 1e12, "gpu": gpu, "timer": timer,
@@ -158,24 +159,24 @@ def copy_tbps(torch, benchmark) -> float:
     return 2 * GIB / (median * 1e-3) / 1e12
 
 
-def host_us(torch, step, x) -> float:
+def host_us(sync, step, x, calls: int = HOST_CALLS) -> float:
     """Median host time of one call, the GPU idle before each."""
     times = []
-    for _ in range(HOST_CALLS):
-        torch.cuda.synchronize()
+    for _ in range(calls):
+        sync()
         start = time.perf_counter()
         step(x)
         times.append(time.perf_counter() - start)
-    torch.cuda.synchronize()
+    sync()
     return 1e6 * sorted(times)[len(times) // 2]
 
 
-def wall_us(torch, step, x, calls: int) -> float:
-    torch.cuda.synchronize()
+def wall_us(sync, step, x, calls: int) -> float:
+    sync()
     start = time.perf_counter()
     for _ in range(calls):
         step(x)
-    torch.cuda.synchronize()
+    sync()
     return 1e6 * (time.perf_counter() - start) / calls
 
 
@@ -185,14 +186,14 @@ def measure_case(run, batch: int, length: int) -> None:
 
     from kernelab.ops import decode_step as ds
 
-    torch = run["torch"]
-    block = ds.build(ds.LLAMA3_8B, batch=batch, capacity=length + 1, dtype="bf16",
-                     device="cuda")  # fmt: skip
+    torch, config = run["torch"], getattr(ds, CONFIGS[run["config"]])
+    block = ds.build(config, batch=batch, capacity=length + 1, dtype=run["dtype"],
+                     device=run["device"])  # fmt: skip
     x = ds.make_input(block)
     ref, _, _ = ds.reference_step(block, x, length)
     eager_error = ds.step_error(ds.make_step("eager", block, length, x)(x), ref)
-    budget = ds.error_budget("bf16", eager_error)
-    cost = ds.step_cost(ds.LLAMA3_8B, batch, length, "bf16").to_dict()
+    budget = ds.error_budget(run["dtype"], eager_error)
+    cost = ds.step_cost(config, batch, length, run["dtype"]).to_dict()
     floor = cost["bytes"] / (run["copy_tbps"] * 1e12) * 1e6
     quick = run["args"].quick
     for path in run["args"].paths:
@@ -217,13 +218,14 @@ def measure_case(run, batch: int, length: int) -> None:
             harness = run["benchmark"](lambda s=step: s(x), mode="cold", min_samples=10,
                                        max_time_s=0.5 if quick else 2.0).median_ms  # fmt: skip
             row.update({"do_bench_us": 1e3 * do_bench, "harness_us": 1e3 * harness,
-                        "host_us": host_us(torch, step, x),
-                        "wall_us": wall_us(torch, step, x, WALL_CALLS // (4 if quick else 1)),
+                        "host_us": host_us(run["sync"], step, x, run["host_calls"]),
+                        "wall_us": wall_us(run["sync"], step, x, run["wall_calls"]),
                         "pct_of_floor": 100 * floor / (1e3 * harness)})  # fmt: skip
             for timer, ms in (("triton.testing.do_bench median", do_bench),
                               ("kernelab.harness.timing.benchmark cold median", harness)):  # fmt: skip
-                run["records"].append(make_record(path, batch, length, "bf16", cost, ms, timer,
-                                                  run["gpu"], check=True, error=error))  # fmt: skip
+                run["records"].append(make_record(path, batch, length, run["dtype"], cost, ms,
+                                                  timer, run["gpu"], run["config"], check=True,
+                                                  error=error))  # fmt: skip
         else:
             print(f"  CHECK FAILED {path} b{batch} L{length}: "
                   f"{failure or f'error {error:.3g} > {budget:.3g}'}", file=sys.stderr)  # fmt: skip
@@ -238,7 +240,7 @@ def measure_case(run, batch: int, length: int) -> None:
 def save(run) -> None:
     from kernelab.environment import software_versions
 
-    document = {"gpu": run["gpu"], "copy_tbps": run["copy_tbps"], "config": "llama3-8b",
+    document = {"gpu": run["gpu"], "copy_tbps": run["copy_tbps"], "config": run["config"],
                 "versions": software_versions(), "rows": run["rows"],
                 "records": run["records"]}  # fmt: skip
     run["path"].write_text(json.dumps(document, indent=1, default=str))
@@ -280,6 +282,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     run = {"args": args, "torch": torch, "benchmark": benchmark,
            "do_bench": triton.testing.do_bench, "gpu": torch.cuda.get_device_name(),
+           "sync": torch.cuda.synchronize, "config": "llama3-8b", "dtype": "bf16",
+           "device": "cuda", "host_calls": HOST_CALLS,
+           "wall_calls": WALL_CALLS // (4 if args.quick else 1),
            "rows": [], "records": [],
            "path": out / f"decode_step_{time.strftime('%Y%m%d-%H%M%S')}.json"}  # fmt: skip
     run["copy_tbps"] = copy_tbps(torch, benchmark)

@@ -1,6 +1,7 @@
 """benchmarks/decode_step.py without a GPU: its arguments, its record layout (decode_kernels.py's),
-its target judgement, the documented timeline command, and a one-line refusal where no GPU is
-visible."""
+its target judgement, one measured case at the tiny config on the CPU with stand-in timers
+(check, rows, records, a path that cannot run there), the documented timeline command, and a
+one-line refusal where no GPU is visible."""
 
 from __future__ import annotations
 
@@ -164,3 +165,50 @@ def test_kernelab_timeline_runs_on_the_step_loop_without_a_gpu(tmp_path, capsys,
 def test_cpu_timeline_takes_only_the_cpu_paths():
     result = _run("--timeline", "kernelab-graphed", "--device", "cpu")
     assert result.returncode == 2 and "--device cpu runs only" in result.stderr
+
+
+def test_a_case_runs_end_to_end_on_the_cpu_with_stand_in_timers(bench, tmp_path):
+    """measure_case at the tiny config in fp32: every path checked before it is timed, two
+    records per timed path, the compiled path (CUDA graphs) a failed row with its reason."""
+    import argparse
+    import json
+    import types
+
+    torch = pytest.importorskip("torch")
+    from triton_on_cpu import HAS_CUDA, kernel_module
+
+    if HAS_CUDA:
+        pytest.skip("on a GPU the benchmark itself runs")
+    for name in ("norms", "gemv", "fused_norm", "rope", "swiglu", "decode_attention"):
+        kernel_module(name)
+
+    def do_bench(fn, warmup, rep, return_mode):
+        fn()
+        return 0.25
+
+    def benchmark(fn, mode, min_samples, max_time_s):
+        fn()
+        return types.SimpleNamespace(median_ms=0.5)
+
+    paths = ("eager", "kernelab", "kernelab-splitkv", "compiled")
+    run = {"args": argparse.Namespace(paths=paths, quick=True), "torch": torch,
+           "benchmark": benchmark, "do_bench": do_bench, "gpu": "cpu", "sync": lambda: None,
+           "config": "tiny", "dtype": "fp32", "device": "cpu", "rows": [], "records": [],
+           "copy_tbps": 1.0, "path": tmp_path / "decode_step.json", "host_calls": 2,
+           "wall_calls": 2}  # fmt: skip
+    bench.measure_case(run, 2, 5)
+    rows = {row["path"]: row for row in run["rows"]}
+    assert set(rows) == set(paths)
+    for path in paths[:3]:
+        row = rows[path]
+        assert row["check"] and row["error"] <= row["budget"]
+        assert (row["do_bench_us"], row["harness_us"]) == (250.0, 500.0)
+        assert row["host_us"] > 0 and row["wall_us"] > 0
+        assert row["pct_of_floor"] == pytest.approx(100 * row["floor_us"] / 500.0)
+    failed = rows["compiled"]
+    assert not failed["check"] and "needs a CUDA GPU" in failed["failure"]
+    assert "harness_us" not in failed
+    assert len(run["records"]) == 2 * 3
+    assert {r["shape"]["config"] for r in run["records"]} == {"tiny"}
+    saved = json.loads(run["path"].read_text())
+    assert saved["config"] == "tiny" and len(saved["rows"]) == 4
