@@ -20,7 +20,7 @@ Per path, batch and KV length (bf16):
             run (1 GiB device-to-device copy, read + write)
 Target: a graphed kernelab block's device time (the faster of the two attentions) <=
 torch.compile's at batch 1, KV 1K and 8K, under both timers.
---quick: batch 1, KV 1K and 8K, shorter timing (about a minute of torch.compile per case).
+--quick: batch 1, KV 1K and 8K, shorter timing.
 
 Where each microsecond goes, with the timeline lens (each loop iteration calls
 kernelab.timeline.step(); give --steps at least the timeline's warm-up + steps):
