@@ -1,8 +1,8 @@
 """The four ways to run one decode step (and their variants), on one block and one input.
 
-  eager             the torch block (block.eager_module): ~20 kernels launched one by one
-                    from Python, each a few microseconds: at batch 1 the host's launch rate,
-                    not the GPU, sets the pace
+  eager             the torch block (block.eager_module): dozens of kernels launched one by
+                    one from Python, most of them a few microseconds: at batch 1 the host's
+                    launch rate, not the GPU, can set the pace
   compiled          torch.compile(mode="reduce-overhead"): Inductor fuses the elementwise
                     work (norms, RoPE, SiLU-gate, residual adds) into a few Triton kernels,
                     the GEMVs stay cuBLAS, and the step is replayed from a CUDA graph
@@ -13,7 +13,6 @@
                     place over the q and k heads in one launch, one cache append for K and V,
                     SwiGLU fused; attention is torch's scaled_dot_product_attention (flash
                     decoding on the GPU), not a kernelab kernel
-
   kernelab-splitkv-graphed  the same block with kernelab's own attention instead of torch's
                     (ops/decode_attention: split over the KV length, the query heads of one
                     KV head in one program, a second pass combining the splits)
