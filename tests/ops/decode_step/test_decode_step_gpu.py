@@ -1,6 +1,6 @@
 """The four decode-step paths at Llama-3-8B's shapes on a GPU (marked gpu): eager, torch.compile
-(reduce-overhead), CUDA-graphed eager and the graphed kernelab block (and the kernelab block
-launched eagerly), each against the float64 reference step at batch 1 and 4, KV length 1K
+(reduce-overhead), CUDA-graphed eager and the graphed kernelab block with torch's or
+kernelab's split-KV attention (and both launched eagerly), each against the float64 reference step at batch 1 and 4, KV length 1K
 (and 8K at batch 1), on two inputs: the graphed paths must give the reference of the second
 input too (the captured input is refilled, the replay recomputes everything), and every path
 must write the new token's K and V into slot L of the cache."""
