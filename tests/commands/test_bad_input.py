@@ -66,12 +66,10 @@ GPU_SHAPES = {
 # its bad input (out-of-range ids, wrong integer types) is tested in tests/ladders/histogram/.
 # The transpose steps have no kernelab torch op: they are called as functions only.
 WITHOUT_TORCH_OP = ("transpose", "scan")  # the scan steps too: functions only
-# The decode kernels are called as functions (no kernelab torch op yet). The quantized GEMVs
-# take packed integer or fp8 weights with scales and RoPE int positions and fp32 tables, not
-# the float matrix's one-dtype tensors: their bad input (shapes, K not a multiple of the
-# group, dtypes, empty batches, out-of-table positions) is tested in tests/ops/quant_gemv/
-# and tests/ops/rope/.
-WITHOUT_TORCH_OP += ("gemv", "add_rmsnorm", "swiglu")
+# The quantized GEMVs take packed integer or fp8 weights with scales and RoPE int positions
+# and fp32 tables, not the float matrix's one-dtype tensors: their bad input (shapes, K not a
+# multiple of the group, dtypes, empty batches, out-of-table positions) is tested in
+# tests/ops/quant_gemv/ and tests/ops/rope/.
 NOT_FLOAT_MATRIX = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp", "quant_gemv_fp8",
                     "rope", "rope_interleaved")  # fmt: skip
 ONE_D_OPS = ("vector_add", "reduce_sum", "scan")

@@ -8,6 +8,28 @@
     kernelab::sgemm(Tensor a, Tensor b, int step) -> Tensor      fp32 ladder step 1..13
     kernelab::hgemm(Tensor a, Tensor b, int step) -> Tensor      bf16 Hopper ladder step 1..18
 
+The decode kernels (ops/gemv, quant_gemv, fused_norm, rope, swiglu; see ops/decode_step for a
+whole block built from them):
+
+    kernelab::gemv(Tensor x, Tensor w) -> Tensor                          x[m, k] @ w[n, k]^T
+    kernelab::quant_gemv_int8(Tensor x, Tensor q, Tensor scale) -> Tensor
+    kernelab::quant_gemv_fp8(Tensor x, Tensor q, Tensor scale) -> Tensor
+    kernelab::quant_gemv_int4(Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group)
+        -> Tensor                                 (quant_gemv_int4_zp: the same, the registry's
+                                                   name for it with zero points)
+    kernelab::add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps=1e-06) -> Tensor
+        h = x + residual and y = rmsnorm(h) * weight stacked [2, *x.shape]: a custom op's
+        outputs may not share storage, and the kernel writes both halves of one buffer, so the
+        op returns the buffer and add_rmsnorm() below hands back its two views (h, y)
+    kernelab::rope_(Tensor(a!) x, Tensor cos, Tensor sin, Tensor positions,
+        bool interleaved=False) -> ()                                     in place
+    kernelab::rope(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
+    kernelab::rope_interleaved(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
+    kernelab::swiglu(Tensor gate, Tensor up) -> Tensor                    silu(gate) * up
+    kernelab::gemv_teaching, kernelab::quant_gemv_int8_teaching: their teaching kernels
+    kernelab::decode_attention(Tensor q, Tensor k, Tensor v, int n) -> Tensor
+        one query token per sequence over n cached tokens, GQA, split over the KV length
+
 Each op calls the public function of its kernel module (triton.vector_add.vector_add,
 cuda.sgemm.sgemm, ...) and returns a new tensor (mutates_args=()); a fake implementation
 gives torch.compile the output's shape, dtype and device without running anything. Forward
@@ -135,6 +157,169 @@ def _matmul_fake(a, b):
     return a.new_empty(_product_shape("matmul", a, b), dtype=dtype)
 
 
+# --- the decode kernels ------------------------------------------------------------------
+
+
+def _gemv_shape(op: str, x: Tensor, n: int, k: int, weights: tuple) -> tuple:
+    if x.dim() != 2 or x.shape[1] != k:
+        shapes = ", ".join(str(tuple(t.shape)) for t in (x, *weights))
+        raise ValueError(f"{op} needs x[m, k] and weights of k = {k} columns, got {shapes}")
+    return (x.shape[0], n)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemv", mutates_args=())
+def gemv(x: Tensor, w: Tensor) -> Tensor:
+    return _public("ops.gemv", "gemv")(x, w)
+
+
+@gemv.register_fake
+def _gemv_fake(x, w):
+    if w.dim() != 2:
+        raise ValueError(f"gemv needs w[n, k], got {tuple(w.shape)}")
+    return x.new_empty(_gemv_shape("gemv", x, w.shape[0], w.shape[1], (w,)))
+
+
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_int8", mutates_args=())
+def quant_gemv_int8(x: Tensor, q: Tensor, scale: Tensor) -> Tensor:
+    return _public("ops.quant_gemv", "quant_gemv_int8")(x, q, scale)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_fp8", mutates_args=())
+def quant_gemv_fp8(x: Tensor, q: Tensor, scale: Tensor) -> Tensor:
+    return _public("ops.quant_gemv", "quant_gemv_fp8")(x, q, scale)
+
+
+def _per_channel_fake(x, q, scale):
+    if q.dim() != 2 or scale.shape != q.shape[:1]:
+        raise ValueError(f"a per-channel GEMV needs q[n, k] and scale[n], got "
+                         f"{tuple(q.shape)} and {tuple(scale.shape)}")  # fmt: skip
+    return x.new_empty(_gemv_shape("quant_gemv", x, q.shape[0], q.shape[1], (q, scale)))
+
+
+quant_gemv_int8.register_fake(_per_channel_fake)
+quant_gemv_fp8.register_fake(_per_channel_fake)
+
+# "int group": a format constant torch.compile specializes on, never a traced size.
+INT4_SCHEMA = "(Tensor x, Tensor packed, Tensor scales, Tensor? zeros, int group) -> Tensor"
+
+
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_int4", mutates_args=(), schema=INT4_SCHEMA)
+def quant_gemv_int4(x: Tensor, packed: Tensor, scales: Tensor, zeros: Tensor | None,
+                    group: int) -> Tensor:  # fmt: skip
+    return _public("ops.quant_gemv", "quant_gemv_int4")(x, packed, scales, zeros, group)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_int4_zp", mutates_args=(), schema=INT4_SCHEMA)
+def quant_gemv_int4_zp(x: Tensor, packed: Tensor, scales: Tensor, zeros: Tensor | None,
+                       group: int) -> Tensor:  # fmt: skip
+    """The registry's triton.quant_gemv.int4_zp: the same kernel, zero points given."""
+    return _public("ops.quant_gemv", "quant_gemv_int4")(x, packed, scales, zeros, group)
+
+
+def _int4_fake(x, packed, scales, zeros, group):
+    if packed.dim() != 2 or group <= 0 or (2 * packed.shape[1]) % group:
+        raise ValueError(f"quant_gemv_int4 needs packed[n, k/2] with k a multiple of the group "
+                         f"{group}, got {tuple(packed.shape)}")  # fmt: skip
+    weights = (packed, scales) if zeros is None else (packed, scales, zeros)
+    return x.new_empty(_gemv_shape("quant_gemv_int4", x, packed.shape[0], 2 * packed.shape[1],
+                                   weights))  # fmt: skip
+
+
+quant_gemv_int4.register_fake(_int4_fake)
+quant_gemv_int4_zp.register_fake(_int4_fake)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::add_rmsnorm", mutates_args=())
+def add_rmsnorm_stacked(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    return _public("ops.fused_norm", "add_rmsnorm_stacked")(x, residual, weight, eps)
+
+
+@add_rmsnorm_stacked.register_fake
+def _add_rmsnorm_fake(x, residual, weight, eps=1e-6):
+    if x.shape != residual.shape or x.dim() < 1 or weight.shape != x.shape[-1:]:
+        raise ValueError(f"add_rmsnorm needs x and residual of one shape and weight[cols], got "
+                         f"{tuple(x.shape)}, {tuple(residual.shape)}, "
+                         f"{tuple(weight.shape)}")  # fmt: skip
+    return x.new_empty((2, *x.shape))
+
+
+def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6):
+    """(h, y) = (x + residual, rmsnorm(x + residual) * weight): two views of the op's buffer."""
+    out = ops().add_rmsnorm(x, residual, weight, eps)
+    return out[0], out[1]
+
+
+def _rope_fake_checks(x, cos, sin, positions) -> None:
+    if x.dim() != 3 or cos.shape != sin.shape or cos.dim() != 2 or x.shape[2] != 2 * cos.shape[1]:
+        raise ValueError(f"rope needs x[tokens, heads, head_dim] and cos, sin [positions, "
+                         f"head_dim / 2], got {tuple(x.shape)}, {tuple(cos.shape)}, "
+                         f"{tuple(sin.shape)}")  # fmt: skip
+    if positions.shape != x.shape[:1]:
+        raise ValueError(f"rope needs positions[{x.shape[0]}], got {tuple(positions.shape)}")
+
+
+@torch.library.custom_op(f"{NAMESPACE}::rope_", mutates_args=("x",))
+def rope_(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor,
+          interleaved: bool = False) -> None:  # fmt: skip
+    _public("ops.rope", "rope_")(x, cos, sin, positions, interleaved=interleaved)
+
+
+@rope_.register_fake
+def _(x, cos, sin, positions, interleaved=False):
+    _rope_fake_checks(x, cos, sin, positions)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::rope", mutates_args=())
+def rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor) -> Tensor:
+    return _public("ops.rope", "rope")(x, cos, sin, positions)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::rope_interleaved", mutates_args=())
+def rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor) -> Tensor:
+    return _public("ops.rope", "rope_interleaved")(x, cos, sin, positions)
+
+
+def _rope_fake(x, cos, sin, positions):
+    _rope_fake_checks(x, cos, sin, positions)
+    return x.new_empty(x.shape)
+
+
+rope.register_fake(_rope_fake)
+rope_interleaved.register_fake(_rope_fake)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::swiglu", mutates_args=())
+def swiglu(gate: Tensor, up: Tensor) -> Tensor:
+    return _public("ops.swiglu", "swiglu")(gate, up)
+
+
+@swiglu.register_fake
+def _(gate, up):
+    if gate.shape != up.shape or gate.dim() < 1:
+        raise ValueError(f"swiglu needs gate and up of one shape, got {tuple(gate.shape)} and "
+                         f"{tuple(up.shape)}")  # fmt: skip
+    return gate.new_empty(gate.shape)
+
+
+# "int n": the number of cached tokens attended; a new n is a new graph, never a traced size.
+DECODE_ATTENTION_SCHEMA = "(Tensor q, Tensor k, Tensor v, int n) -> Tensor"
+
+
+@torch.library.custom_op(f"{NAMESPACE}::decode_attention", mutates_args=(),
+                         schema=DECODE_ATTENTION_SCHEMA)  # fmt: skip
+def decode_attention(q: Tensor, k: Tensor, v: Tensor, n: int) -> Tensor:
+    return _public("ops.decode_attention", "decode_attention")(q, k, v, n)
+
+
+@decode_attention.register_fake
+def _(q, k, v, n):
+    if q.dim() != 3 or k.dim() != 4 or k.shape != v.shape or k.shape[3] != q.shape[2]:
+        raise ValueError(f"decode_attention needs q[batch, heads, head_dim] and k, v [batch, "
+                         f"kv_heads, tokens, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}")  # fmt: skip
+    return q.new_empty(q.shape)
+
+
 # --- the teaching kernels (triton.<op>.teaching): the same schemas and fakes ---------------
 
 
@@ -165,11 +350,23 @@ def matmul_teaching(a: Tensor, b: Tensor) -> Tensor:
     return _public("ops.matmul.teaching", "matmul")(a, b)
 
 
+@torch.library.custom_op(f"{NAMESPACE}::gemv_teaching", mutates_args=())
+def gemv_teaching(x: Tensor, w: Tensor) -> Tensor:
+    return _public("ops.gemv.teaching", "gemv")(x, w)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::quant_gemv_int8_teaching", mutates_args=())
+def quant_gemv_int8_teaching(x: Tensor, q: Tensor, scale: Tensor) -> Tensor:
+    return _public("ops.quant_gemv.teaching", "quant_gemv_int8")(x, q, scale)
+
+
 vector_add_teaching.register_fake(_vector_add_fake)
 softmax_teaching.register_fake(_softmax_fake)
 layernorm_teaching.register_fake(_layernorm_fake)
 rmsnorm_teaching.register_fake(_rmsnorm_fake)
 matmul_teaching.register_fake(_matmul_fake)
+gemv_teaching.register_fake(_gemv_fake)
+quant_gemv_int8_teaching.register_fake(_per_channel_fake)
 
 
 # --- the CUDA C++ ladders ---------------------------------------------------------------
