@@ -69,9 +69,10 @@ WITHOUT_TORCH_OP = ("transpose", "scan")  # the scan steps too: functions only
 # The quantized GEMVs take packed integer or fp8 weights with scales and RoPE int positions
 # and fp32 tables, not the float matrix's one-dtype tensors: their bad input (shapes, K not a
 # multiple of the group, dtypes, empty batches, out-of-table positions) is tested in
-# tests/ops/quant_gemv/ and tests/ops/rope/.
+# tests/ops/quant_gemv/ and tests/ops/rope/. Decode attention takes a token count beside its
+# tensors and a cache of another rank than q: tests/ops/decode_attention/ holds its bad input.
 NOT_FLOAT_MATRIX = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp", "quant_gemv_fp8",
-                    "rope", "rope_interleaved")  # fmt: skip
+                    "rope", "rope_interleaved", "decode_attention")  # fmt: skip
 ONE_D_OPS = ("vector_add", "reduce_sum", "scan")
 
 

@@ -64,6 +64,7 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "triton.rope": "rope",
         "triton.rope_interleaved": "rope_interleaved",
         "triton.swiglu": "swiglu",
+        "triton.decode_attention": "decode_attention",
     }
     teaching = {f"{name}.teaching": op for name, op in kernels.items()}
     assert ops == {**kernels, **teaching, **decode}

@@ -34,6 +34,7 @@ SMALL = {
     "rope": {"tokens": 3, "heads": 2, "head_dim": 8},
     "rope_interleaved": {"tokens": 3, "heads": 2, "head_dim": 8},
     "swiglu": {"rows": 3, "cols": 13},
+    "decode_attention": {"batch": 2, "heads": 4, "kv_heads": 2, "tokens": 5, "head_dim": 8},
     "scan": {"n": 13},  # fp32 and int32; tests/ladders/scan checks the int32 half
 }
 # Inputs a seed does not draw: RoPE's cos/sin tables and positions are the model's, fixed.
@@ -122,8 +123,9 @@ def test_inputs_are_reproducible_from_the_seed(op):
     again = spec.make_inputs(SMALL[op], dtype, seed=123)
     other = spec.make_inputs(SMALL[op], dtype, seed=124)
     for index, (a, b, c) in enumerate(zip(first, again, other, strict=True)):
-        if isinstance(a, torch.Tensor):
-            assert torch.equal(a, b)
+        if isinstance(a, torch.Tensor):  # NaN where a view's padding or a cache's slack is
+            same = a.shape == b.shape and bool((a == b).logical_or(a.isnan() & b.isnan()).all())
+            assert same
             assert not torch.equal(a, c) or index in SEED_INDEPENDENT.get(op, ())
         else:
             assert a == b == c  # eps

@@ -137,6 +137,10 @@ def _decode_implementations() -> list[Implementation]:
         _decode("triton.rope_interleaved", "rope_interleaved", "rope", "rope_interleaved",
                 floats, "rotary embedding, interleaved pairs, position offsets (in place: "
                 "rope_)", "one read and one write of x"),
+        _decode("triton.decode_attention", "decode_attention", "decode_attention",
+                "decode_attention", floats,
+                "split-KV decode attention: a GQA group per tensor-core tile, online softmax per "
+                "chunk of tokens, a log-sum-exp combine", "K and V read once per KV head"),
         _decode("triton.swiglu", "swiglu", "swiglu", "swiglu", floats,
                 "silu(gate) * up in one pass", "two reads and one write, fp32 math"),
     ]  # fmt: skip

@@ -423,6 +423,27 @@ def swiglu(rows, cols, *, dtype) -> OpCost:
     return OpCost("swiglu", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
 
 
+def decode_attention(batch, heads, kv_heads, tokens, head_dim, *, dtype) -> OpCost:
+    """One query token per sequence attending `tokens` cached keys and values (GQA: heads
+    query heads share kv_heads KV heads)."""
+    batch = _count("decode_attention", "batch", batch)
+    heads = _count("decode_attention", "heads", heads)
+    kv_heads = _count("decode_attention", "kv_heads", kv_heads)
+    tokens = _count("decode_attention", "tokens", tokens)
+    head_dim = _count("decode_attention", "head_dim", head_dim)
+    dtype = canonical_dtype(dtype)
+    # q.k and p.v: 2 FLOPs per (query head, token, element) each
+    flops = 4.0 * batch * heads * tokens * head_dim
+    # K and V read once per KV head (a GQA group shares them); q read and o written once
+    elements = 2 * batch * kv_heads * tokens * head_dim + 2 * batch * heads * head_dim
+    bytes_ = elements * dtype_bytes(dtype)
+    explanation = (f"4 FLOPs per (query head, token, element); bytes = K and V of {tokens} tokens "
+                   f"per KV head read once, q and o at {dtype}")
+    shape = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "tokens": tokens,
+             "head_dim": head_dim}
+    return OpCost("decode_attention", shape, dtype, flops, bytes_, explanation)
+
+
 # ---- scan (the scan ladder) -----------------------------------------------------------------
 
 

@@ -13,6 +13,9 @@ packing functions and their float64 dequantization) and the fused small ops of a
 | rope / rope_interleaved | tokens, heads, head_dim | x, cos, sin [positions, head_dim/2]  |
 |                      |                         | fp32, positions int64[tokens]           |
 | swiglu               | rows, cols              | gate, up -> silu(gate) * up             |
+| decode_attention     | batch, heads, kv_heads, | q[batch, heads, head_dim], k and v      |
+|                      | tokens, head_dim        | [batch, kv_heads, tokens + slack,       |
+|                      |                         | head_dim], n = tokens -> o like q       |
 
 The quantized ops' reference is the float64 product with the DEQUANTIZED weights, so a
 kernel is judged on its arithmetic; the quantization error itself (against the bf16
@@ -293,6 +296,47 @@ def _quant_cost(weight: str, zero_points: bool = False):
     return cost
 
 
+# decode_attention: the cache holds DECODE_CACHE_SLACK more slots than are attended, filled
+# with NaN, so a kernel that reads past n fails loudly.
+DECODE_CACHE_SLACK = 7
+
+
+def _make_decode_attention(shape, torch_dtype, generator, device):
+    import torch
+
+    batch, heads, kv_heads = shape["batch"], shape["heads"], shape["kv_heads"]
+    tokens, head_dim = shape["tokens"], shape["head_dim"]
+    if heads % kv_heads:
+        raise KernelabError(f"decode_attention needs heads a multiple of kv_heads, got {heads} "
+                            f"and {kv_heads}")  # fmt: skip
+    q = normals((batch, heads, head_dim), generator, device).to(torch_dtype)
+    cache = (batch, kv_heads, tokens + DECODE_CACHE_SLACK, head_dim)
+    k = torch.full(cache, float("nan"), dtype=torch_dtype, device=device)
+    v = torch.full(cache, float("nan"), dtype=torch_dtype, device=device)
+    k[:, :, :tokens] = normals((batch, kv_heads, tokens, head_dim), generator, device).to(torch_dtype)
+    v[:, :, :tokens] = normals((batch, kv_heads, tokens, head_dim), generator, device).to(torch_dtype)
+    return q, k, v, tokens
+
+
+def _reference_decode_attention(q, k, v, n):
+    import torch
+
+    group = q.shape[1] // k.shape[1]
+    keys = as_float64(k[:, :, :n]).repeat_interleave(group, dim=1)
+    values = as_float64(v[:, :, :n]).repeat_interleave(group, dim=1)
+    scores = torch.einsum("bhd,bhtd->bht", as_float64(q), keys) / q.shape[-1] ** 0.5
+    return torch.einsum("bht,bhtd->bhd", scores.softmax(dim=-1), values)
+
+
+def _eager_decode_attention(q, k, v, n):
+    """torch's fused attention (flash / memory-efficient on a GPU) over the first n slots."""
+    import torch.nn.functional as F
+
+    out = F.scaled_dot_product_attention(q[:, :, None], k[:, :, :n], v[:, :, :n],
+                                         enable_gqa=q.shape[1] != k.shape[1])  # fmt: skip
+    return out[:, :, 0]
+
+
 _DECODE_DTYPES = ("bf16", "fp16")
 
 DECODE_OPS: dict[str, OpSpec] = (
@@ -334,6 +378,10 @@ DECODE_OPS: dict[str, OpSpec] = (
             OpSpec("swiglu", ("rows", "cols"), ("fp64", *FLOAT_DTYPES),
                    "silu(gate) * up", _make_swiglu, _reference_swiglu, _eager_swiglu,
                    _decode_cost("swiglu")),
+            OpSpec("decode_attention", ("batch", "heads", "kv_heads", "tokens", "head_dim"),
+                   FLOAT_DTYPES, "one query token per sequence over a KV cache (GQA)",
+                   _make_decode_attention, _reference_decode_attention,
+                   _eager_decode_attention, _decode_cost("decode_attention")),
         )
     }
 )  # fmt: skip
