@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from kernelab.cli import main
-from kernelab.evaluate import footprint, verdict
+from kernelab.evaluate import evaluator, footprint, verdict
+from kernelab.evaluate.evaluator import Evaluator
 from kernelab.evaluate.formats import load_problem
 from kernelab.evaluate.judge import run_problem
-from kernelab.evaluate.verdict import POOL_SETS, Evaluator, Options
+from kernelab.evaluate.verdict import POOL_SETS, Options
 
 EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
@@ -42,7 +43,7 @@ def _big_softmax(folder: Path) -> Path:
 
 def _free(monkeypatch, free_bytes: int, what: str = "free device memory") -> None:
     """The memory the judge sees as free, in place of the device's."""
-    monkeypatch.setattr(verdict, "available_bytes", lambda device: (free_bytes, what))
+    monkeypatch.setattr(evaluator, "available_bytes", lambda device: (free_bytes, what))
 
 
 def _solution() -> Path:

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from kernelab.evaluate import trees
+from kernelab.evaluate.evaluator import Evaluator
 from kernelab.evaluate.formats import load_problem
 from kernelab.evaluate.recognise import declared, recognise
-from kernelab.evaluate.verdict import Evaluator, Options
+from kernelab.evaluate.verdict import Options
 
 EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"

@@ -122,8 +122,9 @@ def test_a_namespace_the_kernel_refuses_is_named_with_its_consequence(monkeypatc
 
 def test_the_judges_downgrades_reach_the_verdict(monkeypatch):
     from kernelab.evaluate import sandbox
+    from kernelab.evaluate.evaluator import Evaluator
     from kernelab.evaluate.formats import load_problem
-    from kernelab.evaluate.verdict import Evaluator, Options
+    from kernelab.evaluate.verdict import Options
 
     real_plan = wall.plan
 

@@ -9,9 +9,10 @@ import dataclasses
 from pathlib import Path
 
 from kernelab.errors import KernelabError
+from kernelab.evaluate.evaluator import Evaluator
 from kernelab.evaluate.footprint import GB, DoesNotFit, available_bytes, is_out_of_memory
 from kernelab.evaluate.formats import describe_exception, load_problem
-from kernelab.evaluate.verdict import Evaluator, Verdict
+from kernelab.evaluate.verdict import Verdict
 from kernelab.output import note
 
 

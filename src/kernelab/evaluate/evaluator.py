@@ -1,0 +1,604 @@
+"""The verdict on one solution: is it correct, how fast is it, and where does it sit.
+
+The Evaluator is the judge: it runs in a process that never imports the solution. Every
+reference, comparison and decision below happens here, with the judge's own torch; the
+solution runs in its worker (kernelab.evaluate.sandbox, kernelab.evaluate.worker), which
+receives inputs and sends back outputs, as tensors.
+
+Correctness, for every case and several seeds (each test case at its own seed and
+`seeds - 1` more; each benchmark case at its own):
+
+1. The inputs are generated and the reference runs on a copy of them, twice: as the problem
+   writes it (the eager output: its structure and dtypes are the specification) and with
+   every floating tensor upcast to float64 (the exact answer). Inputs the reference writes
+   into are output buffers (GPU MODE preallocates them): those it changed, and those it
+   overwrites when handed them full of NaN (an empty buffer may already hold the answer).
+   The candidate may write those, and receives them filled with NaN, so an element it
+   forgets cannot hold the right answer.
+2. The candidate receives its own copy (sent to its worker; on a CPU, in pages the judge
+   shares and reads back itself: kernelab.evaluate.arena), with torch's allocator poisoned
+   there until timing starts (new tensors hold NaN:
+   kernelab.harness.check.poisoned_allocations); the worker sends back the output.
+3. It fails when it raises, writes into an input it should only read, returns another
+   structure, dtype or shape, or misses the exact answer by more than kernelab's
+   scale-aware threshold (kernelab.harness.check.compare: all-zeros and constant outputs
+   fail even where a plain allclose passes them). The threshold is the larger of the dtype's
+   derived threshold and twice the eager reference's own error, so a problem whose reference
+   itself runs in TF32 (a cuDNN convolution) does not reject a kernel as precise as it.
+4. On a GPU, the worker copies the output on the caller's stream right after the call, before
+   any synchronisation: a candidate whose work runs on another stream that the caller's
+   stream never waits for returns an output that is not ready there, and that copy is wrong.
+5. The problem's own checker (GPU MODE's check_implementation, KernelBench's allclose) must
+   pass too.
+
+Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a GPU, with the
+same loop and mode for eager PyTorch and torch.compile of the reference (reported as
+speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
+the next of POOL_SETS input sets (fewer where the device's memory is short: the plan of
+kernelab.evaluate.footprint, made before any input exists), copied into the same tensors
+(new values at the same addresses). Without timing every call is checked in full. When timed, every output is kept
+and fingerprinted inside the judge's clock, and the outputs of some calls, chosen by the
+judge after the batch from a secret, come back, must match their fingerprints and are
+checked against the reference of their set: an answer remembered from an earlier call, an
+empty tensor returned when a timer is on the stack, or an answer made after the batch,
+fails. The judge bounds the reported time by its own wall clock around the batch
+(kernelab.evaluate.observed). Afterwards the output is checked again on inputs it has never
+seen, which catches behaviour that changes after N calls.
+
+Roofline: the cost is declared by the problem or recognised from the reference's aten ops
+(kernelab.evaluate.recognise); on a catalog GPU the candidate's time is placed on the
+datasheet roofline (and the measured one when cached). A time under the floor makes the
+verdict "suspect", never a celebrated speedup.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from kernelab.errors import KernelabError
+from kernelab.evaluate import trees
+from kernelab.evaluate.arena import Arena, tree_bytes
+from kernelab.evaluate.footprint import (
+    GB,
+    MemoryPlan,
+    SetSize,
+    available_bytes,
+    fake_set_size,
+    is_out_of_memory,
+    plan,
+    set_size,
+)
+from kernelab.evaluate.problem import Case, Problem, describe_exception
+from kernelab.evaluate.recognise import Recognition, declared, recognise
+from kernelab.evaluate.sandbox import Worker, WorkerGone
+from kernelab.evaluate.timed_calls import compatible
+from kernelab.evaluate.timed_phase import TimedPhase
+from kernelab.evaluate.verdict import (
+    DEFAULT_TIMEOUT_S,
+    EAGER_ERROR_MARGIN,
+    KEPT_OUTPUT_BYTES,
+    POOL_SETS,
+    SUSPECT_MARKS,
+    CaseResult,
+    Expected,
+    Options,
+    Verdict,
+)
+from kernelab.harness.check import compare
+from kernelab.harness.tolerances import threshold
+from kernelab.spec.op_spec import name_of
+
+
+def _synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _dtype_name(dtype) -> str | None:
+    try:
+        name = name_of(dtype)
+        threshold(name)
+    except KernelabError:
+        return None
+    return name
+
+
+def _same_structure(a, b) -> bool:
+    """Whether two trees have the same paths, with tensors where the other has tensors."""
+    import torch
+
+    ours, theirs = trees.leaves(a), trees.leaves(b)
+    return len(ours) == len(theirs) and all(
+        p == q and isinstance(x, torch.Tensor) == isinstance(y, torch.Tensor)
+        for (p, x), (q, y) in zip(ours, theirs, strict=True)
+    )
+
+
+def _odd_tensor(out, ref) -> str | None:
+    """Why an output leaf cannot stand where the reference has tensor `ref`, or None: not a
+    tensor, a subclass, not strided (sparse), without values (meta), on another device."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"is a {type(out).__name__}, not a tensor"
+    if type(out) not in (torch.Tensor, torch.nn.Parameter):
+        return f"is a tensor subclass ({type(out).__name__}), not a tensor"
+    if out.layout != torch.strided:
+        return f"is a {str(out.layout).removeprefix('torch.')} tensor; the reference's is dense"
+    if out.device.type == "meta":
+        return "is a meta tensor: it holds no values"
+    if out.device.type != ref.device.type:
+        return f"is on {out.device.type}; the reference's is on {ref.device.type}"
+    return None
+
+
+def _relative_error(out, ref) -> float:
+    import torch
+
+    out64, ref64 = out.detach().to(torch.float64), ref.detach().to(torch.float64)
+    finite = torch.isfinite(ref64) & torch.isfinite(out64)
+    difference = float((out64[finite] - ref64[finite]).norm())
+    scale = float(ref64[finite].norm())
+    return difference / scale if scale > 0 else difference
+
+
+class Evaluator(TimedPhase):
+    """Everything fixed for one problem: its references, baselines and costs."""
+
+    def __init__(self, problem: Problem, options: Options | None = None):
+        self.problem = problem
+        self.options = (options or Options()).validate()
+        self.device = problem.device
+        self.on_gpu = self.device.type == "cuda"
+        self.timing = self.options.timing and self.on_gpu
+        self.expected: list[Expected] = []
+        self.rechecks: dict[str, Expected] = {}  # timing case label -> unseen inputs
+        self.pools: dict[str, list[Expected]] = {}  # timing case label -> rotated input sets
+        self.costs: dict[str, Any] = {}  # timing case label -> Recognition
+        self.baselines: dict[str, dict] = {}  # case label -> {"eager": {...}, "compiled": ...}
+        self.baseline_records: list[dict] = []
+        self.notes: list[str] = list(problem.notes)
+        self.protect: list[str] = []  # paths no worker may write besides the problem's own
+        self.arena = None  # the inputs' shared pages while a solution is judged (CPU)
+        self._timing_started = False  # the worker was told its calls are timed from now on
+        self.memory: MemoryPlan | None = None  # how the judge fits the device (prepare)
+
+    # --- the references ------------------------------------------------------------------
+
+    def _seeds(self) -> random.Random:
+        if self.options.seed is None:
+            return random.Random(random.SystemRandom().randrange(2**31))
+        return random.Random(self.options.seed)
+
+    def prepare(self) -> None:
+        """Generate every input and compute the references (before any solution loads),
+        within the memory plan (footprint.DoesNotFit when even one input set is too many)."""
+        self.memory = self._plan_memory()
+        rng = self._seeds()
+        for case in self.problem.tests:
+            first = case.seed if case.seed is not None else rng.randrange(2**31)
+            seeds = [first] + [rng.randrange(2**31) for _ in range(self.options.seeds - 1)]
+            self.expected.extend(self._expect(case, seed) for seed in seeds)
+        for case in self.problem.benchmarks:
+            seed = case.seed if case.seed is not None else rng.randrange(2**31)
+            self.expected.append(self._expect(case, seed))
+        for case in self.problem.timing_cases():
+            self.rechecks[case.label] = self._expect(case, rng.randrange(2**31))
+            self.costs[case.label] = self._cost(self.rechecks[case.label])
+            self.pools[case.label] = self._pool(case, rng)
+        if self.timing and self.options.mode == "graph":
+            self.notes.append(
+                "graph mode does not apply to eval (every call gets new inputs, loaded outside "
+                "the clock): calls are timed one by one, as in hot mode"
+            )
+
+    def _set_sizes(self, cases: list[Case]) -> tuple[list[SetSize], str]:
+        """The size of one set of each case: from fake tensors, else from one real set-up."""
+        try:
+            sizes = [fake_set_size(self.problem, case) for case in cases]
+            return sizes, "from the problem run on fake tensors"
+        except Exception as exc:
+            why = describe_exception(exc)
+        sizes = []
+        for case in cases:
+            where = f"{self.problem.name} {case.label}"
+            try:
+                data = self.problem.generate(case, 0)
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise
+                raise KernelabError(
+                    f"{where}: generating the inputs failed: {describe_exception(exc)}"
+                ) from None
+            try:
+                output = self.problem.reference(trees.clone(data))
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise
+                raise KernelabError(
+                    f"{where}: the reference failed: {describe_exception(exc)}"
+                ) from None
+            sizes.append(set_size(data, output))
+            del data, output
+        return sizes, f"measured on one real set-up per case (fake tensors failed: {why})"
+
+    def _plan_memory(self) -> MemoryPlan:
+        """How many input sets the timed calls rotate through, and how many bytes of a
+        batch's outputs the worker keeps, so that everything fits the device."""
+        problem = self.problem
+        cases = [*problem.tests, *problem.benchmarks]
+        timing = problem.timing_cases()
+        sizes, how = self._set_sizes(cases)
+        size_of = {(c.kind, c.label): s for c, s in zip(cases, sizes, strict=True)}
+        fixed = [size_of[(c.kind, c.label)] for c in problem.tests for _ in range(self.options.seeds)]
+        fixed += [size_of[(c.kind, c.label)] for c in problem.benchmarks]
+        timed = [size_of[(c.kind, c.label)] for c in timing]
+        fixed += timed  # each timing case's re-check on unseen inputs
+        memory = plan(fixed, timed, wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                      kept_cap=KEPT_OUTPUT_BYTES, on_gpu=self.on_gpu,
+                      available=available_bytes(self.device), how=how)  # fmt: skip
+        if memory.available_bytes is None:
+            self.notes.append(f"memory not planned: {memory.what}; {POOL_SETS} input sets")
+        elif memory.pool_sets < POOL_SETS:
+            self.notes.append(
+                f"timed calls rotate through {memory.pool_sets} input set(s), not {POOL_SETS}: "
+                f"that needs {memory.need_bytes / GB:.1f} GB of the {memory.budget_bytes / GB:.1f}"
+                f" GB planned ({memory.share:.0%} of {memory.available_bytes / GB:.1f} GB "
+                f"{memory.what}; sizes {how}); every sampled timed output is still checked "
+                "against the reference of its set"
+            )
+        return memory
+
+    def _pool(self, case: Case, rng: random.Random) -> list[Expected]:
+        sets = self.memory.pool_sets if self.memory else POOL_SETS
+        pool = [self._expect(case, rng.randrange(2**31)) for _ in range(sets)]
+        why = compatible([expected.data for expected in pool])
+        if why is None:
+            return pool
+        self.notes.append(f"{case.label}: timed calls all get one input set ({why})")
+        return pool[:1]
+
+    def _expect(self, case: Case, seed: int) -> Expected:
+        problem = self.problem
+        where = f"{problem.name} {case.label} seed {seed}"
+        try:
+            data = problem.generate(case, seed)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise  # the judge's to report as a skip, not the problem's failure
+            raise KernelabError(
+                f"{where}: generating the inputs failed: {describe_exception(exc)}"
+            ) from None
+        try:
+            scratch = trees.clone(data)
+            eager = problem.reference(scratch)
+            _synchronize(self.device)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise
+            raise KernelabError(
+                f"{where}: the reference failed: {describe_exception(exc)}"
+            ) from None
+        buffers = set(trees.changed_paths(data, scratch))
+        buffers |= self._written_over_nan(data, skip=buffers)
+        eager = trees.clone(eager)  # the reference may return a buffer it reuses
+        exact = self._exact(data, eager, where)
+        input_dtype = trees.first_float_dtype(data)
+        dtype = _dtype_name(input_dtype) if input_dtype is not None else None
+        eager_error = 0.0
+        for (_, out), (_, ref) in zip(trees.tensors(eager), trees.tensors(exact), strict=True):
+            if out.is_floating_point():
+                eager_error = max(eager_error, _relative_error(out, ref))
+        return Expected(
+            case, seed, data, eager, exact, buffers, dtype, EAGER_ERROR_MARGIN * eager_error
+        )
+
+    def _written_over_nan(self, data, skip: set[str]) -> set[str]:
+        """Floating leaves the reference overwrites although they looked unchanged.
+
+        A buffer from torch.empty may already hold the answer (the allocator hands back the
+        block a previous call wrote for the same seed), so a before/after comparison misses
+        it. Each such leaf is filled with NaN in a fresh copy, the reference runs, and a leaf
+        holding no NaN afterwards was written: it is an output buffer. An input the reference
+        only reads stays NaN.
+        """
+        written = set()
+        for path, tensor in trees.tensors(data):
+            if path in skip or not tensor.is_floating_point() or tensor.numel() == 0:
+                continue
+            probe = trees.clone(data)
+            trees.poison(probe, {path})
+            try:
+                self.problem.reference(probe)
+                _synchronize(self.device)
+            except Exception:  # a reference that rejects NaN inputs: this leaf is an input
+                continue
+            leaf = dict(trees.tensors(probe))[path]
+            if not leaf.isnan().any():
+                written.add(path)
+        return written
+
+    def _exact(self, data, eager, where: str):
+        """The reference run in float64; the eager output when that is impossible."""
+        import torch
+
+        try:
+            exact = self.problem.reference64(trees.upcast(data))
+            _synchronize(self.device)
+            ours, theirs = trees.leaves(exact), trees.leaves(eager)
+            same = len(ours) == len(theirs) and all(
+                type(a) is type(b) and getattr(a, "shape", None) == getattr(b, "shape", None)
+                for (_, a), (_, b) in zip(ours, theirs, strict=True)
+            )
+            if same:
+                return trees.map_tensors(lambda t: t.detach().clone(), exact)
+            reason = "its structure or shapes differ from the eager output's"
+        except Exception as exc:
+            reason = describe_exception(exc)
+        note = f"{where}: reference compared in its own dtype (float64 run failed: {reason})"
+        if note not in self.notes:
+            self.notes.append(note)
+
+        def up(tensor):
+            return tensor.to(torch.float64) if tensor.is_floating_point() else tensor.clone()
+
+        return trees.map_tensors(up, eager)
+
+    def _cost(self, expected: Expected):
+        problem = self.problem
+        try:
+            if problem.declared_cost is not None:
+                return declared(
+                    problem.declared_cost,
+                    trees.clone(expected.data),
+                    expected.dtype or "fp32",
+                    problem.name,
+                )
+            return recognise(problem.reference, trees.clone(expected.data))
+        except Exception as exc:
+            return Recognition(None, f"cost unknown: {describe_exception(exc)}")
+
+    # --- correctness ---------------------------------------------------------------------
+
+    def _judge(self, out, expected: Expected) -> tuple[bool, float | None, float | None, str]:
+        """(ok, worst error, threshold, message) for an output against the references."""
+        import torch
+
+        got = trees.leaves(out)
+        want = trees.leaves(expected.eager)
+        exact = trees.leaves(expected.exact)
+        if len(got) != len(want) or (
+            isinstance(out, torch.Tensor) != isinstance(expected.eager, torch.Tensor)
+        ):
+            return (
+                False, None, None,
+                f"the solution returned {trees.describe(out)}; the reference returns "
+                f"{trees.describe(expected.eager)}",
+            )  # fmt: skip
+        worst, limit = 0.0, None
+        for (path, o), (_, e), (_, x) in zip(got, want, exact, strict=True):
+            name = f"output{path}"
+            if not isinstance(e, torch.Tensor):
+                if isinstance(o, torch.Tensor) or type(o) is not type(e) or o != e:
+                    return False, None, None, f"{name} is {o!r}, the reference's is {e!r}"
+                continue
+            odd = _odd_tensor(o, e)
+            if odd:
+                return False, None, None, f"{name} {odd}"
+            if o.dtype != e.dtype:
+                return (
+                    False, None, None,
+                    f"{name} has dtype {str(o.dtype).removeprefix('torch.')}; the reference "
+                    f"returns {str(e.dtype).removeprefix('torch.')}",
+                )  # fmt: skip
+            if tuple(o.shape) != tuple(e.shape):
+                return (
+                    False, None, None,
+                    f"{name} has shape {tuple(o.shape)}; the reference's is {tuple(e.shape)}",
+                )  # fmt: skip
+            if not e.is_floating_point():
+                differ = int((o.detach().cpu() != e.detach().cpu()).sum())
+                if differ:
+                    return False, None, None, f"{name}: {differ} of {e.numel()} elements differ"
+                continue
+            dtype = expected.dtype or _dtype_name(e.dtype) or "fp32"
+            result = compare(o, x, dtype=dtype)
+            allowance = max(result.threshold, expected.allowance)
+            relaxed = (
+                not result.ok
+                and math.isfinite(result.error)
+                and result.error <= allowance
+                and not result.message.startswith("output is constant")
+            )
+            if not result.ok and not relaxed:
+                where = f"{name}: " if path else ""
+                return False, result.error, result.threshold, where + result.message
+            worst = max(worst, result.error)
+            limit = allowance if relaxed else result.threshold
+        return True, worst, limit, f"relative norm error {worst:.3g} <= {limit or 0:.3g}"
+
+    def _check(self, worker, expected: Expected, kind: str) -> CaseResult:
+        given = trees.clone(expected.data)
+        trees.poison(given, expected.buffers)
+        result = CaseResult(expected.case.label, kind, expected.seed, False, None, None, "")
+        if self.arena is not None:
+            layout = self.arena.write(given)
+            reply = worker.ask({"kind": "call", "layout": layout})
+            given = self.arena.read(layout)  # the judge's own reading of the shared pages
+        else:
+            reply = worker.ask({"kind": "call", "data": given})
+            given = reply.get("given")
+        if "raised" in reply:
+            result.message = f"the solution raised {reply['raised']}"
+            return result
+        out, snapshot = reply.get("out"), reply.get("snapshot")
+        if self.on_gpu and snapshot is None:
+            snapshot = out  # nothing to compare: the output itself must be right
+        if not _same_structure(given, expected.data):
+            result.message = "the worker did not send back the inputs it was given"
+            return result
+        mutation = trees.mutation_message(expected.data, given, expected.buffers)
+        if mutation:
+            result.message = mutation
+            return result
+        ok, error, limit, message = self._judge(out, expected)
+        result.error, result.threshold = error, limit
+        if ok and snapshot is not None:
+            ready, _, _, late = self._judge(snapshot, expected)
+            if not ready:
+                result.message = (
+                    "the output was not ready on the caller's stream when the call returned "
+                    f"(work on another stream not synchronised with it): {late}"
+                )
+                return result
+        if self.problem.checker is not None:
+            try:
+                own_ok, own_message = self.problem.checker(trees.clone(expected.data), out)
+            except Exception as exc:
+                own_ok, own_message = False, f"raised {describe_exception(exc)}"
+            result.format_check = "passes" if own_ok else (own_message or "fails")
+            if ok and not own_ok:
+                result.message = f"{self.problem.checker_name} rejects it: {result.format_check}"
+                return result
+        result.ok, result.message = ok, message
+        if not ok and result.format_check == "passes":
+            result.message += f" ({self.problem.checker_name} alone would have passed it)"
+        return result
+
+    # --- the verdict ---------------------------------------------------------------------
+
+    def evaluate(self, solution_path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Verdict:
+        """The verdict on one solution, run in a worker of its own for at most `timeout` s.
+
+        Nothing the solution does raises out of here: an output the judge cannot compare, or
+        any other exception while judging it, is this solution's "fail"."""
+        solution_path = Path(solution_path)
+        if not self.expected:
+            self.prepare()
+        verdict = Verdict(
+            problem=self.problem.name,
+            format=self.problem.format,
+            solution=str(solution_path),
+            status="fail",
+            message="",
+            device=str(self.device),
+            notes=list(self.notes),
+            roofline=[
+                {"case": label, "reason": found.reason, "cost": found.cost and found.cost.to_dict()}
+                for label, found in self.costs.items()
+            ],
+            memory=self.memory.to_dict() if self.memory else {},
+        )
+        self.arena = self._arena(verdict)
+        self._timing_started = False
+        worker = Worker(
+            self.problem, solution_path, timeout, protect=self.protect,
+            pass_fds=() if self.arena is None else (self.arena.fd,),
+        )  # fmt: skip
+        try:
+            with worker:
+                verdict.wall = worker.wall
+                verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
+                self._judge_in(worker, verdict)
+        except WorkerGone as gone:
+            verdict.status, verdict.message = gone.status, gone.message
+            verdict.timings, verdict.records = [], []
+        except Exception as exc:
+            verdict.status = "fail"
+            verdict.message = f"judging it raised {describe_exception(exc)}"
+            verdict.timings, verdict.records = [], []
+        finally:
+            if self.arena is not None:
+                self.arena.close()
+                self.arena = None
+        if not verdict.wall:
+            verdict.wall = worker.wall
+            verdict.notes.extend(f"wall lowered: {line}" for line in worker.wall["refused"])
+        return verdict
+
+    def _arena(self, verdict: Verdict):
+        """Shared pages for every call's inputs (on a CPU; kernelab.evaluate.arena), or None:
+        then the worker reports what a call left in its inputs."""
+
+        if self.on_gpu:
+            return None
+        sets = [
+            *self.expected,
+            *self.rechecks.values(),
+            *(e for p in self.pools.values() for e in p),
+        ]
+        try:
+            return Arena(max(tree_bytes(expected.data) for expected in sets))
+        except Exception as exc:
+            verdict.notes.append(
+                f"wall lowered: no shared memory for the inputs ({describe_exception(exc)}): the "
+                "worker reports what each call left in them"
+            )
+            return None
+
+    def _judge_in(self, worker, verdict: Verdict) -> None:
+        loaded = worker.ask({"kind": "solution", "path": verdict.solution})
+        if "failed" in loaded:
+            verdict.message = f"the solution failed to load: {loaded['failed']}"
+            return
+        for expected in self.expected:
+            result = self._check(worker, expected, expected.case.kind)
+            verdict.cases.append(result)
+            if not result.ok:
+                verdict.message = self._where(result) + result.message
+                return
+
+        self.measure_baselines()
+        for case in self.problem.timing_cases():
+            recheck = self.rechecks[case.label]
+            failure = self._exercise(worker, case, verdict)
+            if failure:
+                verdict.message = failure
+                return
+            result = self._check(worker, recheck, "recheck")
+            verdict.cases.append(result)
+            if not result.ok:
+                calls = "timing" if self.timing else f"{self.options.repeat_calls} calls"
+                verdict.message = (
+                    f"after {calls}, on new inputs: " + self._where(result) + result.message
+                )
+                return
+
+        self._conclude(verdict)
+
+    def _conclude(self, verdict: Verdict) -> None:
+        checked = [c for c in verdict.cases if c.error is not None]
+        worst = max((c.error for c in checked), default=0.0)
+        runs = len(verdict.cases)
+        verdict.status = "pass"
+        verdict.message = (
+            f"correct on {runs} runs (cases x seeds), worst relative error {worst:.3g}"
+        )
+        if not self.timing:
+            why = "no GPU" if not self.on_gpu else "timing off"
+            verdict.notes.append(f"timing skipped ({why}); correctness only")
+            return
+        flagged = [
+            (timed.case, w)
+            for timed in verdict.timings
+            for w in timed.warnings
+            if any(mark in w for mark in SUSPECT_MARKS)
+        ]
+        if flagged:
+            verdict.status = "suspect"
+            case, warning = flagged[0]
+            why = "timed under the roofline floor" if "speed of light" in warning else "lied"
+            verdict.message += f"; but at {case} it {why}: {warning}"
+            return
+        speedups = [t.speedup_vs_eager for t in verdict.timings if t.speedup_vs_eager]
+        if speedups:
+            geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+            verdict.message += (
+                f"; {geomean:.2f}x eager PyTorch in per-call latency, launch path included"
+                " (geometric mean)"
+            )

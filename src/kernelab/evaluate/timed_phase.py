@@ -1,0 +1,285 @@
+"""The timed half of judging a solution (kernelab.evaluate.evaluator's Evaluator inherits it):
+the eager and compiled baselines, the batches of timed calls on rotated inputs, the outputs
+checked after each batch at calls the judge chooses, and the records and roofline placements
+of the times."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+
+from kernelab.environment import software_versions
+from kernelab.errors import KernelabError
+from kernelab.evaluate import observed, trees
+from kernelab.evaluate.problem import Case, describe_exception
+from kernelab.evaluate.timed_calls import fingerprint, run_calls
+from kernelab.evaluate.verdict import (
+    CHECKED_EXTRA,
+    CHECKED_MAX,
+    CHECKED_SHARE,
+    KEPT_OUTPUT_BYTES,
+    MAX_TIMED_CALLS,
+    POOL_SETS,
+    PROBE_CALLS,
+    WARMUP_CALLS,
+    CaseResult,
+    Expected,
+    Timed,
+    Verdict,
+)
+from kernelab.harness import ceilings as gpu_ceilings
+from kernelab.harness.records import Record
+from kernelab.harness.stats import summarize
+from kernelab.harness.timing import Timing
+from kernelab.output import note
+from kernelab.roofline.model import Ceilings, place
+
+
+class TimedPhase:
+    """Timing, for the Evaluator: it holds the problem, the options and the references."""
+
+    def _calls_for(self, per_call_ms: float) -> int:
+        """Timed calls in one batch: --max-time's worth, at least --min-samples."""
+        fit = int(self.options.max_time_s * 1e3 / max(per_call_ms, 1e-6))
+        return max(self.options.min_samples, min(MAX_TIMED_CALLS, fit))
+
+    def _timing(self, samples: list[float], warnings: list[str]):
+        mode = "cold" if self.options.mode == "cold" else "hot"
+        return Timing(samples, mode, summarize(samples), "fixed calls", warnings=warnings)
+
+    def _time_here(self, call, label: str):
+        """Time a trusted callable (a baseline) with the solution's loop, in the judge."""
+
+        pool = [expected.data for expected in self.pools[label]]
+        buffers = self.pools[label][0].buffers
+        mode = self.options.mode
+
+        def batch(calls: int) -> list[float]:
+            return run_calls(call, pool, buffers=buffers, calls=calls, mode=mode, keep=False)[0]
+
+        batch(WARMUP_CALLS)
+        begin = time.perf_counter()
+        batch(PROBE_CALLS)
+        per_call = (time.perf_counter() - begin) * 1e3 / PROBE_CALLS
+        return self._timing(batch(self._calls_for(per_call)), [])
+
+    def measure_baselines(self) -> dict[str, dict]:
+        """Eager PyTorch and torch.compile of the reference at each timing case (when timing)."""
+        if not self.timing or self.baselines:
+            return self.baselines
+
+        compiled = None
+        if self.options.compile:
+            try:
+                compiled = self.problem.compile_reference()
+            except Exception as exc:
+                self.notes.append(
+                    f"torch.compile of the reference failed: {describe_exception(exc)}"
+                )
+        for case in self.problem.timing_cases():
+            entry: dict = {}
+            found = self.costs.get(case.label)
+            note(f"{self.problem.name} {case.label}: timing eager PyTorch")
+            timing = self._time_here(self.problem.reference, case.label)
+            entry["eager"] = {"median_ms": timing.median_ms, "rel_noise": timing.rel_noise}
+            self.baseline_records.append(self._record(case, "eager", timing, found))
+            if compiled is not None:
+                note(f"{self.problem.name} {case.label}: timing torch.compile")
+                try:
+                    timing = self._time_here(compiled, case.label)
+                    entry["compiled"] = {
+                        "median_ms": timing.median_ms,
+                        "rel_noise": timing.rel_noise,
+                    }
+                    self.baseline_records.append(self._record(case, "torch.compile", timing, found))
+                except Exception as exc:
+                    self.notes.append(
+                        f"torch.compile of the reference failed at {case.label}: "
+                        f"{describe_exception(exc)}"
+                    )
+                    compiled = None
+            self.baselines[case.label] = entry
+        return self.baselines
+
+    def _placements(self, cost, time_ms: float) -> tuple[dict | None, list[str]]:
+        spec = gpu_ceilings.this_gpu("timing").spec
+        if spec is None or cost is None:
+            return None, []
+        placed, warnings = {}, []
+        for ceilings in (Ceilings.from_spec(spec), gpu_ceilings.measured_ceilings_for(spec)):
+            if ceilings is None:
+                continue
+            try:
+                placement = place(cost, ceilings, time_ms=time_ms)
+            except KernelabError as exc:
+                warnings.append(f"not placed on the {ceilings.source} roofline: {exc}")
+                continue
+            placed[ceilings.source] = placement.to_dict()
+            if placement.faster_than_light and placement.warning not in warnings:
+                warnings.append(placement.warning)
+        return placed or None, warnings
+
+    def _where(self, result: CaseResult) -> str:
+        return f"{result.case}, seed {result.seed}: "
+
+    def _chosen(self, calls: int) -> list[int]:
+        """The timed calls whose outputs the judge checks, drawn after the batch from the
+        operating system's randomness (never from --seed, which the worker might learn): the
+        last POOL_SETS (every input set, after any warm-up a cache needs) and CHECKED_EXTRA,
+        or CHECKED_SHARE of the batch, more (at most CHECKED_MAX)."""
+        first_of_last = max(0, calls - POOL_SETS)
+        extra = max(CHECKED_EXTRA, min(CHECKED_MAX, int(calls * CHECKED_SHARE)))
+        drawn = random.SystemRandom().sample(range(first_of_last), min(extra, first_of_last))
+        return sorted({*range(first_of_last, calls), *drawn})
+
+    def _calls(self, worker, label: str, calls: int) -> tuple[dict, float]:
+        """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
+        begin = time.perf_counter()
+        reply = worker.ask(
+            {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
+        )
+        wall_ms = (time.perf_counter() - begin) * 1e3
+        return reply, wall_ms
+
+    def _check_batch(self, worker, reply: dict, pool: list[Expected], calls: int, during: str):
+        """Choose the calls to check now that the batch is over, fetch their outputs, and
+        return the failure message for the first that differs from its fingerprint or from
+        the reference, or None."""
+
+        prints = reply.get("fingerprints")
+        if not isinstance(prints, list) or len(prints) != calls:
+            return f"{during}: the worker did not fingerprint the outputs of its {calls} calls"
+        chosen = self._chosen(calls)
+        for index in chosen:  # one at a time: one output on the judge's side, however large
+            outputs = worker.ask({"kind": "outputs", "indices": [index]}).get("outputs")
+            if not isinstance(outputs, dict) or set(outputs) != {index}:
+                return f"{during}: the worker did not send back the output of call {index + 1}"
+            expected = pool[index % len(pool)]
+            where = (
+                f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
+            )
+            if fingerprint(outputs[index]) != prints[index]:
+                return (
+                    f"{where}: the output sent back is not the one the call returned (its "
+                    "fingerprint, sent at the end of the batch, differs)"
+                )
+            ok, _, _, message = self._judge(outputs[index], expected)
+            if not ok:
+                return f"{where}: {message}"
+        return None
+
+    def _repeat(self, worker, case: Case, pool: list[Expected]) -> str | None:
+        """Without timing: repeat_calls calls, each checked in full (output and inputs)."""
+        calls = self.options.repeat_calls
+        for index in range(calls):
+            expected = pool[index % len(pool)]
+            result = self._check(worker, expected, "repeat")
+            if not result.ok:
+                return (
+                    f"during {calls} calls, call {index + 1} (input set {index % len(pool)}, "
+                    f"seed {expected.seed}): {result.message}"
+                )
+        return None
+
+    def _output_bytes(self, pool: list[Expected]) -> int:
+        return sum(t.numel() * t.element_size() for _, t in trees.tensors(pool[0].eager))
+
+    def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
+        """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), on rotating
+        inputs, checking outputs; the failure message, or None."""
+
+        pool = self.pools[case.label]
+        buffers = pool[0].buffers
+        if not self.timing:
+            return self._repeat(worker, case, pool)
+
+        if not self._timing_started:
+            worker.ask({"kind": "timing"})
+            self._timing_started = True
+        worker.ask(
+            {"kind": "pool", "label": case.label, "pool": [e.data for e in pool],
+             "buffers": sorted(buffers)}
+        )  # fmt: skip
+        note(f"{self.problem.name} {case.label}: timing {Path(verdict.solution).name}")
+        warm, _ = self._calls(worker, case.label, WARMUP_CALLS)
+        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS)
+        for reply in (warm, probe):
+            if "raised" in reply:
+                return f"{case.label}: the solution raised while timed: {reply['raised']}"
+        calls = self._calls_for(probe_ms / PROBE_CALLS)
+        # Every output of the batch is kept until the judge chooses: outputs too large for
+        # the kept bytes the memory plan allows (KEPT_OUTPUT_BYTES at most) shorten the
+        # batch, below --min-samples if they must.
+        allowed = self.memory.kept_output_bytes if self.memory else KEPT_OUTPUT_BYTES
+        kept = allowed // max(1, self._output_bytes(pool))
+        calls = max(POOL_SETS, min(calls, kept))
+        reply, wall_ms = self._calls(worker, case.label, calls)
+        if "raised" in reply:
+            return f"{case.label}: the solution raised while timed: {reply['raised']}"
+        failure = self._check_batch(worker, reply, pool, calls, f"{case.label}: during timing")
+        if failure:
+            return failure
+        samples = reply.get("samples_ms")
+        if (
+            not isinstance(samples, list)
+            or len(samples) != calls
+            or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
+        ):
+            return f"{case.label}: the worker did not report {calls} times"
+        data = [e.data for e in pool]
+        floor = observed.floor_ms(
+            wall_ms,
+            calls,
+            observed.loop_cost_ms(
+                data, buffers=buffers, calls=calls, mode=self.options.mode, output=pool[0].eager
+            ),
+        )
+        samples, bounded = observed.bound(samples, floor)
+        timing = self._timing(samples, [bounded] if bounded else [])
+        base = self.baselines.get(case.label, {})
+        eager = base.get("eager", {}).get("median_ms")
+        compiled = base.get("compiled", {}).get("median_ms")
+        found = self.costs.get(case.label)
+        placement, warnings = self._placements(found.cost if found else None, timing.median_ms)
+        verdict.timings.append(
+            Timed(
+                case=case.label,
+                solution_ms=timing.median_ms,
+                eager_ms=eager,
+                compiled_ms=compiled,
+                speedup_vs_eager=eager / timing.median_ms if eager else None,
+                speedup_vs_compiled=compiled / timing.median_ms if compiled else None,
+                rel_noise=timing.rel_noise,
+                mode=timing.mode,
+                placement=placement,
+                warnings=warnings + list(timing.warnings),
+            )
+        )
+        verdict.records.append(self._record(case, Path(verdict.solution).stem, timing, found))
+        return None
+
+    def _record(self, case: Case, implementation: str, timing, found) -> dict:
+        identity = gpu_ceilings.this_gpu("timing")
+        cost = found.cost if found else None
+        seconds = timing.median_ms * 1e-3
+        return Record(
+            op=f"{self.problem.format}:{self.problem.name}",
+            implementation=implementation,
+            shape={"case": case.label},
+            dtype=cost.dtype if cost else "",
+            mode=timing.mode,
+            samples_ms=list(timing.samples_ms),
+            stats=timing.summary.to_dict(),
+            gpu=identity.name,
+            gpu_id=identity.gpu_id,
+            driver=identity.driver,
+            versions=software_versions(),
+            clocks=timing.clocks,
+            flops=cost.flops if cost else 0.0,
+            bytes=cost.bytes if cost else 0.0,
+            achieved_tflops=cost.flops / seconds / 1e12 if cost else None,
+            achieved_gbps=cost.bytes / seconds / 1e9 if cost else None,
+            warnings=list(timing.warnings),
+        ).to_dict()
