@@ -24,7 +24,7 @@ def _dev_extra() -> set[str]:
 
 def test_every_module_a_test_skips_without_is_in_the_dev_extra():
     skipped_without = set()
-    for test in (ROOT / "tests").glob("test_*.py"):
+    for test in (ROOT / "tests").rglob("test_*.py"):
         skipped_without |= set(re.findall(r'importorskip\("([\w.]+)"', test.read_text()))
     needed = {DISTRIBUTIONS.get(name.split(".")[0], name.split(".")[0]) for name in skipped_without}
     assert "pyyaml" in needed  # the cross-check of task.yml reading
