@@ -60,10 +60,7 @@ def unusable_reason(capability: tuple[int, int] | None | str = "detect") -> str 
     `capability` stands in for the GPU's (None: no GPU) so the message can be tested on a
     machine without one."""
     if not package_available():
-        return (
-            f"CuTe-DSL is not installed: pip install 'kernelab[cute]' "
-            f"({PACKAGE}=={VERSION})"
-        )
+        return f"CuTe-DSL is not installed: pip install 'kernelab[cute]' ({PACKAGE}=={VERSION})"
     cc = _gpu_capability() if capability == "detect" else capability
     if cc is None:
         return "CuTe-DSL kernels need a CUDA GPU of compute capability 9.0+; none found"

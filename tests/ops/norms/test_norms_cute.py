@@ -28,7 +28,9 @@ def test_build_says_why_in_one_line_when_unusable():
 
 
 @needs_package
-@pytest.mark.parametrize("cols, dtype", [(4096, "bfloat16"), (1009, "float32"), (262144, "float32")])
+@pytest.mark.parametrize(
+    "cols, dtype", [(4096, "bfloat16"), (1009, "float32"), (262144, "float32")]
+)
 def test_lowers_for_sm90a_without_a_gpu(cols, dtype, tmp_path):
     import cuda.bindings.driver as cuda
     import torch

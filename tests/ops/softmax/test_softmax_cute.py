@@ -139,6 +139,8 @@ def test_gpu_rows_sum_to_one_and_extremes():
     x = torch.randn(5, 131072, device="cuda") * 1e4  # huge logits: the max is subtracted
     y = fn(x)
     assert torch.isfinite(y).all()
-    torch.testing.assert_close(y.double().sum(-1), torch.ones(5, dtype=torch.float64, device="cuda"))
+    torch.testing.assert_close(
+        y.double().sum(-1), torch.ones(5, dtype=torch.float64, device="cuda")
+    )
     x[2] = float("-inf")  # a row of only -inf: NaN, as torch.softmax
     assert torch.isnan(fn(x)[2]).all() and torch.isfinite(fn(x)[1]).all()

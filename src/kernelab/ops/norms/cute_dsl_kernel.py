@@ -46,16 +46,13 @@ def rmsnorm_kernel(
     tXgO = thr.partition_D(gO)
     tXcX = thr.partition_S(cX)
     tXrX = cute.make_fragment_like(tXgX)
-    tXrW = cute.make_fragment_like(tXgW)
     tXpX = cute.make_fragment(cute.make_layout(cute.size(tXcX, mode=[2])), cutlass.Boolean)
     for i in cutlass.range_constexpr(cute.size(tXpX)):
         tXpX[i] = cute.elem_less(tXcX[0, 0, i][1], mX.shape[1])
     tXrX.fill(0.0)  # the tail adds nothing to the sum of squares
-    tXrW.fill(0.0)
     for i in cutlass.range_constexpr(cute.size(tXpX)):
         if tXpX[i]:
             cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
-            cute.copy(tiled_copy, tXgW[None, None, i], tXrW[None, None, i])
 
     x = tXrX.load().to(Float32)
     v = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
@@ -64,13 +61,16 @@ def rmsnorm_kernel(
         cute.arch.cluster_wait()
         v = cluster_sum(v, peers, rank, cluster)
     rstd = cute.math.rsqrt(v / mX.shape[1] + eps, fastmath=True)
-    y = x * rstd * tXrW.load().to(Float32)
 
-    tXrO = cute.make_fragment_like(tXgO)
-    tXrO.store(y.to(tXrO.element_type))
+    # w one vector at a time: holding it whole beside x would spill at 32 values a thread
+    tXrW = cute.make_fragment_like(tXgW[None, None, 0])
+    tXrO = cute.make_fragment_like(tXgO[None, None, 0])
     for i in cutlass.range_constexpr(cute.size(tXpX)):
         if tXpX[i]:
-            cute.copy(tiled_copy, tXrO[None, None, i], tXgO[None, None, i])
+            cute.copy(tiled_copy, tXgW[None, None, i], tXrW)
+            xi = tXrX[None, None, i].load().to(Float32)
+            tXrO.store((xi * rstd * tXrW.load().to(Float32)).to(tXrO.element_type))
+            cute.copy(tiled_copy, tXrO, tXgO[None, None, i])
 
 
 @cute.jit

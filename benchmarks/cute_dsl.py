@@ -1,0 +1,281 @@
+"""CuTe-DSL beside Triton (and QuACK, cuBLAS, the CUDA C++ ladder): speed, compile time, lines.
+
+    PYTHONPATH=src python3 benchmarks/cute_dsl.py [--out DIR] [--dry-run]
+
+1. Softmax and RMSNorm forward, rows of 1K..256K columns, fp32 and bf16: cute.softmax /
+   cute.rmsnorm against triton.softmax / triton.rmsnorm, QuACK's softmax / rmsnorm (when
+   `quack` imports; else one line) and the copy ceiling (torch's clone of the same bytes,
+   read + write). Each kernel is checked against the float64 reference before it is timed.
+2. GEMM bf16 at 4096^3 and 8192^3: cuBLAS (torch.mm), the CUDA C++ ladder's top step and
+   triton.matmul; the CuTe-DSL GEMM is named with the line that says why it has no figure.
+3. Compile time per language: the first call in this process (CuTe-DSL: its in-memory cache
+   emptied; Triton: its on-disk cache kept, so the figure is a floor), then the warm launch
+   (median wall time of a call at the smallest shape).
+4. Lines of kernel code per language, counted from the files (no blanks, no comments).
+
+Timer: kernelab.harness.timing.benchmark, cold (L2 flushed before every call), median.
+Targets (ratios inside one run): softmax >= 90 % of copy at every row length, >= Triton at
+>= 64K columns, >= QuACK; RMSNorm forward >= 90 % of copy; GEMM >= 95 % of cuBLAS.
+Writes cute_dsl.json under --out; --dry-run prints the cases and line counts (no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "kernelab"
+ROW_COLS = (1024, 4096, 16384, 32768, 65536, 131072, 262144)
+ROW_BYTES = 256 * 1024 * 1024  # rows per case: about this many input bytes
+GEMM_SIZES = (4096, 8192)
+TARGETS = {
+    "softmax_pct_of_copy": 90.0,
+    "rmsnorm_fwd_pct_of_copy": 90.0,
+    "rmsnorm_bwd_pct_of_copy": 80.0,
+    "gemm_pct_of_cublas": 95.0,
+    "softmax_vs_triton_from_cols": 65536,
+}
+# kernel files per language and op: what the line counts are taken from
+KERNEL_FILES = {
+    "cute-dsl": {
+        "softmax": ["ops/softmax/cute_dsl_kernel.py", "ops/cute_cluster.py"],
+        "rmsnorm": ["ops/norms/cute_dsl_kernel.py", "ops/cute_cluster.py"],
+    },
+    "triton": {
+        "softmax": ["ops/softmax/rows.py", "ops/softmax/cooperative.py",
+                    "ops/softmax/exchange.py", "ops/softmax/chunks.py"],
+        "rmsnorm": ["ops/norms/rows.py", "ops/norms/looped.py"],
+        "gemm": ["ops/matmul/__init__.py"],
+    },
+    "cuda-c++": {"gemm": ["ladders/hgemm/18_overwrite_first.cu",
+                          "ladders/hgemm/cooperative_store_gemm.cuh"]},
+}  # fmt: skip
+
+
+def code_lines(path: Path) -> int:
+    """Lines holding code: no blank lines, comments or docstrings (Python: by tokens; C++:
+    lines not starting with // or inside /* */)."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        lines = set()
+        previous = tokenize.INDENT
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.STRING and previous in (
+                tokenize.INDENT,
+                tokenize.NEWLINE,
+                tokenize.DEDENT,
+                tokenize.NL,
+            ):
+                previous = tok.type  # a docstring or a bare string: not code
+                continue
+            if tok.type not in (
+                tokenize.COMMENT,
+                tokenize.NL,
+                tokenize.NEWLINE,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+                tokenize.ENDMARKER,
+            ):
+                lines.update(range(tok.start[0], tok.end[0] + 1))
+            previous = tok.type
+        return len(lines)
+    count, in_block = 0, False
+    for line in text.splitlines():
+        s = line.strip()
+        if in_block:
+            in_block = "*/" not in s
+            continue
+        if s.startswith("/*"):
+            in_block = "*/" not in s
+            continue
+        if s and not s.startswith("//"):
+            count += 1
+    return count
+
+
+def line_counts() -> dict:
+    """{language: {op: {"lines": n, "files": [...]}}} for the files that exist."""
+    counts: dict = {}
+    for language, ops in KERNEL_FILES.items():
+        for op, files in ops.items():
+            present = [f for f in files if (SRC / f).is_file()]
+            counts.setdefault(language, {})[op] = {
+                "lines": sum(code_lines(SRC / f) for f in present),
+                "files": present,
+            }
+    return counts
+
+
+def row_cases() -> list[dict]:
+    cases = []
+    for op in ("softmax", "rmsnorm"):
+        for dtype, itemsize in (("fp32", 4), ("bf16", 2)):
+            for cols in ROW_COLS:
+                rows = max(1, ROW_BYTES // (cols * itemsize))
+                cases.append({"op": op, "dtype": dtype, "rows": rows, "cols": cols})
+    return cases
+
+
+def quack_functions() -> tuple[dict, str | None]:
+    """QuACK's softmax and rmsnorm, or ({}, the one line that says why not)."""
+    try:
+        import quack
+    except ImportError as exc:
+        return {}, f"QuACK not measured: `import quack` failed ({exc}); pip install quack-kernels"
+    found = {op: getattr(quack, op, None) for op in ("softmax", "rmsnorm")}
+    return {op: fn for op, fn in found.items() if fn is not None}, None
+
+
+def _time(max_time_s: float, fn, *args) -> float:
+    """Median cold time (ms) of fn(*args)."""
+    from kernelab.harness.timing import benchmark
+
+    return benchmark(lambda: fn(*args), mode="cold", max_time_s=max_time_s).median_ms
+
+
+def _checked(name: str, op: str, shape: dict, dtype: str):
+    """The built implementation if it passes the float64 check, else (None, why)."""
+    from kernelab.errors import KernelabError
+    from kernelab.harness.check import check_implementation
+    from kernelab.spec import registry
+
+    try:
+        fn = registry.get(name).build()
+    except KernelabError as exc:
+        return None, str(exc)
+    report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
+    return (fn, None) if report.ok else (None, f"failed its check: {report.message}")
+
+
+def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
+    import torch
+
+    from kernelab.spec.reference import OPS
+
+    quack, why = quack_functions()
+    if why:
+        notes.append(why)
+    out = []
+    for case in row_cases():
+        op, dtype = case["op"], case["dtype"]
+        shape = {"rows": case["rows"], "cols": case["cols"]}
+        inputs = OPS[op].make_inputs(shape, dtype, seed=0, device="cuda")
+        x = inputs[0].contiguous()
+        inputs = (x, *inputs[1:])
+        moved = 2 * x.numel() * x.element_size()
+        row = {**case, "bytes": moved, "copy_ms": _time(max_time_s, x.clone)}
+        for column, name in (("cute", f"cute.{op}"), ("triton", f"triton.{op}")):
+            fn, failure = _checked(name, op, shape, dtype)
+            row[f"{column}_ms"] = _time(max_time_s, fn, *inputs) if fn else None
+            if failure:
+                row[f"{column}_note"] = failure
+        if op in quack:
+            args = inputs if op == "rmsnorm" else inputs[:1]
+            row["quack_ms"] = _time(max_time_s, quack[op], *args)
+        for column in ("cute", "triton", "quack"):
+            ms = row.get(f"{column}_ms")
+            row[f"{column}_pct_of_copy"] = 100 * row["copy_ms"] / ms if ms else None
+        out.append(row)
+        torch.cuda.empty_cache()
+    return out
+
+
+def run_gemm(max_time_s: float, notes: list[str]) -> list[dict]:
+    import torch
+
+    from kernelab.ladders.hgemm import DEFAULT_BENCHMARK_STEPS
+
+    top = f"hgemm:{DEFAULT_BENCHMARK_STEPS[-1]:02d}"
+    notes.append("cute.gemm: the CuTe-DSL GEMM kernel is not written yet; no figure")
+    out = []
+    for size in GEMM_SIZES:
+        shape = {"m": size, "n": size, "k": size}
+        a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+        b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
+        row = {"size": size, "flops": 2 * size**3, "cublas_ms": _time(max_time_s, torch.mm, a, b)}
+        for column, name in (("cuda_cpp", top), ("triton", "triton.matmul")):
+            fn, failure = _checked(name, "gemm", shape, "bf16")
+            ms = _time(max_time_s, fn, a, b) if fn else None
+            row[f"{column}_ms"] = ms
+            row[f"{column}_pct_of_cublas"] = 100 * row["cublas_ms"] / ms if ms else None
+            if failure:
+                row[f"{column}_note"] = failure
+        row["cuda_cpp_step"] = top
+        out.append(row)
+    return out
+
+
+def compile_times() -> dict:
+    """First call and warm launch (ms) per language at the smallest softmax/rmsnorm shape."""
+    import torch
+
+    from kernelab.errors import KernelabError
+    from kernelab.spec import registry
+    from kernelab.spec.reference import OPS
+
+    result = {}
+    for op in ("softmax", "rmsnorm"):
+        inputs = OPS[op].make_inputs({"rows": 4, "cols": 4096}, "bf16", seed=1, device="cuda")
+        for name in (f"cute.{op}", f"triton.{op}"):
+            try:
+                fn = registry.get(name).build()
+            except KernelabError as exc:
+                result[name] = {"note": str(exc)}
+                continue
+            module = sys.modules.get(fn.__module__)
+            getattr(module, "_compiled", {}).clear()  # CuTe-DSL: forget in-process builds
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn(*inputs)
+            torch.cuda.synchronize()
+            first_ms = 1e3 * (time.perf_counter() - start)
+            warm = []
+            for _ in range(50):
+                start = time.perf_counter()
+                fn(*inputs)
+                warm.append(1e3 * (time.perf_counter() - start))
+            torch.cuda.synchronize()
+            result[name] = {"first_call_ms": first_ms, "warm_launch_ms": sorted(warm)[25]}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="folder for cute_dsl.json")
+    parser.add_argument("--max-time-s", type=float, default=0.3)
+    parser.add_argument("--dry-run", action="store_true", help="the cases and line counts only")
+    args = parser.parse_args(argv)
+    from kernelab.environment import software_versions
+    from kernelab.runtime import cute_dsl
+
+    record = {
+        "benchmark": "cute_dsl",
+        "targets": TARGETS,
+        "versions": {**software_versions(), "nvidia-cutlass-dsl": cute_dsl.installed_version()},
+        "lines_of_kernel_code": line_counts(),
+        "cases": {"rows": row_cases(), "gemm_sizes": list(GEMM_SIZES)},
+        "notes": [],
+    }
+    if not args.dry_run:
+        from kernelab.hardware.detect import require_gpu
+
+        record["gpu"] = require_gpu().spec.id
+        record["rows"] = run_rows(args.max_time_s, record["notes"])
+        record["gemm"] = run_gemm(args.max_time_s, record["notes"])
+        record["compile"] = compile_times()
+    text = json.dumps(record, indent=1, default=str)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "cute_dsl.json").write_text(text)
+    print(text if args.dry_run else json.dumps(record.get("notes"), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
