@@ -1,9 +1,12 @@
-"""The CuTe-DSL Hopper GEMM's plan: tiles that split into wgmma, a ring of stages that fits
-shared memory, the persistent grid; and the launcher's one-line answers."""
+"""The CuTe-DSL Hopper GEMM: its plan (tiles that split into wgmma, a ring of stages that
+fits shared memory, the persistent grid), its registration and one-line refusal, its sm_90a
+lowering read from the SASS (when the package is here), and on a Hopper GPU the kernel against
+the float64 reference at the issue's shapes and the ladder's awkward ones."""
 
 from __future__ import annotations
 
 import pytest
+from cute_dsl_support import has_opcode, needs_package, sass_opcodes, usable_or_skip
 
 from kernelab.errors import KernelabError
 from kernelab.hardware.catalog import get_gpu
@@ -55,8 +58,75 @@ def test_persistent_grid(size, sms):
         assert grid >= sms - 1  # every SM busy but the cluster remainder
 
 
-def test_not_registered_until_the_kernel_exists():
+def test_registered_as_a_gemm_column():
+    from kernelab.ladders.hgemm.ladder import OTHER_COLUMNS
     from kernelab.spec import registry
 
-    with pytest.raises(KernelabError):
-        registry.get("cute.gemm")
+    impl = registry.get("cute.gemm")
+    assert impl.op == "gemm" and impl.dtypes == ("bf16",)
+    assert impl.metadata["language"] == "cute-dsl"
+    assert "cute.gemm" in OTHER_COLUMNS
+
+
+def test_build_says_why_in_one_line_when_unusable():
+    from kernelab.runtime import cute_dsl as runtime
+    from kernelab.spec import registry
+
+    reason = runtime.unusable_reason()
+    if reason is None:
+        pytest.skip("CuTe-DSL is usable here")
+    with pytest.raises(KernelabError) as raised:
+        registry.get("cute.gemm").build()
+    assert str(raised.value) == reason
+
+
+def test_ladder_leaves_out_a_column_that_cannot_build():
+    from kernelab.ladders.hgemm.ladder import other_candidates
+    from kernelab.runtime import cute_dsl as runtime
+
+    if runtime.unusable_reason() is None:
+        pytest.skip("CuTe-DSL is usable here")
+    said = []
+    assert other_candidates(["cute.gemm"], said.append) == []
+    assert len(said) == 1 and said[0].startswith("cute.gemm: not timed:")
+
+
+@needs_package
+def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(tmp_path):
+    import cuda.bindings.driver as cuda
+    import torch
+
+    from kernelab.ladders.hgemm import cute_dsl_kernel
+    from kernelab.runtime import cute_dsl as runtime
+
+    plan = cute_dsl.gemm_plan()
+    a = torch.empty(256, 128, dtype=torch.bfloat16)
+    b = torch.empty(128, 512, dtype=torch.bfloat16)
+    tensors, sms = cute_dsl_kernel.lower_args(plan, a, b, torch.empty(256, 512, dtype=a.dtype), 132)
+    op = cute_dsl_kernel.HopperGemm(plan.bm, plan.bn, plan.bk, plan.stages, plan.consumers)
+    path = tmp_path / "gemm.cubin"
+    runtime.lower_to_cubin(op, *tensors, sms, cuda.CUstream(0), path=path)
+    ops = sass_opcodes(path)
+    # wgmma m64nNk16 (the reader keeps "HGMMA.64" of "HGMMA.64x256x16.F32.BF16"), one per
+    # k16 step of a stage: the k-loop is not unrolled further
+    assert ops["HGMMA.64"] == plan.wgmma_per_stage
+    assert has_opcode(ops, "UTMALDG")  # TMA loads
+    assert has_opcode(ops, "SYNCS")  # mbarrier waits and arrives
+    assert has_opcode(ops, "USETMAXREG")  # the warpgroups trade registers
+
+
+ISSUE_SIZES = [4096, 8192]
+AWKWARD = [(1, 1, 1), (127, 257, 65), (65, 520, 777), (1000, 1000, 1000), (4097, 129, 4100)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(s, s, s) for s in ISSUE_SIZES] + AWKWARD, ids=str)
+def test_gpu_matches_float64_reference(m, n, k):
+    usable_or_skip()
+    from kernelab.harness.check import check_implementation
+    from kernelab.spec import registry
+
+    fn = registry.get("cute.gemm").build()
+    report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, "bf16", trials=2,
+                                  device="cuda")  # fmt: skip
+    assert report.ok, report.message

@@ -144,3 +144,18 @@ def test_gpu_rows_sum_to_one_and_extremes():
     )
     x[2] = float("-inf")  # a row of only -inf: NaN, as torch.softmax
     assert torch.isnan(fn(x)[2]).all() and torch.isfinite(fn(x)[1]).all()
+
+
+def test_importing_kernelab_and_its_registry_never_imports_cutlass():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kernelab, kernelab.runtime.cute_dsl, kernelab.ops.cute_rows, "
+        "kernelab.ladders.hgemm.cute_dsl\n"
+        "from kernelab.spec import registry\n"
+        "registry.implementations()\n"
+        "print('cutlass' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

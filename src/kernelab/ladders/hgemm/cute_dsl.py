@@ -7,15 +7,18 @@ algorithm of the CUDA C++ ladder's top steps written with CuTe layouts.
   pipeline `stages` shared-memory slots of A and B tiles, each guarded by a full and an
            empty mbarrier (PipelineTmaAsync): the producer waits "empty", arms "full" with
            the slot's bytes and issues TMA; the consumers wait "full", run wgmma, release
-  cluster  2 x 1: the two CTAs share B's tile, each loading half and multicasting it
+  cluster  2 x 1 planned (the two CTAs share B's tile, each loading half and multicasting
+           it); the kernel runs 1 x 1 for now
   schedule persistent: one CTA per SM walks the tiles (StaticPersistentTileScheduler)
   registers the producer gives its registers back (setmaxnreg 40), the consumers take them
            (setmaxnreg 232): 128 fp32 accumulators a thread
 
 This file is the plan (pure arithmetic the CPU tests check: tiles, stages against shared
-memory, the grid) and the launcher's checks. The kernel (cute_dsl_kernel.py) is not written
-yet, so `cute.gemm` is not registered: gemm() says so in one line after its checks.
-Importing this file imports neither cutlass nor torch.
+memory, the grid) and the launcher; the kernel is cute_dsl_kernel.py, imported only when the
+kernel is about to run. Importing this file imports neither cutlass nor torch.
+Not yet there: the 2 x 1 cluster with B multicast (the kernel runs 1 x 1 clusters: `cluster`
+below is what the plan reserves room for) and a TMA-store epilogue (C is stored from
+registers, 2 bytes a store).
 """
 
 from __future__ import annotations
@@ -105,8 +108,11 @@ def gemm_plan(gpu: str = "h100-sxm", **overrides) -> GemmPlan:
 
 
 def gemm(a, b):
-    """a @ b for bf16 CUDA tensors a [M, K], b [K, N] (K and N multiples of 8: TMA needs
-    16-byte aligned rows); a new bf16 [M, N] tensor."""
+    """a @ b for bf16 CUDA tensors a [M, K], b [K, N]; a new bf16 [M, N] tensor.
+
+    TMA needs 16-byte aligned rows: when K or N is not a multiple of 8 (or an operand is not
+    contiguous and aligned), the operands are copied into zero-padded rows first and the
+    result sliced (inside the call: 2 x (MK + KN) + 2 MN bytes more traffic)."""
     import torch
 
     from kernelab.runtime.cute_dsl import require
@@ -118,13 +124,53 @@ def gemm(a, b):
         raise KernelabError(f"cute gemm: bf16 only, got {a.dtype} and {b.dtype}")
     m, k = a.shape
     n = b.shape[1]
-    if k % 8 or n % 8:
-        raise KernelabError(f"cute gemm: K ({k}) and N ({n}) must be multiples of 8 (TMA rows)")
-    out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
-    if m == 0 or n == 0:
-        return out
-    if k == 0:
-        return out.zero_()
-    raise KernelabError(
-        "cute gemm: the CuTe-DSL kernel is not written yet (docs/ops/cute_dsl.md says what is)"
-    )
+    if m == 0 or n == 0 or k == 0:
+        return torch.zeros((m, n), dtype=torch.bfloat16, device=a.device)
+    kp, np_ = -(-k // 8) * 8, -(-n // 8) * 8
+    if (kp, np_) != (k, n) or not (_aligned(a) and _aligned(b)):
+        a_p = torch.zeros((m, kp), dtype=a.dtype, device=a.device)
+        a_p[:, :k].copy_(a)
+        b_p = torch.zeros((kp, np_), dtype=b.dtype, device=b.device)
+        b_p[:k, :n].copy_(b)
+        return _launch(a_p, b_p, torch.empty((m, np_), dtype=a.dtype, device=a.device))[:, :n]
+    return _launch(a, b, torch.empty((m, n), dtype=torch.bfloat16, device=a.device))
+
+
+def _aligned(t) -> bool:
+    return t.is_contiguous() and t.data_ptr() % 16 == 0
+
+
+def _launch(a, b, out):
+    plan = gemm_plan()
+    tensors, sms = _arguments(plan, a, b, out)
+    if plan not in _compiled:
+        import cutlass.cute as cute
+
+        _compiled[plan] = cute.compile(_kernel(plan), *tensors, sms, _stream())
+    _compiled[plan](*tensors, sms, _stream())
+    return out
+
+
+_compiled: dict[GemmPlan, object] = {}
+
+
+def _kernel(plan: GemmPlan):
+    from kernelab.ladders.hgemm.cute_dsl_kernel import HopperGemm
+
+    return HopperGemm(plan.bm, plan.bn, plan.bk, plan.stages, plan.consumers)
+
+
+def _arguments(plan: GemmPlan, a, b, out):
+    import torch
+
+    from kernelab.ladders.hgemm.cute_dsl_kernel import lower_args
+
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    return lower_args(plan, a, b, out, sms)
+
+
+def _stream():
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
