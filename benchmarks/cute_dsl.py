@@ -13,6 +13,10 @@
    (median wall time of a call at the smallest shape).
 4. Lines of kernel code per language, counted from the files (no blanks, no comments).
 
+5. --cpu-compile (no GPU needed): cold compile for sm_90a on this machine, each in a fresh
+   process: the CuTe-DSL kernels lowered to a cubin (Python -> MLIR -> ptxas, the DSL's disk
+   cache off) and nvcc on the CUDA C++ ladder's top step (kernelab's build cache bypassed).
+
 Timer: kernelab.harness.timing.benchmark, cold (L2 flushed before every call), median.
 Targets (ratios inside one run): softmax >= 90 % of copy at every row length, >= Triton at
 >= 64K columns, >= QuACK; RMSNorm forward >= 90 % of copy; GEMM >= 95 % of cuBLAS.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 import time
 import tokenize
@@ -41,7 +46,8 @@ TARGETS = {
     "gemm_pct_of_cublas": 95.0,
     "softmax_vs_triton_from_cols": 65536,
 }
-# kernel files per language and op: what the line counts are taken from
+# kernel files per language and op: what the line counts are taken from (the CUDA C++ top
+# step's headers are followed from its #include lines)
 KERNEL_FILES = {
     "cute-dsl": {
         "softmax": ["ops/softmax/cute_dsl_kernel.py", "ops/cute_cluster.py"],
@@ -52,11 +58,31 @@ KERNEL_FILES = {
         "softmax": ["ops/softmax/rows.py", "ops/softmax/cooperative.py",
                     "ops/softmax/exchange.py", "ops/softmax/chunks.py"],
         "rmsnorm": ["ops/norms/rows.py", "ops/norms/looped.py"],
-        "gemm": ["ops/matmul/__init__.py"],
+        "gemm": ["ops/matmul/tma.py", "ops/matmul/plain.py"],
     },
-    "cuda-c++": {"gemm": ["ladders/hgemm/18_overwrite_first.cu",
-                          "ladders/hgemm/cooperative_store_gemm.cuh"]},
 }  # fmt: skip
+
+
+def included(source: str) -> list[str]:
+    """`source` (under src/kernelab) and every local header it includes, transitively."""
+    found, todo = [], [source]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.append(current)
+        folder = Path(current).parent
+        for line in (SRC / current).read_text().splitlines():
+            if line.startswith('#include "'):
+                todo.append(os.path.normpath(folder / line.split('"')[1]))
+    return found
+
+
+def kernel_files() -> dict:
+    from kernelab.ladders.hgemm import DEFAULT_BENCHMARK_STEPS, get_step
+
+    top = get_step(DEFAULT_BENCHMARK_STEPS[-1])
+    return {**KERNEL_FILES, "cuda-c++": {"gemm": included(f"ladders/hgemm/{top.file}")}}
 
 
 def code_lines(path: Path) -> int:
@@ -103,7 +129,7 @@ def code_lines(path: Path) -> int:
 def line_counts() -> dict:
     """{language: {op: {"lines": n, "files": [...]}}} for the files that exist."""
     counts: dict = {}
-    for language, ops in KERNEL_FILES.items():
+    for language, ops in kernel_files().items():
         for op, files in ops.items():
             present = [f for f in files if (SRC / f).is_file()]
             counts.setdefault(language, {})[op] = {
@@ -255,11 +281,95 @@ def compile_times() -> dict:
     return result
 
 
+# one fresh process per compile: nothing of an earlier compile is warm
+_LOWER = {
+    "cute.softmax": """
+import torch, cuda.bindings.driver as cuda
+from kernelab.ops import cute_rows
+from kernelab.ops.softmax import cute_dsl_kernel as k
+x = torch.empty(4, 65536, dtype=torch.bfloat16)
+p = cute_rows.row_plan(65536, 2)
+def go(path):
+    rc.lower_to_cubin(k.softmax_launch, *cute_rows.row_tensors(p, x, x.clone()),
+                      cuda.CUstream(0), p.vec, p.threads, p.tile_cols, p.cluster, path=path)
+""",
+    "cute.rmsnorm": """
+import torch, cuda.bindings.driver as cuda
+from cutlass import Float32
+from kernelab.ops import cute_rows
+from kernelab.ops.norms import cute_dsl_kernel as k
+x = torch.empty(4, 4096, dtype=torch.bfloat16)
+p = cute_rows.row_plan(4096, 2)
+def go(path):
+    t = cute_rows.row_tensors(p, x, x[:1].clone(), x.clone())
+    rc.lower_to_cubin(k.rmsnorm_launch, *t, Float32(1e-6), cuda.CUstream(0), p.vec,
+                      p.threads, p.tile_cols, p.cluster, path=path)
+""",
+    "cute.gemm": """
+import torch, cuda.bindings.driver as cuda
+from kernelab.ladders.hgemm import cute_dsl as g, cute_dsl_kernel as k
+p = g.gemm_plan()
+a = torch.empty(256, 256, dtype=torch.bfloat16)
+def go(path):
+    t, sms = k.lower_args(p, a, a.clone(), a.clone(), 132)
+    op = k.HopperGemm(p.bm, p.bn, p.bk, p.stages, p.consumers)
+    rc.lower_to_cubin(op, *t, sms, cuda.CUstream(0), path=path)
+""",
+}
+_TIMED = """
+import os, sys, tempfile, time
+from kernelab.runtime import cute_dsl as rc
+{setup}
+start = time.perf_counter()
+with tempfile.TemporaryDirectory() as d:
+    go(os.path.join(d, "k.cubin"))
+print(time.perf_counter() - start)
+"""
+_NVCC = """
+import time
+from kernelab.ladders.hgemm import get_step
+from kernelab.runtime.cuda import build as b
+step = get_step({number})
+start = time.perf_counter()
+b.build(f"ladders/hgemm/{{step.file}}", arch="sm_90a", force=True)
+print(time.perf_counter() - start)
+"""
+
+
+def cpu_compile_times() -> dict:
+    """Seconds to compile each kernel for sm_90a from cold, in a fresh process each (the
+    import of the DSL or of kernelab is not counted: only the compile call)."""
+    import subprocess
+
+    from kernelab.ladders.hgemm import DEFAULT_BENCHMARK_STEPS
+
+    env = {**os.environ, "CUTE_DSL_DISABLE_FILE_CACHING": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC.parent),
+                                                       os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    top = DEFAULT_BENCHMARK_STEPS[-1]
+    programs = {name: _TIMED.format(setup=setup) for name, setup in _LOWER.items()}
+    programs[f"hgemm:{top:02d} (nvcc)"] = _NVCC.format(number=top)
+    result = {}
+    for name, program in programs.items():
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                              env=env)  # fmt: skip
+        if done.returncode == 0:
+            result[name] = {"seconds": float(done.stdout.strip().splitlines()[-1])}
+        else:
+            result[name] = {"note": (done.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return result
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for cute_dsl.json")
     parser.add_argument("--max-time-s", type=float, default=0.3)
     parser.add_argument("--dry-run", action="store_true", help="the cases and line counts only")
+    parser.add_argument(
+        "--cpu-compile",
+        action="store_true",
+        help="also time cold sm_90a compiles on this machine (no GPU needed)",
+    )
     args = parser.parse_args(argv)
     from kernelab.environment import software_versions
     from kernelab.runtime import cute_dsl
@@ -272,6 +382,14 @@ def main(argv=None) -> int:
         "cases": {"rows": row_cases(), "gemm_sizes": list(GEMM_SIZES)},
         "notes": [],
     }
+    if args.cpu_compile:
+        import platform
+
+        record["cpu_compile"] = {
+            "machine": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "seconds": cpu_compile_times(),
+        }
     if not args.dry_run:
         from kernelab.hardware.detect import require_gpu
 

@@ -61,3 +61,16 @@ def test_quack_absent_is_one_line(script):
     found, why = script.quack_functions()
     if why is not None:
         assert "\n" not in why and "quack" in why.lower()
+
+
+def test_cuda_line_count_follows_the_top_steps_includes(script):
+    from kernelab.ladders.hgemm import DEFAULT_BENCHMARK_STEPS, get_step
+
+    files = script.kernel_files()["cuda-c++"]["gemm"]
+    assert files[0].endswith(get_step(DEFAULT_BENCHMARK_STEPS[-1]).file)
+    assert len(files) == len(set(files)) > 1 and all(".." not in f for f in files)
+    assert all((script.SRC / f).is_file() for f in files)
+
+
+def test_cpu_compile_programs_name_every_cute_kernel(script):
+    assert set(script._LOWER) == {"cute.softmax", "cute.rmsnorm", "cute.gemm"}
