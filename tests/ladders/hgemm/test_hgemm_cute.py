@@ -113,6 +113,7 @@ def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(tmp_path):
     assert has_opcode(ops, "UTMALDG")  # TMA loads
     assert has_opcode(ops, "SYNCS")  # mbarrier waits and arrives
     assert has_opcode(ops, "USETMAXREG")  # the warpgroups trade registers
+    assert ops["STG.E"] > 0  # whole tiles store bf16 pairs (4 bytes), not single values
 
 
 ISSUE_SIZES = [4096, 8192]

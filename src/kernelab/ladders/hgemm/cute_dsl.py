@@ -18,7 +18,7 @@ memory, the grid) and the launcher; the kernel is cute_dsl_kernel.py, imported o
 kernel is about to run. Importing this file imports neither cutlass nor torch.
 Not yet there: the 2 x 1 cluster with B multicast (the kernel runs 1 x 1 clusters: `cluster`
 below is what the plan reserves room for) and a TMA-store epilogue (C is stored from
-registers, 2 bytes a store).
+registers: bf16 pairs for whole tiles, single values at the edges).
 """
 
 from __future__ import annotations

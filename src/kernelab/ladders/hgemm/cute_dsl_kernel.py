@@ -191,10 +191,17 @@ class HopperGemm:
                 warpgroup.wait_group(0)
                 ring.consumer_release(done)
                 done.advance()
-                # epilogue: bf16 stores from registers, masked at the edges of C
-                for i in cutlass.range_constexpr(cute.size(acc)):
-                    if cute.elem_less(tCcC[i], mC.shape):
-                        tCgC[i] = acc[i].to(BFloat16)
+                # epilogue: bf16 from registers; whole tiles by vectors (each thread holds
+                # column pairs: 4-byte stores), tiles at the edges of C masked value by value
+                inside = ((m + 1) * bm <= mC.shape[0]) & ((n + 1) * bn <= mC.shape[1])
+                if inside:
+                    rC = cute.make_fragment_like(acc, BFloat16)
+                    rC.store(acc.load().to(BFloat16))
+                    cute.autovec_copy(rC, tCgC)
+                else:
+                    for i in cutlass.range_constexpr(cute.size(acc)):
+                        if cute.elem_less(tCcC[i], mC.shape):
+                            tCgC[i] = acc[i].to(BFloat16)
                 scheduler.advance_to_next_work()
                 work = scheduler.get_current_work()
 
@@ -204,9 +211,12 @@ def lower_args(plan, a, b, out, sms: int):
     (b passed as its transposed view [N, K]: N contiguous)."""
     from cutlass.cute.runtime import from_dlpack
 
-    tensors = [
-        from_dlpack(a, assumed_align=16).mark_layout_dynamic(leading_dim=1),
-        from_dlpack(b.t(), assumed_align=16).mark_layout_dynamic(leading_dim=0),
-        from_dlpack(out, assumed_align=16).mark_layout_dynamic(leading_dim=1),
-    ]
+    def dynamic(t, order, contiguous_mode):
+        """Both extents dynamic, the contiguous one (and so the other's stride) a multiple of
+        8 elements: 16-byte rows, which TMA needs and which lets C's stores be vectors."""
+        t = from_dlpack(t, assumed_align=16)
+        t = t.mark_compact_shape_dynamic(mode=contiguous_mode, stride_order=order, divisibility=8)
+        return t.mark_compact_shape_dynamic(mode=1 - contiguous_mode, stride_order=order)
+
+    tensors = [dynamic(a, (0, 1), 1), dynamic(b.t(), (1, 0), 0), dynamic(out, (0, 1), 1)]
     return tensors, cutlass.Int32(sms)

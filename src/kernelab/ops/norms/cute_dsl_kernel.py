@@ -28,7 +28,9 @@ def rmsnorm_kernel(
     cluster: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
-    rank, row, _ = cute.arch.block_idx()
+    bidx, _, _ = cute.arch.block_idx()  # block x = row x cluster + rank, as the softmax's
+    row = bidx // cluster
+    rank = bidx % cluster
 
     smem = cutlass.utils.SmemAllocator()
     slots = smem.allocate_tensor(Float32, cute.make_layout(num_warps), 16)
@@ -95,7 +97,7 @@ def rmsnorm_launch(
     )
     rows = cute.size(mX, mode=[0])
     rmsnorm_kernel(mX, mW, mO, eps, tiled_copy, tile_cols, threads // 32, cluster).launch(
-        grid=(cluster, rows, 1),
+        grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),
         cluster=(cluster, 1, 1),
         stream=stream,

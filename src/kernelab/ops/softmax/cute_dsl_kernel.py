@@ -28,7 +28,11 @@ def softmax_kernel(
     cluster: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
-    rank, row, _ = cute.arch.block_idx()  # grid x = the cluster: rank in cluster = block x
+    # clusters group consecutive blocks along x: block x = row x cluster + rank (rows along
+    # x, whose limit is 2^31 - 1, not y's 65,535)
+    bidx, _, _ = cute.arch.block_idx()
+    row = bidx // cluster
+    rank = bidx % cluster
 
     smem = cutlass.utils.SmemAllocator()
     slots = smem.allocate_tensor(Float32, cute.make_layout((num_warps, 2), stride=(2, 1)), 16)
@@ -96,7 +100,7 @@ def softmax_launch(
     )
     rows = cute.size(mX, mode=[0])
     softmax_kernel(mX, mO, tiled_copy, tile_cols, threads // 32, cluster).launch(
-        grid=(cluster, rows, 1),
+        grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),
         cluster=(cluster, 1, 1),
         stream=stream,
