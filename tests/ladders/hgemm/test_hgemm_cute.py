@@ -92,7 +92,8 @@ def test_ladder_leaves_out_a_column_that_cannot_build():
 
 
 @needs_package
-def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(tmp_path):
+@pytest.mark.parametrize("cluster_m", [1, 2])
+def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(cluster_m, tmp_path):
     import cuda.bindings.driver as cuda
     import torch
 
@@ -103,7 +104,8 @@ def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(tmp_path):
     a = torch.empty(256, 128, dtype=torch.bfloat16)
     b = torch.empty(128, 512, dtype=torch.bfloat16)
     tensors, sms = cute_dsl_kernel.lower_args(plan, a, b, torch.empty(256, 512, dtype=a.dtype), 132)
-    op = cute_dsl_kernel.HopperGemm(plan.bm, plan.bn, plan.bk, plan.stages, plan.consumers)
+    op = cute_dsl_kernel.HopperGemm(plan.bm, plan.bn, plan.bk, plan.stages, plan.consumers,
+                                    cluster_m)  # fmt: skip
     path = tmp_path / "gemm.cubin"
     runtime.lower_to_cubin(op, *tensors, sms, cuda.CUstream(0), path=path)
     ops = sass_opcodes(path)
@@ -114,6 +116,10 @@ def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(tmp_path):
     assert has_opcode(ops, "SYNCS")  # mbarrier waits and arrives
     assert has_opcode(ops, "USETMAXREG")  # the warpgroups trade registers
     assert ops["STG.E"] > 0  # whole tiles store bf16 pairs (4 bytes), not single values
+    # a 2 x 1 cluster: B's half tiles are multicast, slots released to the peer's barriers,
+    # and the CTAs meet at a cluster barrier before the ring starts
+    assert has_opcode(ops, "UTMALDG.2D.MULTICAST") == (cluster_m > 1)
+    assert has_opcode(ops, "UCGABAR_WAIT") == (cluster_m > 1)
 
 
 ISSUE_SIZES = [4096, 8192]
@@ -121,13 +127,20 @@ AWKWARD = [(1, 1, 1), (127, 257, 65), (65, 520, 777), (1000, 1000, 1000), (4097,
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("cluster_m", [1, 2])
 @pytest.mark.parametrize("m, n, k", [(s, s, s) for s in ISSUE_SIZES] + AWKWARD, ids=str)
-def test_gpu_matches_float64_reference(m, n, k):
+def test_gpu_matches_float64_reference(m, n, k, cluster_m):
     usable_or_skip()
-    from kernelab.harness.check import check_implementation
-    from kernelab.spec import registry
+    import functools
 
-    fn = registry.get("cute.gemm").build()
+    from kernelab.harness.check import check_implementation
+
+    fn = functools.partial(cute_dsl.gemm, cluster_m=cluster_m)
     report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, "bf16", trials=2,
                                   device="cuda")  # fmt: skip
     assert report.ok, report.message
+
+
+def test_cluster_is_one_or_two():
+    with pytest.raises(KernelabError, match="cluster_m"):
+        cute_dsl.gemm(None, None, cluster_m=4)

@@ -7,8 +7,8 @@ algorithm of the CUDA C++ ladder's top steps written with CuTe layouts.
   pipeline `stages` shared-memory slots of A and B tiles, each guarded by a full and an
            empty mbarrier (PipelineTmaAsync): the producer waits "empty", arms "full" with
            the slot's bytes and issues TMA; the consumers wait "full", run wgmma, release
-  cluster  2 x 1 planned (the two CTAs share B's tile, each loading half and multicasting
-           it); the kernel runs 1 x 1 for now
+  cluster  2 x 1: the two CTAs share B's tile, each loading half by TMA multicast into both
+           CTAs' slots (a slot is free when the consumer warps of both CTAs released it)
   schedule persistent: one CTA per SM walks the tiles (StaticPersistentTileScheduler)
   registers the producer gives its registers back (setmaxnreg 40), the consumers take them
            (setmaxnreg 232): 128 fp32 accumulators a thread
@@ -16,9 +16,8 @@ algorithm of the CUDA C++ ladder's top steps written with CuTe layouts.
 This file is the plan (pure arithmetic the CPU tests check: tiles, stages against shared
 memory, the grid) and the launcher; the kernel is cute_dsl_kernel.py, imported only when the
 kernel is about to run. Importing this file imports neither cutlass nor torch.
-Not yet there: the 2 x 1 cluster with B multicast (the kernel runs 1 x 1 clusters: `cluster`
-below is what the plan reserves room for) and a TMA-store epilogue (C is stored from
-registers: bf16 pairs for whole tiles, single values at the edges).
+Not yet there: a TMA-store epilogue (C is stored from registers: bf16 pairs for whole
+tiles, single values at the edges).
 """
 
 from __future__ import annotations
@@ -107,16 +106,19 @@ def gemm_plan(gpu: str = "h100-sxm", **overrides) -> GemmPlan:
 # ---- the launcher ------------------------------------------------------------------------
 
 
-def gemm(a, b):
+def gemm(a, b, *, cluster_m: int | None = None):
     """a @ b for bf16 CUDA tensors a [M, K], b [K, N]; a new bf16 [M, N] tensor.
 
     TMA needs 16-byte aligned rows: when K or N is not a multiple of 8 (or an operand is not
     contiguous and aligned), the operands are copied into zero-padded rows first and the
-    result sliced (inside the call: 2 x (MK + KN) + 2 MN bytes more traffic)."""
+    result sliced (inside the call: 2 x (MK + KN) + 2 MN bytes more traffic). `cluster_m`
+    (1 or 2) overrides the plan's cluster: 1 runs without multicast."""
     import torch
 
     from kernelab.runtime.cute_dsl import require
 
+    if cluster_m not in (None, 1, 2):
+        raise KernelabError(f"cute gemm: cluster_m must be 1 or 2, got {cluster_m}")
     require()
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise KernelabError(f"cute gemm: shapes {tuple(a.shape)} @ {tuple(b.shape)} do not chain")
@@ -124,6 +126,7 @@ def gemm(a, b):
         raise KernelabError(f"cute gemm: bf16 only, got {a.dtype} and {b.dtype}")
     m, k = a.shape
     n = b.shape[1]
+    plan = gemm_plan() if cluster_m is None else gemm_plan(cluster_m=cluster_m)
     if m == 0 or n == 0 or k == 0:
         return torch.zeros((m, n), dtype=torch.bfloat16, device=a.device)
     kp, np_ = -(-k // 8) * 8, -(-n // 8) * 8
@@ -132,16 +135,16 @@ def gemm(a, b):
         a_p[:, :k].copy_(a)
         b_p = torch.zeros((kp, np_), dtype=b.dtype, device=b.device)
         b_p[:k, :n].copy_(b)
-        return _launch(a_p, b_p, torch.empty((m, np_), dtype=a.dtype, device=a.device))[:, :n]
-    return _launch(a, b, torch.empty((m, n), dtype=torch.bfloat16, device=a.device))
+        out = torch.empty((m, np_), dtype=a.dtype, device=a.device)
+        return _launch(plan, a_p, b_p, out)[:, :n]
+    return _launch(plan, a, b, torch.empty((m, n), dtype=torch.bfloat16, device=a.device))
 
 
 def _aligned(t) -> bool:
     return t.is_contiguous() and t.data_ptr() % 16 == 0
 
 
-def _launch(a, b, out):
-    plan = gemm_plan()
+def _launch(plan: GemmPlan, a, b, out):
     tensors, sms = _arguments(plan, a, b, out)
     if plan not in _compiled:
         import cutlass.cute as cute
@@ -157,7 +160,7 @@ _compiled: dict[GemmPlan, object] = {}
 def _kernel(plan: GemmPlan):
     from kernelab.ladders.hgemm.cute_dsl_kernel import HopperGemm
 
-    return HopperGemm(plan.bm, plan.bn, plan.bk, plan.stages, plan.consumers)
+    return HopperGemm(plan.bm, plan.bn, plan.bk, plan.stages, plan.consumers, plan.cluster_m)
 
 
 def _arguments(plan: GemmPlan, a, b, out):

@@ -32,11 +32,14 @@ CONSUMER_REGS = 232
 class HopperGemm:
     """One compiled configuration: tile (bm, bn, bk), `stages` slots, `consumers` warpgroups."""
 
-    def __init__(self, bm: int, bn: int, bk: int, stages: int, consumers: int):
+    def __init__(self, bm: int, bn: int, bk: int, stages: int, consumers: int, cluster_m: int = 1):
         self.tile = (bm, bn, bk)
         self.stages = stages
         self.consumers = consumers
         self.threads = 128 * (consumers + 1)
+        # cluster_m CTAs along M share each B tile: each loads 1 / cluster_m of it by TMA
+        # multicast into every peer's slot, so B crosses L2 -> SM once per cluster
+        self.cluster_m = cluster_m
 
     def _smem_layout(self, layout: utils.LayoutEnum, rows: int, major: int):
         """Swizzled (rows, BK, stages) slots for one operand: the 128-byte swizzle atom wgmma
@@ -75,18 +78,23 @@ class HopperGemm:
         tma_a, tma_mA = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(sA_layout, (None, None, 0)), (bm, bk)
         )
+        b_op = cpasync.CopyBulkTensorTileG2SOp()
+        if cutlass.const_expr(self.cluster_m > 1):
+            b_op = cpasync.CopyBulkTensorTileG2SMulticastOp()
         tma_b, tma_mB = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), mB, cute.slice_(sB_layout, (None, None, 0)), (bn, bk)
-        )
+            b_op, mB, cute.slice_(sB_layout, (None, None, 0)), (bn, bk),
+            num_multicast=self.cluster_m,
+        )  # fmt: skip
         tiles = (cute.ceil_div(mC.shape[0], bm), cute.ceil_div(mC.shape[1], bn), 1)
-        sched = utils.PersistentTileSchedulerParams(tiles, (1, 1, 1))
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched, max_ctas)
+        sched = utils.PersistentTileSchedulerParams(tiles, (self.cluster_m, 1, 1))
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched, max_ctas // self.cluster_m)
         smem_bytes = (cute.cosize(sA_layout) + cute.cosize(sB_layout)) * 2 + 2 * self.stages * 8
         self.kernel(
             tma_a, tma_mA, tma_b, tma_mB, mC, tiled_mma, sA_layout, sB_layout, sched
         ).launch(
             grid=grid,
             block=(self.threads, 1, 1),
+            cluster=(self.cluster_m, 1, 1),
             smem=smem_bytes + 2048,  # + alignment of the swizzled slots
             stream=stream,
         )
@@ -115,14 +123,23 @@ class HopperGemm:
         barriers = smem.allocate_array(cutlass.Int64, num_elems=2 * self.stages)
         sA = smem.allocate_tensor(BFloat16, sA_layout.outer, 1024, sA_layout.inner)
         sB = smem.allocate_tensor(BFloat16, sB_layout.outer, 1024, sB_layout.inner)
-        slot_bytes = (bm + bn) * bk * 2
+        slot_bytes = (bm + bn) * bk * 2  # what lands in each CTA's slot, from all loads
+        cluster = cute.make_layout((self.cluster_m, 1, 1))  # CTAs of a cluster along M
+        coord = cluster.get_flat_coord(
+            cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        )
+        b_mask = cute.make_layout_image_mask(cluster, coord, mode=0)  # peers sharing n
         ring = pipeline.PipelineTmaAsync.create(
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            # one arrive per consumer warp (its signalling lane) releases a slot
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.consumers),
+            # a slot is free once every consumer warp of every CTA that writes into it (by
+            # multicast) released it: one arrive per warp per such CTA
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, 4 * self.consumers * self.cluster_m
+            ),
             tx_count=slot_bytes,
             barrier_storage=barriers,
+            cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)),
         )
 
         scheduler = utils.StaticPersistentTileScheduler.create(
@@ -145,15 +162,20 @@ class HopperGemm:
                         tma_a, 0, cute.make_layout(1),
                         cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2),
                     )  # fmt: skip
-                    tBsB, tBgB = cpasync.tma_partition(
-                        tma_b, 0, cute.make_layout(1),
+                    tBsB, tBgB = cpasync.tma_partition(  # this CTA's share of the B tile
+                        tma_b, coord[0], cute.make_layout(self.cluster_m),
                         cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2),
                     )  # fmt: skip
                     for k in cutlass.range(k_tiles, unroll=1):
                         ring.producer_acquire(state)  # wait "empty", arm "full"
                         full = ring.producer_get_barrier(state)
                         cute.copy(tma_a, tAgA[None, k], tAsA[None, state.index], tma_bar_ptr=full)
-                        cute.copy(tma_b, tBgB[None, k], tBsB[None, state.index], tma_bar_ptr=full)
+                        if cutlass.const_expr(self.cluster_m > 1):
+                            cute.copy(tma_b, tBgB[None, k], tBsB[None, state.index],
+                                      tma_bar_ptr=full, mcast_mask=b_mask)  # fmt: skip
+                        else:
+                            cute.copy(tma_b, tBgB[None, k], tBsB[None, state.index],
+                                      tma_bar_ptr=full)  # fmt: skip
                         ring.producer_commit(state)
                         state.advance()
                     scheduler.advance_to_next_work()
