@@ -164,12 +164,35 @@ def _kernel(plan: GemmPlan):
 
 
 def _arguments(plan: GemmPlan, a, b, out):
-    import torch
-
     from kernelab.ladders.hgemm.cute_dsl_kernel import lower_args
 
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    return lower_args(plan, a, b, out, sms)
+    return lower_args(plan, a, b, out, _resident_ctas(plan.cluster_m, a.device))
+
+
+_resident: dict[tuple, int] = {}
+
+
+def _resident_ctas(cluster_m: int, device) -> int:
+    """CTAs of the persistent grid: as many clusters as can be resident at once (the driver's
+    cuOccupancyMaxActiveClusters for a block of all the shared memory, through the DSL's
+    HardwareInfo), times the cluster size; the SM count if the driver cannot say (still
+    correct: clusters that do not fit wait, the run is slower)."""
+    import torch
+
+    key = (device.index, cluster_m)
+    if key not in _resident:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        try:
+            from cutlass.utils import HardwareInfo
+
+            clusters = HardwareInfo().get_max_active_clusters(cluster_m)
+            _resident[key] = max(cluster_m, min(sms, cluster_m * clusters))
+        except Exception as exc:  # the driver's answer is an optimisation, never a need
+            from kernelab.output import note
+
+            note(f"cute gemm: resident clusters unknown ({str(exc)[:80]}); assuming {sms} CTAs")
+            _resident[key] = sms - sms % cluster_m
+    return _resident[key]
 
 
 def _stream():
