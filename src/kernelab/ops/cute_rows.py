@@ -112,7 +112,9 @@ def max_cols() -> int:
 
 
 def check_rows(kernel: str, x):
-    """x itself when it is a 2-D fp32/bf16/fp16 tensor and CuTe-DSL can run, else one line."""
+    """x as contiguous rows starting 16-byte aligned (a copy when it is not: the kernels read
+    whole 16-byte vectors) when it is a 2-D fp32/bf16/fp16 CUDA tensor and CuTe-DSL can run
+    here; else one line that says what is wrong."""
     import torch
 
     from kernelab.runtime.cute_dsl import require
@@ -122,7 +124,15 @@ def check_rows(kernel: str, x):
         raise KernelabError(f"{kernel} expects a 2-D tensor, got shape {tuple(x.shape)}")
     if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise KernelabError(f"{kernel} supports fp32, bf16 and fp16, not {x.dtype}")
-    return x
+    if not x.is_cuda:
+        raise KernelabError(f"{kernel} needs a CUDA tensor, got one on {x.device}")
+    return aligned(x)
+
+
+def aligned(t):
+    """t when it is contiguous and starts 16-byte aligned, else a copy that is."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
 def row_tensors(plan: RowPlan, *tensors):

@@ -124,6 +124,10 @@ def gemm(a, b, *, cluster_m: int | None = None):
         raise KernelabError(f"cute gemm: shapes {tuple(a.shape)} @ {tuple(b.shape)} do not chain")
     if a.dtype != torch.bfloat16 or b.dtype != torch.bfloat16:
         raise KernelabError(f"cute gemm: bf16 only, got {a.dtype} and {b.dtype}")
+    if not (a.is_cuda and b.is_cuda and a.device == b.device):
+        raise KernelabError(
+            f"cute gemm needs CUDA tensors on one device, got {a.device}, {b.device}"
+        )
     m, k = a.shape
     n = b.shape[1]
     plan = gemm_plan() if cluster_m is None else gemm_plan(cluster_m=cluster_m)

@@ -10,7 +10,7 @@ cutlass nor torch. The backward pass is not written yet.
 from __future__ import annotations
 
 from kernelab.errors import KernelabError
-from kernelab.ops.cute_rows import check_rows, current_stream, row_plan, row_tensors
+from kernelab.ops.cute_rows import aligned, check_rows, current_stream, row_plan, row_tensors
 
 __all__ = ["rmsnorm", "row_plan"]
 
@@ -22,17 +22,17 @@ def rmsnorm(x, weight, eps: float = 1e-6):
     A strided x is copied to contiguous rows first (inside the call)."""
     import torch
 
-    x = check_rows("cute rmsnorm", x).contiguous()
-    if weight.shape != (x.shape[1],) or weight.dtype != x.dtype:
+    x = check_rows("cute rmsnorm", x)
+    if weight.shape != (x.shape[1],) or weight.dtype != x.dtype or weight.device != x.device:
         raise KernelabError(
             f"cute rmsnorm: weight must be [{x.shape[1]}] of {x.dtype}, got "
-            f"{tuple(weight.shape)} of {weight.dtype}"
+            f"{tuple(weight.shape)} of {weight.dtype} on {weight.device}"
         )
     out = torch.empty_like(x)
     if x.numel() == 0:
         return out
     plan = row_plan(x.shape[1], x.element_size())
-    tensors = row_tensors(plan, x, weight.contiguous().view(1, -1), out)
+    tensors = row_tensors(plan, x, aligned(weight).view(1, -1), out)
     key = (plan, x.dtype)
     if key not in _compiled:
         import cutlass.cute as cute
