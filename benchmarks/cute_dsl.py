@@ -360,6 +360,88 @@ def cpu_compile_times() -> dict:
     return result
 
 
+# ---- the record as the report's tables (markdown) ---------------------------------------
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.1f} %"
+
+
+def _verdict(ok) -> str:
+    return "-" if ok is None else ("met" if ok else "missed")
+
+
+def row_table(record: dict) -> str:
+    """Softmax / RMSNorm: the copy ceiling and each language as % of it, with the targets."""
+    t = record["targets"]
+    lines = ["| op | dtype | cols | copy TB/s | CuTe-DSL | Triton | QuACK | target |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in record.get("rows", []):
+        floor = t["softmax_pct_of_copy" if r["op"] == "softmax" else "rmsnorm_fwd_pct_of_copy"]
+        cute = r.get("cute_pct_of_copy")
+        ok = None if cute is None else cute >= floor
+        if r["op"] == "softmax" and ok is not None:
+            if r["cols"] >= t["softmax_vs_triton_from_cols"] and r.get("triton_ms"):
+                ok = ok and r["cute_ms"] <= r["triton_ms"]
+            if r.get("quack_ms"):
+                ok = ok and r["cute_ms"] <= r["quack_ms"]
+        tbs = r["bytes"] / (r["copy_ms"] * 1e9)
+        lines.append(
+            f"| {r['op']} | {r['dtype']} | {r['cols']:,} | {tbs:.2f} | {_pct(cute)} | "
+            f"{_pct(r.get('triton_pct_of_copy'))} | {_pct(r.get('quack_pct_of_copy'))} | "
+            f"{_verdict(ok)} |"
+        )
+    return "\n".join(lines)
+
+
+def gemm_table(record: dict) -> str:
+    floor = record["targets"]["gemm_pct_of_cublas"]
+    lines = ["| size | cuBLAS TFLOP/s | CuTe-DSL | CUDA C++ (step) | Triton | target |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in record.get("gemm", []):
+        cute = r.get("cute_pct_of_cublas")
+        lines.append(
+            f"| {r['size']}^3 | {r['flops'] / (r['cublas_ms'] * 1e9):.0f} | {_pct(cute)} | "
+            f"{_pct(r.get('cuda_cpp_pct_of_cublas'))} ({r.get('cuda_cpp_step', '-')}) | "
+            f"{_pct(r.get('triton_pct_of_cublas'))} | "
+            f"{_verdict(None if cute is None else cute >= floor)} |"
+        )
+    return "\n".join(lines)
+
+
+def cost_table(record: dict) -> str:
+    """Lines of kernel code per language and op, with the compile times the record holds."""
+    compiled = record.get("compile", {})
+    cpu = record.get("cpu_compile", {}).get("seconds", {})
+    lines = ["| language | op | lines | first call (GPU run) | warm launch | cold compile (CPU) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    names = {"cute-dsl": "cute.{op}", "triton": "triton.{op}"}
+    for language, ops in record["lines_of_kernel_code"].items():
+        for op, entry in ops.items():
+            name = names.get(language, "").format(op=op).replace("triton.gemm", "triton.matmul")
+            timing = compiled.get(name, {})
+            if language == "cuda-c++":  # the ladder's top step, whatever its number
+                timing = next((v for k, v in compiled.items() if k.startswith("hgemm:")), {})
+            on_cpu = cpu.get(name, {}).get("seconds")
+            if language == "cuda-c++":
+                on_cpu = next((v.get("seconds") for k, v in cpu.items() if "nvcc" in k), None)
+            first, warm = timing.get("first_call_ms"), timing.get("warm_launch_ms")
+            lines.append(
+                f"| {language} | {op} | {entry['lines']} | "
+                f"{'-' if first is None else f'{first:.0f} ms'} | "
+                f"{'-' if warm is None else f'{warm * 1e3:.1f} us'} | "
+                f"{'-' if on_cpu is None else f'{on_cpu:.2f} s'} |"
+            )
+    return "\n".join(lines)
+
+
+def tables(record: dict) -> str:
+    head = (f"CuTe-DSL (nvidia-cutlass-dsl {record['versions'].get('nvidia-cutlass-dsl')}) on "
+            f"{record.get('gpu', 'no GPU')}")  # fmt: skip
+    parts = [head, row_table(record), gemm_table(record), cost_table(record)]
+    return "\n\n".join([*parts, *(f"- {n}" for n in record.get("notes", []))])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for cute_dsl.json")
@@ -370,7 +452,11 @@ def main(argv=None) -> int:
         action="store_true",
         help="also time cold sm_90a compiles on this machine (no GPU needed)",
     )
+    parser.add_argument("--tables", type=Path, help="print a record's tables (markdown) and stop")
     args = parser.parse_args(argv)
+    if args.tables is not None:
+        print(tables(json.loads(args.tables.read_text())))
+        return 0
     from kernelab.environment import software_versions
     from kernelab.runtime import cute_dsl
 

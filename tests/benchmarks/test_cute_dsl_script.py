@@ -74,3 +74,67 @@ def test_cuda_line_count_follows_the_top_steps_includes(script):
 
 def test_cpu_compile_programs_name_every_cute_kernel(script):
     assert set(script._LOWER) == {"cute.softmax", "cute.rmsnorm", "cute.gemm"}
+
+
+def _record(script, **rows):
+    """A stand-in record: copy at 1 ms for 4 GB moved, the kernels as given (ms), keyed
+    "op:cols"."""
+    base = {"bytes": 4e9, "copy_ms": 1.0, "rows": 1}
+    made = []
+    for key, (cute, triton, quack) in rows.items():
+        op, cols = key.split(":")[0], int(key.split(":")[1])
+        row = {**base, "op": op, "dtype": "bf16", "cols": cols, "cute_ms": cute,
+               "triton_ms": triton, "quack_ms": quack}  # fmt: skip
+        for column in ("cute", "triton", "quack"):
+            ms = row[f"{column}_ms"]
+            row[f"{column}_pct_of_copy"] = 100 / ms if ms else None
+        made.append(row)
+    return {"targets": script.TARGETS, "versions": {"nvidia-cutlass-dsl": "4.2.1"},
+            "gpu": "h200", "rows": made, "gemm": [], "lines_of_kernel_code": {},
+            "notes": ["QuACK not measured: one line"]}  # fmt: skip
+
+
+def test_row_table_judges_each_target(script):
+    cases = {
+        ("softmax", 4096): (1.05, 1.2, None),  # 95 % of copy: met
+        ("softmax", 8192): (1.2, 1.3, None),  # 83 %: missed
+        ("softmax", 65536): (1.05, 1.0, None),  # 95 % but slower than Triton at 64K: missed
+        ("softmax", 131072): (1.05, 1.1, 1.0),  # slower than QuACK: missed
+        ("rmsnorm", 4096): (1.08, None, None),  # 92.6 %: met
+    }
+    record = _record(script, **{f"{op}:{cols}": v for (op, cols), v in cases.items()})
+    table = script.row_table(record).splitlines()[2:]
+    assert [line.rsplit("|", 2)[-2].strip() for line in table] == [
+        "met", "missed", "missed", "missed", "met",
+    ]  # fmt: skip
+    assert "4.00" in table[0]  # copy TB/s: 4 GB in 1 ms
+    text = script.tables(record)
+    assert "nvidia-cutlass-dsl 4.2.1" in text and "- QuACK not measured" in text
+
+
+def test_gemm_and_cost_tables(script):
+    record = _record(script)
+    record["gemm"] = [{"size": 4096, "flops": 2 * 4096**3, "cublas_ms": 0.2,
+                       "cute_pct_of_cublas": 96.0, "cuda_cpp_pct_of_cublas": 99.0,
+                       "cuda_cpp_step": "hgemm:19", "triton_pct_of_cublas": None}]  # fmt: skip
+    gemm = script.gemm_table(record).splitlines()[2]
+    assert "96.0 %" in gemm and "(hgemm:19)" in gemm and gemm.endswith("| met |")
+    record["lines_of_kernel_code"] = script.line_counts()
+    record["compile"] = {"cute.softmax": {"first_call_ms": 900.0, "warm_launch_ms": 0.012},
+                         "hgemm:19": {"first_call_ms": 4000.0, "warm_launch_ms": 0.01},
+                         "triton.matmul": {"first_call_ms": 2000.0, "warm_launch_ms": 0.02}}  # fmt: skip
+    record["cpu_compile"] = {"seconds": {"cute.softmax": {"seconds": 0.3},
+                                         "hgemm:19 (nvcc)": {"seconds": 3.0}}}  # fmt: skip
+    cost = script.cost_table(record)
+    softmax = next(line for line in cost.splitlines() if "| cute-dsl | softmax |" in line)
+    assert "900 ms" in softmax and "12.0 us" in softmax and "0.30 s" in softmax
+    cuda = next(line for line in cost.splitlines() if "cuda-c++" in line)
+    assert "3.00 s" in cuda and "4000 ms" in cuda
+    assert "2000 ms" in next(line for line in cost.splitlines() if "| triton | gemm |" in line)
+
+
+def test_tables_option_prints_a_record(script, tmp_path, capsys):
+    path = tmp_path / "cute_dsl.json"
+    path.write_text(json.dumps(_record(script)))
+    assert script.main(["--tables", str(path)]) == 0
+    assert "| op | dtype | cols |" in capsys.readouterr().out
