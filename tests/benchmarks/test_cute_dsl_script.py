@@ -1,4 +1,4 @@
-"""benchmarks/cute_dsl.py's CPU part: the cases (the issue's row lengths, both dtypes, both
+"""benchmarks/cute_dsl.py's CPU part: the cases (the target row lengths, both dtypes, both
 ops), the line counts taken from the kernel files, and the dry-run record."""
 
 from __future__ import annotations

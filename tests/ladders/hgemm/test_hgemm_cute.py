@@ -1,7 +1,7 @@
 """The CuTe-DSL Hopper GEMM: its plan (tiles that split into wgmma, a ring of stages that
 fits shared memory, the persistent grid), its registration and one-line refusal, its sm_90a
 lowering read from the SASS (when the package is here), and on a Hopper GPU the kernel against
-the float64 reference at the issue's shapes and the ladder's awkward ones."""
+the float64 reference at the target shapes and the ladder's awkward ones."""
 
 from __future__ import annotations
 
@@ -122,13 +122,13 @@ def test_lowers_to_tma_wgmma_and_setmaxnreg_without_a_gpu(cluster_m, tmp_path):
     assert has_opcode(ops, "UCGABAR_WAIT") == (cluster_m > 1)
 
 
-ISSUE_SIZES = [4096, 8192]
+TARGET_SIZES = [4096, 8192]
 AWKWARD = [(1, 1, 1), (127, 257, 65), (65, 520, 777), (1000, 1000, 1000), (4097, 129, 4100)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cluster_m", [1, 2])
-@pytest.mark.parametrize("m, n, k", [(s, s, s) for s in ISSUE_SIZES] + AWKWARD, ids=str)
+@pytest.mark.parametrize("m, n, k", [(s, s, s) for s in TARGET_SIZES] + AWKWARD, ids=str)
 def test_gpu_matches_float64_reference(m, n, k, cluster_m):
     usable_or_skip()
     import functools
