@@ -159,3 +159,11 @@ def test_importing_kernelab_and_its_registry_never_imports_cutlass():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_records_name_the_dsl_version_where_installed():
+    from kernelab.environment import software_versions
+
+    versions = software_versions()
+    assert versions.get("nvidia-cutlass-dsl") == cute_dsl.installed_version()
+    assert ("nvidia-cutlass-dsl" in versions) == (cute_dsl.installed_version() is not None)
