@@ -21,7 +21,7 @@ import os
 from kernelab.errors import KernelabError, MissingToolError, NoGPUError
 
 PACKAGE = "nvidia-cutlass-dsl"
-VERSION = "4.2.1"  # the pinned wheel: one 62 MB file, small enough to carry to the device
+VERSION = "4.2.1"  # the pinned release: one 62 MB wheel (later ones split into larger parts)
 MIN_CAPABILITY = (9, 0)  # TMA, wgmma, clusters and DSMEM: Hopper and later
 ARCH = "sm_90a"  # wgmma and setmaxnreg exist only in the arch-specific target
 
