@@ -30,7 +30,8 @@ def nvcc_version() -> str | None:
 
 
 def software_versions() -> dict[str, str | None]:
-    """kernelab, Python, torch (and the CUDA it was built for), Triton, cuda-core, nvcc."""
+    """kernelab, Python, torch (and the CUDA it was built for), Triton, cuda-core, nvcc, and
+    the CuTe-DSL package where it is installed (the records of cute.* kernels name it)."""
     versions: dict[str, str | None] = {
         "kernelab": kernelab.__version__,
         "python": platform.python_version(),
@@ -39,6 +40,9 @@ def software_versions() -> dict[str, str | None]:
         "cuda-core": _package_version("cuda-core") or _package_version("cuda_core"),
         "nvcc": nvcc_version(),
     }
+    cute_dsl = _package_version("nvidia-cutlass-dsl")
+    if cute_dsl is not None:
+        versions["nvidia-cutlass-dsl"] = cute_dsl
     try:
         import torch
 

@@ -40,7 +40,7 @@ def implementations() -> list[Implementation]:
         _teaching("rmsnorm", "rmsnorm", "norms", "rmsnorm", floats),
         _teaching("matmul", "gemm", "matmul", "matmul", ("bf16", "fp16")),
     ]
-    return teaching + _decode_implementations() + [
+    return teaching + _decode_implementations() + _cute_implementations() + [
         Implementation(
             name="triton.vector_add",
             op="vector_add",
@@ -144,3 +144,42 @@ def _decode_implementations() -> list[Implementation]:
         _decode("triton.swiglu", "swiglu", "swiglu", "swiglu", floats,
                 "silu(gate) * up in one pass", "two reads and one write, fp32 math"),
     ]  # fmt: skip
+
+
+# ---- CuTe-DSL kernels (extra kernelab[cute]): same checks, timing and records as Triton's ----
+
+
+def _cute_builder(module: str, function: str):
+    """build() for a CuTe-DSL kernel: one line (KernelabError) when the package or a Hopper
+    GPU is absent, before anything imports cutlass."""
+
+    def build():
+        from kernelab.runtime.cute_dsl import require
+
+        require()
+        return getattr(importlib.import_module(f"kernelab.ops.{module}"), function)
+
+    return build
+
+
+def _cute_implementations() -> list[Implementation]:
+    floats = ("fp32", "bf16", "fp16")
+    cluster = "row over a thread-block cluster, statistics through DSMEM, row in registers"
+    return [
+        Implementation(
+            name="cute.softmax",
+            op="softmax",
+            build=_cute_builder("softmax.cute_dsl", "softmax"),
+            dtypes=floats,
+            description="CuTe-DSL fused softmax: one row per CTA cluster, online (max, sum)",
+            metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
+        ),
+        Implementation(
+            name="cute.rmsnorm",
+            op="rmsnorm",
+            build=_cute_builder("norms.cute_dsl", "rmsnorm"),
+            dtypes=floats,
+            description="CuTe-DSL RMSNorm forward: one row per CTA cluster, fp32 statistics",
+            metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
+        ),
+    ]

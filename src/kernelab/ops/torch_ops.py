@@ -7,6 +7,7 @@
     kernelab::matmul(Tensor a, Tensor b) -> Tensor
     kernelab::sgemm(Tensor a, Tensor b, int step) -> Tensor      fp32 ladder step 1..13
     kernelab::hgemm(Tensor a, Tensor b, int step) -> Tensor      bf16 Hopper ladder step 1..18
+    kernelab::cute_softmax / cute_rmsnorm / cute_gemm             the CuTe-DSL kernels (extra cute)
 
 The decode kernels (ops/gemv, quant_gemv, fused_norm, rope, swiglu; see ops/decode_step for a
 whole block built from them):
@@ -369,6 +370,33 @@ gemv_teaching.register_fake(_gemv_fake)
 quant_gemv_int8_teaching.register_fake(_per_channel_fake)
 
 
+# --- the CuTe-DSL kernels (extra kernelab[cute]): the Triton ops' schemas and fakes -------
+
+
+@torch.library.custom_op(f"{NAMESPACE}::cute_softmax", mutates_args=())
+def cute_softmax(x: Tensor) -> Tensor:
+    return _public("ops.softmax.cute_dsl", "softmax")(x)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::cute_rmsnorm", mutates_args=())
+def cute_rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    return _public("ops.norms.cute_dsl", "rmsnorm")(x, weight, eps)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::cute_gemm", mutates_args=())
+def cute_gemm(a: Tensor, b: Tensor) -> Tensor:
+    return _public("ladders.hgemm.cute_dsl", "gemm")(a, b)
+
+
+cute_softmax.register_fake(_softmax_fake)
+cute_rmsnorm.register_fake(_rmsnorm_fake)
+
+
+@cute_gemm.register_fake
+def _(a, b):
+    return a.new_empty(_product_shape("cute_gemm", a, b), dtype=torch.bfloat16)
+
+
 # --- the CUDA C++ ladders ---------------------------------------------------------------
 
 
@@ -433,4 +461,6 @@ def op_for(name: str):
     if name.startswith("triton."):
         # triton.softmax -> kernelab::softmax, triton.softmax.teaching -> softmax_teaching
         return getattr(ops(), name.removeprefix("triton.").replace(".", "_"))
+    if name.startswith("cute."):
+        return getattr(ops(), name.replace(".", "_"))  # cute.softmax -> kernelab::cute_softmax
     raise KernelabError(f"{impl.name} has no kernelab torch op (a baseline is torch already)")

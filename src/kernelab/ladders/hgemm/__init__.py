@@ -39,6 +39,7 @@ from kernelab.ladders.hgemm.steps import (
 )
 from kernelab.ladders.provider import StepBuilds, ladder_implementations
 from kernelab.runtime.cuda.prepared import PlanCache, current_stream_handle
+from kernelab.spec.registry import Implementation
 
 __all__ = [
     "CHECK_SHAPES",
@@ -330,4 +331,28 @@ def implementations():
         prefix="hgemm",
         dtypes=("bf16",),
         label="Hopper bf16 GEMM",
+    ) + [_cute_gemm()]
+
+
+def _build_cute_gemm():
+    from kernelab.ladders.hgemm import cute_dsl
+    from kernelab.runtime.cute_dsl import require
+
+    require()  # one line without the extra or a Hopper GPU, before cutlass is imported
+    return cute_dsl.gemm
+
+
+def _cute_gemm():
+    """The CuTe-DSL column of the ladder: the same algorithm written with CuTe layouts."""
+    return Implementation(
+        name="cute.gemm",
+        op="gemm",
+        build=_build_cute_gemm,
+        dtypes=("bf16",),
+        description="CuTe-DSL Hopper GEMM: TMA + wgmma, warp-specialised, mbarrier ring, persistent",
+        metadata={
+            "technique": "TMA + wgmma m64n256k16, producer/consumer warpgroups, setmaxnreg",
+            "accumulate": "fp32",
+            "language": "cute-dsl",
+        },
     )

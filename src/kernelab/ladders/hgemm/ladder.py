@@ -56,6 +56,10 @@ CUBLAS_AGAIN = "torch.mm (again)"  # cuBLAS timed once more after the steps: the
 TRANSPOSE = "hgemm:transpose_b"  # the B -> B^T copy the launcher makes for steps 02-03, alone
 DTYPE = "bf16"
 DEFAULT_MODES = ("cold", "graph")
+# Other languages' GEMMs timed as columns beside the steps when they can run here: each is
+# checked against the float64 reference first; one that cannot build or fails is left out
+# with one progress line.
+OTHER_COLUMNS = ("cute.gemm",)
 PROFILE_WARMUP = 1  # one unprofiled call first: nvcc cache load, module load, cluster probe
 
 Progress = Callable[[str], None]
@@ -331,8 +335,10 @@ def time_ladder(
     progress: Progress = _quiet,
     *,
     bracket: bool = False,
+    other_columns: Sequence[str] = OTHER_COLUMNS,
 ) -> tuple[list[dict], list]:
-    """Time cuBLAS bf16 (torch.mm), every step and, when a step transposes B (02-03), that
+    """Time cuBLAS bf16 (torch.mm), every step, the `other_columns` that can run here (the
+    CuTe-DSL GEMM, ...) and, when a step transposes B (02-03), that
     transpose alone, at every square size in every mode, in this one process. With
     `bracket`, cuBLAS is timed again after the steps (row CUBLAS_AGAIN, its % against the
     first): the card heats and its power cap lowers the clocks as a run goes on, so a step
@@ -345,6 +351,7 @@ def time_ladder(
 
     identity, versions = this_gpu("the hgemm ladder"), software_versions()
     candidates = [(CUBLAS, get(CUBLAS).build())] + [(s.name, get(s.name).build()) for s in steps]
+    candidates += other_candidates(other_columns, progress)
     if any(s.b_layout == "nk" for s in steps):
         candidates.append((TRANSPOSE, lambda a, b: transposed_rows(b)))
     if bracket:
@@ -367,6 +374,28 @@ def time_ladder(
                 rows.append(row)
                 records.append(to_record(name, size, timing, cost, identity, versions, row))
     return rows, records
+
+
+def other_candidates(names: Sequence[str], progress: Progress = _quiet) -> list[tuple]:
+    """(name, callable) for each implementation in `names` that builds here and passes its
+    check at the ladder's check shapes; the others are named in one progress line each."""
+    kept = []
+    for name in names:
+        try:
+            fn = get(name).build()
+        except KernelabError as exc:
+            progress(f"{name}: not timed: {exc}")
+            continue
+        failed = []
+        for m, n, k in CHECK_SHAPES:
+            report = check_implementation(fn, "gemm", {"m": m, "n": n, "k": k}, DTYPE, trials=1)
+            if not report.ok:
+                failed.append(report.message)
+        if failed:
+            progress(f"{name}: not timed: failed its check: {failed[0]}")
+            continue
+        kept.append((name, fn))
+    return kept
 
 
 def _operands_and_cublas(size: int):

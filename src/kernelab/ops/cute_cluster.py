@@ -1,0 +1,133 @@
+"""The row reductions the CuTe-DSL softmax and RMSNorm share: warp, CTA and thread-block
+cluster (through distributed shared memory), and the inline PTX the 4.2.1 DSL has no
+wrapper for. Imports cutlass at the top: only the CuTe-DSL kernel modules import it.
+
+A row split over the C CTAs of a cluster is reduced in three levels:
+  warp     butterfly shuffles, every lane ends with the warp's value
+  CTA      lane 0 of each warp writes one slot of a shared array; every thread folds them
+  cluster  thread r of each CTA writes the CTA's value into slot [own rank] of CTA r's
+           shared array (mapa + st.shared::cluster: 4 or 8 bytes over the SM-to-SM network),
+           then one cluster barrier (arrive has release, wait acquire semantics) and every
+           thread folds the C slots from its own shared memory.
+Softmax carries (max, sum of exp(x - max)) pairs, folded online, so one exchange serves
+both statistics; RMSNorm carries one sum of squares.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+LOG2_E = 1.4426950408889634
+FINITE_LOWEST = -3.4028234663852886e38  # stands in for -inf as a max, so exp(-inf - it) = 0
+
+
+@dsl_user_op
+def store_to_peer(smem_ptr: cute.Pointer, value: Float32, peer: Int32, *, loc=None, ip=None):
+    """st.shared::cluster.f32 of `value` at the address `smem_ptr` has in CTA `peer`."""
+    local = smem_ptr.toint(loc=loc, ip=ip).ir_value()
+    remote = llvm.inline_asm(
+        T.i32(),
+        [local, Int32(peer).ir_value(loc=loc, ip=ip)],
+        "mapa.shared::cluster.u32 $0, $1, $2;",
+        "=r,r,r",
+        has_side_effects=False,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    llvm.inline_asm(
+        None,
+        [remote, Float32(value).ir_value(loc=loc, ip=ip)],
+        "st.shared::cluster.f32 [$0], $1;",
+        "r,f",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+def fold_pair(m_a, s_a, m_b, s_b):
+    """(max, sum of exp(x - max)) of the union of two sets given as pairs (log2 domain)."""
+    m = cute.arch.fmax(m_a, m_b)
+    safe = cute.arch.fmax(m, Float32(FINITE_LOWEST))
+    s = s_a * cute.math.exp2(m_a - safe, fastmath=True) + s_b * cute.math.exp2(
+        m_b - safe, fastmath=True
+    )
+    return m, s
+
+
+def warp_pair(m, s):
+    for i in range(5):  # plain Python: unrolled while tracing
+        m_o = cute.arch.shuffle_sync_bfly(m, offset=1 << i)
+        s_o = cute.arch.shuffle_sync_bfly(s, offset=1 << i)
+        m, s = fold_pair(m, s, m_o, s_o)
+    return m, s
+
+
+def warp_sum(v):
+    for i in range(5):
+        v = v + cute.arch.shuffle_sync_bfly(v, offset=1 << i)
+    return v
+
+
+@cute.jit
+def cta_pair(m, s, slots: cute.Tensor, num_warps: cutlass.Constexpr):
+    """The CTA's pair; `slots` is a shared [num_warps, 2] fp32 array."""
+    m, s = warp_pair(m, s)
+    warp = cute.arch.warp_idx()
+    if cute.arch.lane_idx() == 0:
+        slots[warp, 0] = m
+        slots[warp, 1] = s
+    cute.arch.sync_threads()
+    m = slots[0, 0]
+    s = slots[0, 1]
+    for w in cutlass.range_constexpr(1, num_warps):
+        m, s = fold_pair(m, s, slots[w, 0], slots[w, 1])
+    return m, s
+
+
+@cute.jit
+def cta_sum(v, slots: cute.Tensor, num_warps: cutlass.Constexpr):
+    """The CTA's sum; `slots` is a shared [num_warps] fp32 array."""
+    v = warp_sum(v)
+    if cute.arch.lane_idx() == 0:
+        slots[cute.arch.warp_idx()] = v
+    cute.arch.sync_threads()
+    v = slots[0]
+    for w in cutlass.range_constexpr(1, num_warps):
+        v = v + slots[w]
+    return v
+
+
+@cute.jit
+def cluster_pair(m, s, peers: cute.Tensor, rank, cluster: cutlass.Constexpr):
+    """The cluster's pair; `peers` is a shared [cluster, 2] fp32 array in every CTA, and the
+    cluster barrier that made every CTA's shared memory live has been waited on."""
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx < cluster:
+        store_to_peer((peers.iterator + rank * 2), m, tidx)
+        store_to_peer((peers.iterator + rank * 2 + 1), s, tidx)
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+    m = peers[0, 0]
+    s = peers[0, 1]
+    for c in cutlass.range_constexpr(1, cluster):
+        m, s = fold_pair(m, s, peers[c, 0], peers[c, 1])
+    return m, s
+
+
+@cute.jit
+def cluster_sum(v, peers: cute.Tensor, rank, cluster: cutlass.Constexpr):
+    """The cluster's sum; `peers` is a shared [cluster] fp32 array in every CTA."""
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx < cluster:
+        store_to_peer(peers.iterator + rank, v, tidx)
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+    v = peers[0]
+    for c in cutlass.range_constexpr(1, cluster):
+        v = v + peers[c]
+    return v

@@ -1,0 +1,64 @@
+"""cute.rmsnorm: the registration and its one-line refusal on the CPU, the sm_90a lowering
+when the package is here, the kernel against the float64 reference on a Hopper GPU. The row
+plan it shares with cute.softmax is checked in tests/ops/softmax/test_softmax_cute.py."""
+
+from __future__ import annotations
+
+import pytest
+from cute_dsl_support import has_opcode, needs_package, sass_opcodes, usable_or_skip
+
+from kernelab.errors import KernelabError
+from kernelab.ops import cute_rows
+from kernelab.runtime import cute_dsl
+from kernelab.spec import registry
+
+
+def test_registered_beside_triton():
+    impl = registry.get("cute.rmsnorm")
+    assert impl.op == registry.get("triton.rmsnorm").op == "rmsnorm"
+    assert impl.metadata["language"] == "cute-dsl"
+
+
+def test_build_says_why_in_one_line_when_unusable():
+    reason = cute_dsl.unusable_reason()
+    if reason is None:
+        pytest.skip("CuTe-DSL is usable here")
+    with pytest.raises(KernelabError, match="CuTe-DSL"):
+        registry.get("cute.rmsnorm").build()
+
+
+@needs_package
+@pytest.mark.parametrize(
+    "cols, dtype", [(4096, "bfloat16"), (1009, "float32"), (262144, "float32")]
+)
+def test_lowers_for_sm90a_without_a_gpu(cols, dtype, tmp_path):
+    import cuda.bindings.driver as cuda
+    import torch
+    from cutlass import Float32
+
+    from kernelab.ops.norms import cute_dsl_kernel
+
+    x = torch.empty(3, cols, dtype=getattr(torch, dtype))
+    plan = cute_rows.row_plan(cols, x.element_size())
+    tensors = cute_rows.row_tensors(plan, x, torch.empty(1, cols, dtype=x.dtype), x.clone())
+    path = tmp_path / "rmsnorm.cubin"
+    cute_dsl.lower_to_cubin(cute_dsl_kernel.rmsnorm_launch, *tensors, Float32(1e-6),
+                            cuda.CUstream(0), plan.vec, plan.threads, plan.tile_cols,
+                            plan.cluster, path=path)  # fmt: skip
+    ops = sass_opcodes(path)
+    assert has_opcode(ops, "MUFU.RSQ") and not has_opcode(ops, "LDL")
+    assert has_opcode(ops, "UCGABAR_WAIT") == (plan.cluster > 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("cols", [1024, 1009, 4096, 8192, 32768, 65536, 262144])
+def test_gpu_matches_float64_reference(cols, dtype):
+    usable_or_skip()
+    from kernelab.harness.check import check_implementation
+
+    fn = registry.get("cute.rmsnorm").build()
+    for rows in (1, 37):
+        report = check_implementation(fn, "rmsnorm", {"rows": rows, "cols": cols}, dtype,
+                                      trials=2, device="cuda")  # fmt: skip
+        assert report.ok, report.message
