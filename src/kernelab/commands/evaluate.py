@@ -47,6 +47,37 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def spread_device(device: str) -> str:
+    """The device a spread run's tasks judge on: "auto" is each task's GPU ("cuda"), never
+    this machine's (the driver of a cluster may have none)."""
+    device = device.strip().lower()
+    if device not in DEVICES:
+        raise KernelabError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return "cuda" if device == "auto" else device
+
+
+def goes_spread(gpus: int | None, address: str | None) -> bool:
+    """Whether the suite is spread through Ray: a cluster named, --gpus above 1, or by
+    default every visible GPU when there are several and Ray is installed (without Ray the
+    suite runs here as before, with a note)."""
+    import importlib.util
+
+    from kernelab.spread.plan import check_address, wants_ray
+
+    check_address(address)
+    visible = 0
+    if gpus is None and not address:
+        import torch
+
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not wants_ray(gpus, visible, address):
+        return False
+    if gpus is None and not address and importlib.util.find_spec("ray") is None:
+        note(f"{visible} GPUs visible, judging on one: pip install 'kernelab[ray]' to use them all")
+        return False
+    return True
+
+
 def _fmt(value, spec: str, suffix: str = "") -> str:
     if value is None:
         return "-"
@@ -146,11 +177,13 @@ def _render_suite(result: dict):
     def render(console) -> None:
         table = Table(title=f"kernelab eval --suite {result['directory']} on {result['device']}")
         numbers = ("ms", "x eager", "x compile", "% SOL")
-        for column in ("problem", "solution", "status", *numbers):
+        spread = result.get("spread")
+        for column in ("problem", "solution", "status", *numbers, *(["GPU"] if spread else [])):
             table.add_column(column, justify="right" if column in numbers else "left")
         for row in result["rows"]:
             timings = row.get("timings") or []
             first = timings[0] if timings else {}
+            ran_on = row.get("ran_on") or {}
             table.add_row(
                 row["problem"],
                 "/".join(Path(row["solution"]).parts[-2:]),
@@ -159,6 +192,7 @@ def _render_suite(result: dict):
                 _fmt(first.get("speedup_vs_eager"), ".2f", "x"),
                 _fmt(first.get("speedup_vs_compiled"), ".2f", "x"),
                 _fmt(_sol_pct(first) if first else None, ".1f", " %"),
+                *([f"{ran_on['node']} gpu {ran_on['gpu']}" if ran_on else "-"] if spread else []),
             )
         console.print(table)
         for row in result["rows"]:
@@ -174,6 +208,12 @@ def _render_suite(result: dict):
                 console.print(f"[red]{problem['problem']}: {problem['setup_error']}[/red]")
         counts = ", ".join(f"{n} {status}" for status, n in sorted(result["summary"].items()))
         console.print(f"{len(result['rows'])} verdicts: {counts}")
+        if spread:
+            console.print(
+                f"spread over {spread['gpus']} GPU(s), {spread['resumed']} of "
+                f"{spread['tasks']} task(s) resumed; task records: {spread['folder']}",
+                highlight=False,
+            )
         if result.get("saved_to"):
             console.print(f"records: {result['saved_to']}")
 
@@ -239,6 +279,32 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path | None, typer.Option("--out", help="Write the timing records to this JSON file.")
         ] = None,
+        gpus: Annotated[
+            int | None,
+            typer.Option(
+                "--gpus",
+                help="Spread --suite over this many GPUs through Ray (default: every visible "
+                "GPU; 1 judges here, without Ray).",
+            ),
+        ] = None,
+        ray_address: Annotated[
+            str | None,
+            typer.Option(
+                "--ray-address", help="Spread --suite over this Ray cluster (HOST:PORT or auto)."
+            ),
+        ] = None,
+        resume: Annotated[
+            bool,
+            typer.Option("--resume", help="Judge only what a cut-short spread suite left."),
+        ] = False,
+        tasks_dir: Annotated[
+            Path | None,
+            typer.Option(
+                "--tasks-dir",
+                help="Where a spread suite keeps its finished tasks (a cache "
+                "folder named after the suite and settings by default).",
+            ),
+        ] = None,
         as_json: JsonOption = False,
     ) -> None:
         """Judge a kernel against its reference: correct?, how fast?, where on the roofline?"""
@@ -261,12 +327,29 @@ def register(app: typer.Typer) -> None:
             from kernelab.evaluate.suite import discover, run_suite
 
             discover(suite)  # a bad directory fails here, before any device work
-            result = run_suite(
-                suite, device=resolve_device(device), scale=scale, options=options, timeout=timeout
-            )
+            if goes_spread(gpus, ray_address):
+                from kernelab.spread.suites import spread_suite
+
+                result = spread_suite(
+                    suite, device=spread_device(device), scale=scale, options=options,
+                    timeout=timeout, gpus=gpus, address=ray_address, resume=resume,
+                    folder=tasks_dir, show_progress=not as_json,
+                )  # fmt: skip
+            else:
+                if resume or tasks_dir is not None:
+                    raise KernelabError(
+                        "--resume and --tasks-dir apply to a suite spread over GPUs "
+                        "(--gpus 2 or more, or --ray-address)"
+                    )
+                result = run_suite(
+                    suite, device=resolve_device(device), scale=scale, options=options,
+                    timeout=timeout,
+                )  # fmt: skip
             result["saved_to"] = _save(result["records"], out)
             emit(result, as_json, _render_suite(result))
             raise typer.Exit(_exit_code([row["status"] for row in result["rows"]]))
+        if gpus is not None or ray_address or resume or tasks_dir is not None:
+            raise KernelabError("--gpus, --ray-address, --resume and --tasks-dir apply to --suite")
         if problem is None or solution is None:
             raise KernelabError("kernelab eval needs PROBLEM and SOLUTION (or --suite DIR)")
         detect_format(problem)
