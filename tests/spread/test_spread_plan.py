@@ -4,6 +4,7 @@ the message when Ray is not installed, and the local path left as it was."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shutil
@@ -285,3 +286,39 @@ def test_the_benchmark_checks_each_target_against_its_goal():
     assert script.mismatches(a, a) == [] and script.mismatches(a, b) == [
         "relu solutions/relu/a.py: pass vs fail"
     ]
+
+
+def test_a_spread_suite_never_writes_two_cards_into_one_record_file(tmp_path):
+    from kernelab.commands.evaluate import _save_per_card
+    from kernelab.harness.records import Record, load_records
+
+    def record(gpu: str, gpu_id: str | None) -> dict:
+        stats = {"median": 1.0, "rel_noise": 0.0}
+        return Record(op="relu", implementation="x", shape={"n": 1}, dtype="fp32", mode="cold",
+                      samples_ms=[1.0], stats=stats, gpu=gpu, gpu_id=gpu_id).to_dict()  # fmt: skip
+
+    out = tmp_path / "eval.json"
+    assert _save_per_card([record("NVIDIA H100", "h100-sxm")] * 2, out) == str(out)
+    assert len(load_records(out)) == 2
+    saved = _save_per_card(
+        [record("NVIDIA H100", "h100-sxm"), record("Odd Card", None)], tmp_path / "two.json"
+    )
+    files = sorted(Path(name) for name in saved.split(", "))
+    assert [f.name for f in files] == ["two.h100-sxm.json", "two.odd-card.json"]
+    assert all(len(load_records(f)) == 1 for f in files)
+
+
+def test_several_visible_gpus_spread_by_default_only_where_ray_is_installed(monkeypatch, capsys):
+    import torch
+
+    from kernelab.commands.evaluate import goes_spread
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert goes_spread(1, None) is False  # asked for one: here, as before
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert goes_spread(None, None) is False
+    assert "4 GPUs visible, judging on one: pip install 'kernelab[ray]'" in capsys.readouterr().err
+    monkeypatch.delitem(sys.modules, "ray")
+    if importlib.util.find_spec("ray") is not None:
+        assert goes_spread(None, None) is True

@@ -8,6 +8,9 @@ Records go to --out and are appended to the user's cache.
 
 A time under the roofline's floor is flagged "faster than speed of light": a broken kernel
 or cost model, never a win.
+
+`--gpus N` (2 or more) or `--ray-address ADDR` spreads the shapes over GPUs through Ray
+(kernelab.spread.sweeps, docs/spread.md), a shape per task, the records saved per card.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ Exit code 0 when every verdict is "pass", 1 when any is not (wrong, suspect, cra
 timeout), 2 for bad input (no such file, an unrecognised format, a problem that cannot be
 set up, --device cuda without a GPU), 3 when nothing failed but a problem was skipped: it
 does not fit the device's memory even with one input set (`skipped: needs N GB, ...`).
+
+`--suite DIR --gpus N` (by default every visible GPU, when Ray is installed) or
+`--ray-address ADDR` spreads the suite over GPUs through Ray (kernelab.spread.suites,
+docs/spread.md): the same verdicts, table and exit code, each verdict naming its GPU.
 """
 
 from __future__ import annotations
@@ -73,7 +77,9 @@ def goes_spread(gpus: int | None, address: str | None) -> bool:
     if not wants_ray(gpus, visible, address):
         return False
     if gpus is None and not address and importlib.util.find_spec("ray") is None:
-        note(f"{visible} GPUs visible, judging on one: pip install 'kernelab[ray]' to use them all")
+        note(
+            f"{visible} GPUs visible, judging on one: pip install 'kernelab\\[ray]' to use them all"
+        )
         return False
     return True
 
@@ -239,6 +245,23 @@ def _save(records: list[dict], out: Path | None) -> str | None:
     return str(save_records([Record.from_dict(r) for r in records], out))
 
 
+def _save_per_card(records: list[dict], out: Path | None) -> str | None:
+    """A spread suite's records: --out itself when they were all taken on one card model,
+    else one file per model beside it (OUT.h100-sxm.json, ...), never one file of two."""
+    from kernelab.harness.cache import safe_name
+
+    cards: dict[str, list[dict]] = {}
+    for record in records:
+        card = record.get("gpu_id") or safe_name(record.get("gpu") or "unknown")
+        cards.setdefault(card, []).append(record)
+    if out is None or len(cards) <= 1:
+        return _save(records, out)
+    saved = [
+        _save(made, out.with_name(f"{out.stem}.{card}{out.suffix}")) for card, made in cards.items()
+    ]
+    return ", ".join(saved)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def evaluate(
@@ -345,7 +368,10 @@ def register(app: typer.Typer) -> None:
                     suite, device=resolve_device(device), scale=scale, options=options,
                     timeout=timeout,
                 )  # fmt: skip
-            result["saved_to"] = _save(result["records"], out)
+            if result.get("spread"):
+                result["saved_to"] = _save_per_card(result["records"], out)
+            else:
+                result["saved_to"] = _save(result["records"], out)
             emit(result, as_json, _render_suite(result))
             raise typer.Exit(_exit_code([row["status"] for row in result["rows"]]))
         if gpus is not None or ray_address or resume or tasks_dir is not None:

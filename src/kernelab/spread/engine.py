@@ -223,8 +223,9 @@ def run_tasks(
                     continue
                 if slot.ref in done:
                     _collect(ray, slots, index, fault, on_result, progress, attempts)
-                elif slot.place is not None and time.monotonic() - slot.started > deadline_s:
-                    fault(index, f"no result after {deadline_s:g} s: cut", dead=True)
+                elif time.monotonic() - slot.started > deadline_s:
+                    late = "no result" if slot.place else "its GPU worker not up"
+                    fault(index, f"{late} after {deadline_s:g} s: cut", dead=True)
     finally:
         for slot in slots:
             try:

@@ -78,7 +78,7 @@ def gpus_to_use(requested: int | None, available: int, tasks: int) -> tuple[int,
             "the Ray cluster has no GPU resources (start it with GPUs, or run with --gpus 1)"
         )
     wanted = requested if requested is not None else available
-    use = max(1, min(wanted, available, tasks))
+    use = max(1, min(wanted, available, tasks))  # at least one, even for no task
     why = None
     if wanted > available:
         why = f"--gpus {wanted} but the Ray cluster has {available}: using {available}"

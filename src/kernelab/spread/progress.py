@@ -1,5 +1,5 @@
 """The live view of a spread run on stderr: one bar for the whole run and, per GPU, how many
-tasks it finished, how many of those failed, and what it runs now."""
+tasks it finished, how many of those failed, how many were cut, and what it runs now."""
 
 from __future__ import annotations
 
@@ -9,63 +9,66 @@ from kernelab.spread.engine import Progress, place_label
 
 
 class GpuBars(Progress):
-    """rich's progress display: the run's bar and a line per GPU (by node and GPU id)."""
+    """rich's live display: the run's bar above a table with a row per GPU (node, GPU id)."""
 
     def __init__(self, title: str, total: int, already: int = 0):
+        from rich.live import Live
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
 
         from kernelab.output import err_console
 
-        self.bars = RichProgress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=False,
-        )
-        self.whole = self.bars.add_task(title, total=total, completed=already)
-        self.lines: dict[str, int] = {}
+        self.bar = RichProgress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=err_console,
+        )  # fmt: skip
+        self.whole = self.bar.add_task(title, total=total, completed=already)
+        self.live = Live(self, console=err_console, refresh_per_second=4, transient=False)
+        self.running: dict[str, str | None] = {}
         self.done: Counter = Counter()
         self.failed: Counter = Counter()
-        self.faults: Counter = Counter()
+        self.cut: Counter = Counter()
 
-    def _line(self, where: str) -> int:
-        if where not in self.lines:
-            self.lines[where] = self.bars.add_task(where, total=None, start=False)
-        return self.lines[where]
+    def __rich__(self):
+        from rich.console import Group
+        from rich.table import Table
 
-    def _describe(self, where: str, running: str | None) -> None:
-        faults = f", {self.faults[where]} cut" if self.faults[where] else ""
-        now = f", running {running}" if running else ", idle"
-        self.bars.update(
-            self._line(where),
-            description=f"  {where}: {self.done[where]} done, {self.failed[where]} failed"
-            f"{faults}{now}",
-        )
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        for column in ("GPU", "done", "failed", "cut", "running"):
+            table.add_column(column, justify="right" if column in ("done", "failed", "cut")
+                             else "left")  # fmt: skip
+        for where in sorted(set(self.running) | set(self.done) | set(self.cut)):
+            failed = self.failed[where]
+            table.add_row(
+                where, str(self.done[where]), f"[red]{failed}[/red]" if failed else "0",
+                str(self.cut[where]), self.running.get(where) or "-",
+            )  # fmt: skip
+        return Group(self.bar, table)
 
     def started(self, slots) -> None:
-        self.bars.start()
+        self.live.start()
 
     def tick(self, slots) -> None:
         for slot in slots:
             where = place_label(slot.place)
             if where:
-                self._describe(where, slot.task.label if slot.task else None)
+                self.running[where] = slot.task.label if slot.task else None
 
     def finished(self, task, where, ok: bool) -> None:
-        self.bars.advance(self.whole)
+        self.bar.advance(self.whole)
         key = where or "?"
         self.done[key] += 1
         if not ok:
             self.failed[key] += 1
-        self._describe(key, None)
+        self.running[key] = None
 
     def faulted(self, task, where, reason: str) -> None:
         key = where or "?"
-        self.faults[key] += 1
-        self._describe(key, None)
+        self.cut[key] += 1
+        self.running[key] = None
 
     def close(self) -> None:
-        self.bars.stop()
+        self.live.stop()
+        console = self.live.console
+        if not console.is_terminal:  # the last frame ends without a line break there
+            console.line()

@@ -195,7 +195,7 @@ def spread_suite(
     records = book.done() if resume else {}
     todo = [task for task in tasks if task.key not in records]
     note(f"task records: {book.folder} ({len(records)} of {len(tasks)} done before)")
-    use, why = gpus_to_use(gpus, cluster_gpus(ray), max(1, len(todo)))
+    use, why = gpus_to_use(gpus, cluster_gpus(ray), len(todo)) if todo else (0, None)
     if why:
         note(why)
 

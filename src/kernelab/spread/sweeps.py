@@ -138,7 +138,7 @@ def spread_sweep(
     book = TaskBook(folder, fingerprint, resume=resume)
     records = book.done() if resume else {}
     todo = [task for task in tasks if task.key not in records]
-    use, why = gpus_to_use(gpus, cluster_gpus(ray), max(1, len(todo)))
+    use, why = gpus_to_use(gpus, cluster_gpus(ray), len(todo)) if todo else (0, None)
     if why:
         note(why)
 
