@@ -197,6 +197,6 @@ class TaskBook:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    from kernelab.harness.records import write_atomically
+
+    write_atomically(path, text)  # a temporary file, fsync, then one rename
