@@ -8,6 +8,9 @@ Records go to --out and are appended to the user's cache.
 
 A time under the roofline's floor is flagged "faster than speed of light": a broken kernel
 or cost model, never a win.
+
+`--gpus N` (2 or more) or `--ray-address ADDR` spreads the shapes over GPUs through Ray
+(kernelab.spread.sweeps, docs/spread.md), a shape per task, the records saved per card.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Annotated
 
 import typer
 
-from kernelab.commands.options import max_time_option, out_file_option
+from kernelab.commands.options import max_time_option, out_file_option, spread_options
 from kernelab.errors import KernelabError, output_file, positive_number, unknown
-from kernelab.harness.bench import BenchSession
+from kernelab.harness.bench import BenchSession, build_candidates, shape_rows
 from kernelab.output import JsonOption, emit, note
+
+SpreadGpus, SpreadAddress, SpreadResume, SpreadTasks = spread_options("the shapes", "shape")
 
 DEFAULT_SIZES = {
     "gemm": "4096",
@@ -129,8 +134,11 @@ def _render(result: dict):
             "noise",
             "check err",
         )
+        spread = result.get("spread")
+        if spread:
+            columns = (*columns, "GPU")
         for column in columns:
-            left = column in ("implementation", "shape")
+            left = column in ("implementation", "shape", "GPU")
             table.add_column(column, justify="left" if left else "right", no_wrap=left)
         for row in result["rows"]:
             name = row["implementation"]
@@ -141,6 +149,7 @@ def _render(result: dict):
                     "[red]check failed[/red]",
                     *["-"] * 6,
                     _fmt(row["check_error"], ".2e"),
+                    *([_ran_on(row)] if spread else []),
                 )
                 continue
             table.add_row(
@@ -155,6 +164,7 @@ def _render(result: dict):
                 _fmt(row["pct_of_measured"], ".1f", " %"),
                 _fmt(100 * row["rel_noise"], ".1f", " %"),
                 _fmt(row["check_error"], ".1e"),
+                *([_ran_on(row)] if spread else []),
             )
         console.print(table)
         for row in result["rows"]:
@@ -175,10 +185,21 @@ def _render(result: dict):
                 console.print(
                     f"[{colour}]{row['implementation']} {shape_text(row['shape'])}: {warning}[/{colour}]"
                 )
+        if spread:
+            console.print(
+                f"spread over {spread['gpus']} GPU(s), {spread['resumed']} of "
+                f"{spread['tasks']} shape(s) resumed; task records: {spread['folder']}",
+                highlight=False,
+            )
         if result.get("saved_to"):
             console.print(f"records: {', '.join(result['saved_to'])}")
 
     return render
+
+
+def _ran_on(row: dict) -> str:
+    ran_on = row.get("ran_on") or {}
+    return f"{ran_on['node']} gpu {ran_on['gpu']}" if ran_on else "-"
 
 
 def register(app: typer.Typer) -> None:
@@ -218,6 +239,16 @@ def register(app: typer.Typer) -> None:
         ] = None,
         min_samples: Annotated[int, typer.Option("--min-samples", help="Fewest timed calls.")] = 10,
         max_time: max_time_option("shape") = 2.0,
+        gpus: SpreadGpus = None,
+        ray_address: SpreadAddress = None,
+        resume: SpreadResume = False,
+        tasks_dir: SpreadTasks = None,
+        timeout: Annotated[
+            float,
+            typer.Option(
+                "--timeout", help="Seconds per shape on a spread sweep before its GPU is cut."
+            ),
+        ] = 600.0,
         as_json: JsonOption = False,
     ) -> None:
         """Check and time a kernel at given sizes; report TFLOP/s, GB/s and % of the roofline."""
@@ -249,36 +280,30 @@ def register(app: typer.Typer) -> None:
             if no_baselines
             else pick_baselines(impl, dtype, baseline, registry.implementations(impl.op))
         )
+        from kernelab.spread.plan import check_address, wants_ray
+
+        if wants_ray(gpus, 1, check_address(ray_address)):
+            if plot_path is not None:
+                raise KernelabError("--plot draws one card's sweep: give it without --gpus")
+            positive_number(timeout, "--timeout", "seconds")
+            _spread(
+                impl, shapes, others, dtype, mode, min_samples, max_time, gpus, ray_address,
+                resume, tasks_dir, timeout, out_path, as_json,
+            )  # fmt: skip
+            return
+        if resume or tasks_dir is not None:
+            raise KernelabError("--resume and --tasks-dir apply to a sweep spread over GPUs")
         identity = this_gpu("kernelab bench")
 
         run = BenchSession(identity, op_spec, dtype, mode, min_samples, max_time, device=DEVICE)
-        built = [(impl, impl.build())]
-        for other in others:
-            try:
-                built.append((other, other.build()))
-            except Exception as exc:  # a baseline that cannot build here must not stop the run
-                note(
-                    f"baseline {other.name} skipped: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-                )
+        built = build_candidates(impl, others)
         rows, records = [], []
         for shape in shapes:
-            shape_rows = []
-            for candidate, fn in built:
-                note(f"{candidate.name} {shape_text(shape)} {dtype}: checking and timing")
-                row, record = run.one(candidate, fn, shape)
-                shape_rows.append(row)
-                if record is not None:
-                    records.append(record)
-            main_row = shape_rows[0]
-            if main_row.get("median_ms"):
-                main_row["speedup_vs"] = {
-                    row["implementation"]: row["median_ms"] / main_row["median_ms"]
-                    for row in shape_rows[1:]
-                    if row.get("median_ms")
-                }
-            rows.extend(shape_rows)
+            found, made = shape_rows(run, built, shape, shape_text(shape))
+            rows.extend(found)
+            records.extend(made)
 
-        saved = _save(records, out_path, identity)
+        saved = _save(records, out_path, identity.key)
         if plot_path is not None:
             _plot(records, plot_path, run, impl, dtype)
         result = {
@@ -314,7 +339,40 @@ def _plot(records, path: Path, run: BenchSession, impl, dtype: str) -> None:
     sweep_chart(records, path, title=f"{impl.name} {dtype} on {run.identity.name}", ceiling=ceiling)
 
 
-def _save(records, out: Path | None, identity) -> list[str]:
+def _spread(impl, shapes, others, dtype, mode, min_samples, max_time, gpus, address,
+            resume, tasks_dir, timeout, out_path, as_json) -> None:  # fmt: skip
+    """The sweep over GPUs through Ray (kernelab.spread.sweeps): rows in shape order, each
+    naming its GPU; the records saved per card model."""
+    from kernelab.harness.records import Record
+    from kernelab.spread.sweeps import spread_sweep
+
+    result = spread_sweep(
+        impl.name, shapes, baselines=[other.name for other in others], dtype=dtype, mode=mode,
+        min_samples=min_samples, max_time=max_time, device=DEVICE, gpus=gpus, address=address,
+        deadline_s=timeout, resume=resume, folder=tasks_dir, show_progress=not as_json,
+    )  # fmt: skip
+    saved = []
+    cards = result["by_card"]
+    for card, made in cards.items():
+        out = out_path
+        if out_path is not None and len(cards) > 1:
+            out = out_path.with_name(f"{out_path.stem}.{card}{out_path.suffix}")
+        saved.extend(_save([Record.from_dict(r) for r in made], out, card))
+    every = [r for made in cards.values() for r in made]
+    shown = {
+        "kernel": impl.name, "op": impl.op, "dtype": dtype, "mode": mode,
+        "gpu": ", ".join(result["gpus"]) or "-",
+        "gpu_id": next(iter(cards)) if len(cards) == 1 else None,
+        "rows": result["rows"], "records": every, "saved_to": saved, "plot": None,
+        "spread": result["spread"],
+    }  # fmt: skip
+    emit(shown, as_json, _render(shown))
+    if any(not row["check_ok"] for row in result["rows"]):
+        raise typer.Exit(1)
+
+
+def _save(records, out: Path | None, card: str) -> list[str]:
+    """`records` to --out and appended to the card's history in the user's cache."""
     from kernelab.harness.cache import cache_dir
     from kernelab.harness.records import load_records, save_records
 
@@ -323,7 +381,7 @@ def _save(records, out: Path | None, identity) -> list[str]:
         return saved
     if out is not None:
         saved.append(str(save_records(records, out)))
-    history = cache_dir() / "records" / f"{identity.key}.json"
+    history = cache_dir() / "records" / f"{card}.json"
     try:
         existing = load_records(history) if history.exists() else []
     except KernelabError as exc:

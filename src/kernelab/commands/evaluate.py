@@ -5,6 +5,10 @@ Exit code 0 when every verdict is "pass", 1 when any is not (wrong, suspect, cra
 timeout), 2 for bad input (no such file, an unrecognised format, a problem that cannot be
 set up, --device cuda without a GPU), 3 when nothing failed but a problem was skipped: it
 does not fit the device's memory even with one input set (`skipped: needs N GB, ...`).
+
+`--suite DIR --gpus N` (by default every visible GPU, when Ray is installed) or
+`--ray-address ADDR` spreads the suite over GPUs through Ray (kernelab.spread.suites,
+docs/spread.md): the same verdicts, table and exit code, each verdict naming its GPU.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from typing import Annotated
 
 import typer
 
-from kernelab.commands.options import max_time_option, out_file_option
+from kernelab.commands.options import max_time_option, out_file_option, spread_options
 from kernelab.errors import KernelabError, NoGPUError
 from kernelab.output import JsonOption, emit, note
+
+_, SpreadAddress, SpreadResume, SpreadTasks = spread_options("--suite", "task")
 
 DEVICES = ("auto", "cuda", "cpu")
 COLOURS = {
@@ -46,6 +52,39 @@ def resolve_device(device: str) -> str:
         if not has_gpu:
             note("no CUDA GPU: correctness runs on the CPU and timing is skipped")
     return device
+
+
+def spread_device(device: str) -> str:
+    """The device a spread run's tasks judge on: "auto" is each task's GPU ("cuda"), never
+    this machine's (the driver of a cluster may have none)."""
+    device = device.strip().lower()
+    if device not in DEVICES:
+        raise KernelabError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return "cuda" if device == "auto" else device
+
+
+def goes_spread(gpus: int | None, address: str | None) -> bool:
+    """Whether the suite is spread through Ray: a cluster named, --gpus above 1, or by
+    default every visible GPU when there are several and Ray is installed (without Ray the
+    suite runs here as before, with a note)."""
+    import importlib.util
+
+    from kernelab.spread.plan import check_address, wants_ray
+
+    check_address(address)
+    visible = 0
+    if gpus is None and not address:
+        import torch
+
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not wants_ray(gpus, visible, address):
+        return False
+    if gpus is None and not address and importlib.util.find_spec("ray") is None:
+        note(
+            f"{visible} GPUs visible, judging on one: pip install 'kernelab\\[ray]' to use them all"
+        )
+        return False
+    return True
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
@@ -147,11 +186,13 @@ def _render_suite(result: dict):
     def render(console) -> None:
         table = Table(title=f"kernelab eval --suite {result['directory']} on {result['device']}")
         numbers = ("ms", "x eager", "x compile", "% SOL")
-        for column in ("problem", "solution", "status", *numbers):
+        spread = result.get("spread")
+        for column in ("problem", "solution", "status", *numbers, *(["GPU"] if spread else [])):
             table.add_column(column, justify="right" if column in numbers else "left")
         for row in result["rows"]:
             timings = row.get("timings") or []
             first = timings[0] if timings else {}
+            ran_on = row.get("ran_on") or {}
             table.add_row(
                 row["problem"],
                 "/".join(Path(row["solution"]).parts[-2:]),
@@ -160,6 +201,7 @@ def _render_suite(result: dict):
                 _fmt(first.get("speedup_vs_eager"), ".2f", "x"),
                 _fmt(first.get("speedup_vs_compiled"), ".2f", "x"),
                 _fmt(_sol_pct(first) if first else None, ".1f", " %"),
+                *([f"{ran_on['node']} gpu {ran_on['gpu']}" if ran_on else "-"] if spread else []),
             )
         console.print(table)
         for row in result["rows"]:
@@ -175,6 +217,12 @@ def _render_suite(result: dict):
                 console.print(f"[red]{problem['problem']}: {problem['setup_error']}[/red]")
         counts = ", ".join(f"{n} {status}" for status, n in sorted(result["summary"].items()))
         console.print(f"{len(result['rows'])} verdicts: {counts}")
+        if spread:
+            console.print(
+                f"spread over {spread['gpus']} GPU(s), {spread['resumed']} of "
+                f"{spread['tasks']} task(s) resumed; task records: {spread['folder']}",
+                highlight=False,
+            )
         if result.get("saved_to"):
             console.print(f"records: {result['saved_to']}")
 
@@ -198,6 +246,23 @@ def _save(records: list[dict], out: Path | None) -> str | None:
     from kernelab.harness.records import Record, save_records
 
     return str(save_records([Record.from_dict(r) for r in records], out))
+
+
+def _save_per_card(records: list[dict], out: Path | None) -> str | None:
+    """A spread suite's records: --out itself when they were all taken on one card model,
+    else one file per model beside it (OUT.h100-sxm.json, ...), never one file of two."""
+    from kernelab.harness.cache import safe_name
+
+    cards: dict[str, list[dict]] = {}
+    for record in records:
+        card = record.get("gpu_id") or safe_name(record.get("gpu") or "unknown")
+        cards.setdefault(card, []).append(record)
+    if out is None or len(cards) <= 1:
+        return _save(records, out)
+    saved = [
+        _save(made, out.with_name(f"{out.stem}.{card}{out.suffix}")) for card, made in cards.items()
+    ]
+    return ", ".join(saved)
 
 
 def register(app: typer.Typer) -> None:
@@ -236,6 +301,17 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")
         ] = False,
         out: out_file_option("Write the timing records to this JSON file.", path=True) = None,
+        gpus: Annotated[
+            int | None,
+            typer.Option(
+                "--gpus",
+                help="Spread --suite over this many GPUs through Ray (default: every visible "
+                "GPU; 1 judges here, without Ray).",
+            ),
+        ] = None,
+        ray_address: SpreadAddress = None,
+        resume: SpreadResume = False,
+        tasks_dir: SpreadTasks = None,
         as_json: JsonOption = False,
     ) -> None:
         """Judge a kernel against its reference: correct?, how fast?, where on the roofline?"""
@@ -258,12 +334,32 @@ def register(app: typer.Typer) -> None:
             from kernelab.evaluate.suite import discover, run_suite
 
             discover(suite)  # a bad directory fails here, before any device work
-            result = run_suite(
-                suite, device=resolve_device(device), scale=scale, options=options, timeout=timeout
-            )
-            result["saved_to"] = _save(result["records"], out)
+            if goes_spread(gpus, ray_address):
+                from kernelab.spread.suites import spread_suite
+
+                result = spread_suite(
+                    suite, device=spread_device(device), scale=scale, options=options,
+                    timeout=timeout, gpus=gpus, address=ray_address, resume=resume,
+                    folder=tasks_dir, show_progress=not as_json,
+                )  # fmt: skip
+            else:
+                if resume or tasks_dir is not None:
+                    raise KernelabError(
+                        "--resume and --tasks-dir apply to a suite spread over GPUs "
+                        "(--gpus 2 or more, or --ray-address)"
+                    )
+                result = run_suite(
+                    suite, device=resolve_device(device), scale=scale, options=options,
+                    timeout=timeout,
+                )  # fmt: skip
+            if result.get("spread"):
+                result["saved_to"] = _save_per_card(result["records"], out)
+            else:
+                result["saved_to"] = _save(result["records"], out)
             emit(result, as_json, _render_suite(result))
             raise typer.Exit(_exit_code([row["status"] for row in result["rows"]]))
+        if gpus is not None or ray_address or resume or tasks_dir is not None:
+            raise KernelabError("--gpus, --ray-address, --resume and --tasks-dir apply to --suite")
         if problem is None or solution is None:
             raise KernelabError("kernelab eval needs PROBLEM and SOLUTION (or --suite DIR)")
         detect_format(problem)

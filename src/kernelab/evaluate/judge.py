@@ -41,6 +41,30 @@ def run_problem(
     """Judge `solutions` of `problem`, each in its own worker; every solution gets a verdict
     unless the problem itself cannot be set up (then setup_error says why). `protect`: more
     paths no worker may write (a suite's directory)."""
+    evaluator, outcome = open_problem(
+        problem, solutions, device=device, scale=scale, options=options, protect=protect
+    )
+    if evaluator is None:
+        return outcome
+    for solution in solutions:
+        note(f"evaluating {solution}")
+        outcome.verdicts[str(solution)] = judge_solution(evaluator, solution, timeout=timeout)
+    return outcome
+
+
+def open_problem(
+    problem: str | Path,
+    solutions: list[str | Path],
+    *,
+    device: str,
+    scale: float,
+    options,
+    protect=(),
+) -> tuple[Evaluator | None, ProblemRun]:
+    """The problem set up once (references, baselines) for judging its solutions: the
+    Evaluator and a ProblemRun without verdicts yet. The Evaluator is None when the problem
+    cannot be set up (setup_error says why) or is skipped (every one of `solutions` then
+    has its "skipped" verdict)."""
     outcome = ProblemRun(verdicts={})
     evaluator = None
     try:
@@ -49,32 +73,35 @@ def run_problem(
         evaluator.prepare()
         evaluator.measure_baselines()
     except DoesNotFit as exc:
-        return _skipped(outcome, evaluator, problem, solutions, str(exc), exc.plan)
+        return None, _skipped(outcome, evaluator, problem, solutions, str(exc), exc.plan)
     except KernelabError as exc:
         outcome.setup_error = str(exc)
-        return outcome
+        return None, outcome
     except Exception as exc:
         if is_out_of_memory(exc):  # past what the plan foresaw
             message = _out_of_memory(evaluator, device, exc)
-            return _skipped(outcome, evaluator, problem, solutions, message)
+            return None, _skipped(outcome, evaluator, problem, solutions, message)
         outcome.setup_error = f"setting up the problem raised {describe_exception(exc)}"
-        return outcome
+        return None, outcome
     outcome.baselines = evaluator.baselines
     outcome.baseline_records = evaluator.baseline_records
     outcome.notes = evaluator.notes
-    for solution in solutions:
-        note(f"evaluating {solution}")
-        try:
-            verdict = evaluator.evaluate(solution, timeout=timeout)
-        except Exception as exc:  # the judge's own failure on this solution: its verdict
-            verdict = Verdict(
-                problem=evaluator.problem.name, format=evaluator.problem.format,
-                solution=str(solution), status="fail",
-                message=f"the judge could not judge it: {describe_exception(exc)}",
-                device=str(evaluator.device),
-            )  # fmt: skip
-        outcome.verdicts[str(solution)] = verdict.to_dict()
-    return outcome
+    return evaluator, outcome
+
+
+def judge_solution(evaluator: Evaluator, solution: str | Path, *, timeout: float) -> dict:
+    """One solution's verdict, as a dict, from a prepared Evaluator; the judge's own failure
+    on it is its verdict too."""
+    try:
+        verdict = evaluator.evaluate(solution, timeout=timeout)
+    except Exception as exc:  # the judge's own failure on this solution: its verdict
+        verdict = Verdict(
+            problem=evaluator.problem.name, format=evaluator.problem.format,
+            solution=str(solution), status="fail",
+            message=f"the judge could not judge it: {describe_exception(exc)}",
+            device=str(evaluator.device),
+        )  # fmt: skip
+    return verdict.to_dict()
 
 
 def _out_of_memory(evaluator: Evaluator | None, device: str, exc: BaseException) -> str:

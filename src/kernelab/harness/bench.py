@@ -147,3 +147,39 @@ class BenchSession:
             },
         )
         return row, record
+
+
+def build_candidates(impl, others) -> list:
+    """(implementation, built callable) for `impl` and each baseline in `others` that builds
+    here; a baseline that cannot build is noted and left out, never stops the run."""
+    built = [(impl, impl.build())]
+    for other in others:
+        try:
+            built.append((other, other.build()))
+        except Exception as exc:
+            text = str(exc).strip()
+            note(
+                f"baseline {other.name} skipped: {text.splitlines()[0] if text else type(exc).__name__}"
+            )
+    return built
+
+
+def shape_rows(run: BenchSession, built: list, shape: dict, label: str) -> tuple[list, list]:
+    """Every candidate of `built` checked and timed at `shape` in `run`: the table rows (the
+    first one carrying its speedup over each other, all timed on this one device) and the
+    records."""
+    rows, records = [], []
+    for candidate, fn in built:
+        note(f"{candidate.name} {label} {run.dtype}: checking and timing")
+        row, record = run.one(candidate, fn, shape)
+        rows.append(row)
+        if record is not None:
+            records.append(record)
+    main_row = rows[0]
+    if main_row.get("median_ms"):
+        main_row["speedup_vs"] = {
+            row["implementation"]: row["median_ms"] / main_row["median_ms"]
+            for row in rows[1:]
+            if row.get("median_ms")
+        }
+    return rows, records
