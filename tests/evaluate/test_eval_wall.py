@@ -182,3 +182,50 @@ def test_gpu_nodes_open_to_a_group_lend_it_and_root_only_nodes_keep_root(monkeyp
     assert plan["uid"] is None
     [note] = notes
     assert note.startswith(f"uid switch skipped: {private} is open to root only (mode 0o600)")
+
+
+JUDGE_THAT_DIES = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, tempfile, time
+    from kernelab.evaluate import wall
+    scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
+    plan, _ = wall.plan(read_only=[sys.prefix], scratch=scratch, on_gpu=False, cpu_seconds=60)
+    if plan["uid"] is not None:
+        os.chown(scratch, plan["uid"], plan["gid"])
+    read, write = os.pipe()
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan), str(write), "--",
+         sys.executable, "-I", "-c", "import time; time.sleep(120)"], pass_fds=(write,),
+        start_new_session=True)
+    os.close(write)
+    report = [json.loads(line) for line in os.fdopen(read).read().splitlines()]  # to its end
+    worker = report[0]["pid"]  # set up and exec'd: the wall's report is closed
+    print(json.dumps({"launcher": launcher.pid, "worker": worker}), flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead and waiting for its reaper, counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_judge_killed_from_outside_takes_its_launcher_and_worker_along():
+    # As a Ray actor cut at its deadline is: SIGKILL, no chance to close its workers.
+    judge = subprocess.Popen([sys.executable, "-c", JUDGE_THAT_DIES], stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    try:
+        pids = json.loads(judge.stdout.readline())
+        assert _alive(pids["launcher"]) and _alive(pids["worker"])
+    finally:
+        judge.kill()
+        judge.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_alive(pids["launcher"]) or _alive(pids["worker"])):
+        time.sleep(0.05)
+    assert not _alive(pids["launcher"]) and not _alive(pids["worker"])

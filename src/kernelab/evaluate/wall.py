@@ -286,6 +286,13 @@ def launch(plan: dict, report_fd: int, argv: list[str]) -> int:
     report = Report()
     as_root = os.geteuid() == 0
     made = _unshare(report, as_root)
+    # The launcher dies with the judge (a judge killed from outside, as a Ray actor cut at its
+    # deadline is), and the worker with its launcher (_child): nothing outlives a dead judge.
+    # Set after the namespaces, whose new capabilities clear it; a judge already gone by then
+    # has left this launcher to init: stop.
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != plan.get("judge_pid", os.getppid()):
+        return 1
     child = os.fork()
     if child == 0:
         try:
@@ -412,6 +419,7 @@ def plan(*, read_only: list[str], scratch: str, on_gpu: bool, cpu_seconds: float
         "read_only": read_only_roots(read_only, scratch),
         "limits": limits,
         "env": worker_environment(scratch),
+        "judge_pid": os.getpid(),
     }, notes
 
 
