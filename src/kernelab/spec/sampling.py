@@ -129,9 +129,9 @@ def _later_half(candidates, generator, device):
     return candidates[half + int(_uniform(generator, device) * (candidates.numel() - half))]
 
 
-def _gap_top_p(x, e, floor_k: float, generator, device) -> float:
-    """A p halfway between two consecutive cumulative masses of distinct logits, the step
-    between them at least GAP of the survivors' mass; 1.0 (off) when no step is that wide."""
+def top_p_gaps(x, e, floor_k: float):
+    """Every top_p halfway between two consecutive cumulative masses of distinct logits (over
+    the top-k survivors) whose step is at least GAP of the survivors' mass, ascending."""
     import torch
 
     kept = x >= floor_k
@@ -139,27 +139,46 @@ def _gap_top_p(x, e, floor_k: float, generator, device) -> float:
     mass = torch.zeros_like(values).index_add_(0, inverse, e[kept]).flip(0)
     cum = torch.cumsum(mass, 0) / mass.sum()
     before = torch.cat((cum.new_zeros(1), cum[:-1]))
-    wide = torch.nonzero((cum - before >= GAP) & (cum <= 1.0 - GAP)).reshape(-1)
-    if wide.numel() == 0:
-        return 1.0
-    j = int(_later_half(wide, generator, device))
-    return float((before[j] + cum[j]) / 2)
+    wide = (cum - before >= GAP) & (cum <= 1.0 - GAP)
+    return ((before + cum) / 2)[wide]
 
 
-def _gap_min_p(e_kept, generator, device) -> float:
-    """A min_p at the geometric middle of two consecutive distinct e values whose ratio is at
-    least 1 + GAP; 0.0 (off) when there is none."""
+def min_p_gaps(e_kept):
+    """Every min_p at the geometric middle of two consecutive distinct e values whose ratio
+    is at least 1 + GAP, descending."""
     import torch
 
     values = torch.unique(e_kept[e_kept > 0], sorted=True).flip(0)
-    if values.numel() < 2:
-        return 0.0
-    ratio = values[:-1] / values[1:]
-    wide = torch.nonzero(ratio >= 1.0 + GAP).reshape(-1)
-    if wide.numel() == 0:
-        return 0.0
-    j = int(_later_half(wide, generator, device))
-    return float(torch.sqrt(values[j] * values[j + 1]))
+    middles = torch.sqrt(values[:-1] * values[1:])
+    return middles[values[:-1] / values[1:] >= 1.0 + GAP]
+
+
+def safe_top_p(x, temperature: float, top_k: int, near: float) -> float:
+    """The top_p in a GAP-wide gap nearest to `near` for a logit row (1.0 when none): a
+    boundary no rounding can move, for tests that draw."""
+    x = _clean_row(as_float64(x))
+    e = (x - x.max()).div(temperature).exp()
+    gaps = top_p_gaps(x, e, _top_k_floor(x, top_k))
+    return float(gaps[(gaps - near).abs().argmin()]) if gaps.numel() else 1.0
+
+
+def safe_min_p(x, temperature: float, near: float) -> float:
+    """The min_p in a gap (ratio 1 + GAP) nearest to `near` in log space (0.0 when none)."""
+    import math
+
+    x = _clean_row(as_float64(x))
+    gaps = min_p_gaps((x - x.max()).div(temperature).exp())
+    return float(gaps[(gaps.log() - math.log(near)).abs().argmin()]) if gaps.numel() else 0.0
+
+
+def _gap_top_p(x, e, floor_k: float, generator, device) -> float:
+    gaps = top_p_gaps(x, e, floor_k)
+    return float(_later_half(gaps, generator, device)) if gaps.numel() else 1.0
+
+
+def _gap_min_p(e_kept, generator, device) -> float:
+    gaps = min_p_gaps(e_kept)
+    return float(_later_half(gaps, generator, device)) if gaps.numel() else 0.0
 
 
 def _make_sampling(shape, torch_dtype, generator, device):
