@@ -246,15 +246,9 @@ def eager_sampling_probs(logits, temperature, top_k, top_p, min_p):
 
 
 def _sampling_cost(shape, dtype):
-    from kernelab.roofline.costs import OpCost, canonical_dtype, dtype_bytes
+    from kernelab.roofline import costs
 
-    batch, vocab = shape["batch"], shape["vocab"]
-    dtype = canonical_dtype(dtype)
-    elements = batch * vocab
-    return OpCost("sampling_probs", {"batch": batch, "vocab": vocab}, dtype, 4.0 * elements,
-                  elements * (dtype_bytes(dtype) + 4) + 20 * batch,
-                  "4 FLOPs per logit (subtract, scale, exp, divide); bytes = logits read "
-                  "once + fp32 probs written once + 20 bytes of parameters per row")  # fmt: skip
+    return costs.sampling_probs(shape["batch"], shape["vocab"], dtype=dtype)
 
 
 SAMPLING_OPS: dict[str, OpSpec] = {

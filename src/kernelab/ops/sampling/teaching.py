@@ -58,10 +58,14 @@ def sampling_teaching_kernel(x_ptr, out_ptr, t_ptr, k_ptr, p_ptr, mp_ptr, vocab,
 def _launch(logits, temperature, top_k, top_p, min_p, seed: int, probs: bool):
     import torch
 
-    from kernelab.ops.sampling.params import prepare
+    from kernelab.errors import KernelabError
+    from kernelab.ops.sampling.params import TEACHING_MAX_VOCAB, prepare
 
     logits, params = prepare(logits, temperature, top_k, top_p, min_p, per_row=True)
     batch, vocab = logits.shape
+    if vocab > TEACHING_MAX_VOCAB:
+        raise KernelabError(f"the teaching sampler keeps a row in registers: vocab <= "
+                            f"{TEACHING_MAX_VOCAB}, got {vocab} (use kernelab.ops.sampling)")  # fmt: skip
     shape, dtype = ((batch, vocab), torch.float32) if probs else ((batch,), torch.int64)
     out = torch.empty(shape, dtype=dtype, device=logits.device)
     if batch:
