@@ -174,3 +174,26 @@ def test_bad_logits_are_refused_in_one_line(sampling, case):
         with pytest.raises(KernelabError) as raised:
             fn(x.to(DEVICE))
         assert "\n" not in str(raised.value)
+
+
+def test_a_strided_view_reads_only_its_columns(sampling):
+    buffer = torch.full((4, 700), float("nan"), device=DEVICE)
+    buffer[:, :650] = torch.randn(4, 650, device=DEVICE) * 3
+    view, dense = buffer[:, :650], buffer[:, :650].contiguous()
+    params = {"temperature": 0.9, "top_k": 30, "top_p": 0.7}
+    torch.testing.assert_close(sampling.sampling_probs(view, **params),
+                               sampling.sampling_probs(dense, **params))  # fmt: skip
+    assert torch.equal(
+        sampling.sample(view, **params, seed=4), sampling.sample(dense, **params, seed=4)
+    )
+
+
+def test_one_token_and_a_huge_top_k(sampling, teaching):
+    x = torch.randn(3, 1, device=DEVICE)
+    for fn in (sampling.sample, teaching.sample):
+        assert fn(x, seed=0).tolist() == [0, 0, 0]
+    assert bool((sampling.sampling_probs(x, top_p=0.5) == 1).all())
+    y = torch.randn(2, 300, device=DEVICE)
+    huge = torch.tensor([10**12, 3], device=DEVICE)
+    probs = sampling.sampling_probs(y, top_k=huge)
+    assert int((probs[0] > 0).sum()) == 300 and int((probs[1] > 0).sum()) == 3

@@ -49,7 +49,7 @@ def _check_scalar(name: str, value):
         raise KernelabError(f"top_k must be an integer, got {value!r}")
     if not _in_range(name, float(value)):
         raise KernelabError(f"{name} must lie in {_range_text(name)}, got {value!r}")
-    return int(value) if integer else float(value)
+    return min(int(value), (1 << 31) - 1) if integer else float(value)
 
 
 def _check_tensor(name: str, value, batch: int, device, validate: bool):
@@ -68,6 +68,8 @@ def _check_tensor(name: str, value, batch: int, device, validate: bool):
         raise KernelabError(f"top_k must hold integers, got {value.dtype}")
     if not integer and not value.is_floating_point():
         raise KernelabError(f"{name} must hold floating-point values, got {value.dtype}")
+    if integer and value.dtype == torch.int64:
+        value = value.clamp(max=(1 << 31) - 1)  # any k >= vocab is off; int32 in the kernel
     value = value.to(torch.int32 if integer else torch.float32).contiguous()
     if validate and batch:
         low, low_open, high, high_open, _ = _RULES[name]

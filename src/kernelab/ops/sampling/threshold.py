@@ -28,9 +28,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-KEY_MIN = -(1 << 31)
-INDEX_NONE = (1 << 31) - 1
+LOG2E = tl.constexpr(1.4426950408889634)
+KEY_MIN = tl.constexpr(-(1 << 31))
+INDEX_NONE = tl.constexpr((1 << 31) - 1)  # "no index": larger than any column
 
 
 @triton.jit
