@@ -74,6 +74,9 @@ WITHOUT_TORCH_OP = ("transpose", "scan")  # the scan steps too: functions only
 WITHOUT_TORCH_OP += ("gemv", "add_rmsnorm", "swiglu")
 NOT_FLOAT_MATRIX = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp", "quant_gemv_fp8",
                     "rope", "rope_interleaved")  # fmt: skip
+# Sampling takes logits with per-row integer and float parameters; its bad input (NaN/inf
+# logits, out-of-range parameters, shapes, empty batches) is tested in tests/ops/sampling/.
+NOT_FLOAT_MATRIX += ("sampling_probs",)
 ONE_D_OPS = ("vector_add", "reduce_sum", "scan")
 
 

@@ -64,6 +64,8 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "triton.rope": "rope",
         "triton.rope_interleaved": "rope_interleaved",
         "triton.swiglu": "swiglu",
+        "triton.sampling_probs": "sampling_probs",
+        "triton.sampling_probs.teaching": "sampling_probs",
     }
     teaching = {f"{name}.teaching": op for name, op in kernels.items()}
     assert ops == {**kernels, **teaching, **decode}

@@ -28,7 +28,7 @@ def build(kernel, signature, constexprs):
     signature = {**signature, **{name: "constexpr" for name in constexprs}}
     source = ASTSource(fn=kernel, signature=signature, constexprs={
         (kernel.arg_names.index(n),): v for n, v in constexprs.items()})
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.asm["cubin"])
         cubin.flush()

@@ -8,8 +8,11 @@ sort. The semantics are kernelab.spec.sampling's (read its docstring first); the
 `sampling_probs(logits, ...)` -> fp32 probs[batch, vocab] (the registry's checked op);
 `sample(logits, ...)` -> int64 token ids[batch] (-1 for a row with nothing drawable).
 Parameters are Python numbers (one for every row) or tensors[batch]; see params.py for the
-checks and their cost. BLOCK 4096 logits a tile at 8 warps: 16 values a thread, four 16-byte
-loads at fp32 (a rule of thumb, no record under benchmarks/results/ backs it yet).
+checks and their cost. BLOCK 4096 logits a tile at 16 warps: 8 values a thread, two 16-byte
+loads at fp32, 96 registers for the sampler compiled for sm_90 (no spill; 8192 a tile spills):
+a rule of thumb, no record under benchmarks/results/ backs it yet. Batch 1-64 is fewer rows
+than SMs, so one program per row leaves SMs idle; a row split across programs is the next
+step once measurements say where the time goes.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from kernelab.runtime.tuner import interpreting
 
 BLOCK = 4096
 INTERPRETER_BLOCK = 256
-NUM_WARPS = 8
+NUM_WARPS = 16
 
 __all__ = ["sample", "sampling_probs"]
 
