@@ -197,3 +197,14 @@ def test_one_token_and_a_huge_top_k(sampling, teaching):
     huge = torch.tensor([10**12, 3], device=DEVICE)
     probs = sampling.sampling_probs(y, top_k=huge)
     assert int((probs[0] > 0).sum()) == 300 and int((probs[1] > 0).sum()) == 3
+
+
+def test_unchecked_out_of_range_rows_end_with_a_defined_answer(sampling):
+    x = torch.randn(4, 300, device=DEVICE) * 3
+    rows = {"temperature": torch.tensor([1.0, -1.0, 1.0, 1.0]),
+            "top_p": torch.tensor([float("nan"), 0.5, 2.0, 0.5]),
+            "min_p": torch.tensor([0.0, 0.0, 0.0, 3.0])}  # fmt: skip
+    rows = {name: value.to(DEVICE) for name, value in rows.items()}
+    tokens = sampling.sample(x, **rows, seed=1, validate=False).cpu()
+    assert 0 <= int(tokens[0]) < 300 and int(tokens[2]) >= 0
+    assert int(tokens[1]) == int(x[1].argmax()) and int(tokens[3]) == -1

@@ -3,9 +3,10 @@
 Each parameter is a Python number (one value for every row, passed to the kernel as a scalar:
 no allocation, no copy) or a tensor[batch] on the logits' device (one value per row). A
 tensor's values are checked on the host, which costs one device synchronisation per call;
-`validate=False` skips it, and then an out-of-range value gets what the kernel computes for
-it: a top_p above 1 or a negative top_k acts as off, a negative temperature or min_p >= 1 is
-undefined.
+`validate=False` skips it, and then an out-of-range value gets what the kernels compute for
+it, never a hang or a read outside the row: top_p above 1 or NaN and a negative top_k act as
+off, a negative or NaN temperature as greedy, a min_p above 1 keeps nothing (token -1, NaN
+probabilities).
 """
 
 from __future__ import annotations

@@ -32,19 +32,23 @@ def sample_kernel(x_ptr, out_ptr, t_ptr, k_ptr, p_ptr, mp_ptr, vocab, stride, se
             _, total = _mass_ge(row_ptr, vocab, inf_row, top, scale, floor, min_p, BLOCK)
         u = tl.rand(seed, row)
         token = _draw(row_ptr, vocab, inf_row, top, scale, floor, min_p, u * total, BLOCK)
-        accepted = (p >= 1.0).to(tl.int32)
+        # done unless a check is needed; no candidate (nothing left, which only an unchecked
+        # min_p >= 1 can cause) is final too, rather than a read before the row
+        done = ((p >= 1.0) | (token < 0)).to(tl.int32)
         attempt = 1
-        while accepted == 0:
+        while done == 0:
             x = _clean(tl.load(row_ptr + token).to(tl.float32), inf_row)
             above_key = _key(x) + 1  # strictly above the candidate
             above, above_kept = _mass_ge(row_ptr, vocab, inf_row, top, scale, above_key, min_p,
                                          BLOCK)  # fmt: skip
-            accepted = (above < p * mass).to(tl.int32)
-            if above >= p * mass:
+            rejected = above >= p * mass  # false for a NaN p: accepted, never an endless loop
+            done = (~rejected).to(tl.int32)
+            if rejected:
                 floor = above_key
                 u = tl.rand(seed, attempt * rows + row)
                 token = _draw(row_ptr, vocab, inf_row, top, scale, floor, min_p, u * above_kept,
                               BLOCK)  # fmt: skip
+                done = (token < 0).to(tl.int32)
             attempt += 1
     token = tl.where(top == float("-inf"), -1, token)  # no drawable token
     tl.store(out_ptr + row, token.to(tl.int64))
