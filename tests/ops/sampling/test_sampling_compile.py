@@ -1,6 +1,8 @@
 """The sampling kernels compile for Hopper (sm_90) with this Triton, no GPU needed: every
-parameter form (scalars, per-row tensors) and logits dtype, and the fast kernels keep their
-state in registers (no local-memory stack: a spill would add traffic to every pass)."""
+parameter form (scalars, per-row tensors) and logits dtype; the fast kernels keep their
+state in registers (no local-memory stack: a spill would add traffic to every pass) and read
+rows of 16-byte-aligned length (every real vocabulary here) with 16-byte loads (LDG.E.128),
+as Triton specialises them at launch."""
 
 from __future__ import annotations
 
@@ -20,21 +22,25 @@ import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernelab.runtime.cuda.sass import find_tool
+from kernelab.runtime.cuda.sass import disassemble, find_tool
 from kernelab.ops.sampling.rejection import sample_kernel
 from kernelab.ops.sampling.threshold import probs_kernel
 
 def build(kernel, signature, constexprs):
     signature = {**signature, **{name: "constexpr" for name in constexprs}}
-    source = ASTSource(fn=kernel, signature=signature, constexprs={
-        (kernel.arg_names.index(n),): v for n, v in constexprs.items()})
+    index = kernel.arg_names.index
+    aligned = {(index(n),): [["tt.divisibility", 16]] for n in ("x_ptr", "out_ptr", "vocab", "stride")}
+    source = ASTSource(fn=kernel, signature=signature, attrs=aligned, constexprs={
+        (index(n),): v for n, v in constexprs.items()})
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.asm["cubin"])
         cubin.flush()
         usage = subprocess.run([find_tool("cuobjdump"), "-res-usage", cubin.name],
                                capture_output=True, text=True).stdout
-    return [int(v) for v in re.search(r"REG:(\\d+) STACK:(\\d+)", usage).groups()]
+        wide = "LDG.E.128" in disassemble(cubin.name)
+    registers, stack = (int(v) for v in re.search(r"REG:(\\d+) STACK:(\\d+)", usage).groups())
+    return [registers, stack, wide]
 
 rows, dtype = sys.argv[1] == "rows", sys.argv[2]
 signature = {"x_ptr": "*" + dtype, "out_ptr": "*fp32", "t_ptr": "*fp32" if rows else "fp32",
@@ -60,6 +66,7 @@ def test_the_fast_kernels_compile_for_hopper_without_spills(form, dtype):
                            text=True, env=env, timeout=600)  # fmt: skip
     assert probe.returncode == 0, probe.stderr[-2000:]
     usage = json.loads(probe.stdout.strip().splitlines()[-1])
-    for kernel, (registers, stack) in usage.items():
+    for kernel, (registers, stack, wide) in usage.items():
         assert stack == 0, f"{kernel} spills {stack} bytes ({registers} registers)"
         assert registers <= 255, kernel
+        assert wide or dtype != "fp32", f"{kernel} reads fp32 rows without 16-byte loads"
