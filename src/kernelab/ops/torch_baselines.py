@@ -156,6 +156,8 @@ def _decode_baselines() -> list[Implementation]:
         ("torch.rope_interleaved", "rope_interleaved", FLOAT_DTYPES,
          "gathered cos/sin, interleaved pairs rotated in fp32, rounded"),
         ("torch.swiglu", "swiglu", FLOAT_DTYPES, "torch.nn.functional.silu(gate) * up"),
+        ("torch.sampling_probs", "sampling_probs", FLOAT_DTYPES,
+         "softmax, sort, cumsum and masks: the sort-based top-k/top-p/min-p filtering"),
     ]  # fmt: skip
     return [
         Implementation(name=name, op=op, build=_eager(op), dtypes=dtypes,
