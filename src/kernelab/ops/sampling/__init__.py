@@ -9,7 +9,8 @@ sort. The semantics are kernelab.spec.sampling's (read its docstring first); the
 `sample(logits, ...)` -> int64 token ids[batch] (-1 for a row with nothing drawable).
 Parameters are Python numbers (one for every row) or tensors[batch]; see params.py for the
 checks and their cost. BLOCK 4096 logits a tile at 16 warps: 8 values a thread, two 16-byte
-loads at fp32, 96 registers for the sampler compiled for sm_90 (no spill; 8192 a tile spills):
+loads at fp32; the summing passes take two tiles an iteration (32 KiB of fp32 in flight per
+program), 81 registers for the sampler compiled for sm_90 (no spill; 8192 a tile spills):
 a rule of thumb, no record under benchmarks/results/ backs it yet. Batch 1-64 is fewer rows
 than SMs, so one program per row leaves SMs idle; a row split across programs is the next
 step once measurements say where the time goes.

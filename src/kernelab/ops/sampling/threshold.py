@@ -68,17 +68,21 @@ def _tile(row_ptr, start, vocab, inf_row, BLOCK: tl.constexpr):
 def _max_and_mass(row_ptr, vocab, scale, BLOCK: tl.constexpr):
     """One pass: the largest logit, its first index and sum(exp2((x - max) * scale)), the
     sum rescaled as the maximum grows (online softmax). NaN is -inf; +inf is left to the
-    caller (the sum is then NaN)."""
+    caller (the sum is then NaN). Two tiles an iteration, as in _mass_ge."""
     top = tl.full((), float("-inf"), tl.float32)
     mass = tl.full((), 0.0, tl.float32)
     first = tl.full((), 0, tl.int32)
-    for start in range(0, vocab, BLOCK):
-        cols, x = _tile(row_ptr, start, vocab, False, BLOCK)
-        tile_top = tl.max(x)
-        first = tl.where(tile_top > top, tl.min(tl.where(x == tile_top, cols, INDEX_NONE)), first)
+    for start in range(0, vocab, 2 * BLOCK):
+        ca, xa = _tile(row_ptr, start, vocab, False, BLOCK)
+        cb, xb = _tile(row_ptr, start + BLOCK, vocab, False, BLOCK)
+        tile_top = tl.maximum(tl.max(xa), tl.max(xb))
+        at = tl.minimum(tl.min(tl.where(xa == tile_top, ca, INDEX_NONE)),
+                        tl.min(tl.where(xb == tile_top, cb, INDEX_NONE)))  # fmt: skip
+        first = tl.where(tile_top > top, at, first)
         new_top = tl.maximum(top, tile_top)
         base = tl.where(new_top == float("-inf"), 0.0, new_top)
-        mass = mass * tl.exp2((top - base) * scale) + tl.sum(tl.exp2((x - base) * scale))
+        tiles = tl.sum(tl.exp2((xa - base) * scale)) + tl.sum(tl.exp2((xb - base) * scale))
+        mass = mass * tl.exp2((top - base) * scale) + tiles
         top = new_top
     return top, mass, first
 
@@ -86,23 +90,30 @@ def _max_and_mass(row_ptr, vocab, scale, BLOCK: tl.constexpr):
 @triton.jit
 def _count_ge(row_ptr, vocab, inf_row, floor, BLOCK: tl.constexpr):
     count = tl.full((), 0, tl.int32)
-    for start in range(0, vocab, BLOCK):
-        cols, x = _tile(row_ptr, start, vocab, inf_row, BLOCK)
-        count += tl.sum(((_key(x) >= floor) & (cols < vocab)).to(tl.int32))
+    for start in range(0, vocab, 2 * BLOCK):
+        ca, xa = _tile(row_ptr, start, vocab, inf_row, BLOCK)
+        cb, xb = _tile(row_ptr, start + BLOCK, vocab, inf_row, BLOCK)
+        count += tl.sum(((_key(xa) >= floor) & (ca < vocab)).to(tl.int32))
+        count += tl.sum(((_key(xb) >= floor) & (cb < vocab)).to(tl.int32))
     return count
 
 
 @triton.jit
 def _mass_ge(row_ptr, vocab, inf_row, top, scale, floor, min_p, BLOCK: tl.constexpr):
-    """sum of e = exp2((x - top) * scale) over key >= floor, and over those with e >= min_p."""
+    """sum of e = exp2((x - top) * scale) over key >= floor, and over those with e >= min_p.
+    Two tiles an iteration, both loads issued before either is used: twice the bytes in
+    flight of one program (the loop is not software-pipelined)."""
     every = tl.full((), 0.0, tl.float32)
     kept = tl.full((), 0.0, tl.float32)
-    for start in range(0, vocab, BLOCK):
-        cols, x = _tile(row_ptr, start, vocab, inf_row, BLOCK)
-        e = tl.exp2((x - top) * scale)  # 0 for -inf and the padding
-        w = tl.where(_key(x) >= floor, e, 0.0)
-        every += tl.sum(w)
-        kept += tl.sum(tl.where(e >= min_p, w, 0.0))
+    for start in range(0, vocab, 2 * BLOCK):
+        _, xa = _tile(row_ptr, start, vocab, inf_row, BLOCK)
+        _, xb = _tile(row_ptr, start + BLOCK, vocab, inf_row, BLOCK)
+        ea = tl.exp2((xa - top) * scale)  # 0 for -inf and the padding
+        eb = tl.exp2((xb - top) * scale)
+        wa = tl.where(_key(xa) >= floor, ea, 0.0)
+        wb = tl.where(_key(xb) >= floor, eb, 0.0)
+        every += tl.sum(wa) + tl.sum(wb)
+        kept += tl.sum(tl.where(ea >= min_p, wa, 0.0)) + tl.sum(tl.where(eb >= min_p, wb, 0.0))
     return every, kept
 
 
