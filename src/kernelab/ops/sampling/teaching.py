@@ -1,20 +1,20 @@
 """Sampling, the teaching kernel: one program per row, the whole row in registers, the
-definition of kernelab.spec.sampling read off a sorted copy of the row.
-
-Clean (NaN -> -inf; a row with +inf keeps its +inf tokens at 0), e = exp((x - max) / T),
-then the thresholds: top-k's is the k-th largest logit of the sorted row, top-p's the logit
-of the first sorted survivor whose inclusive cumulative mass reaches p times the survivors'
-mass, min-p's is e >= min_p. The kept tokens are renormalised and either written (PROBS) or
-drawn by inverse CDF: the first token whose inclusive cumulative weight exceeds u * total,
-u one Philox uniform per row (tl.rand(seed, row)). Bytes: the row is read once (vocab x
-itemsize); the sort costs O(vocab log^2 vocab) compare-swaps in registers, which is why this
-form stops at a few thousand tokens and the fast path (threshold.py) sorts nothing.
+definition of kernelab.spec.sampling read off a sorted copy of the row: top-k's threshold is
+the k-th largest logit, top-p's the logit of the first sorted survivor whose inclusive
+cumulative mass reaches p times the survivors' mass, min-p's is e >= min_p. The kept tokens
+are renormalised and written (PROBS) or drawn by inverse CDF with one Philox uniform per row.
+Bytes: the row is read once (vocab x itemsize); the sort costs O(vocab log^2 vocab)
+compare-swaps in registers, why this form stops at 16K tokens and threshold.py sorts nothing.
 """
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+from kernelab.errors import KernelabError
+from kernelab.ops.sampling.params import TEACHING_MAX_VOCAB, philox_key, prepare
 
 
 @triton.jit
@@ -56,11 +56,6 @@ def sampling_teaching_kernel(x_ptr, out_ptr, t_ptr, k_ptr, p_ptr, mp_ptr, vocab,
 
 
 def _launch(logits, temperature, top_k, top_p, min_p, seed: int, probs: bool):
-    import torch
-
-    from kernelab.errors import KernelabError
-    from kernelab.ops.sampling.params import TEACHING_MAX_VOCAB, prepare
-
     logits, params = prepare(logits, temperature, top_k, top_p, min_p, per_row=True)
     batch, vocab = logits.shape
     if vocab > TEACHING_MAX_VOCAB:
@@ -81,6 +76,4 @@ def sampling_probs(logits, temperature, top_k, top_p, min_p):
 
 def sample(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, seed=0, offset=0):
     """Token ids int64[batch] drawn from the filtered distribution."""
-    from kernelab.ops.sampling.params import philox_key
-
     return _launch(logits, temperature, top_k, top_p, min_p, philox_key(seed, offset), False)
