@@ -73,6 +73,9 @@ WITHOUT_TORCH_OP = ("transpose", "scan")  # the scan steps too: functions only
 # tensors and a cache of another rank than q: tests/ops/decode_attention/ holds its bad input.
 NOT_FLOAT_MATRIX = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp", "quant_gemv_fp8",
                     "rope", "rope_interleaved", "decode_attention")  # fmt: skip
+# Sampling takes logits with per-row integer and float parameters; its bad input (NaN/inf
+# logits, out-of-range parameters, shapes, empty batches) is tested in tests/ops/sampling/.
+NOT_FLOAT_MATRIX += ("sampling_probs",)
 ONE_D_OPS = ("vector_add", "reduce_sum", "scan")
 
 

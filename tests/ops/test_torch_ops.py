@@ -84,10 +84,10 @@ def test_op_is_registered_with_its_schema(name):
     assert _schema_text(getattr(ops(), name).default._schema) == SCHEMAS[name]
 
 
-# The transpose, scan and histogram ladders are called as functions; they have no kernelab
-# torch op (tests/commands/test_bad_input.py's WITHOUT_TORCH_OP says the same). The decode kernels'
-# ops are tested in tests/ops/decode_step/test_decode_torch_ops.py.
-WITHOUT_TORCH_OP = ("transpose", "histogram", "scan")
+# The transpose, scan and histogram ladders and the sampling filter are called as functions;
+# they have no kernelab torch op (tests/commands/test_bad_input.py's WITHOUT_TORCH_OP says the
+# same). The decode kernels' ops are tested in tests/ops/decode_step/test_decode_torch_ops.py.
+WITHOUT_TORCH_OP = ("transpose", "histogram", "scan", "sampling_probs")
 
 
 def test_every_registered_kernel_has_its_op():

@@ -65,6 +65,8 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "triton.rope_interleaved": "rope_interleaved",
         "triton.swiglu": "swiglu",
         "triton.decode_attention": "decode_attention",
+        "triton.sampling_probs": "sampling_probs",
+        "triton.sampling_probs.teaching": "sampling_probs",
     }
     teaching = {f"{name}.teaching": op for name, op in kernels.items()}
     # the CuTe-DSL kernels register here too (their build() refuses without the extra)

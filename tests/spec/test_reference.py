@@ -36,13 +36,17 @@ SMALL = {
     "swiglu": {"rows": 3, "cols": 13},
     "decode_attention": {"batch": 2, "heads": 4, "kv_heads": 2, "tokens": 5, "head_dim": 8},
     "scan": {"n": 13},  # fp32 and int32; tests/ladders/scan checks the int32 half
+    "sampling_probs": {"batch": 5, "vocab": 37},  # logits and per-row filter parameters
 }
 # Inputs a seed does not draw: RoPE's cos/sin tables and positions are the model's, fixed.
 SEED_INDEPENDENT = {"rope": (1, 2, 3), "rope_interleaved": (1, 2, 3)}
+# Sampling's per-row top_k, top_p and min_p are often "off" for two seeds alike.
+SEED_INDEPENDENT["sampling_probs"] = (2, 3, 4)
 # Ops whose first tensor alone has the named dtype: the quantized weights and their scales,
 # RoPE's fp32 tables and int positions have their own.
 FIRST_TENSOR_DTYPE = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp",
-                      "quant_gemv_fp8", "rope", "rope_interleaved")  # fmt: skip
+                      "quant_gemv_fp8", "rope", "rope_interleaved",
+                      "sampling_probs")  # fmt: skip
 
 
 def test_importing_the_references_and_checker_does_not_import_torch():

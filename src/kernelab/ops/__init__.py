@@ -143,6 +143,14 @@ def _decode_implementations() -> list[Implementation]:
                 "chunk of tokens, a log-sum-exp combine", "K and V read once per KV head"),
         _decode("triton.swiglu", "swiglu", "swiglu", "swiglu", floats,
                 "silu(gate) * up in one pass", "two reads and one write, fp32 math"),
+        _decode("triton.sampling_probs.teaching", "sampling_probs", "sampling.teaching",
+                "sampling_probs", floats,
+                "the teaching sampler: the row in registers, thresholds off a sorted copy",
+                "teaching kernel (read first)"),
+        _decode("triton.sampling_probs", "sampling_probs", "sampling", "sampling_probs",
+                floats, "temperature/top-k/top-p/min-p distribution without a sort: "
+                "thresholds by bisection on the logit, tiled rows",
+                "passes of reductions over the row; sample() draws by rejection"),
     ]  # fmt: skip
 
 

@@ -158,6 +158,8 @@ def _decode_baselines() -> list[Implementation]:
         ("torch.swiglu", "swiglu", FLOAT_DTYPES, "torch.nn.functional.silu(gate) * up"),
         ("torch.decode_attention", "decode_attention", FLOAT_DTYPES,
          "scaled_dot_product_attention over the first n slots (enable_gqa)"),
+        ("torch.sampling_probs", "sampling_probs", FLOAT_DTYPES,
+         "softmax, sort, cumsum and masks: the sort-based top-k/top-p/min-p filtering"),
     ]  # fmt: skip
     return [
         Implementation(name=name, op=op, build=_eager(op), dtypes=dtypes,

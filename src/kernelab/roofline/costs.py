@@ -459,3 +459,22 @@ def scan(n, *, dtype) -> OpCost:
 
 
 COST_MODELS["scan"] = scan
+
+
+# ---- sampling from logits (ops/sampling) ----------------------------------------------------
+
+
+def sampling_probs(batch, vocab, *, dtype) -> OpCost:
+    """The filtered distribution of logits[batch, vocab]: the logits read once, fp32 probs
+    written once, 20 bytes of per-row parameters. A real kernel reads the row once per pass
+    (docs/ops/sampling.md); this is the floor."""
+    batch = _count("sampling_probs", "batch", batch)
+    vocab = _count("sampling_probs", "vocab", vocab)
+    dtype = canonical_dtype(dtype)
+    elements = batch * vocab
+    flops = 4.0 * elements  # subtract the max, scale by 1/T, exp, divide by the kept mass
+    bytes_ = elements * (dtype_bytes(dtype) + 4) + 20 * batch
+    explanation = (f"4 FLOPs per logit (subtract, scale, exp, divide); bytes = logits read once "
+                   f"at {dtype} + fp32 probs written once + 20 bytes of parameters per row")  # fmt: skip
+    return OpCost("sampling_probs", {"batch": batch, "vocab": vocab}, dtype, flops, bytes_,
+                  explanation)  # fmt: skip

@@ -1,7 +1,8 @@
 """The torch references: the specification of every op a kernel can implement, assembled
 from op_spec.py (the OpSpec form, dtype names, seeded drawing), dense.py (gemm, vector_add,
 softmax, the norms), primitives.py (reduce_sum, transpose, histogram, scan) and decode.py
-(the decode kernels: GEMV, quantized GEMV, fused small ops; their inputs are tabled there).
+(the decode kernels: GEMV, quantized GEMV, fused small ops; their inputs are tabled there)
+and sampling.py (the filtered distribution a sampler draws from).
 
 Each op is an OpSpec: which shape keys it takes, how to draw fresh inputs for a seed, the
 reference answer (float64, upcast on the inputs' device), the plain torch eager version in
@@ -42,8 +43,9 @@ from kernelab.spec.decode import DECODE_OPS
 from kernelab.spec.dense import DENSE_OPS
 from kernelab.spec.op_spec import OpSpec
 from kernelab.spec.primitives import PRIMITIVE_OPS
+from kernelab.spec.sampling import SAMPLING_OPS
 
-OPS: dict[str, OpSpec] = {**DENSE_OPS, **PRIMITIVE_OPS, **DECODE_OPS}
+OPS: dict[str, OpSpec] = {**DENSE_OPS, **PRIMITIVE_OPS, **DECODE_OPS, **SAMPLING_OPS}
 
 
 def get_op(name: str) -> OpSpec:
