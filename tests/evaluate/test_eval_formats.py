@@ -40,10 +40,10 @@ def test_unknown_problems_are_one_line_errors(path, match):
 
 def test_scaling_shrinks_sizes_only():
     assert scaled(4096, 0.25) == 1024
-    assert scaled(17, 0.25) == 4
+    assert scaled(17, 0.25) == 16  # never below 16: a kernel, a group count still fit
     assert scaled(8, 0.25) == 8  # a small integer: a dim, a count, a kernel size
     assert scaled(4096, 1.0) == 4096
-    assert scaled(16, 0.01) == 1
+    assert scaled(64, 0.01) == 16
 
 
 TASK_FLOW_AND_BLOCK = """\
@@ -92,7 +92,7 @@ def test_gpumode_problem_loads_cases_with_seeds_and_scaled_sizes():
     assert [(c.params, c.seed) for c in problem.tests] == [
         ({"rows": 1, "cols": 250}, 4242),  # 1 is below 16: kept
         ({"rows": 32, "cols": 1024}, 5236),
-        ({"rows": 16, "cols": 8}, 1001),
+        ({"rows": 16, "cols": 16}, 1001),  # 32 columns shrink to 16, not 8
     ]
     first = problem.tests[0]
     (x,) = problem.generate(first, first.seed)

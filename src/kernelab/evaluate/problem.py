@@ -56,10 +56,13 @@ class Problem:
 
 
 def scaled(value: int, scale: float) -> int:
-    """A size shrunk by `scale`; small integers (< SMALLEST_SCALED) as they are."""
+    """A size shrunk by `scale`, never below SMALLEST_SCALED; smaller integers as they are.
+    The floor keeps what a problem's small constants ask of its sizes: channels divisible by
+    a group count, an image no smaller than its kernel (a 64-wide image at --scale 0.01 would
+    be 1 wide, narrower than a 3-wide kernel)."""
     if scale == 1.0 or isinstance(value, bool) or value < SMALLEST_SCALED:
         return value
-    return max(1, round(value * scale))
+    return max(SMALLEST_SCALED, round(value * scale))
 
 
 def check_scale(scale: float) -> float:
