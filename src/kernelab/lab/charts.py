@@ -260,8 +260,9 @@ def decode_walk_chart(walks: list[dict], measured: list[tuple[str, int, float]],
     ax.set_ylabel("TFLOP/s (bf16)")
     ax.set_title(f"Decode GEMV: memory- to compute-bound as the batch grows ({gpu})")
     ax.legend(fontsize=7)
-    _footnote(fig, "lines: min(peak, intensity x bandwidth) on the catalog GPU; dotted: m* where "
-                   "the intensity reaches the ridge")  # fmt: skip
+    _footnote(fig, "lines: min(peak, intensity x bandwidth) on the catalog GPU (the weights' lines "
+                   "nearly coincide: W's bytes dominate each); dotted: m* where the intensity "
+                   "reaches the ridge")  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     return path
