@@ -77,6 +77,25 @@ def implementations() -> list[Implementation]:
             metadata={"technique": "row in registers, autotuned row tiles", "accumulate": "fp32"},
         ),
         Implementation(
+            name="triton.softmax_backward",
+            op="softmax_backward",
+            build=_builder("softmax.backward", "softmax_backward"),
+            dtypes=("fp32", "bf16", "fp16"),
+            description="softmax backward: row tiles in registers; split (row, chunk) grid for long rows",
+            metadata={"technique": "one read of y and dy, one write of dx", "accumulate": "fp32"},
+        ),
+        Implementation(
+            name="triton.rmsnorm_backward",
+            op="rmsnorm_backward",
+            build=_builder("norms.backward", "rmsnorm_backward"),
+            dtypes=("fp32", "bf16", "fp16"),
+            description="RMSNorm backward: dx per row in registers, dweight from per-program fp32 partials",
+            metadata={
+                "technique": "persistent row tiles, dw partials summed in a second kernel",
+                "accumulate": "fp32",
+            },
+        ),
+        Implementation(
             name="triton.matmul",
             op="gemm",
             build=_builder("matmul", "matmul"),
