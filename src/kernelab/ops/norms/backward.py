@@ -32,7 +32,7 @@ import triton.language as tl
 from kernelab.runtime.tuner import sm_count
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-SINGLE_PASS_MAX_COLS = 16384
+SINGLE_PASS_MAX_COLS = 8192  # 16K columns spill on sm_90 at any warp count (see rows_warps)
 TILE_ELEMENTS = 4096  # elements per tile in the single pass
 CHUNK = 2048  # columns per program in the long-row path
 PROGRAMS_PER_SM = 2
@@ -44,8 +44,6 @@ def _rows_kernel(x_ptr, w_ptr, dy_ptr, out_ptr, partial_ptr, n_rows, n_cols, x_s
                  dy_stride, eps, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
-    # the weight: cols * itemsize per program, from HBM once and from L2 after
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
         rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
@@ -55,9 +53,12 @@ def _rows_kernel(x_ptr, w_ptr, dy_ptr, out_ptr, partial_ptr, n_rows, n_cols, x_s
                     eviction_policy="evict_first").to(tl.float32)  # fmt: skip
         dy = tl.load(dy_ptr + rows[:, None] * dy_stride + cols[None, :], mask=mask, other=0.0,
                      eviction_policy="evict_first").to(tl.float32)  # fmt: skip
+        # the weight per tile, cols * itemsize from L2 (evict_last; HBM once): held across
+        # the loop it would cost BLOCK_N / threads registers more, and 16K columns spill
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last")
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
         xhat = x * rstd[:, None]
-        wdy = w[None, :] * dy
+        wdy = w.to(tl.float32)[None, :] * dy
         mean_wdy_xhat = tl.sum(wdy * xhat, axis=1) / n_cols
         dx = (wdy - xhat * mean_wdy_xhat[:, None]) * rstd[:, None]
         # write dx: ROWS * cols * itemsize (dx rows are out's first n_rows rows, stride cols)
@@ -119,6 +120,13 @@ def _sum_partials_kernel(partial_ptr, out_ptr, n_parts, n_cols, BLOCK: tl.conste
     tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def rows_warps(rows: int, block_n: int) -> int:
+    """One warp per 512 elements of a tile: x, dy and the dw accumulator at 16 fp32 values
+    per thread each, about 100 registers (ptxas sm_90). 16K columns spill whether 16 warps
+    (128 registers a thread at most) or 32 (64) share them: they take the long-row path."""
+    return max(1, min(16, rows * block_n // 512))
+
+
 def rmsnorm_backward(x, weight, dy, eps: float = 1e-6, *, single_pass_max_cols=None,
                      programs: int | None = None):  # fmt: skip
     """stack(dx, dweight) [rows + 1, cols] of rmsnorm(x, weight, eps) for the gradient dy.
@@ -146,7 +154,7 @@ def rmsnorm_backward(x, weight, dy, eps: float = 1e-6, *, single_pass_max_cols=N
         partial = torch.empty((n_programs, n_cols), device=x.device, dtype=torch.float32)
         _rows_kernel[(n_programs,)](
             x, weight, dy, out, partial, n_rows, n_cols, x.stride(0), dy.stride(0), eps,
-            BLOCK_N=block_n, ROWS=rows, num_warps=max(1, min(16, rows * block_n // 512)),
+            BLOCK_N=block_n, ROWS=rows, num_warps=rows_warps(rows, block_n),
         )  # fmt: skip
     else:
         chunk = min(CHUNK, triton.next_power_of_2(limit))
