@@ -75,7 +75,11 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
     }
     teaching = {f"{name}.teaching": op for name, op in kernels.items()}
     # the CuTe-DSL kernels register here too (their build() refuses without the extra)
-    cute = {"cute.softmax": "softmax", "cute.rmsnorm": "rmsnorm"}
+    cute = {
+        "cute.softmax": "softmax",
+        "cute.rmsnorm": "rmsnorm",
+        "cute.softmax_backward": "softmax_backward",
+    }
     assert ops == {**kernels, **teaching, **decode, **backward, **cute}
 
 

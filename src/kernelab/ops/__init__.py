@@ -209,4 +209,12 @@ def _cute_implementations() -> list[Implementation]:
             description="CuTe-DSL RMSNorm forward: one row per CTA cluster, fp32 statistics",
             metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
         ),
+        Implementation(
+            name="cute.softmax_backward",
+            op="softmax_backward",
+            build=_cute_builder("softmax.cute_dsl_backward", "softmax_backward"),
+            dtypes=floats,
+            description="CuTe-DSL softmax backward: one row per CTA cluster, y and dy in registers",
+            metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
+        ),
     ]
