@@ -79,6 +79,7 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "cute.softmax": "softmax",
         "cute.rmsnorm": "rmsnorm",
         "cute.softmax_backward": "softmax_backward",
+        "cute.rmsnorm_backward": "rmsnorm_backward",
     }
     assert ops == {**kernels, **teaching, **decode, **backward, **cute}
 

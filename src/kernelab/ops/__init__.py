@@ -217,4 +217,16 @@ def _cute_implementations() -> list[Implementation]:
             description="CuTe-DSL softmax backward: one row per CTA cluster, y and dy in registers",
             metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
         ),
+        Implementation(
+            name="cute.rmsnorm_backward",
+            op="rmsnorm_backward",
+            build=_cute_builder("norms.cute_dsl_backward", "rmsnorm_backward"),
+            dtypes=floats,
+            description="CuTe-DSL RMSNorm backward: persistent CTAs, dweight partials in registers",
+            metadata={
+                "technique": "row in one CTA's registers, fp32 dweight partial per CTA",
+                "accumulate": "fp32",
+                "language": "cute-dsl",
+            },
+        ),
     ]
