@@ -40,6 +40,8 @@ SMALL_SHAPES = {  # the interpreter's
     "softmax": {"rows": 3, "cols": 17},
     "layernorm": {"rows": 3, "cols": 17},
     "rmsnorm": {"rows": 3, "cols": 17},
+    "softmax_backward": {"rows": 3, "cols": 17},
+    "rmsnorm_backward": {"rows": 3, "cols": 17},
     "reduce_sum": {"n": 33},
     # the decode kernels that take float tensors only
     "gemv": {"m": 3, "n": 7, "k": 9},
@@ -55,6 +57,8 @@ GPU_SHAPES = {
     "softmax": {"rows": 5, "cols": 4096},
     "layernorm": {"rows": 5, "cols": 1031},
     "rmsnorm": {"rows": 5, "cols": 1031},
+    "softmax_backward": {"rows": 5, "cols": 1031},
+    "rmsnorm_backward": {"rows": 5, "cols": 1031},
     "reduce_sum": {"n": 100003},
     "transpose": {"rows": 67, "cols": 129},
     "gemv": {"m": 5, "n": 136, "k": 80},
@@ -66,6 +70,8 @@ GPU_SHAPES = {
 # its bad input (out-of-range ids, wrong integer types) is tested in tests/ladders/histogram/.
 # The transpose steps have no kernelab torch op: they are called as functions only.
 WITHOUT_TORCH_OP = ("transpose", "scan")  # the scan steps too: functions only
+# The backward kernels are functions too (no autograd formula is registered with the ops).
+WITHOUT_TORCH_OP += ("softmax_backward", "rmsnorm_backward")
 # The quantized GEMVs take packed integer or fp8 weights with scales and RoPE int positions
 # and fp32 tables, not the float matrix's one-dtype tensors: their bad input (shapes, K not a
 # multiple of the group, dtypes, empty batches, out-of-table positions) is tested in

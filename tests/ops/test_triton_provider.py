@@ -51,6 +51,11 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "triton.rmsnorm": "rmsnorm",
         "triton.matmul": "gemm",
     }
+    # the backward passes (tests/ops/softmax/test_softmax_backward.py, norms/test_norms_backward.py)
+    backward = {
+        "triton.softmax_backward": "softmax_backward",
+        "triton.rmsnorm_backward": "rmsnorm_backward",
+    }
     # and the decode kernels (tests/ops/gemv, quant_gemv, fused_norm, rope, swiglu)
     decode = {
         "triton.gemv": "gemv",
@@ -70,8 +75,13 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
     }
     teaching = {f"{name}.teaching": op for name, op in kernels.items()}
     # the CuTe-DSL kernels register here too (their build() refuses without the extra)
-    cute = {"cute.softmax": "softmax", "cute.rmsnorm": "rmsnorm"}
-    assert ops == {**kernels, **teaching, **decode, **cute}
+    cute = {
+        "cute.softmax": "softmax",
+        "cute.rmsnorm": "rmsnorm",
+        "cute.softmax_backward": "softmax_backward",
+        "cute.rmsnorm_backward": "rmsnorm_backward",
+    }
+    assert ops == {**kernels, **teaching, **decode, **backward, **cute}
 
 
 def test_provider_builds_the_public_functions(softmax, matmul):

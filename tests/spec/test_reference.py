@@ -21,6 +21,8 @@ SMALL = {
     "softmax": {"rows": 3, "cols": 13},
     "layernorm": {"rows": 3, "cols": 13},
     "rmsnorm": {"rows": 3, "cols": 13},
+    "softmax_backward": {"rows": 3, "cols": 13},
+    "rmsnorm_backward": {"rows": 3, "cols": 13},  # stack(dx, dweight): [4, 13]
     "reduce_sum": {"n": 13},
     "transpose": {"rows": 3, "cols": 13},
     "histogram": {"n": 300, "bins": 8},  # int32/uint8 ids: tests/ladders/histogram checks it

@@ -77,6 +77,25 @@ def implementations() -> list[Implementation]:
             metadata={"technique": "row in registers, autotuned row tiles", "accumulate": "fp32"},
         ),
         Implementation(
+            name="triton.softmax_backward",
+            op="softmax_backward",
+            build=_builder("softmax.backward", "softmax_backward"),
+            dtypes=("fp32", "bf16", "fp16"),
+            description="softmax backward: row tiles in registers; split (row, chunk) grid for long rows",
+            metadata={"technique": "one read of y and dy, one write of dx", "accumulate": "fp32"},
+        ),
+        Implementation(
+            name="triton.rmsnorm_backward",
+            op="rmsnorm_backward",
+            build=_builder("norms.backward", "rmsnorm_backward"),
+            dtypes=("fp32", "bf16", "fp16"),
+            description="RMSNorm backward: dx per row in registers, dweight from per-program fp32 partials",
+            metadata={
+                "technique": "persistent row tiles, dw partials summed in a second kernel",
+                "accumulate": "fp32",
+            },
+        ),
+        Implementation(
             name="triton.matmul",
             op="gemm",
             build=_builder("matmul", "matmul"),
@@ -189,5 +208,25 @@ def _cute_implementations() -> list[Implementation]:
             dtypes=floats,
             description="CuTe-DSL RMSNorm forward: one row per CTA cluster, fp32 statistics",
             metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
+        ),
+        Implementation(
+            name="cute.softmax_backward",
+            op="softmax_backward",
+            build=_cute_builder("softmax.cute_dsl_backward", "softmax_backward"),
+            dtypes=floats,
+            description="CuTe-DSL softmax backward: one row per CTA cluster, y and dy in registers",
+            metadata={"technique": cluster, "accumulate": "fp32", "language": "cute-dsl"},
+        ),
+        Implementation(
+            name="cute.rmsnorm_backward",
+            op="rmsnorm_backward",
+            build=_cute_builder("norms.cute_dsl_backward", "rmsnorm_backward"),
+            dtypes=floats,
+            description="CuTe-DSL RMSNorm backward: persistent CTAs, dweight partials in registers",
+            metadata={
+                "technique": "row in one CTA's registers, fp32 dweight partial per CTA",
+                "accumulate": "fp32",
+                "language": "cute-dsl",
+            },
         ),
     ]

@@ -57,6 +57,8 @@ _EAGER_OPS = (
     ("softmax", "softmax", "torch.softmax(x, dim=-1)"),
     ("layer_norm", "layernorm", "torch.nn.functional.layer_norm"),
     ("rms_norm", "rmsnorm", "torch.nn.functional.rms_norm"),
+    ("softmax_backward", "softmax_backward", "torch._softmax_backward_data (softmax's autograd)"),
+    ("rmsnorm_backward", "rmsnorm_backward", "autograd of torch.nn.functional.rms_norm"),
     ("add", "vector_add", "x + y"),
     ("sum", "reduce_sum", "torch.sum(x, dtype=torch.float32)"),
 )

@@ -210,6 +210,43 @@ def rmsnorm(rows, cols, *, dtype) -> OpCost:
     return OpCost("rmsnorm", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
 
 
+def softmax_backward(rows, cols, *, dtype) -> OpCost:
+    """dx = y * (dy - sum(dy * y)) over the last dim of y[rows, cols] and dy[rows, cols]."""
+    rows = _count("softmax_backward", "rows", rows)
+    cols = _count("softmax_backward", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    # Per element: multiply and add for the row's dot product, subtract it, multiply by y.
+    flops = 4.0 * elements
+    bytes_ = 3 * elements * dtype_bytes(dtype)  # read y, read dy, write dx
+    explanation = (
+        "4 FLOPs per element (dy*y, sum, subtract, multiply); bytes = read y + read dy + "
+        f"write dx (rows*cols each) at {dtype}"
+    )
+    return OpCost("softmax_backward", {"rows": rows, "cols": cols}, dtype, flops, bytes_,
+                  explanation)  # fmt: skip
+
+
+def rmsnorm_backward(rows, cols, *, dtype) -> OpCost:
+    """dx and dweight of RMSNorm from x[rows, cols], weight[cols] and dy[rows, cols]."""
+    rows = _count("rmsnorm_backward", "rows", rows)
+    cols = _count("rmsnorm_backward", "cols", cols)
+    dtype = canonical_dtype(dtype)
+    elements = rows * cols
+    # Per element: x^2 and its sum, w*dy, times xhat and its sum (rstd * x recomputed),
+    # the dx combination (multiply, subtract, multiply) and dy*xhat added into dw: 11.
+    flops = 11.0 * elements
+    # read x and dy, write dx (rows*cols each); read weight and write dweight once (cols
+    # each). A kernel's fp32 dweight partials (programs*cols) are its own overhead.
+    bytes_ = (3 * elements + 2 * cols) * dtype_bytes(dtype)
+    explanation = (
+        "11 FLOPs per element (mean square, w*dy*xhat sum, dx, dw); bytes = read x + read dy + "
+        f"write dx (rows*cols each) + read weight + write dweight (cols each) at {dtype}"
+    )
+    return OpCost("rmsnorm_backward", {"rows": rows, "cols": cols}, dtype, flops, bytes_,
+                  explanation)  # fmt: skip
+
+
 def reduction(rows, cols, *, dtype) -> OpCost:
     """A sum over the last dim of x[rows, cols]: one value per row."""
     rows, cols = _count("reduction", "rows", rows), _count("reduction", "cols", cols)

@@ -1,5 +1,12 @@
-"""The dense ops' specifications: gemm, vector_add, softmax, layernorm and rmsnorm (the
-inputs and outputs are tabled in kernelab.spec.reference)."""
+"""The dense ops' specifications: gemm, vector_add, softmax, layernorm and rmsnorm, and the
+backward passes softmax_backward and rmsnorm_backward (the inputs and outputs are tabled in
+kernelab.spec.reference).
+
+rmsnorm_backward has two results, dx[rows, cols] and dweight[cols]; the checker compares one
+tensor, so the op returns them stacked as [rows + 1, cols]: rows 0..rows-1 hold dx, the last
+row holds dweight. One relative norm error then covers both, and neither hides the other:
+dweight sums `rows` terms of random sign, so ||dweight|| ~ sqrt(rows * cols) ~ ||dx||.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +58,38 @@ def _make_rmsnorm(shape, torch_dtype, generator, device):
     return x, weight, RMSNORM_EPS
 
 
+def _padded(tensor, stride):
+    """tensor[rows, cols] as a view into a [rows, stride] buffer whose padding is NaN."""
+    import torch
+
+    rows, cols = tensor.shape
+    if stride == cols:
+        return tensor
+    buffer = torch.full((rows, stride), float("nan"), dtype=tensor.dtype, device=tensor.device)
+    buffer[:, :cols] = tensor
+    return buffer[:, :cols]
+
+
+def _make_softmax_backward(shape, torch_dtype, generator, device):
+    import torch
+
+    # y is a real softmax of the forward's scaled logits, exact in float64 and rounded once to
+    # the input dtype, so rows are peaked distributions as in training; dy is plain normals.
+    dense = {"rows": shape["rows"], "cols": shape["cols"]}
+    logits = normals((shape["rows"], shape["cols"]), generator, device, SOFTMAX_LOGIT_SCALE)
+    y = torch.softmax(logits.to(torch.float64), dim=-1).to(torch_dtype)
+    dy = rows_view(dense, torch_dtype, generator, device, 1.0, 0.0)
+    stride = shape.get("stride", shape["cols"])
+    return _padded(y, stride), _padded(dy, stride)
+
+
+def _make_rmsnorm_backward(shape, torch_dtype, generator, device):
+    x, weight, eps = _make_rmsnorm(shape, torch_dtype, generator, device)
+    dense = {"rows": shape["rows"], "cols": shape["cols"]}
+    dy = rows_view(dense, torch_dtype, generator, device, 1.0, 0.0)
+    return x, weight, _padded(dy, shape.get("stride", shape["cols"])), eps
+
+
 def _reference_gemm(a, b):
     return as_float64(a) @ as_float64(b)
 
@@ -77,6 +116,23 @@ def reference_rmsnorm(x, weight, eps):
     x64 = as_float64(x)
     mean_square = (x64 * x64).mean(dim=-1, keepdim=True)
     return x64 / (mean_square + eps).sqrt() * as_float64(weight)
+
+
+def _reference_softmax_backward(y, dy):
+    y64, dy64 = as_float64(y), as_float64(dy)
+    return y64 * (dy64 - (dy64 * y64).sum(dim=-1, keepdim=True))
+
+
+def _reference_rmsnorm_backward(x, weight, dy, eps):
+    import torch
+
+    x64, w64, dy64 = as_float64(x), as_float64(weight), as_float64(dy)
+    rstd = ((x64 * x64).mean(dim=-1, keepdim=True) + eps).rsqrt()
+    xhat = x64 * rstd
+    wdy = w64 * dy64
+    dx = rstd * (wdy - xhat * (wdy * xhat).mean(dim=-1, keepdim=True))
+    dweight = (dy64 * xhat).sum(dim=0)
+    return torch.cat([dx, dweight[None, :]])
 
 
 def _eager_gemm(a, b):
@@ -116,6 +172,26 @@ def eager_rmsnorm(x, weight, eps):
     return (normed * weight.to(torch.float32)).to(x.dtype)
 
 
+def _eager_softmax_backward(y, dy):
+    import torch
+
+    # the op autograd runs for torch.softmax's backward, given the saved output
+    return torch._softmax_backward_data(dy, y, -1, y.dtype)
+
+
+def _eager_rmsnorm_backward(x, weight, dy, eps):
+    import torch
+
+    # autograd of the torch forward: what a training step runs (the forward is recomputed
+    # here, as the eager op saves nothing from a call this function did not make)
+    x_ = x.detach().requires_grad_(True)
+    w_ = weight.detach().requires_grad_(True)
+    with torch.enable_grad():
+        y = eager_rmsnorm(x_, w_, eps)
+        dx, dweight = torch.autograd.grad(y, (x_, w_), dy)
+    return torch.cat([dx, dweight[None, :]])
+
+
 def _cost_gemm(shape, dtype):
     from kernelab.roofline import costs
 
@@ -144,6 +220,18 @@ def _cost_rmsnorm(shape, dtype):
     from kernelab.roofline import costs
 
     return costs.rmsnorm(shape["rows"], shape["cols"], dtype=dtype)
+
+
+def _cost_softmax_backward(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.softmax_backward(shape["rows"], shape["cols"], dtype=dtype)
+
+
+def _cost_rmsnorm_backward(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.rmsnorm_backward(shape["rows"], shape["cols"], dtype=dtype)
 
 
 DENSE_OPS: dict[str, OpSpec] = {
@@ -200,6 +288,28 @@ DENSE_OPS: dict[str, OpSpec] = {
             reference_rmsnorm,
             eager_rmsnorm,
             _cost_rmsnorm,
+            optional_keys=("stride",),
+        ),
+        OpSpec(
+            "softmax_backward",
+            ("rows", "cols"),
+            ("fp64", *FLOAT_DTYPES),
+            "dx = y * (dy - sum(dy * y)) over the last dim, y = softmax(x)",
+            _make_softmax_backward,
+            _reference_softmax_backward,
+            _eager_softmax_backward,
+            _cost_softmax_backward,
+            optional_keys=("stride",),
+        ),
+        OpSpec(
+            "rmsnorm_backward",
+            ("rows", "cols"),
+            ("fp64", *FLOAT_DTYPES),
+            f"dx and dweight of rmsnorm (eps {RMSNORM_EPS:g}), stacked [rows + 1, cols]",
+            _make_rmsnorm_backward,
+            _reference_rmsnorm_backward,
+            _eager_rmsnorm_backward,
+            _cost_rmsnorm_backward,
             optional_keys=("stride",),
         ),
     )

@@ -17,6 +17,8 @@ Inputs, in the order every implementation receives them:
 | softmax    | rows, cols (, stride)    | x[rows, cols]                   | softmax over the last dim   |
 | layernorm  | rows, cols (, stride)    | x, weight[cols], bias[cols], eps | (x-mean)/sqrt(var+eps)*w+b |
 | rmsnorm    | rows, cols (, stride)    | x, weight[cols], eps            | x/sqrt(mean(x^2)+eps)*w     |
+| softmax_backward | rows, cols (, stride) | y = softmax(x), dy         | y * (dy - sum(dy * y))      |
+| rmsnorm_backward | rows, cols (, stride) | x, weight, dy, eps          | stack(dx, dweight) [rows+1, cols] |
 | transpose  | rows, cols               | x[rows, cols]                   | x.t().contiguous()          |
 | histogram  | n, bins                  | values[n] (int32/uint8), bins   | int64 counts[bins + 1]      |
 
@@ -25,8 +27,8 @@ answer is exact int64 counts: counts[b] for b in [0, bins) and, in the last slot
 outside [0, bins) (the defined answer for out-of-range ids; int32 inputs carry a few). Layernorm uses the
 biased variance (divide by cols) and eps = 1e-5; rmsnorm uses eps = 1e-6.
 
-`stride` (softmax and norms): the distance between rows in elements, >= cols. The input
-is then a view into a wider buffer whose padding columns hold NaN, so a kernel that
+`stride` (softmax, norms and their backward passes): the distance between rows in elements,
+>= cols. Each [rows, cols] input is then a view into a wider buffer whose padding columns hold NaN, so a kernel that
 ignores the row stride reads NaN and fails the check loudly.
 
 Softmax of a row whose entries are all -inf: kernelab's kernels must produce NaN for every
