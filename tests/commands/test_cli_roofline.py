@@ -150,12 +150,23 @@ def test_options_reach_the_cost_model(capsys, argv, expected):
         ["roofline", "gemm", "--m", "64", "--n", "64", "--k", "64", "--batch", "4"],
         ["roofline", "attention", "--batch", "2", "--heads", "4", "--seq-q", "1"]
         + ["--seq-k", "4096", "--head-dim", "64", "--dtype", "fp16"],
+        ["roofline", "reduce_sum", "--n", "1048576", "--dtype", "fp32"],
+        ["roofline", "scan", "--n", "1048576", "--dtype", "fp32"],
+        ["roofline", "softmax_backward", "--rows", "64", "--cols", "64"],
+        ["roofline", "rmsnorm_backward", "--rows", "64", "--cols", "64"],
     ],
 )
 def test_every_op_runs(capsys, argv):
     data, _ = run_json(capsys, argv)
     assert data["op"] == argv[1]
     assert data["bound"] in ("memory", "compute")
+
+
+def test_every_cost_model_is_an_op_the_command_takes():
+    from kernelab.commands.roofline import _REQUIRED
+    from kernelab.roofline.costs import COST_MODELS
+
+    assert set(COST_MODELS) == set(_REQUIRED)
 
 
 def one_line_failure(capsys, argv):

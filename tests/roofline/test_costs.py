@@ -213,6 +213,8 @@ def test_every_model_explains_itself_and_records_its_arguments():
         "attention": attention(1, 2, 64, 64, 32, dtype="bf16"),
         "reduce_sum": reduce_sum(64, dtype="bf16"),
         "scan": scan(64, dtype="int32"),
+        "softmax_backward": costs.softmax_backward(64, 32, dtype="bf16"),
+        "rmsnorm_backward": costs.rmsnorm_backward(64, 32, dtype="bf16"),
     }
     assert set(examples) == set(COST_MODELS)
     for op, cost in examples.items():

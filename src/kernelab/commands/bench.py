@@ -34,6 +34,8 @@ DEFAULT_SIZES = {
     "softmax": "4096x4096",
     "layernorm": "4096x4096",
     "rmsnorm": "4096x4096",
+    "softmax_backward": "4096x4096",
+    "rmsnorm_backward": "4096x4096",
 }
 DEVICE = "cuda"  # where inputs live and the check runs (a CPU test points it elsewhere)
 # Binary multipliers: "256M" elements is 256 * 2^20.

@@ -27,7 +27,11 @@ _REQUIRED = {
     "layernorm": ("rows", "cols"),
     "rmsnorm": ("rows", "cols"),
     "reduction": ("rows", "cols"),
+    "reduce_sum": ("n",),
+    "scan": ("n",),
     "attention": ("heads", "seq_q", "head_dim"),
+    "softmax_backward": ("rows", "cols"),
+    "rmsnorm_backward": ("rows", "cols"),
 }
 _OPTIONAL = {
     "gemm": ("batch",),

@@ -356,6 +356,8 @@ COST_MODELS: dict[str, Callable[..., OpCost]] = {
     "reduction": reduction,
     "reduce_sum": reduce_sum,
     "attention": attention,
+    "softmax_backward": softmax_backward,
+    "rmsnorm_backward": rmsnorm_backward,
 }
 
 
