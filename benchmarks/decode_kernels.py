@@ -172,6 +172,7 @@ class Run:
     identity: object
     path: Path
     max_time_s: float
+    device: str = "cuda"  # the tests run the measuring code on the CPU with a stand-in timer
     records: list = field(default_factory=list)
     anchors: dict = field(default_factory=dict)  # anchor -> None (it ran) or why it did not
     failures: list = field(default_factory=list)
@@ -183,8 +184,14 @@ class Run:
 
         if (op, dtype) not in self.sessions:
             self.sessions[(op, dtype)] = BenchSession(self.identity, get_op(op), dtype, "cold",
-                                                      10, self.max_time_s)  # fmt: skip
+                                                      10, self.max_time_s, self.device)  # fmt: skip
         return self.sessions[(op, dtype)]
+
+    def synchronize(self) -> None:
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
 
     def fail(self, what: str, exc_or_text) -> None:
         text = exc_or_text if isinstance(exc_or_text, str) else _first_line(exc_or_text)
@@ -299,7 +306,7 @@ def measure_case(run: Run, case: Case) -> None:
                             **({"anchor_note": note} if note else {}))  # fmt: skip
         run.records.append(record)
         timed.append((impl, fn, note, record))
-    inputs = get_op(case.op).make_inputs(case.shape, case.dtype, seed=0, device="cuda")
+    inputs = get_op(case.op).make_inputs(case.shape, case.dtype, seed=0, device=run.device)
     samples = {impl.name: [] for impl, *_ in timed}
     for order in (timed, timed[::-1]):
         for impl, fn, *_ in order:
@@ -335,11 +342,11 @@ def measure_int4_anchors(run: Run, case: Case) -> None:
     def error(out, exact):
         return float((out.double() - exact).norm() / exact.norm())
 
-    x, w = get_op("gemv").make_inputs(mnk, "bf16", seed=7, device="cuda")
+    x, w = get_op("gemv").make_inputs(mnk, "bf16", seed=7, device=run.device)
     exact = x.double() @ w.double().t()
     limit = 2 * error(quant_gemv_int4(x, *pack_int4(w, group, zero_points=False), group),
                       exact) + threshold("bf16")  # fmt: skip
-    x0, w0 = get_op("gemv").make_inputs(mnk, "bf16", seed=0, device="cuda")
+    x0, w0 = get_op("gemv").make_inputs(mnk, "bf16", seed=0, device=run.device)
     cost = get_op(case.op).cost(case.shape, case.dtype)
     for name, (_, note) in INT4_ANCHORS.items():
         if run.anchors.get(name):
@@ -355,7 +362,7 @@ def measure_int4_anchors(run: Run, case: Case) -> None:
             call = lambda forward=forward: forward(x0)  # noqa: E731
             call()
             timing = benchmark(call, mode="cold", min_samples=10, max_time_s=run.max_time_s)
-            host = measure_host_cost(call, timing.median_ms)
+            host = measure_host_cost(call, timing.median_ms, synchronize=run.synchronize)
             samples = do_bench_samples(call) + do_bench_samples(call)
         except Absent as exc:
             run.anchors[name] = str(exc)

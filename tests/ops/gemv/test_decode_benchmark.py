@@ -16,6 +16,11 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch")
+# before anything imports Triton: without CUDA it sets TRITON_INTERPRET, which the kernels
+# that call other jitted functions need at Triton's import (tests/triton_on_cpu.py)
+import triton_on_cpu  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[3]
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPT = BENCHMARKS / "decode_kernels.py"
@@ -213,3 +218,65 @@ def test_the_measured_parts_need_a_gpu():
     assert result.stderr.strip() == (
         "error: the measured parts need a CUDA GPU (only --only roofline runs without)"
     )
+
+
+def test_the_measuring_code_runs_on_the_cpu_with_a_stand_in_timer(tmp_path, monkeypatch, bench):
+    """measure_case end to end on the interpreter: each candidate checked, timed by the
+    harness (a stand-in for its CUDA timer) and by do_bench (likewise), anchors beside, the
+    records tagged for the suite and the document written; an anchor that fails its call
+    is one line, not a crash."""
+    if triton_on_cpu.HAS_CUDA:
+        pytest.skip("a GPU is present: benchmarks/decode_kernels.py --quick runs for real")
+    for name in ("gemv", "swiglu", "quant_gemv"):
+        triton_on_cpu.kernel_module(name)
+    decode_kernels, judge = bench
+    import decode_anchors
+
+    from kernelab.harness import timing
+    from kernelab.harness.ceilings import DeviceIdentity
+    from kernelab.harness.records import load_records
+    from kernelab.harness.stats import summarize
+
+    def stand_in(fn, **_):
+        fn()
+        samples = [0.010, 0.011, 0.012]
+        return timing.Timing(samples, "cold", summarize(samples), "converged")
+
+    monkeypatch.setattr(timing, "benchmark", stand_in)
+    from kernelab.harness import launch_cost
+
+    # the host-cost loop, short: each call is an interpreted kernel here
+    monkeypatch.setattr(launch_cost, "CALLS_MAX", 10)
+    monkeypatch.setattr(launch_cost, "WARMUP_CALLS", 1)
+    monkeypatch.setattr(decode_kernels, "do_bench_samples", lambda fn: (fn(), [0.02, 0.021])[1])
+    broken = decode_anchors.Anchor("broken.gate_up_swiglu", "gate_up_swiglu",
+                                   lambda: lambda *inputs: 1 / 0, "raises")  # fmt: skip
+    monkeypatch.setattr(decode_kernels, "anchors_for",
+                        lambda op: [*decode_anchors.anchors_for(op), broken])  # fmt: skip
+    identity = DeviceIdentity(0, "stand-in", "h100-sxm", None, (9, 0))
+    run = decode_kernels.Run(identity, tmp_path / "run.json", 0.1, device="cpu")
+    Case = decode_kernels.Case
+    gate_up = Case("fused", "gate_up_swiglu", {"m": 2, "n": 19, "k": 37}, "fp32", "gate_up m=2",
+                   ("triton.gate_up_swiglu", "torch.gate_up_swiglu"),
+                   ("kernelab.gemv+swiglu", "torch.gate_up_swiglu.one_gemm",
+                    "broken.gate_up_swiglu"))  # fmt: skip
+    int4 = Case("quant", "quant_gemv_int4", {"m": 1, "n": 8, "k": 256, "group": 128}, "fp16",
+                "int4 m=1", ("triton.quant_gemv.int4", "torch.quant_gemv.int4"),
+                int4_anchors=True)  # fmt: skip
+    for case in (gate_up, int4):
+        decode_kernels.measure_case(run, case)
+    names = {(r.implementation, r.mode) for r in run.records}
+    for name in ("triton.gate_up_swiglu", "torch.gate_up_swiglu", "kernelab.gemv+swiglu",
+                 "torch.gate_up_swiglu.one_gemm", "triton.quant_gemv.int4"):  # fmt: skip
+        assert {(name, "cold"), (name, "do_bench")} <= names
+    assert all(r.extra["suite"] == "decode" and r.extra["role"] in ("fused", "quant")
+               for r in run.records)  # fmt: skip
+    twin = next(r for r in run.records if r.mode == "do_bench")
+    assert twin.median_ms == pytest.approx(0.0205) and twin.extra["host_cost"]["calls"] > 0
+    assert len(run.failures) == 1 and run.failures[0].startswith("broken.gate_up_swiglu")
+    assert "ZeroDivisionError" in run.failures[0] and "\n" not in run.failures[0]
+    for name in decode_anchors.INT4_ANCHORS:  # absent here, or measured
+        assert name in run.anchors
+    verdicts = judge.judge(run.records, identity.name)
+    run.save(verdicts)
+    assert len(load_records(run.path)) == len(run.records)
