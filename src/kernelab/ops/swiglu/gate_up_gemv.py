@@ -2,9 +2,9 @@
 
 Unfused, a Llama layer runs gate_up = x W_gate_up^T (one GEMV over both weights), writes
 gate_up[m, 2n], then the SwiGLU kernel reads it back and writes y[m, n]. At m = 1 that round
-trip is 3 * n * itemsize bytes against 2 * n * k * itemsize of weights (0.04 % at Llama-3-8B's
-14336 x 4096): the bytes hardly matter, the second launch does (a few microseconds of a
-~40 us GEMV, and one more kernel in the decode step's graph).
+trip is 4 * n * itemsize bytes (gate_up written, then read) against 2 * n * k * itemsize of
+weights (0.05 % at Llama-3-8B's 14336 x 4096): the bytes hardly matter, the second launch
+does (its few microseconds, and one more kernel in the decode step's graph).
 
 Here one program owns BLOCK_N columns of the output: it streams the matching BLOCK_N rows
 of W_gate AND of W_up over its slice of K, with one load of the x tile feeding both
