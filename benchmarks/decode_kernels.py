@@ -377,6 +377,7 @@ def measure_int4_anchors(run: Run, case: Case) -> None:
                         mode=timing.mode, samples_ms=list(timing.samples_ms),
                         stats=timing.summary.to_dict(), gpu=run.identity.name,
                         gpu_id=run.identity.gpu_id, driver=run.identity.driver,
+                        versions=run.session(case.op, case.dtype).versions,
                         flops=cost.flops, bytes=cost.bytes,
                         achieved_tflops=cost.flops / seconds / 1e12,
                         achieved_gbps=cost.bytes / seconds / 1e9,
