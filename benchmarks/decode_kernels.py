@@ -1,72 +1,142 @@
-"""The decode kernels on this GPU (issue 50): each checked against its float64 reference, then
-timed against torch (cuBLAS for the GEMVs) in one run, judged against the issue's targets and
-written as one JSON document of rows and records.
+"""The decode kernels on this GPU, measured as the targets ask (kernelab.lab.decode keeps the
+lab's smaller plan): every case checked against its float64 reference, then timed with its
+baselines and anchors in the same run, two ways, and the targets judged on both.
 
     PYTHONPATH=src python3 benchmarks/decode_kernels.py [--out DIR] [--only gemv,quant]
-        [--quick] [--gpu h100-sxm]
+        [--quick] [--gpu h100-sxm] [--dry-run]
 
 Parts:
-  copy      the bandwidth ceiling: a 1 GiB device-to-device copy (read + write), this run
-  gemv      bf16/fp16 y = x W^T over the weight shapes x m = 1..64: triton.gemv, its teaching
-            kernel at m = 1, and torch (x @ w.t(), cuBLAS); rate = bytes of W per second.
-            Targets: m = 1 >= 90 % of the copy ceiling and >= torch at every shape; m <= 16
-            >= torch
-  quant     int8, int4 (group 128, symmetric and zero points) and fp8 weight-only GEMVs at m = 1
-            (and 16): speedup over the bf16 triton.gemv of the same run. Targets: int4 >= 3.0x,
-            int8 >= 1.8x
-  fused     add_rmsnorm, rope_ (in place), swiglu at decode and larger row counts: rate from
-            the cost model's bytes against the copy ceiling. Target >= 90 % of copy
+  copy      the copy ceiling of this run: dst.copy_(src) of 1 GiB (read + write)
+  gemv      bf16 / fp16 y = x W^T over six weight shapes x m = 1..64: triton.gemv against
+            torch.gemv (cuBLAS), the teaching kernel beside at m = 1
+  quant     int8, int4 (group 128, symmetric and zero points) and fp8 weight-only GEMVs at
+            m = 1 and 16 against dequantize-then-cuBLAS; torchao's int4 weight-only path
+            and gemlite beside the int4 one
+  fused     add + RMSNorm, RoPE, SwiGLU at decode rows (1, 64) and a prefill's (8192):
+            against eager torch, torch.compile of the same eager code, Liger-Kernel and
+            FlashInfer
+  gate_up   the fused gate/up GEMV + SwiGLU at Llama-3-8B's 14336 x 4096 pair against the
+            same work unfused (triton.gemv + triton.swiglu, and eager torch) and compiled
   roofline  the roofline walk of every weight shape on the catalog GPU named by --gpu (pure
             arithmetic: runs without a GPU)
 
-Timer: kernelab.harness.timing.benchmark, cold mode (L2 flushed before every call, median): a
-decode GEMV's W (32 MiB at 4096^2 bf16) would otherwise sit in the H100's 50 MiB L2.
+Timers, both in one run and on one card, a candidate's baselines and anchors beside it:
+  harness   kernelab.harness.bench.BenchSession.one: the check, kernelab's cold timer (L2
+            flushed before every call: a 4096^2 bf16 W would otherwise sit in an H100's L2),
+            the host's cost per call and the roofline placement: Record mode "cold";
+  do_bench  triton.testing.do_bench (return_mode="all"), the timer a PyTorch user reaches for:
+            two rounds in alternating order, samples pooled: Record mode "do_bench".
+CUDA graphs, where a user would use them, are benchmarks/decode_step.py's: a whole step.
+
+Writes one JSON document per run (harness.records.save_records): the records, each with
+extra suite = "decode" and its role (gemv, quant, fused; the copy's "ceiling"), read by
+`kernelab compare` and the lab (lab.decode.suite_records); beside them the anchors (absent
+ones with their one-line reason), the failed checks and the targets as judged.
+--dry-run prints the plan, the anchors' availability and the targets without a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-PARTS = ("copy", "gemv", "quant", "fused", "roofline")
-GIB = 1 << 30
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # decode_anchors beside this file
+
+from decode_anchors import INT4_ANCHORS, Absent, anchors_for, build_int4  # noqa: E402
+
+PARTS = ("copy", "gemv", "quant", "fused", "gate_up", "roofline")
+SUITE = "decode"
 # (label, n, k): the issue's square and wide weights and one Llama-3-8B layer
-WEIGHTS = (
-    ("4096x4096", 4096, 4096),
-    ("16384x4096", 16384, 4096),
-    ("llama3-8b.qkv", 6144, 4096),
-    ("llama3-8b.o", 4096, 4096),
-    ("llama3-8b.gate_up", 28672, 4096),
-    ("llama3-8b.down", 4096, 14336),
-)
+WEIGHTS = (("4096x4096", 4096, 4096), ("16384x4096", 16384, 4096),
+           ("llama3-8b.qkv", 6144, 4096), ("llama3-8b.o", 4096, 4096),
+           ("llama3-8b.gate_up", 28672, 4096), ("llama3-8b.down", 4096, 14336))  # fmt: skip
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 QUICK_BATCHES = (1, 16, 64)
-GEMV_COPY_TARGET = 0.90
-INT4_SPEEDUP_TARGET = 3.0
-INT8_SPEEDUP_TARGET = 1.8
-FUSED_COPY_TARGET = 0.90
-QUANT_FORMATS = (  # (label, op, function, extra shape keys)
-    ("int8", "quant_gemv_int8", "quant_gemv_int8", {}),
-    ("int4-g128", "quant_gemv_int4", "quant_gemv_int4", {"group": 128}),
-    ("int4-g128-zp", "quant_gemv_int4_zp", "quant_gemv_int4", {"group": 128}),
-    ("fp8", "quant_gemv_fp8", "quant_gemv_fp8", {}),
-)
+FUSED_ROWS, QUICK_FUSED_ROWS = (1, 64, 8192), (1, 8192)
+PREFILL_ROWS = 8192
+GATE_UP = (14336, 4096)  # Llama-3-8B's intermediate and hidden sizes
+INT4_GROUP = 128
+QUANT = (("triton.quant_gemv.int8", "torch.quant_gemv.int8", "quant_gemv_int8", {}),
+         ("triton.quant_gemv.int4", "torch.quant_gemv.int4", "quant_gemv_int4",
+          {"group": INT4_GROUP}),
+         ("triton.quant_gemv.int4_zp", "torch.quant_gemv.int4_zp", "quant_gemv_int4_zp",
+          {"group": INT4_GROUP}),
+         ("triton.quant_gemv.fp8", "torch.quant_gemv.fp8", "quant_gemv_fp8", {}))  # fmt: skip
+FUSED = (("add_rmsnorm", lambda r: {"rows": r, "cols": 4096}),
+         ("rope", lambda r: {"tokens": r, "heads": 32, "head_dim": 128}),
+         ("swiglu", lambda r: {"rows": r, "cols": 14336}))  # fmt: skip
+DO_BENCH = {"warmup": 25, "rep": 100}
+
+
+@dataclass(frozen=True)
+class Case:
+    role: str  # "gemv", "quant" or "fused" (extra["role"] of its records)
+    op: str
+    shape: dict
+    dtype: str
+    label: str
+    candidates: tuple[str, ...]  # registry names, ours first
+    anchors: tuple[str, ...] = ()  # decode_anchors names
+    int4_anchors: bool = False  # torchao / gemlite beside (they quantize W themselves)
+
+
+def plan(parts, quick: bool) -> list[Case]:
+    """Every case of the chosen parts, in the order they run."""
+    batches = QUICK_BATCHES if quick else BATCHES
+    cases = []
+    if "gemv" in parts:
+        for dtype in ("bf16", "fp16"):
+            for label, n, k in WEIGHTS:
+                for m in batches:
+                    extra = ("triton.gemv.teaching",) if m == 1 else ()
+                    cases.append(Case("gemv", "gemv", {"m": m, "n": n, "k": k}, dtype,
+                                      f"{label} m={m}", ("triton.gemv", "torch.gemv", *extra)))  # fmt: skip
+    if "quant" in parts:
+        for label, n, k in WEIGHTS:
+            for m in (1,) if quick else (1, 16):
+                if "gemv" not in parts:  # the bf16 GEMV the speedups are judged against
+                    cases.append(Case("gemv", "gemv", {"m": m, "n": n, "k": k}, "bf16",
+                                      f"{label} m={m}", ("triton.gemv", "torch.gemv")))  # fmt: skip
+                for ours, base, op, extra in QUANT:
+                    int4 = op == "quant_gemv_int4"
+                    cases.append(Case("quant", op, {"m": m, "n": n, "k": k, **extra}, "bf16",
+                                      f"{label} m={m}", (ours, base), int4_anchors=int4))  # fmt: skip
+    if "fused" in parts:
+        for rows in QUICK_FUSED_ROWS if quick else FUSED_ROWS:
+            for op, shape in FUSED:
+                cases.append(Case("fused", op, shape(rows), "bf16", f"{op} rows={rows}",
+                                  (f"triton.{op}", f"torch.{op}"),
+                                  tuple(a.name for a in anchors_for(op))))  # fmt: skip
+    if "gate_up" in parts:
+        n, k = GATE_UP
+        for m in (1, 16) if quick else (1, 4, 16, 64):
+            cases.append(Case("fused", "gate_up_swiglu", {"m": m, "n": n, "k": k}, "bf16",
+                              f"gate_up {n}x{k} m={m}",
+                              ("triton.gate_up_swiglu", "torch.gate_up_swiglu"),
+                              tuple(a.name for a in anchors_for("gate_up_swiglu"))))  # fmt: skip
+    return cases
 
 
 def parse(argv):
     parser = argparse.ArgumentParser(
-        description="Check and time the decode kernels (GEMV, quantized GEMV, fused ops).",
+        description="Check and time the decode kernels (GEMV, quantized GEMV, fused ops) "
+        "beside torch, torch.compile and the optional anchors, under the harness and "
+        "triton.testing.do_bench; judge the targets.",
         epilog="parts: " + ", ".join(PARTS),
     )
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/decode"),
-                        help="folder for the JSON document (default $OUT)")  # fmt: skip
+    parser.add_argument("--out", default=os.environ.get("OUT"),
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/decode)")  # fmt: skip
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
-    parser.add_argument("--quick", action="store_true", help=f"batches {QUICK_BATCHES} only")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"batches {QUICK_BATCHES}, fused rows {QUICK_FUSED_ROWS}")  # fmt: skip
     parser.add_argument("--gpu", default="h100-sxm", help="catalog GPU of the roofline walk")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan, the anchors' availability and the targets; no GPU")  # fmt: skip
     args = parser.parse_args(argv)
     args.parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = [p for p in args.parts if p not in PARTS]
@@ -90,184 +160,276 @@ def roofline_rows(gpu: str) -> list[dict]:
     return rows
 
 
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---- measuring ----------------------------------------------------------------------------
+
+
+@dataclass
 class Run:
-    def __init__(self, args):
+    identity: object
+    path: Path
+    max_time_s: float
+    device: str = "cuda"  # the tests run the measuring code on the CPU with a stand-in timer
+    records: list = field(default_factory=list)
+    anchors: dict = field(default_factory=dict)  # anchor -> None (it ran) or why it did not
+    failures: list = field(default_factory=list)
+    sessions: dict = field(default_factory=dict)
+
+    def session(self, op: str, dtype: str):
+        from kernelab.harness.bench import BenchSession
+        from kernelab.spec.reference import get_op
+
+        if (op, dtype) not in self.sessions:
+            self.sessions[(op, dtype)] = BenchSession(self.identity, get_op(op), dtype, "cold",
+                                                      10, self.max_time_s, self.device)  # fmt: skip
+        return self.sessions[(op, dtype)]
+
+    def synchronize(self) -> None:
         import torch
 
-        from kernelab.harness.timing import benchmark
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
 
-        self.torch, self.benchmark, self.args = torch, benchmark, args
-        self.device = torch.cuda.get_device_name()
-        self.copy_tbps = None
-        self.rows: list[dict] = []
-        self.records: list[dict] = []
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        self.path = out / f"decode_kernels_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    def fail(self, what: str, exc_or_text) -> None:
+        text = exc_or_text if isinstance(exc_or_text, str) else _first_line(exc_or_text)
+        self.failures.append(f"{what}: {text}")
+        say(f"  FAILED {what}: {text}")
 
-    def time_ms(self, fn) -> float:
-        return self.benchmark(fn, mode="cold", min_samples=10, max_time_s=0.5).median_ms
-
-    def check(self, fn, op, shape, dtype) -> bool:
-        from kernelab.harness.check import check_implementation
-
-        report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
-        if not report.ok:
-            print(f"  CHECK FAILED {op} {shape} {dtype}: {report.message}", file=sys.stderr)
-        return report.ok
-
-    def record(self, op, impl, shape, dtype, median_ms, **extra):
-        from kernelab.spec.reference import OPS
-
-        cost = OPS[op].cost(shape, dtype)
-        seconds = median_ms * 1e-3
-        self.records.append({"op": op, "implementation": impl, "shape": shape, "dtype": dtype,
-                             "median_ms": median_ms, "flops": cost.flops, "bytes": cost.bytes,
-                             "achieved_tbps": cost.bytes / seconds / 1e12,
-                             "achieved_tflops": cost.flops / seconds / 1e12, "gpu": self.device,
-                             "timer": "kernelab.harness.timing.benchmark cold median",
-                             **extra})  # fmt: skip
-        return cost.bytes / seconds / 1e12
-
-    def save(self):
+    def save(self, verdicts=None) -> None:
         from kernelab.environment import software_versions
+        from kernelab.harness.records import save_records
 
-        document = {"gpu": self.device, "copy_tbps": self.copy_tbps,
-                    "versions": software_versions(), "rows": self.rows, "records": self.records}
-        self.path.write_text(json.dumps(document, indent=1, default=str))
-
-
-def part_copy(run):
-    torch = run.torch
-    x = torch.empty(GIB // 4, device="cuda", dtype=torch.float32).normal_()
-    y = torch.empty_like(x)
-    median = run.time_ms(lambda: y.copy_(x))
-    run.copy_tbps = 2 * GIB / (median * 1e-3) / 1e12
-    run.rows.append({"part": "copy", "case": "1 GiB", "tbps": run.copy_tbps})
-    print(f"  copy ceiling: {run.copy_tbps:.2f} TB/s", file=sys.stderr)
+        document = {"gpu": self.identity.name, "gpu_id": self.identity.gpu_id,
+                    "versions": software_versions(), "failures": self.failures,
+                    "anchors": [{"anchor": name, "ran": why is None, "why_not": why}
+                                for name, why in sorted(self.anchors.items())],
+                    "targets": verdicts or []}  # fmt: skip
+        save_records(self.records, self.path, document=document)
 
 
-def _gemv_inputs(run, op, shape, dtype):
-    from kernelab.spec.reference import OPS
-
-    return OPS[op].make_inputs(shape, dtype, seed=0, device="cuda")
-
-
-def part_gemv(run, batches):
-    from kernelab.ops import gemv as fast
-    from kernelab.ops.gemv import teaching
-
-    for dtype in ("bf16", "fp16"):
-        for label, n, k in WEIGHTS:
-            for m in batches:
-                shape = {"m": m, "n": n, "k": k}
-                x, w = _gemv_inputs(run, "gemv", shape, dtype)
-                ok = run.check(fast.gemv, "gemv", shape, dtype)
-                t_triton = run.time_ms(lambda x=x, w=w: fast.gemv(x, w))
-                t_torch = run.time_ms(lambda x=x, w=w: x @ w.t())
-                run.record("gemv", "triton.gemv", shape, dtype, t_triton, check=ok)
-                run.record("gemv", "torch.gemv", shape, dtype, t_torch)
-                w_tbps = n * k * w.element_size() / (t_triton * 1e-3) / 1e12
-                row = {"part": "gemv", "case": f"{label} m={m}", "dtype": dtype, "check": ok,
-                       "triton_us": 1e3 * t_triton, "torch_us": 1e3 * t_torch,
-                       "w_tbps": w_tbps, "vs_torch": t_torch / t_triton,
-                       "pct_of_copy": 100 * w_tbps / run.copy_tbps if run.copy_tbps else None,
-                       "plan": fast.plan(m, n, k, fast.sm_count(0))}  # fmt: skip
-                met = ok and (m > 16 or t_triton <= t_torch)
-                if m == 1:
-                    met = met and bool(run.copy_tbps) and w_tbps >= GEMV_COPY_TARGET * run.copy_tbps
-                    t_teach = run.time_ms(lambda x=x, w=w: teaching.gemv(x, w))
-                    run.record("gemv", "triton.gemv.teaching", shape, dtype, t_teach)
-                    row["teaching_us"] = 1e3 * t_teach
-                row["met"] = met if m <= 16 else None
-                run.rows.append(row)
-                run.save()
-                print(f"  gemv {label} m={m} {dtype}: {1e3 * t_triton:.1f} us "
-                      f"({w_tbps:.2f} TB/s of W), torch {1e3 * t_torch:.1f} us", file=sys.stderr)
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
-def part_quant(run, batches):
-    from kernelab.ops import gemv as fast
-    from kernelab.ops import quant_gemv
+def _anchor_impl(run: Run, anchor):
+    """(Implementation, callable) of a decode_anchors entry, or None (said once) when absent."""
+    from kernelab.spec.registry import Implementation
 
-    for label, n, k in WEIGHTS:
-        for m in [b for b in batches if b in (1, 16)]:
-            shape = {"m": m, "n": n, "k": k}
-            x, w = _gemv_inputs(run, "gemv", shape, "bf16")
-            t_bf16 = run.time_ms(lambda x=x, w=w: fast.gemv(x, w))
-            for name, op, function, extra in QUANT_FORMATS:
-                fn = getattr(quant_gemv, function)
-                qshape = {**shape, **extra}
-                inputs = _gemv_inputs(run, op, qshape, "bf16")
-                ok = run.check(fn, op, qshape, "bf16")
-                t = run.time_ms(lambda fn=fn, inputs=inputs: fn(*inputs))
-                t_torch = run.time_ms(lambda op=op, inputs=inputs: _eager(op)(*inputs))
-                run.record(op, f"triton.{op}", qshape, "bf16", t, check=ok)
-                run.record(op, f"torch.{op}", qshape, "bf16", t_torch)
-                speedup = t_bf16 / t
-                target = {"int8": INT8_SPEEDUP_TARGET}.get(name, INT4_SPEEDUP_TARGET)
-                judged = m == 1 and name in ("int8", "int4-g128")
-                run.rows.append({"part": "quant", "case": f"{label} m={m} {name}", "check": ok,
-                                 "triton_us": 1e3 * t, "bf16_gemv_us": 1e3 * t_bf16,
-                                 "dequant_then_cublas_us": 1e3 * t_torch,
-                                 "speedup_vs_bf16": speedup, "target": target if judged else None,
-                                 "met": (ok and speedup >= target) if judged else None})  # fmt: skip
-                run.save()
-                print(f"  {name} {label} m={m}: {1e3 * t:.1f} us, {speedup:.2f}x bf16",
-                      file=sys.stderr)
+    if run.anchors.get(anchor.name):
+        return None
+    try:
+        fn = anchor.build()
+    except Absent as exc:
+        run.anchors[anchor.name] = str(exc)
+        say(f"  anchor {anchor.name}: absent ({exc})")
+        return None
+    run.anchors[anchor.name] = None
+    impl = Implementation(name=anchor.name, op=anchor.op, build=lambda: fn,
+                          dtypes=("bf16", "fp16", "fp32"), description=anchor.note,
+                          is_baseline=True)  # fmt: skip
+    return impl, fn
 
 
-def _eager(op):
-    from kernelab.spec.reference import OPS
+def do_bench_samples(fn) -> list[float]:
+    import triton.testing
 
-    return OPS[op].torch_eager
+    return list(triton.testing.do_bench(fn, return_mode="all", **DO_BENCH))
 
 
-def part_fused(run):
-    from kernelab.ops import fused_norm, rope, swiglu
+def do_bench_record(harness, samples: list[float], note: str | None = None):
+    """The do_bench twin of a harness record: the same case, its samples and figures."""
+    from kernelab.harness.records import Record
+    from kernelab.harness.stats import summarize
 
-    cases = []
-    for rows in (1, 64, 8192):
-        cases.append(("add_rmsnorm", {"rows": rows, "cols": 4096}, fused_norm.add_rmsnorm_stacked))
-        cases.append(("swiglu", {"rows": rows, "cols": 14336}, swiglu.swiglu))
-        cases.append(("rope", {"tokens": rows, "heads": 40, "head_dim": 128}, None))
-    for op, shape, fn in cases:
-        for dtype in ("bf16",):
-            inputs = _gemv_inputs(run, op, shape, dtype)
-            if fn is None:  # RoPE in place, the form a model runs; checked out of place
-                ok = run.check(rope.rope, op, shape, dtype)
+    stats = summarize(samples).to_dict()
+    seconds = stats["median"] * 1e-3
+    extra = {"suite": SUITE, "role": harness.extra.get("role"), "case": harness.extra.get("case"),
+             "timer": f"triton.testing.do_bench({DO_BENCH}, return_mode='all'), two rounds "
+             "in alternating order, samples pooled",
+             "harness_median_ms": harness.median_ms,
+             "host_cost": harness.extra.get("host_cost"), **({"anchor_note": note} if note else {})}  # fmt: skip
+    return Record(op=harness.op, implementation=harness.implementation, shape=dict(harness.shape),
+                  dtype=harness.dtype, mode="do_bench", math_mode=harness.math_mode,
+                  samples_ms=list(samples), stats=stats, gpu=harness.gpu, gpu_id=harness.gpu_id,
+                  driver=harness.driver, versions=harness.versions, flops=harness.flops,
+                  bytes=harness.bytes,
+                  achieved_tflops=harness.flops / seconds / 1e12 if harness.flops else None,
+                  achieved_gbps=harness.bytes / seconds / 1e9 if harness.bytes else None,
+                  check=harness.check, extra=extra)  # fmt: skip
 
-                def call(inputs=inputs):
-                    return rope.rope_(*inputs)
-            else:
-                ok = run.check(fn, op, shape, dtype)
 
-                def call(fn=fn, inputs=inputs):
-                    return fn(*inputs)
-            t = run.time_ms(call)
-            t_torch = run.time_ms(lambda op=op, inputs=inputs: _eager(op)(*inputs))
-            tbps = run.record(op, f"triton.{op}", shape, dtype, t, check=ok)
-            run.record(op, f"torch.{op}", shape, dtype, t_torch)
-            pct = 100 * tbps / run.copy_tbps if run.copy_tbps else None
-            run.rows.append({"part": "fused", "case": f"{op} {shape}", "dtype": dtype,
-                             "check": ok, "triton_us": 1e3 * t, "torch_us": 1e3 * t_torch,
-                             "tbps": tbps, "pct_of_copy": pct,
-                             "met": ok and pct is not None and pct >= 100 * FUSED_COPY_TARGET})  # fmt: skip
-            run.save()
-            print(f"  {op} {shape}: {1e3 * t:.1f} us, {tbps:.2f} TB/s", file=sys.stderr)
+def copy_part(run: Run) -> None:
+    """The copy ceiling under both timers (lab.decode.copy_record: the harness's)."""
+    import torch
+
+    from kernelab.lab.decode import COPY_BYTES, copy_record
+
+    harness = copy_record(run.identity, run.max_time_s)
+    harness.extra["timer"] = "kernelab.harness.timing.benchmark cold, median"
+    src = torch.empty(COPY_BYTES // 4, dtype=torch.int32, device="cuda").random_()
+    dst = torch.empty_like(src)
+    samples = do_bench_samples(lambda: dst.copy_(src)) + do_bench_samples(lambda: dst.copy_(src))
+    twin = do_bench_record(harness, samples)
+    twin.achieved_gbps = harness.bytes / twin.median_ms / 1e6
+    run.records += [harness, twin]
+    say(f"  copy ceiling: {harness.achieved_gbps:,.0f} GB/s (harness), "
+        f"{twin.achieved_gbps:,.0f} GB/s (do_bench)")  # fmt: skip
+
+
+def measure_case(run: Run, case: Case) -> None:
+    """Each candidate checked and timed by the harness, then all of them under do_bench."""
+    from kernelab.spec import registry
+    from kernelab.spec.reference import get_op
+
+    built = [(registry.get(name), registry.get(name).build(), None) for name in case.candidates]
+    for anchor in [a for a in anchors_for(case.op) if a.name in case.anchors]:
+        found = _anchor_impl(run, anchor)
+        if found is not None:
+            built.append((*found, anchor.note))
+    session, timed = run.session(case.op, case.dtype), []
+    for impl, fn, note in built:
+        what = f"{impl.name} {case.label} {case.dtype}"
+        try:
+            row, record = session.one(impl, fn, case.shape)
+        except Exception as exc:  # an anchor's API, a compile failure: one line, go on
+            run.fail(what, exc)
+            continue
+        if record is None:
+            run.fail(what, f"check failed: {row.get('check_message', '')[:160]}")
+            continue
+        record.extra.update(suite=SUITE, role=case.role, case=case.label,
+                            timer="kernelab.harness cold (L2 flushed), median",
+                            **({"anchor_note": note} if note else {}))  # fmt: skip
+        run.records.append(record)
+        timed.append((impl, fn, note, record))
+    inputs = get_op(case.op).make_inputs(case.shape, case.dtype, seed=0, device=run.device)
+    samples = {impl.name: [] for impl, *_ in timed}
+    for order in (timed, timed[::-1]):
+        for impl, fn, *_ in order:
+            fn(*inputs)  # an anchor converts its inputs once, outside the timed calls
+            samples[impl.name] += do_bench_samples(lambda fn=fn: fn(*inputs))
+    for impl, _, note, record in timed:
+        twin = do_bench_record(record, samples[impl.name], note)
+        run.records.append(twin)
+        say(f"  {impl.name:32} {case.label:26} {case.dtype}: {record.median_ms * 1e3:8.1f} us "
+            f"harness, {twin.median_ms * 1e3:8.1f} us do_bench, host "
+            f"{record.extra['host_cost']['host_us']:.1f} us/call")  # fmt: skip
+    if case.int4_anchors:
+        measure_int4_anchors(run, case)
+
+
+def measure_int4_anchors(run: Run, case: Case) -> None:
+    """torchao's and gemlite's int4 weight-only GEMVs, which quantize the bf16 weights to
+    their own grid: checked against the float64 product of the unquantized weights, to
+    within twice kernelab's int4 error there plus bf16's rounding, then timed like the rest."""
+    import torch
+
+    from kernelab.harness.launch_cost import measure_host_cost
+    from kernelab.harness.records import Record
+    from kernelab.harness.timing import benchmark
+    from kernelab.harness.tolerances import threshold
+    from kernelab.ops.quant_gemv import quant_gemv_int4
+    from kernelab.spec.decode import pack_int4
+    from kernelab.spec.reference import get_op
+
+    mnk = {key: case.shape[key] for key in ("m", "n", "k")}
+    group = case.shape["group"]
+
+    def error(out, exact):
+        return float((out.double() - exact).norm() / exact.norm())
+
+    x, w = get_op("gemv").make_inputs(mnk, "bf16", seed=7, device=run.device)
+    exact = x.double() @ w.double().t()
+    limit = 2 * error(quant_gemv_int4(x, *pack_int4(w, group, zero_points=False), group),
+                      exact) + threshold("bf16")  # fmt: skip
+    x0, w0 = get_op("gemv").make_inputs(mnk, "bf16", seed=0, device=run.device)
+    cost = get_op(case.op).cost(case.shape, case.dtype)
+    for name, (_, note) in INT4_ANCHORS.items():
+        if run.anchors.get(name):
+            continue
+        what = f"{name} {case.label}"
+        try:
+            out = build_int4(name, w, group)(x)
+            err = error(out, exact)
+            if not (torch.isfinite(out).all() and err <= limit):
+                run.fail(what, f"check failed: error {err:.3g} > {limit:.3g}")
+                continue
+            forward = build_int4(name, w0, group)
+            call = lambda forward=forward: forward(x0)  # noqa: E731
+            call()
+            timing = benchmark(call, mode="cold", min_samples=10, max_time_s=run.max_time_s)
+            host = measure_host_cost(call, timing.median_ms, synchronize=run.synchronize)
+            samples = do_bench_samples(call) + do_bench_samples(call)
+        except Absent as exc:
+            run.anchors[name] = str(exc)
+            say(f"  anchor {name}: absent ({exc})")
+            continue
+        except Exception as exc:
+            run.fail(what, exc)
+            continue
+        run.anchors[name] = None
+        seconds = timing.median_ms * 1e-3
+        record = Record(op=case.op, implementation=name, shape=dict(case.shape), dtype=case.dtype,
+                        mode=timing.mode, samples_ms=list(timing.samples_ms),
+                        stats=timing.summary.to_dict(), gpu=run.identity.name,
+                        gpu_id=run.identity.gpu_id, driver=run.identity.driver,
+                        versions=run.session(case.op, case.dtype).versions,
+                        flops=cost.flops, bytes=cost.bytes,
+                        achieved_tflops=cost.flops / seconds / 1e12,
+                        achieved_gbps=cost.bytes / seconds / 1e9,
+                        check={"ok": True, "error": err, "threshold": limit,
+                               "against": "float64 x @ W^T of the unquantized bf16 weights"},
+                        extra={"suite": SUITE, "role": case.role, "case": case.label,
+                               "timer": "kernelab.harness cold (L2 flushed), median",
+                               "host_cost": host.to_dict(), "anchor_note": note,
+                               "bytes_are": "kernelab's int4 format's (the anchor's own "
+                               "scales and zeros differ)"})  # fmt: skip
+        run.records += [record, do_bench_record(record, samples, note)]
+        say(f"  {name:32} {case.label:26}: {timing.median_ms * 1e3:8.1f} us harness")
+
+
+# ---- main ---------------------------------------------------------------------------------
+
+
+def dry_run(args) -> int:
+    from decode_anchors import ANCHORS, availability
+    from judge_decode import TARGETS
+
+    cases = plan(args.parts, args.quick)
+    print(f"{len(cases)} cases ({'quick' if args.quick else 'full'}), parts "
+          f"{', '.join(args.parts)}:")  # fmt: skip
+    for case in cases:
+        anchors = f"; anchors {', '.join(case.anchors)}" if case.anchors else ""
+        int4 = f"; {', '.join(INT4_ANCHORS)}" if case.int4_anchors else ""
+        print(f"  {case.role:6} {case.op:20} {case.label:26} {case.dtype}: "
+              f"{', '.join(case.candidates)}{anchors}{int4}")  # fmt: skip
+    for package, why in availability():
+        print(f"anchor package {package}: {'imports' if why is None else why}")
+    print(f"anchors: {', '.join(a.name for a in ANCHORS)}, {', '.join(INT4_ANCHORS)}")
+    for target in TARGETS:
+        print(f"target: {target}")
+    return 0
 
 
 def main(argv=None) -> int:
     from kernelab.errors import KernelabError
 
     args = parse(argv)
+    if args.dry_run:
+        return dry_run(args)
     try:
-        walk_rows = roofline_rows(args.gpu) if "roofline" in args.parts else []
+        walk = roofline_rows(args.gpu) if "roofline" in args.parts else []
     except KernelabError as exc:  # an unknown --gpu: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.parts == ["roofline"]:  # pure arithmetic: no GPU needed
-        print(json.dumps(walk_rows, indent=1))
+        import json
+
+        print(json.dumps(walk, indent=1))
         return 0
     import torch
 
@@ -275,21 +437,29 @@ def main(argv=None) -> int:
         print("error: the measured parts need a CUDA GPU (only --only roofline runs without)",
               file=sys.stderr)  # fmt: skip
         return 2
-    run = Run(args)
-    run.rows.extend(walk_rows)
-    batches = QUICK_BATCHES if args.quick else BATCHES
-    if "copy" in args.parts or any(p in args.parts for p in ("gemv", "fused")):
-        part_copy(run)
-    if "gemv" in args.parts:
-        part_gemv(run, batches)
-    if "quant" in args.parts:
-        part_quant(run, batches)
-    if "fused" in args.parts:
-        part_fused(run)
-    run.save()
-    judged = [row for row in run.rows if row.get("met") is not None]
-    print(f"targets met: {sum(bool(r['met']) for r in judged)} of {len(judged)}; "
-          f"written to {run.path}")  # fmt: skip
+    from judge_decode import judge, print_verdicts
+
+    from kernelab.harness.ceilings import this_gpu
+    from kernelab.harness.records import card_folder
+
+    identity = this_gpu("decode_kernels.py")
+    folder = Path(args.out) if args.out else (
+        Path("benchmarks/results") / (card_folder(identity.gpu_id or "") or identity.key) / "decode")  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    run = Run(identity, folder / f"decode_kernels_{time.strftime('%Y%m%d-%H%M%S')}.json",
+              0.2 if args.quick else 0.5)  # fmt: skip
+    say(f"decode kernels on {identity.name}: {run.path}")
+    if any(p in args.parts for p in ("copy", "gemv", "fused", "gate_up")):
+        copy_part(run)
+    for case in plan(args.parts, args.quick):
+        try:
+            measure_case(run, case)
+        except Exception as exc:  # one broken case must not hide the others
+            run.fail(f"{case.op} {case.label}", exc)
+        run.save()  # after every case: a run cut short keeps what it measured
+    verdicts = judge(run.records, identity.name)
+    run.save(verdicts)
+    print_verdicts(verdicts, run)
     return 0
 
 

@@ -82,6 +82,9 @@ NOT_FLOAT_MATRIX = ("quant_gemv_int8", "quant_gemv_int4", "quant_gemv_int4_zp", 
 # Sampling takes logits with per-row integer and float parameters; its bad input (NaN/inf
 # logits, out-of-range parameters, shapes, empty batches) is tested in tests/ops/sampling/.
 NOT_FLOAT_MATRIX += ("sampling_probs",)
+# The fused gate/up GEMV takes x[m, k] and two weights [n, k]: its bad input is tested in
+# tests/ops/swiglu/test_gate_up_gemv.py.
+NOT_FLOAT_MATRIX += ("gate_up_swiglu",)
 ONE_D_OPS = ("vector_add", "reduce_sum", "scan")
 
 

@@ -36,6 +36,7 @@ SMALL = {
     "rope": {"tokens": 3, "heads": 2, "head_dim": 8},
     "rope_interleaved": {"tokens": 3, "heads": 2, "head_dim": 8},
     "swiglu": {"rows": 3, "cols": 13},
+    "gate_up_swiglu": {"m": 2, "n": 5, "k": 7},
     "decode_attention": {"batch": 2, "heads": 4, "kv_heads": 2, "tokens": 5, "head_dim": 8},
     "scan": {"n": 13},  # fp32 and int32; tests/ladders/scan checks the int32 half
     "sampling_probs": {"batch": 5, "vocab": 37},  # logits and per-row filter parameters

@@ -252,10 +252,13 @@ def _jsonable(value):
     return value
 
 
-def save_records(records: list[Record], path: str | Path) -> Path:
-    """Write `records` as a JSON list to `path`, atomically; return the path."""
+def save_records(records: list[Record], path: str | Path, *, document: dict | None = None) -> Path:
+    """Write `records` as a JSON list to `path`, atomically; return the path. With `document`,
+    the file is that object with the list under "records" (load_records reads both forms)."""
     path = Path(path)
-    write_atomically(path, json.dumps([_jsonable(r.to_dict()) for r in records], indent=1) + "\n")
+    items = [_jsonable(r.to_dict()) for r in records]
+    data = items if document is None else {**_jsonable(document), "records": items}
+    write_atomically(path, json.dumps(data, indent=1) + "\n")
     return path
 
 

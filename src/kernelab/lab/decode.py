@@ -177,12 +177,14 @@ def model_rows(gpu_id: str, copy_gbps: float | None) -> list[list]:
 
 
 def suite_records(records: list[Record]) -> list[Record]:
-    """The suite's records, the newest per case (a re-measured case replaces the older one)."""
+    """The suite's records, the newest per case (a re-measured case replaces the older one).
+    The harness's timings only: benchmarks/decode_kernels.py writes a triton.testing.do_bench
+    twin of each (mode "do_bench"), the figure a PyTorch user's timer gives, kept beside."""
     from kernelab.lab.derive import from_samples
 
     newest: dict[tuple, Record] = {}
     for r in records:
-        if r.extra.get("suite") != SUITE or not from_samples(r):
+        if r.extra.get("suite") != SUITE or not from_samples(r) or r.mode == "do_bench":
             continue
         key = (r.implementation, tuple(sorted(r.shape.items())), r.dtype)
         if key not in newest or r.timestamp > newest[key].timestamp:

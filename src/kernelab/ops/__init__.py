@@ -162,6 +162,9 @@ def _decode_implementations() -> list[Implementation]:
                 "chunk of tokens, a log-sum-exp combine", "K and V read once per KV head"),
         _decode("triton.swiglu", "swiglu", "swiglu", "swiglu", floats,
                 "silu(gate) * up in one pass", "two reads and one write, fp32 math"),
+        _decode("triton.gate_up_swiglu", "gate_up_swiglu", "swiglu", "gate_up_swiglu", floats,
+                "silu(x W_gate^T) * (x W_up^T): the gate/up GEMV and SwiGLU in one kernel, "
+                "split-K", "W_gate and W_up read once, x once for both"),
         _decode("triton.sampling_probs.teaching", "sampling_probs", "sampling.teaching",
                 "sampling_probs", floats,
                 "the teaching sampler: the row in registers, thresholds off a sorted copy",

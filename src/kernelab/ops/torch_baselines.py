@@ -158,6 +158,8 @@ def _decode_baselines() -> list[Implementation]:
         ("torch.rope_interleaved", "rope_interleaved", FLOAT_DTYPES,
          "gathered cos/sin, interleaved pairs rotated in fp32, rounded"),
         ("torch.swiglu", "swiglu", FLOAT_DTYPES, "torch.nn.functional.silu(gate) * up"),
+        ("torch.gate_up_swiglu", "gate_up_swiglu", FLOAT_DTYPES,
+         "silu(x @ w_gate.t()) * (x @ w_up.t()): two cuBLAS GEMVs, then SwiGLU"),
         ("torch.decode_attention", "decode_attention", FLOAT_DTYPES,
          "scaled_dot_product_attention over the first n slots (enable_gqa)"),
         ("torch.sampling_probs", "sampling_probs", FLOAT_DTYPES,

@@ -462,6 +462,18 @@ def swiglu(rows, cols, *, dtype) -> OpCost:
     return OpCost("swiglu", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
 
 
+def gate_up_swiglu(m, n, k, *, dtype) -> OpCost:
+    """y[M,N] = silu(x W_gate^T) * (x W_up^T): two GEMVs over one x and SwiGLU, fused."""
+    m, n, k = (_count("gate_up_swiglu", name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+    dtype = canonical_dtype(dtype)
+    flops = 2.0 * m * (2 * n) * k + 5.0 * m * n  # both products, then silu(g) * u
+    # W_gate and W_up (2*N*K) read once dominate; x (M*K) read once, y (M*N) written once
+    bytes_ = (2 * n * k + m * k + m * n) * dtype_bytes(dtype)
+    explanation = (f"2*M*2N*K + 5*M*N FLOPs; bytes = W_gate and W_up 2*N*K + x M*K read, "
+                   f"y M*N written, at {dtype}")  # fmt: skip
+    return OpCost("gate_up_swiglu", {"m": m, "n": n, "k": k}, dtype, flops, bytes_, explanation)
+
+
 def decode_attention(batch, heads, kv_heads, tokens, head_dim, *, dtype) -> OpCost:
     """One query token per sequence attending `tokens` cached keys and values (GQA: heads
     query heads share kv_heads KV heads)."""

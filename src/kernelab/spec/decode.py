@@ -13,6 +13,8 @@ packing functions and their float64 dequantization) and the fused small ops of a
 | rope / rope_interleaved | tokens, heads, head_dim | x, cos, sin [positions, head_dim/2]  |
 |                      |                         | fp32, positions int64[tokens]           |
 | swiglu               | rows, cols              | gate, up -> silu(gate) * up             |
+| gate_up_swiglu       | m, n, k                 | x[m, k], w_gate[n, k], w_up[n, k] ->    |
+|                      |                         | silu(x w_gate^T) * (x w_up^T), [m, n]   |
 | decode_attention     | batch, heads, kv_heads, | q[batch, heads, head_dim], k and v      |
 |                      | tokens, head_dim        | [batch, kv_heads, tokens + slack,       |
 |                      |                         | head_dim], n = tokens -> o like q       |
@@ -25,7 +27,9 @@ stacked, [2, rows, cols] (the kernel writes both halves of one buffer, so the st
 costs nothing). RoPE rotates pairs (x[2i], x[2i+1]) when interleaved (GPT-J layout) and
 (x[i], x[i + d/2]) in the half-split layout (GPT-NeoX / Llama's rotate_half), by the angle
 of the token's position: positions = ROPE_POSITION_OFFSET + arange(tokens), a decode step
-deep into a sequence.
+deep into a sequence. gate_up_swiglu's w_gate and w_up are the two halves of one
+W_gate_up[2n, k] (a Llama MLP's fused weight: views, no copy), scaled by 1/sqrt(k) so that
+gate is of order 1 and SiLU's curve, not only its linear and zero tails, is exercised.
 """
 
 from __future__ import annotations
@@ -276,6 +280,34 @@ def _eager_swiglu(gate, up):
     return torch.nn.functional.silu(gate) * up
 
 
+def _make_gate_up(shape, torch_dtype, generator, device):
+    n, k = shape["n"], shape["k"]
+    x = normals((shape["m"], k), generator, device).to(torch_dtype)
+    w_gate_up = normals((2 * n, k), generator, device, k**-0.5).to(torch_dtype)
+    return x, w_gate_up[:n], w_gate_up[n:]
+
+
+def _reference_gate_up(x, w_gate, w_up):
+    import torch
+
+    x64 = as_float64(x)
+    return torch.nn.functional.silu(x64 @ as_float64(w_gate).t()) * (x64 @ as_float64(w_up).t())
+
+
+def _eager_gate_up(x, w_gate, w_up):
+    """Two GEMVs (cuBLAS on a GPU), rounded to x's dtype, then silu(gate) * up: the MLP's
+    first half as a torch model writes it."""
+    import torch
+
+    return torch.nn.functional.silu(x @ w_gate.t()) * (x @ w_up.t())
+
+
+def _gate_up_cost(shape, dtype):
+    from kernelab.roofline import costs
+
+    return costs.gate_up_swiglu(shape["m"], shape["n"], shape["k"], dtype=dtype)
+
+
 def _decode_cost(model: str, **fixed):
     def cost(shape, dtype):
         from kernelab.roofline import costs
@@ -378,6 +410,9 @@ DECODE_OPS: dict[str, OpSpec] = (
             OpSpec("swiglu", ("rows", "cols"), ("fp64", *FLOAT_DTYPES),
                    "silu(gate) * up", _make_swiglu, _reference_swiglu, _eager_swiglu,
                    _decode_cost("swiglu")),
+            OpSpec("gate_up_swiglu", ("m", "n", "k"), ("fp64", *FLOAT_DTYPES),
+                   "silu(x @ w_gate^T) * (x @ w_up^T): the fused gate/up GEMV and SwiGLU",
+                   _make_gate_up, _reference_gate_up, _eager_gate_up, _gate_up_cost),
             OpSpec("decode_attention", ("batch", "heads", "kv_heads", "tokens", "head_dim"),
                    FLOAT_DTYPES, "one query token per sequence over a KV cache (GQA)",
                    _make_decode_attention, _reference_decode_attention,

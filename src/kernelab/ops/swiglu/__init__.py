@@ -1,5 +1,6 @@
 """SwiGLU's fused activation, out = silu(gate) * up: the public entry (the kernel is
-teaching.py, small enough to be read whole).
+teaching.py, small enough to be read whole). gate_up_gemv.py fuses it one step further, into
+the decode GEMV that produces gate and up (gate_up_swiglu).
 
 gate and up of one shape [..., cols] (row strides free, columns contiguous: gate_up[:, :c]
 and gate_up[:, c:] need no copy). BLOCK 1024 columns at 4 warps: 8 values a thread, two
@@ -12,12 +13,14 @@ import torch
 import triton
 
 from kernelab.errors import KernelabError
+from kernelab.ops.swiglu.gate_up_gemv import gate_up_swiglu
 from kernelab.ops.swiglu.teaching import swiglu_kernel
 from kernelab.runtime.tuner import interpreting
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 BLOCK = 1024
 INTERPRETER_BLOCK = 16
+__all__ = ["gate_up_swiglu", "swiglu"]
 
 
 def _rows(t, cols):

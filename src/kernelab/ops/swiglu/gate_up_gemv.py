@@ -1,0 +1,159 @@
+"""The MLP's first half of a decode step in one kernel: y = silu(x W_gate^T) * (x W_up^T).
+
+Unfused, a Llama layer runs gate_up = x W_gate_up^T (one GEMV over both weights), writes
+gate_up[m, 2n], then the SwiGLU kernel reads it back and writes y[m, n]. At m = 1 that round
+trip is 4 * n * itemsize bytes (gate_up written, then read) against 2 * n * k * itemsize of
+weights (0.05 % at Llama-3-8B's 14336 x 4096): the bytes hardly matter, the second launch
+does (its few microseconds, and one more kernel in the decode step's graph).
+
+Here one program owns BLOCK_N columns of the output: it streams the matching BLOCK_N rows
+of W_gate AND of W_up over its slice of K, with one load of the x tile feeding both
+products, so each weight byte is read once and x is read half as often as by two GEMVs.
+The work is cut like ops/gemv's split-K path over the 2n rows of W_gate_up: a program
+holds BLOCK_N / 2 rows of each weight, the bytes per program of the plain GEMV.
+
+Where K is split, the fp32 partial sums of both products go to a workspace
+[SPLIT, 2, M, N] and the second kernel adds them in a fixed order (the same bits on every
+run), then applies silu(g) * u: SwiGLU needs the whole sum, so it can only run after the
+reduction. Unsplit, the first kernel applies it and writes y directly.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelab.errors import KernelabError
+from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count
+from kernelab.ops.gemv import plan as gemv_plan
+from kernelab.runtime.tuner import interpreting
+
+
+@triton.jit
+def _silu_mul(g, u):
+    # sigmoid(g) = 1 / (1 + exp(-g)): 0 (not NaN) for g = -1000, 1 for g = +1000
+    return g * (1.0 / (1.0 + tl.exp(-g))) * u
+
+
+@triton.jit
+def gate_up_split_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K, k_per_split,
+                         sxm, sxk, sgn, sgk, sun, suk, s_split, s_half, som,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         USE_DOT: tl.constexpr, IEEE: tl.constexpr, FUSE: tl.constexpr):  # fmt: skip
+    pid_n, split, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_start = split * k_per_split  # k_per_split is a multiple of BLOCK_K
+    k_end = tl.minimum(k_start + k_per_split, K)
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    w_rows = cols[:, None] < N
+    for k0 in range(k_start, k_end, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < k_end
+        x = tl.load(
+            x_ptr + rows[:, None] * sxm + ks[None, :] * sxk,
+            mask=(rows[:, None] < M) & k_ok[None, :],
+            other=0.0,
+        )  # BLOCK_M*BLOCK_K, once
+        wg = tl.load(
+            wg_ptr + cols[:, None] * sgn + ks[None, :] * sgk, mask=w_rows & k_ok[None, :], other=0.0
+        )  # BLOCK_N*BLOCK_K of W_gate
+        wu = tl.load(
+            wu_ptr + cols[:, None] * sun + ks[None, :] * suk, mask=w_rows & k_ok[None, :], other=0.0
+        )  # BLOCK_N*BLOCK_K of W_up
+        if USE_DOT:
+            if IEEE:  # fp32 inputs, or any input on the interpreter (its bf16 dot is wrong)
+                x, wg, wu = x.to(tl.float32), wg.to(tl.float32), wu.to(tl.float32)
+                acc_g = tl.dot(x, tl.trans(wg), acc_g, input_precision="ieee")
+                acc_u = tl.dot(x, tl.trans(wu), acc_u, input_precision="ieee")
+            else:
+                acc_g = tl.dot(x, tl.trans(wg), acc_g)
+                acc_u = tl.dot(x, tl.trans(wu), acc_u)
+        else:
+            # products in fp32 on the CUDA cores: at M < 16 an MMA would waste most rows
+            xf = x.to(tl.float32)[:, None, :]
+            acc_g += tl.sum(xf * wg.to(tl.float32)[None, :, :], axis=2)
+            acc_u += tl.sum(xf * wu.to(tl.float32)[None, :, :], axis=2)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    if FUSE:  # K unsplit: the sums are whole, y written once (M*N*itemsize)
+        out = out_ptr + rows[:, None] * som + cols[None, :]
+        tl.store(out, _silu_mul(acc_g, acc_u).to(out_ptr.dtype.element_ty), mask=mask)
+    else:  # fp32 partials of both products: 2*M*N*4 bytes per split
+        out = out_ptr + split.to(tl.int64) * s_split + rows[:, None] * som + cols[None, :]
+        tl.store(out, acc_g, mask=mask)
+        tl.store(out + s_half, acc_u, mask=mask)
+
+
+@triton.jit
+def swiglu_splits_kernel(part_ptr, y_ptr, count, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    # reads SPLIT * 2 * BLOCK * 4 bytes of partials, writes BLOCK * itemsize of y
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    g = tl.zeros((BLOCK,), dtype=tl.float32)
+    u = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):  # a fixed order: the same bits on every run
+        g += tl.load(part_ptr + (2 * s) * count + offsets, mask=mask, other=0.0)
+        u += tl.load(part_ptr + (2 * s + 1) * count + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, _silu_mul(g, u).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False) -> dict:
+    """The GEMV's plan for the 2n rows of W_gate_up, each program's rows shared between the
+    two weights (BLOCK_N / 2 of each; the interpreter keeps its 16 to see several blocks)."""
+    launch = gemv_plan(m, 2 * n, k, sms, interpreter=interpreter)
+    if not interpreter:
+        launch["BLOCK_N"] = max(16, launch["BLOCK_N"] // 2)
+    return launch
+
+
+def _validate(x, w_gate, w_up) -> None:
+    if x.dim() != 2 or w_gate.dim() != 2 or w_gate.shape != w_up.shape or (
+            x.shape[1] != w_gate.shape[1]):  # fmt: skip
+        raise KernelabError(f"gate_up_swiglu needs x[m, k] and w_gate, w_up of one shape "
+                            f"[n, k], got {tuple(x.shape)}, {tuple(w_gate.shape)} and "
+                            f"{tuple(w_up.shape)}")  # fmt: skip
+    if not (x.dtype == w_gate.dtype == w_up.dtype) or x.dtype not in SUPPORTED_DTYPES:
+        raise KernelabError(f"gate_up_swiglu needs x, w_gate and w_up of one dtype among fp32, "
+                            f"bf16, fp16, got {x.dtype}, {w_gate.dtype} and {w_up.dtype}")  # fmt: skip
+    if x.shape[0] > MAX_M:
+        raise KernelabError(f"gate_up_swiglu is the decode path for m <= {MAX_M}, got m = "
+                            f"{x.shape[0]}; use a GEMM and swiglu")  # fmt: skip
+    if not (x.device == w_gate.device == w_up.device):
+        raise KernelabError("gate_up_swiglu needs x, w_gate and w_up on one device")
+
+
+def gate_up_swiglu(x, w_gate, w_up, *, launch: dict | None = None):
+    """silu(x @ w_gate^T) * (x @ w_up^T) -> y[m, n] in x's dtype, fp32 accumulation and
+    activation; any strides (w_gate and w_up may be the halves of one W_gate_up).
+
+    launch: a plan() dict to use instead of the heuristic one (the tests pin both forms).
+    """
+    _validate(x, w_gate, w_up)
+    (m, k), n = x.shape, w_gate.shape[0]
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if m == 0 or n == 0:
+        return y
+    if k == 0:
+        return y.zero_()  # silu(0) * 0
+    interp = interpreting()
+    if launch is None:
+        sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
+        launch = plan(m, n, k, sms, interpreter=interp)
+    split = launch["split"]
+    fuse = split == 1
+    out = y if fuse else torch.empty((split, 2, m, n), dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(n, launch["BLOCK_N"]), split, triton.cdiv(m, launch["BLOCK_M"]))
+    gate_up_split_kernel[grid](
+        x, w_gate, w_up, out, m, n, k, launch["k_per_split"], x.stride(0), x.stride(1),
+        w_gate.stride(0), w_gate.stride(1), w_up.stride(0), w_up.stride(1),
+        0 if fuse else 2 * m * n, 0 if fuse else m * n, n, BLOCK_M=launch["BLOCK_M"],
+        BLOCK_N=launch["BLOCK_N"], BLOCK_K=launch["BLOCK_K"], USE_DOT=launch["USE_DOT"],
+        IEEE=x.dtype == torch.float32 or interp, FUSE=fuse, num_warps=4,
+    )  # fmt: skip
+    if not fuse:
+        block = 64 if interp else 1024
+        swiglu_splits_kernel[(triton.cdiv(m * n, block),)](out, y, m * n, SPLIT=split,
+                                                           BLOCK=block)  # fmt: skip
+    return y
