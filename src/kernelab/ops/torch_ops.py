@@ -27,6 +27,8 @@ whole block built from them):
     kernelab::rope(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
     kernelab::rope_interleaved(Tensor x, Tensor cos, Tensor sin, Tensor positions) -> Tensor
     kernelab::swiglu(Tensor gate, Tensor up) -> Tensor                    silu(gate) * up
+    kernelab::gate_up_swiglu(Tensor x, Tensor w_gate, Tensor w_up) -> Tensor
+        silu(x @ w_gate^T) * (x @ w_up^T), both weights read once
     kernelab::gemv_teaching, kernelab::quant_gemv_int8_teaching: their teaching kernels
     kernelab::decode_attention(Tensor q, Tensor k, Tensor v, int n) -> Tensor
         one query token per sequence over n cached tokens, GQA, split over the KV length
@@ -300,6 +302,19 @@ def _(gate, up):
         raise ValueError(f"swiglu needs gate and up of one shape, got {tuple(gate.shape)} and "
                          f"{tuple(up.shape)}")  # fmt: skip
     return gate.new_empty(gate.shape)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gate_up_swiglu", mutates_args=())
+def gate_up_swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> Tensor:
+    return _public("ops.swiglu", "gate_up_swiglu")(x, w_gate, w_up)
+
+
+@gate_up_swiglu.register_fake
+def _(x, w_gate, w_up):
+    if x.dim() != 2 or w_gate.dim() != 2 or w_gate.shape != w_up.shape or w_gate.shape[1] != x.shape[1]:
+        raise ValueError(f"gate_up_swiglu needs x[m, k] and w_gate, w_up [n, k], got "
+                         f"{tuple(x.shape)}, {tuple(w_gate.shape)}, {tuple(w_up.shape)}")  # fmt: skip
+    return x.new_empty((x.shape[0], w_gate.shape[0]))
 
 
 # "int n": the number of cached tokens attended; a new n is a new graph, never a traced size.
