@@ -125,3 +125,78 @@ def test_gpus_without_ray_says_so_before_any_compile(capsys, monkeypatch):
     monkeypatch.setattr(reduce_ladder, "compile_report", no_compile)
     line = _one_line_error(capsys, "reduce", "--sizes", "2^20,2^24", "--gpus", "2")
     assert "--gpus needs Ray, which is not installed: pip install 'kernelab[ray]'" in line
+
+
+# --- the runner speaks each engine's language -----------------------------------------------
+
+ENGINE_RESULTS = {
+    "sgemm": {
+        "check_steps": lambda steps, shapes, **_: [
+            {"step": s.name, "shape": shapes[0], "ok": s.number != 2} for s in steps
+        ],
+        "time_ladder": ([], []),
+    },
+    "hgemm": {
+        "check_steps": lambda steps, **kw: {
+            s.name: [{"shape": sh, "ok": True} for sh in kw["shapes"]] for s in steps
+        },
+        "persistent_grids": {},
+        "time_ladder": ([], []),
+        "time_paired": [],
+    },
+    "reduce": {
+        "check_steps": [],
+        "read_ceiling": (3e12, "cached"),
+        "time_ladder": ([], [], "CUB line"),
+    },
+    "transpose": {"check_steps": [], "time_ladder": ([], [])},
+    "histogram": {"check_steps": [], "time_ladder": ([], [], ["a note"])},
+    "scan": {"check_steps": [], "time_ladder": ([], [], ["a note"])},
+}
+OPTIONS = {
+    "sgemm": {}, "hgemm": {"modes": ["cold"], "pairs": 3}, "reduce": {"dtypes": ["fp32"]},
+    "transpose": {"dtype": "fp32"}, "histogram": {"dtype": "int32", "bins": 256},
+    "scan": {"dtype": "int32"},
+}  # fmt: skip
+SIZES = {"transpose": [[64, 48], [32, 32]]}
+
+
+@pytest.mark.parametrize("ladder", list(ENGINE_RESULTS))
+def test_the_runner_calls_each_engine_with_the_arguments_its_functions_take(ladder, monkeypatch):
+    import importlib
+    import inspect
+
+    from kernelab.harness.ceilings import DeviceIdentity
+    from kernelab.spread.ladders import LadderRunner
+
+    engine = importlib.import_module(f"kernelab.ladders.{ladder}.ladder")
+    calls = []
+    for name, answer in ENGINE_RESULTS[ladder].items():
+        signature = inspect.signature(getattr(engine, name))
+
+        def fake(*args, _name=name, _signature=signature, _answer=answer, **kwargs):
+            _signature.bind(*args, **kwargs)  # a TypeError if the runner speaks otherwise
+            calls.append(_name)
+            return _answer(*args, **kwargs) if callable(_answer) else _answer
+
+        monkeypatch.setattr(engine, name, fake)
+    runner = LadderRunner(ladder=ladder, steps=None, mode="cold", max_time=0.5,
+                          options=OPTIONS[ladder])  # fmt: skip
+    monkeypatch.setattr(runner, "identity",
+                        lambda: DeviceIdentity(0, "NVIDIA H200", "h200", None, (9, 0)))  # fmt: skip
+    for size in SIZES.get(ladder, [4096, 1000]):
+        found = runner.run({"size": size})
+        assert found["gpu"] == "NVIDIA H200" and found["card"] == "h200"
+        assert set(found) >= {"rows", "records", "checks", "notes", "extra"}
+    if ladder in ("transpose", "histogram", "scan"):  # size-free checks once a card
+        assert calls.count("check_steps") == 1
+    if ladder == "hgemm":  # the awkward shapes once a card, then each size not among them
+        fixed = engine.check_shapes()
+        extra = [s for s in (4096, 1000) if {"m": s, "n": s, "k": s} not in fixed]
+        assert calls.count("check_steps") == 1 + len(extra) and extra
+    if ladder == "reduce":
+        assert calls.count("read_ceiling") == 1 and found["extra"]["cub"] == "CUB line"
+    if ladder == "hgemm":
+        assert calls.count("time_paired") == 2
+    if ladder == "sgemm":  # a step wrong at the task's size is not timed there
+        assert "sgemm:02" not in {s.name for s in runner._passing({"sgemm:02"})}
