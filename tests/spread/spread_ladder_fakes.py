@@ -72,3 +72,6 @@ class CpuLadderRunner(LadderRunner):
 
     def identity(self):
         return identity()
+
+    def device_name(self) -> str:
+        return identity().name

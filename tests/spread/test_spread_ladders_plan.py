@@ -200,3 +200,12 @@ def test_the_runner_calls_each_engine_with_the_arguments_its_functions_take(ladd
         assert calls.count("time_paired") == 2
     if ladder == "sgemm":  # a step wrong at the task's size is not timed there
         assert "sgemm:02" not in {s.name for s in runner._passing({"sgemm:02"})}
+
+
+def test_a_table_per_size_names_the_card_that_size_ran_on():
+    from kernelab.commands.ladder_tables import gpu_at
+
+    result = {"gpu": "NVIDIA H200, NVIDIA H100 80GB HBM3",
+              "placed": [{"size": 1024, "ran_on": H200}, {"size": 2048, "ran_on": H100}]}  # fmt: skip
+    assert gpu_at(result, 1024) == "NVIDIA H200" and gpu_at(result, 2048) == H100["name"]
+    assert gpu_at({"gpu": "NVIDIA H200"}, 1024) == "NVIDIA H200"  # the local ladder

@@ -53,6 +53,7 @@ from kernelab.commands.ladder_spread import (
 )
 from kernelab.commands.ladder_tables import VERDICT_STYLE as _VERDICT_STYLE
 from kernelab.commands.ladder_tables import fmt as _fmt
+from kernelab.commands.ladder_tables import gpu_at
 from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
@@ -227,7 +228,7 @@ def _render_timing(result: dict, console) -> None:
             if r["size"] == size
         ]
         _print_fitted(
-            console, f"SGEMM fp32 {size}^3 on {result['gpu']} ({result['mode']} L2)", columns,
+            console, f"SGEMM fp32 {size}^3 on {gpu_at(result, size)} ({result['mode']} L2)", columns,
             cells, left=("step", "technique"),
         )  # fmt: skip
     failed = [c for c in result["checks"] if not c["ok"]]

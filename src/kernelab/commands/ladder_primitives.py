@@ -6,6 +6,7 @@ from __future__ import annotations
 from kernelab.commands.ladder_spread import run_spread
 from kernelab.commands.ladder_tables import VERDICT_STYLE as _VERDICT_STYLE
 from kernelab.commands.ladder_tables import fmt as _fmt
+from kernelab.commands.ladder_tables import gpu_at
 from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
@@ -174,7 +175,7 @@ def render_reduce_table(result: dict, console) -> None:
                 if r["n"] == n and r["dtype"] == dtype
             ]
             _print_fitted(
-                console, f"sum of n={n:,} {dtype} on {result['gpu']} ({result['mode']} L2)",
+                console, f"sum of n={n:,} {dtype} on {gpu_at(result, n)} ({result['mode']} L2)",
                 columns, cells, left=("step", "counter"), drop=("counter",),
             )  # fmt: skip
     ceiling = result.get("read_ceiling_bytes_per_s")
