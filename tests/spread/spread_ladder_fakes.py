@@ -75,3 +75,12 @@ class CpuLadderRunner(LadderRunner):
 
     def device_name(self) -> str:
         return identity().name
+
+
+class FailingLadderRunner(CpuLadderRunner):
+    """The stand-in, except that n = 3000 raises on every card."""
+
+    def run(self, payload: dict) -> dict:
+        if payload["size"] == 3000:
+            raise RuntimeError("the stand-in fails at n=3000")
+        return super().run(payload)

@@ -88,6 +88,13 @@ def test_hgemm_grids_come_back_keyed_by_size_after_a_json_round_trip():
     merged = merge_ladder("hgemm", tasks, {tasks[0].key: {"result": result, "ran_on": H200}}, {})
     assert merged["extra"]["grids"] == {"hgemm:09": {4096: 132}}
     assert merged["checks"] == {"hgemm:01": [{"shape": {}, "ok": True}]}
+    # the same check passed on another card, with its own errors: still one row
+    other = {**result, "checks": {"hgemm:01": [{"shape": {}, "ok": True, "error": 0.2,
+                                                "trials": [{"error": 0.2}]}]}}  # fmt: skip
+    tasks += plan_ladder("hgemm", [8192], SETTINGS)
+    done = {tasks[0].key: {"result": result, "ran_on": H200},
+            tasks[1].key: {"result": other, "ran_on": H100}}  # fmt: skip
+    assert len(merge_ladder("hgemm", tasks, done, {})["checks"]["hgemm:01"]) == 1
 
 
 def _one_line_error(capsys, *args) -> str:

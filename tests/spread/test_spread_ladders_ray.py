@@ -163,3 +163,18 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_finished_sizes(session, stand_i
     monkeypatch.setattr(engine, "_collect", collect)
     code, text = run(*ARGS, "--gpus", "2", "--tasks-dir", str(folder), "--resume", "--json")
     assert code == 0 and json.loads(text)["spread"]["resumed"] == 1
+
+
+def test_a_size_that_fails_on_both_gpus_is_listed_and_the_rest_are_timed(
+    session, stand_in, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(spread_ladders, "LadderRunner", fakes.FailingLadderRunner)
+    code, text = run(*ARGS, "--gpus", "2", "--tasks-dir", str(tmp_path / "tasks"), "--json")
+    result = json.loads(text)
+    assert code == 1
+    (failed,) = result["failed"]
+    assert failed["size"] == 3000 and "the task failed 2 times" in failed["message"]
+    assert failed["message"].count("RuntimeError: the stand-in fails at n=3000") == 2
+    assert len({attempt["place"] for attempt in failed["attempts"]}) == 2  # tried on each GPU
+    assert {row["n"] for row in result["rows"]} == {1024, 4096}
+    assert gpus_free_again(session)

@@ -18,12 +18,11 @@ from pathlib import Path
 from kernelab.output import note
 from kernelab.spread.plan import Task, TaskBook, fingerprint_key, task_key
 
-SPREAD_LADDERS = ("sgemm", "hgemm", "reduce", "transpose", "histogram", "scan")
 # sgemm steps 1-3 take seconds per call above 4096^3; the local ladder skips them there too.
 SGEMM_SKIP_SLOW_ABOVE = 4096
 # Keys of a check row that carry measured numbers: two cards passing the same check differ
 # in them, so a check is one row per (step, shape, dtype, outcome) in the merged table.
-_CHECK_NUMBERS = ("error", "threshold", "message", "max_abs_error", "ran_on")
+_CHECK_NUMBERS = ("error", "threshold", "message", "trials", "ran_on")
 
 
 def size_label(size) -> str:
