@@ -216,3 +216,17 @@ def test_a_table_per_size_names_the_card_that_size_ran_on():
               "placed": [{"size": 1024, "ran_on": H200}, {"size": 2048, "ran_on": H100}]}  # fmt: skip
     assert gpu_at(result, 1024) == "NVIDIA H200" and gpu_at(result, 2048) == H100["name"]
     assert gpu_at({"gpu": "NVIDIA H200"}, 1024) == "NVIDIA H200"  # the local ladder
+
+
+def test_an_unreachable_cluster_is_one_line_before_any_compile(capsys, monkeypatch):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session of another test is up: the address would not be tried")
+    import kernelab.ladders.scan.ladder as scan_ladder
+
+    def no_compile(*_args, **_kwargs):
+        raise AssertionError("compiled before the cluster was reached")
+
+    monkeypatch.setattr(scan_ladder, "compile_scan", no_compile)
+    line = _one_line_error(capsys, "scan", "--ray-address", "127.0.0.1:9")
+    assert line.startswith("kernelab: cannot reach the Ray cluster at 127.0.0.1:9")

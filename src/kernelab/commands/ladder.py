@@ -29,6 +29,10 @@ uniform and skewed (one bin) data. --profile: each step's proof metric under ncu
 `kernelab ladder scan` (engine in ladders/scan/ladder.py): prefix sums, fp32 or int32.
 Without a GPU the compile report of every kernel of every step; with one, every step checked
 (inclusive and exclusive), then timed beside torch.cumsum, CUB and a copy of the same bytes.
+
+`--gpus N` (2 or more) or `--ray-address ADDR`, any ladder: its sizes spread over GPUs through
+Ray, one size per task with every step and anchor timed on that one card; the usual table,
+rows and records naming their GPU, records saved per card (ladder_spread.py, docs/spread.md).
 """
 
 from __future__ import annotations
@@ -228,8 +232,8 @@ def _render_timing(result: dict, console) -> None:
             if r["size"] == size
         ]
         _print_fitted(
-            console, f"SGEMM fp32 {size}^3 on {gpu_at(result, size)} ({result['mode']} L2)", columns,
-            cells, left=("step", "technique"),
+            console, f"SGEMM fp32 {size}^3 on {gpu_at(result, size)} ({result['mode']} L2)",
+            columns, cells, left=("step", "technique"),
         )  # fmt: skip
     failed = [c for c in result["checks"] if not c["ok"]]
     for c in failed:
