@@ -29,6 +29,10 @@ uniform and skewed (one bin) data. --profile: each step's proof metric under ncu
 `kernelab ladder scan` (engine in ladders/scan/ladder.py): prefix sums, fp32 or int32.
 Without a GPU the compile report of every kernel of every step; with one, every step checked
 (inclusive and exclusive), then timed beside torch.cumsum, CUB and a copy of the same bytes.
+
+`--gpus N` (2 or more) or `--ray-address ADDR`, any ladder: its sizes spread over GPUs through
+Ray, one size per task with every step and anchor timed on that one card; the usual table,
+rows and records naming their GPU, records saved per card (ladder_spread.py, docs/spread.md).
 """
 
 from __future__ import annotations
@@ -42,8 +46,18 @@ from typing import Annotated
 import typer
 
 from kernelab.commands.ladder_primitives import PRIMITIVE_LADDERS, _primitive_ladder, _reduce, _scan
+from kernelab.commands.ladder_spread import (
+    DEFAULT_TIMEOUT_S,
+    LadderAddress,
+    LadderGpus,
+    LadderResume,
+    LadderTasks,
+    run_spread,
+    spread_from_options,
+)
 from kernelab.commands.ladder_tables import VERDICT_STYLE as _VERDICT_STYLE
 from kernelab.commands.ladder_tables import fmt as _fmt
+from kernelab.commands.ladder_tables import gpu_at
 from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
@@ -218,8 +232,8 @@ def _render_timing(result: dict, console) -> None:
             if r["size"] == size
         ]
         _print_fitted(
-            console, f"SGEMM fp32 {size}^3 on {result['gpu']} ({result['mode']} L2)", columns,
-            cells, left=("step", "technique"),
+            console, f"SGEMM fp32 {size}^3 on {gpu_at(result, size)} ({result['mode']} L2)",
+            columns, cells, left=("step", "technique"),
         )  # fmt: skip
     failed = [c for c in result["checks"] if not c["ok"]]
     for c in failed:
@@ -297,6 +311,16 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option("--bins", help="histogram: the number of bins, 1..4096 (default 256)."),
         ] = None,
+        gpus: LadderGpus = None,
+        ray_address: LadderAddress = None,
+        resume: LadderResume = False,
+        tasks_dir: LadderTasks = None,
+        timeout: Annotated[
+            float,
+            typer.Option(
+                "--timeout", help="Seconds per size on a spread ladder before its GPU is cut."
+            ),
+        ] = DEFAULT_TIMEOUT_S,
         as_json: JsonOption = False,
     ) -> None:
         """A kernel ladder, step by step: compile report, correctness, timing against its
@@ -305,6 +329,9 @@ def register(app: typer.Typer) -> None:
         against the copy; scan: torch.cumsum and CUB against the copy); with --profile, each step's proving counter under Nsight Compute."""
         from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
+        spread = spread_from_options(
+            gpus, ray_address, resume, tasks_dir, timeout, profile=profile, plot=plot
+        )
         if name == "scan":
             if plot is not None or import_path is not None or pairs or bins is not None:
                 raise KernelabError(
@@ -315,7 +342,7 @@ def register(app: typer.Typer) -> None:
             check_max_time(max_time)
             check_outputs(out, None)
             _scan(sizes, steps, mode[0] if mode else "cold", max_time, out, dtype, profile,
-                  as_json)  # fmt: skip
+                  as_json, spread=spread)  # fmt: skip
             return
         if name in PRIMITIVE_LADDERS:
             if plot is not None or import_path is not None or pairs:
@@ -326,7 +353,7 @@ def register(app: typer.Typer) -> None:
             check_outputs(out, None)
             _primitive_ladder(
                 name, sizes, steps, mode[0] if mode else "cold", max_time, out, profile,
-                dtype, bins, as_json,
+                dtype, bins, as_json, spread=spread,
             )  # fmt: skip
             return
         if bins is not None:
@@ -338,14 +365,14 @@ def register(app: typer.Typer) -> None:
         if name == "reduce":
             if plot is not None or import_path is not None or pairs:
                 raise KernelabError("--plot, --import and --pairs are for the GEMM ladders")
-            _reduce(sizes, steps, dtype, mode, max_time, out, profile, as_json)
+            _reduce(sizes, steps, dtype, mode, max_time, out, profile, as_json, spread=spread)
             return
         if dtype is not None:
             raise KernelabError("--dtype is for the reduce ladder; the GEMM ladders fix theirs")
         if name == "hgemm":
             if plot is not None or import_path is not None:
                 raise KernelabError("--plot and --import are for the sgemm ladder only")
-            _hgemm(sizes, steps, mode, max_time, out, profile, as_json, pairs)
+            _hgemm(sizes, steps, mode, max_time, out, profile, as_json, pairs, spread=spread)
             return
         if pairs:
             raise KernelabError("--pairs is for the hgemm ladder only")
@@ -359,7 +386,20 @@ def register(app: typer.Typer) -> None:
         if profile:
             _verify(sgemm_ladder, chosen, size_list, import_path, out, as_json)
             return
+        if spread is not None:
+            spread.start()
         compiled = sgemm_ladder.compile_report(chosen, progress=note)
+        from kernelab.harness.timing import MODES
+
+        if spread is not None:
+            if mode not in MODES:
+                raise unknown("timing mode", mode, MODES)
+            run_spread(
+                name, spread, size_list, steps=steps, mode=mode, max_time=max_time, options={},
+                out=out, as_json=as_json, base={"ladder": name, "compile": compiled},
+                render=_render_timing,
+            )  # fmt: skip
+            return
         if not _has_gpu():
             note("timing and checking need a CUDA GPU; showing the compile report only")
             _nothing_to_write(out, plot)
@@ -369,8 +409,6 @@ def register(app: typer.Typer) -> None:
                 lambda console: _render_compile(compiled, console),
             )
             return
-
-        from kernelab.harness.timing import MODES
 
         if mode not in MODES:
             raise unknown("timing mode", mode, MODES)
@@ -443,9 +481,8 @@ def _lens_spec():
     return get_gpu("h200")
 
 
-def _hgemm(
-    sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool, pairs: int = 0
-) -> None:
+def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool,
+           pairs: int = 0, spread=None) -> None:  # fmt: skip
     from kernelab.ladders.hgemm import ladder as hgemm_ladder
 
     size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES))
@@ -457,6 +494,8 @@ def _hgemm(
         raise KernelabError("--profile runs the ladder at one size; give one, e.g. --sizes 4096")
     if profile and not _has_gpu():
         raise NoGPUError("ladder hgemm --profile needs a CUDA GPU and ncu; none found")
+    if spread is not None:
+        spread.start()
 
     compiled = hgemm_ladder.compile_report(chosen, progress=note)
     spec = _lens_spec()
@@ -476,6 +515,14 @@ def _hgemm(
             lens=lenses,
         )
         emit(result, as_json, lambda console: _render_hgemm_profile(result, console))
+        return
+    if spread is not None:
+        result.update(compile=compiled, lens=lenses)
+        run_spread(
+            "hgemm", spread, size_list, steps=steps, mode=mode_list[0], max_time=max_time,
+            options={"modes": mode_list, "pairs": pairs}, out=out, as_json=as_json, base=result,
+            render=_render_hgemm_timing,
+        )  # fmt: skip
         return
     if not _has_gpu():
         note("timing and checking need a CUDA GPU; showing the compile report and the lens only")

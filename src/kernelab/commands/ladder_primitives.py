@@ -3,8 +3,10 @@ command line (the GEMM ladders are kernelab.commands.ladder, which dispatches he
 
 from __future__ import annotations
 
+from kernelab.commands.ladder_spread import run_spread
 from kernelab.commands.ladder_tables import VERDICT_STYLE as _VERDICT_STYLE
 from kernelab.commands.ladder_tables import fmt as _fmt
+from kernelab.commands.ladder_tables import gpu_at
 from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
@@ -49,7 +51,8 @@ def parse_dtypes(spec: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _reduce(sizes, steps, dtype, modes, max_time: float, out, profile: bool, as_json: bool):
+def _reduce(sizes, steps, dtype, modes, max_time: float, out, profile: bool, as_json: bool,
+            spread=None):  # fmt: skip
     from kernelab.ladders.reduce import ladder as reduce_ladder
 
     size_list = parse_counts(
@@ -66,7 +69,16 @@ def _reduce(sizes, steps, dtype, modes, max_time: float, out, profile: bool, as_
         raise unknown("timing mode", mode, MODES)
     if profile and (len(size_list) != 1 or len(dtypes) != 1):
         raise KernelabError("--profile reads the counters at one size and dtype; e.g. --sizes 2^26")
+    if spread is not None:
+        spread.start()
     compiled = [row for d in dtypes for row in reduce_ladder.compile_report(chosen, d, note)]
+    if spread is not None:
+        run_spread(
+            "reduce", spread, size_list, steps=steps, mode=mode, max_time=max_time,
+            options={"dtypes": dtypes}, out=out, as_json=as_json,
+            base={"ladder": "reduce", "compile": compiled}, render=render_reduce_table,
+        )  # fmt: skip
+        return
     if not _has_gpu():
         note("checking, timing and the ncu counters need a CUDA GPU; showing the compile report")
         _nothing_to_write(out, None)
@@ -163,7 +175,7 @@ def render_reduce_table(result: dict, console) -> None:
                 if r["n"] == n and r["dtype"] == dtype
             ]
             _print_fitted(
-                console, f"sum of n={n:,} {dtype} on {result['gpu']} ({result['mode']} L2)",
+                console, f"sum of n={n:,} {dtype} on {gpu_at(result, n)} ({result['mode']} L2)",
                 columns, cells, left=("step", "counter"), drop=("counter",),
             )  # fmt: skip
     ceiling = result.get("read_ceiling_bytes_per_s")
@@ -214,7 +226,8 @@ def _primitive_sizes(name: str, spec: str) -> list:
     return found
 
 
-def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, bins, as_json):
+def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, bins, as_json,
+                      spread=None):  # fmt: skip
     """Validate everything first (one line, exit 2), then compile, and with a GPU check, time
     or profile."""
     from kernelab.ladders.histogram import ladder as histogram_ladder
@@ -244,6 +257,8 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
 
     if mode not in MODES:
         raise unknown("timing mode", mode, MODES)
+    if spread is not None:
+        spread.start()
 
     compile_rows = (
         transpose_ladder.compile_transpose(chosen, progress=note)
@@ -251,6 +266,13 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
         else histogram_ladder.compile_histogram(chosen, progress=note)
     )
     result = {"ladder": name, "dtype": dtype, "bins": bins, "compile": compile_rows}
+    if spread is not None:
+        run_spread(
+            name, spread, size_list, steps=steps, mode=mode, max_time=max_time,
+            options={"dtype": dtype, "bins": bins}, out=out, as_json=as_json, base=result,
+            render=_render_primitive_timing,
+        )  # fmt: skip
+        return
     if not _has_gpu():
         note("checking, timing and --profile need a CUDA GPU; showing the compile report only")
         if out is not None:
@@ -372,7 +394,7 @@ def _scan_sizes(spec: str) -> list[int]:
     return found
 
 
-def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json):
+def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json, spread=None):
     """Validate everything first (one line, exit 2), then compile, and with a GPU check and
     time, or profile each step's proof metric (summed over all its launches) at one size."""
     from kernelab.harness.timing import MODES
@@ -388,8 +410,17 @@ def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json):
     chosen = scan_ladder.parse_steps(steps)
     if mode not in MODES:
         raise unknown("timing mode", mode, MODES)
+    if spread is not None:
+        spread.start()
     compile_rows = scan_ladder.compile_scan(chosen, progress=note)
     result = {"ladder": "scan", "dtype": dtype, "compile": compile_rows}
+    if spread is not None:
+        run_spread(
+            "scan", spread, size_list, steps=steps, mode=mode, max_time=max_time,
+            options={"dtype": dtype}, out=out, as_json=as_json, base=result,
+            render=_render_scan_timing,
+        )  # fmt: skip
+        return
     if not _has_gpu():
         note("checking, timing and --profile need a CUDA GPU; showing the compile report only")
         if out is not None:

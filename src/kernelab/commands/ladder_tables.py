@@ -16,6 +16,14 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def gpu_at(result: dict, size) -> str | None:
+    """The GPU a size was timed on: the one its spread task ran on, else the run's GPU."""
+    for placed in result.get("placed") or ():
+        if placed["size"] == size and (placed.get("ran_on") or {}).get("name"):
+            return placed["ran_on"]["name"]
+    return result.get("gpu")
+
+
 def fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
