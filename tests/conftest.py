@@ -33,6 +33,7 @@ SLOW = (
     "test_sgemm_ladder.py",
     "test_kernelbench_level1_script.py",  # kernelab eval in a process per problem
     "test_spread_ray.py",  # a local Ray session, actors importing torch
+    "test_spread_ladders_ray.py",
     "test_decode_step_benchmark.py::test_a_case_runs_end_to_end_on_the_cpu_with_stand_in_timers",
     "test_decode_step_benchmark.py::test_kernelab_timeline_runs_on_the_step_loop_without_a_gpu",
     # the Triton kernels under the interpreter (tests/ops/<op>/)
