@@ -21,6 +21,8 @@ SOFTMAX_LOGIT_SCALE = 3.0
 NORM_INPUT_OFFSET = 1.0
 # softmax_backward's logits: see _make_softmax_backward
 SOFTMAX_BACKWARD_LOGIT_SCALE = 1.0
+# rmsnorm_backward's x keeps this far from zero: see _make_rmsnorm_backward
+RMSNORM_BACKWARD_GAP = 0.25
 
 
 def _make_gemm(shape, torch_dtype, generator, device):
@@ -89,7 +91,14 @@ def _make_softmax_backward(shape, torch_dtype, generator, device):
 
 
 def _make_rmsnorm_backward(shape, torch_dtype, generator, device):
+    import torch
+
     x, weight, eps = _make_rmsnorm(shape, torch_dtype, generator, device)
+    # Each x moves RMSNORM_BACKWARD_GAP away from zero. A one-column row with |x| a few
+    # sqrt(eps) has dx = w dy eps / rms^3 (1/rms - x^2/rms^3 cancels to eps/rms^3), as large as
+    # dweight and off by x^2/eps roundings: a correct fp32 gradient missed the threshold on 1
+    # such draw in 1,500 (wider rows never: their mean square is not near zero).
+    x.copy_(x + RMSNORM_BACKWARD_GAP * torch.sign(x))
     dense = {"rows": shape["rows"], "cols": shape["cols"]}
     dy = rows_view(dense, torch_dtype, generator, device, 1.0, 0.0)
     return x, weight, _padded(dy, shape.get("stride", shape["cols"])), eps
