@@ -129,6 +129,8 @@ def _decode_implementations() -> list[Implementation]:
     dequant = "weights dequantized in registers, W bytes are the cost"
     return [
         _teaching("gemv", "gemv", "gemv", "gemv", floats),
+        _teaching("decode_attention", "decode_attention", "decode_attention", "decode_attention",
+                  floats),
         _decode("triton.gemv", "gemv", "gemv", "gemv", floats,
                 "decode GEMV x[m<=64, k] W[n, k]^T: all rows per W tile, split-K, "
                 "atomic-free second pass", "stream W once; split K to fill the GPU"),

@@ -29,7 +29,8 @@ whole block built from them):
     kernelab::swiglu(Tensor gate, Tensor up) -> Tensor                    silu(gate) * up
     kernelab::gate_up_swiglu(Tensor x, Tensor w_gate, Tensor w_up) -> Tensor
         silu(x @ w_gate^T) * (x @ w_up^T), both weights read once
-    kernelab::gemv_teaching, kernelab::quant_gemv_int8_teaching: their teaching kernels
+    kernelab::gemv_teaching, kernelab::quant_gemv_int8_teaching,
+    kernelab::decode_attention_teaching: their teaching kernels
     kernelab::decode_attention(Tensor q, Tensor k, Tensor v, int n) -> Tensor
         one query token per sequence over n cached tokens, GQA, split over the KV length
 
@@ -327,13 +328,15 @@ def decode_attention(q: Tensor, k: Tensor, v: Tensor, n: int) -> Tensor:
     return _public("ops.decode_attention", "decode_attention")(q, k, v, n)
 
 
-@decode_attention.register_fake
-def _(q, k, v, n):
+def _decode_attention_fake(q, k, v, n):
     if q.dim() != 3 or k.dim() != 4 or k.shape != v.shape or k.shape[3] != q.shape[2]:
         raise ValueError(f"decode_attention needs q[batch, heads, head_dim] and k, v [batch, "
                          f"kv_heads, tokens, head_dim], got {tuple(q.shape)}, {tuple(k.shape)}, "
                          f"{tuple(v.shape)}")  # fmt: skip
     return q.new_empty(q.shape)
+
+
+decode_attention.register_fake(_decode_attention_fake)
 
 
 # --- the teaching kernels (triton.<op>.teaching): the same schemas and fakes ---------------
@@ -364,6 +367,15 @@ def rmsnorm_teaching(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 @torch.library.custom_op(f"{NAMESPACE}::matmul_teaching", mutates_args=())
 def matmul_teaching(a: Tensor, b: Tensor) -> Tensor:
     return _public("ops.matmul.teaching", "matmul")(a, b)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::decode_attention_teaching", mutates_args=(),
+                         schema=DECODE_ATTENTION_SCHEMA)  # fmt: skip
+def decode_attention_teaching(q: Tensor, k: Tensor, v: Tensor, n: int) -> Tensor:
+    return _public("ops.decode_attention.teaching", "decode_attention")(q, k, v, n)
+
+
+decode_attention_teaching.register_fake(_decode_attention_fake)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::gemv_teaching", mutates_args=())

@@ -133,3 +133,27 @@ def test_gpu_llama3_8b_attention(attention, batch, n):
     sdpa_error = step_error(sdpa, ref)
     error = step_error(attention.decode_attention(q, k, v, n), ref)
     assert error <= max(threshold("bf16"), 2 * sdpa_error), f"{error:.3g} (sdpa {sdpa_error:.3g})"
+
+
+@pytest.fixture(scope="module")
+def teaching():
+    return kernel_module("decode_attention.teaching")
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}-h{}-kv{}-d{}-c{}-n{}".format(*s))
+def test_the_teaching_kernel_matches_the_reference(attention, teaching, shape, dtype):
+    batch, heads, kv_heads, head_dim, capacity, n = shape
+    q, k, v = _inputs(batch, heads, kv_heads, head_dim, capacity, dtype, seed=5)
+    out = teaching.decode_attention(q, k, v, n)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    error = step_error(out, attention.decode_attention_reference(q, k, v, n))
+    assert error <= _budget(dtype), f"{shape} {dtype}: {error:.3g}"
+
+
+def test_the_teaching_kernel_refuses_what_the_fast_one_refuses(teaching):
+    q, k, v = _inputs(1, 4, 2, 8, 20, "fp32")
+    with pytest.raises(KernelabError, match="attends 1 to 20"):
+        teaching.decode_attention(q, k, v, 21)
+    with pytest.raises(KernelabError, match="heads a multiple of kv_heads"):
+        teaching.decode_attention(q[:, :3], k, v, 4)

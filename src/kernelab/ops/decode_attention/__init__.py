@@ -1,5 +1,6 @@
 """Decode attention over a KV cache, one query token per sequence, grouped-query heads: the
-public entry (the kernels and their accounting are split_kv.py, small enough to be read whole).
+public entry. Read teaching.py first (one program per query head, the online softmax), then
+split_kv.py (the fast path: a GQA group per program, the tokens split over programs).
 
     decode_attention(q, k, v, n) -> o
         q[batch, heads, head_dim], k and v [batch, kv_heads, >= n tokens, head_dim]: the
