@@ -72,6 +72,8 @@ def test_provider_lists_the_five_kernels_and_their_teaching_kernels_with_their_o
         "triton.gate_up_swiglu": "gate_up_swiglu",
         "triton.decode_attention": "decode_attention",
         "triton.decode_attention.teaching": "decode_attention",
+        "triton.softmax_backward.teaching": "softmax_backward",
+        "triton.rmsnorm_backward.teaching": "rmsnorm_backward",
         "triton.sampling_probs": "sampling_probs",
         "triton.sampling_probs.teaching": "sampling_probs",
     }

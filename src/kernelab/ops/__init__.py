@@ -20,11 +20,12 @@ def _builder(module: str, function: str):
     return build
 
 
-def _teaching(name: str, op: str, module: str, function: str, dtypes: tuple) -> Implementation:
+def _teaching(name: str, op: str, module: str, function: str, dtypes: tuple,
+              file: str = "teaching") -> Implementation:  # fmt: skip
     return Implementation(
         name=f"triton.{name}.teaching",
         op=op,
-        build=_builder(f"{module}.teaching", function),
+        build=_builder(f"{module}.{file}", function),
         dtypes=dtypes,
         description=f"the teaching {name}: the tutorial form, one block per program, untuned",
         metadata={"technique": "teaching kernel (read first)", "accumulate": "fp32"},
@@ -39,6 +40,10 @@ def implementations() -> list[Implementation]:
         _teaching("layernorm", "layernorm", "norms", "layernorm", floats),
         _teaching("rmsnorm", "rmsnorm", "norms", "rmsnorm", floats),
         _teaching("matmul", "gemm", "matmul", "matmul", ("bf16", "fp16")),
+        _teaching("softmax_backward", "softmax_backward", "softmax", "softmax_backward", floats,
+                  file="backward_teaching"),
+        _teaching("rmsnorm_backward", "rmsnorm_backward", "norms", "rmsnorm_backward", floats,
+                  file="backward_teaching"),
     ]
     return teaching + _decode_implementations() + _cute_implementations() + [
         Implementation(

@@ -103,3 +103,13 @@ def test_gpu_full_size(backward, cols, dtype):
                                    {"rows": 65537, "cols": 1024}], ids=str)  # fmt: skip
 def test_gpu_awkward_shapes(backward, shape):
     assert_matches_reference(backward.rmsnorm_backward, OP, shape, "bf16", trials=2)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_the_teaching_kernel(shape, dtype):
+    teaching = kernel_module("norms.backward_teaching")
+    assert_matches_reference(teaching.rmsnorm_backward, OP, shape, dtype)
+    with pytest.raises(ValueError, match="at most 8192 columns"):
+        x = torch.ones(1, 8193, device=DEVICE)
+        teaching.rmsnorm_backward(x, torch.ones(8193, device=DEVICE), x)

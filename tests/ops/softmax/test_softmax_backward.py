@@ -97,3 +97,12 @@ def test_gpu_full_size(backward, cols, dtype):
                                    {"rows": 1000, "cols": 4099, "stride": 4160}], ids=str)  # fmt: skip
 def test_gpu_awkward_shapes(backward, shape):
     assert_matches_reference(backward.softmax_backward, OP, shape, "bf16", trials=2)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_the_teaching_kernel(shape, dtype):
+    teaching = kernel_module("softmax.backward_teaching")
+    assert_matches_reference(teaching.softmax_backward, OP, shape, dtype)
+    with pytest.raises(ValueError, match="at most 16384 columns"):
+        teaching.softmax_backward(*(torch.zeros(1, 16385, device=DEVICE) for _ in range(2)))
