@@ -25,6 +25,20 @@ LOG2_E = 1.4426950408889634
 FINITE_LOWEST = -3.4028234663852886e38  # stands in for -inf as a max, so exp(-inf - it) = 0
 
 
+def row_copy(element_type, vec, threads):
+    """The tiled copy every row kernel loads and stores with: `threads` threads side by side
+    along the row, each moving `vec` contiguous elements per access (128-bit where the row
+    allows it). Runs at trace time inside a @cute.jit launcher."""
+    atom = cute.make_copy_atom(
+        cute.nvgpu.CopyUniversalOp(), element_type, num_bits_per_copy=vec * element_type.width
+    )
+    return cute.make_tiled_copy_tv(
+        atom,
+        cute.make_layout((1, threads), stride=(threads, 1)),
+        cute.make_layout((1, vec), stride=(vec, 1)),
+    )
+
+
 @dsl_user_op
 def store_to_peer(smem_ptr: cute.Pointer, value: Float32, peer: Int32, *, loc=None, ip=None):
     """st.shared::cluster.f32 of `value` at the address `smem_ptr` has in CTA `peer`."""

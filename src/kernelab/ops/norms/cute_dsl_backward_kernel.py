@@ -16,7 +16,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import warp_sum
+from kernelab.ops.cute_cluster import row_copy, warp_sum
 
 
 @cute.jit
@@ -127,14 +127,7 @@ def rmsnorm_backward_launch(
     threads: cutlass.Constexpr,
     tile_cols: cutlass.Constexpr,
 ):
-    atom = cute.make_copy_atom(
-        cute.nvgpu.CopyUniversalOp(), mX.element_type, num_bits_per_copy=vec * mX.element_type.width
-    )
-    tiled_copy = cute.make_tiled_copy_tv(
-        atom,
-        cute.make_layout((1, threads), stride=(threads, 1)),
-        cute.make_layout((1, vec), stride=(vec, 1)),
-    )
+    tiled_copy = row_copy(mX.element_type, vec, threads)
     grid = cute.size(mP, mode=[0])  # one CTA per partial row (dynamic: one compile serves all)
     rmsnorm_backward_kernel(mX, mW, mDY, mDX, mP, eps, tiled_copy, tile_cols, threads // 32).launch(
         grid=(grid, 1, 1), block=(threads, 1, 1), stream=stream

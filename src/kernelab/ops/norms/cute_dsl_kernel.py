@@ -13,7 +13,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import cluster_sum, cta_sum
+from kernelab.ops.cute_cluster import cluster_sum, cta_sum, row_copy
 
 
 @cute.kernel
@@ -87,14 +87,7 @@ def rmsnorm_launch(
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
 ):
-    atom = cute.make_copy_atom(
-        cute.nvgpu.CopyUniversalOp(), mX.element_type, num_bits_per_copy=vec * mX.element_type.width
-    )
-    tiled_copy = cute.make_tiled_copy_tv(
-        atom,
-        cute.make_layout((1, threads), stride=(threads, 1)),
-        cute.make_layout((1, vec), stride=(vec, 1)),
-    )
+    tiled_copy = row_copy(mX.element_type, vec, threads)
     rows = cute.size(mX, mode=[0])
     rmsnorm_kernel(mX, mW, mO, eps, tiled_copy, tile_cols, threads // 32, cluster).launch(
         grid=(cluster * rows, 1, 1),

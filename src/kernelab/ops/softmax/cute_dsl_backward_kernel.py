@@ -14,7 +14,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import cluster_sum, cta_sum
+from kernelab.ops.cute_cluster import cluster_sum, cta_sum, row_copy
 
 
 @cute.kernel
@@ -85,14 +85,7 @@ def softmax_backward_launch(
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
 ):
-    atom = cute.make_copy_atom(
-        cute.nvgpu.CopyUniversalOp(), mY.element_type, num_bits_per_copy=vec * mY.element_type.width
-    )
-    tiled_copy = cute.make_tiled_copy_tv(
-        atom,
-        cute.make_layout((1, threads), stride=(threads, 1)),
-        cute.make_layout((1, vec), stride=(vec, 1)),
-    )
+    tiled_copy = row_copy(mY.element_type, vec, threads)
     rows = cute.size(mY, mode=[0])
     softmax_backward_kernel(mY, mDY, mDX, tiled_copy, tile_cols, threads // 32, cluster).launch(
         grid=(cluster * rows, 1, 1),

@@ -15,7 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import FINITE_LOWEST, LOG2_E, cluster_pair, cta_pair
+from kernelab.ops.cute_cluster import FINITE_LOWEST, LOG2_E, cluster_pair, cta_pair, row_copy
 
 
 @cute.kernel
@@ -90,14 +90,7 @@ def softmax_launch(
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
 ):
-    atom = cute.make_copy_atom(
-        cute.nvgpu.CopyUniversalOp(), mX.element_type, num_bits_per_copy=vec * mX.element_type.width
-    )
-    tiled_copy = cute.make_tiled_copy_tv(
-        atom,
-        cute.make_layout((1, threads), stride=(threads, 1)),
-        cute.make_layout((1, vec), stride=(vec, 1)),
-    )
+    tiled_copy = row_copy(mX.element_type, vec, threads)
     rows = cute.size(mX, mode=[0])
     softmax_kernel(mX, mO, tiled_copy, tile_cols, threads // 32, cluster).launch(
         grid=(cluster * rows, 1, 1),
