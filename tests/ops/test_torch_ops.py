@@ -23,6 +23,8 @@ from triton_on_cpu import DEVICE, interpreted_kernels  # noqa: E402  (sets TRITO
 
 pytest.importorskip("triton")
 
+from cuda_graph_replay import assert_replays_match  # noqa: E402
+
 from kernelab.errors import KernelabError, UnknownNameError  # noqa: E402
 from kernelab.harness.check import check_implementation, compare  # noqa: E402
 from kernelab.ops.torch_ops import op_for, ops  # noqa: E402
@@ -332,24 +334,5 @@ def test_gpu_op_replays_in_a_cuda_graph(case):
     inputs: each replay must give the reference of the new values."""
     name, shape, dtype = case
     impl = get(name)
-    spec = get_op(impl.op)
-    op = op_for(name)
-    static = spec.make_inputs(shape, dtype, seed=0, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            op(*static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):
-        out = op(*static)
-    for seed in (1, 2):
-        fresh = spec.make_inputs(shape, dtype, seed=seed, device="cuda")
-        for captured, new in zip(static, fresh, strict=True):
-            if isinstance(captured, torch.Tensor):
-                captured.copy_(new)
-        graph.replay()
-        torch.cuda.synchronize()
-        result = compare(out, spec.reference(*static), dtype=dtype, math_mode=impl.math_mode)
-        assert result.ok, f"{name} {shape} {dtype} replay with seed {seed}: {result.message}"
+    assert_replays_match(op_for(name), get_op(impl.op), shape, dtype, math_mode=impl.math_mode,
+                         label=name)  # fmt: skip

@@ -13,6 +13,8 @@ from triton_on_cpu import DEVICE, kernel_module  # noqa: E402  (sets TRITON_INTE
 
 pytest.importorskip("triton")
 
+from cuda_graph_replay import assert_replays_match  # noqa: E402
+
 from kernelab.harness.check import check_implementation, compare  # noqa: E402
 from kernelab.ops.torch_ops import add_rmsnorm, op_for, ops  # noqa: E402
 from kernelab.spec.reference import get_op  # noqa: E402
@@ -240,23 +242,5 @@ def test_gpu_decode_op_compiles_and_replays(case):
     spec = get_op(impl.op)
     torch._dynamo.reset()
     compiled = torch.compile(lambda first, *rest: op(first * 2, *rest), fullgraph=True)
-    static = spec.make_inputs(shape, dtype, seed=0, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            compiled(*static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):
-        out = compiled(*static)
-    for seed in (1, 2):
-        fresh = spec.make_inputs(shape, dtype, seed=seed, device="cuda")
-        for captured, new in zip(static, fresh, strict=True):
-            if isinstance(captured, torch.Tensor):
-                captured.copy_(new)
-        graph.replay()
-        torch.cuda.synchronize()
-        expected = spec.reference(static[0] * 2, *static[1:])
-        result = compare(out, expected, dtype=dtype, math_mode=impl.math_mode)
-        assert result.ok, f"{name} {shape} replay {seed}: {result.message}"
+    assert_replays_match(compiled, spec, shape, dtype, math_mode=impl.math_mode, label=name,
+                         expected=lambda static: spec.reference(static[0] * 2, *static[1:]))  # fmt: skip
