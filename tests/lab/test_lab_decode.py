@@ -140,3 +140,21 @@ def test_the_stage_checks_then_times_each_case_beside_its_baseline():
             assert (name, tuple(sorted(case.shape.items()))) in timed
     assert all(r.check.get("ok") for r in records[1:])
     assert all(r.extra["suite"] == decode.SUITE for r in records)
+
+
+def test_the_drill_asks_bytes_per_token_and_the_gemv_intensity():
+    import random
+
+    from kernelab.lab import drill
+    from kernelab.roofline.costs import gemv_batched
+
+    for seed in range(12):
+        question = drill.decode_bytes_question(random.Random(seed))
+        weight = next(w for w in ("bf16", "int8", "int4") if f"with {w} weights" in question.prompt)
+        assert question.answer == pytest.approx(decode.model_bytes(weight) / 1e9, rel=0.01)
+        assert question.judge(f"{question.answer} GB") and not question.judge("1 GB")
+        bound = drill.decode_bound_question(random.Random(seed))
+        m = int(bound.prompt.split("m = ")[1].split(" ")[0])
+        cost = gemv_batched(m, 4096, 4096, dtype="bf16")
+        assert bound.answer == pytest.approx(cost.flops / cost.bytes, rel=0.01)
+        assert not bound.judge(str(bound.answer * 3))

@@ -348,8 +348,10 @@ PMPP_QUESTIONS: list[Callable[[random.Random], Question]] = [
 
 def decode_bytes_question(rng: random.Random) -> Question:
     """The weight bytes a decode step streams per token (lab.decode's Llama-3-8B shapes)."""
+    from kernelab.hardware.catalog import get_gpu
     from kernelab.lab.decode import model_bytes
 
+    tbps = get_gpu("h100-sxm").bandwidth_bytes_per_s / 1e12
     weight = rng.choice(["bf16", "int8", "int4"])
     gigabytes = figure(model_bytes(weight) / 1e9)
     words = {"bf16": "2 B per weight", "int8": "1 B per weight plus an fp32 scale per row",
@@ -361,15 +363,19 @@ def decode_bytes_question(rng: random.Random) -> Question:
         answer=gigabytes,
         unit="GB",
         explanation=(f"every projection and the output head is read once per token, {words}: "
-                     f"{gigabytes:g} GB; at 3.35 TB/s that is {gigabytes / 3.35:.2f} ms per token "
+                     f"{gigabytes:g} GB; at an H100 SXM's {tbps:.2f} TB/s that is "
+                     f"{gigabytes / tbps:.2f} ms per token "
                      "before any FLOP matters"),
     )  # fmt: skip
 
 
 def decode_bound_question(rng: random.Random) -> Question:
     """Why batch-1 decode is memory-bound: the GEMV's intensity against the ridge."""
+    from kernelab.hardware.catalog import get_gpu
     from kernelab.roofline import costs
 
+    h100 = get_gpu("h100-sxm")
+    ridge = h100.peak_flops("bf16") / h100.bandwidth_bytes_per_s
     m = rng.choice([1, 2, 4, 8])
     cost = costs.gemv_batched(m, 4096, 4096, dtype="bf16")
     intensity = figure(cost.flops / cost.bytes)
@@ -380,8 +386,9 @@ def decode_bound_question(rng: random.Random) -> Question:
         answer=intensity,
         unit="FLOP/byte",
         explanation=(f"2 x {m} x 4096^2 FLOPs over about 2 x 4096^2 bytes of W (x and y add "
-                     f"little): {intensity:g} FLOP/byte, far below an H100's bf16 ridge of about "
-                     "295, so the weights' bytes bound it: memory-bound until m nears the ridge"),
+                     f"little): {intensity:g} FLOP/byte, far below an H100 SXM's bf16 ridge of "
+                     f"{ridge:.0f}, so the weights' bytes bound it: memory-bound until m nears the "
+                     "ridge"),
     )  # fmt: skip
 
 
