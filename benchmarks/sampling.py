@@ -166,6 +166,15 @@ def part_topp(run, batches, flashinfer):
         logits = torch.randn(batch, vocab, device="cuda", generator=generator) * 3.0
         shape = {"batch": batch, "vocab": vocab}
         ok = sampler_in_support(sampling.sample, logits, top_p)
+        baseline_ok = sampler_in_support(lambda x, t, top_p, seed: torch_top_p(x / t, top_p),
+                                         logits, top_p)  # fmt: skip
+        if not (ok and baseline_ok):  # nothing is timed that drew outside the nucleus
+            run.rows.append({"part": "topp", "case": f"batch={batch}", "vocab": vocab,
+                             "top_p": top_p, "check": ok, "torch_check": baseline_ok,
+                             "met": False})  # fmt: skip
+            print(f"  top-p batch {batch}: a token outside the nucleus (kernelab ok: {ok}, "
+                  f"torch ok: {baseline_ok}); not timed", file=sys.stderr)  # fmt: skip
+            continue
         step = iter(range(1 << 62))  # a decode loop: one seed, the step as offset
         ours = run.time(lambda x=logits, step=step: sampling.sample(x, 1.0, top_p=top_p, seed=7,
                                                                     offset=next(step)))  # fmt: skip
@@ -177,7 +186,13 @@ def part_topp(run, batches, flashinfer):
                "torch_speedup": eager["harness_us"] / ours["harness_us"],
                "kernelab_host_us": ours["host_us"]}  # fmt: skip
         met = ok and row["torch_speedup"] >= TORCH_SPEEDUP_TARGET
-        if flashinfer is not None:
+        flashinfer_ok = flashinfer is not None and sampler_in_support(
+            lambda x, t, top_p, seed: flashinfer.top_p_sampling_from_probs(
+                torch.softmax(x / t, dim=-1), top_p), logits, top_p)  # fmt: skip
+        if flashinfer is not None and not flashinfer_ok:
+            row["flashinfer_check"] = False  # drew outside the nucleus: not timed, not judged
+            met = False
+        elif flashinfer is not None:
             from_logits = run.time(lambda x=logits: flashinfer.top_p_sampling_from_probs(
                 torch.softmax(x, dim=-1), top_p))  # fmt: skip
             probs = torch.softmax(logits, dim=-1)
@@ -188,7 +203,7 @@ def part_topp(run, batches, flashinfer):
                         "flashinfer_probs_only_us": probs_only["harness_us"],
                         "vs_flashinfer": ours["harness_us"] / from_logits["harness_us"]})  # fmt: skip
             met = met and row["vs_flashinfer"] <= FLASHINFER_RATIO_TARGET
-        else:
+        if "flashinfer_us" not in row:
             row["flashinfer_us"] = None
         row["met"] = met
         run.rows.append(row)
