@@ -8,13 +8,12 @@ gets one line before any compile; the op's reference is the exact integer count.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from host_emulation import emulated_library  # noqa: E402
 
 from kernelab.errors import KernelabError
 from kernelab.ladders.histogram import STEPS, build_step, get_step, histogram
@@ -50,26 +49,9 @@ def test_step_compiles_for_sm90_without_spills(step):
 
 
 def _emulator(step, dtype: str) -> ctypes.CDLL:
-    sources = [SOURCE_DIR / step.file, SOURCE_DIR / "common.cuh", HERE / "emulation_driver.cpp"]
-    sources.append(TESTS / "cuda_host_emulation.hpp")
     flags = [f"-DKERNEL={step.kernel_for(dtype)}", f"-DELEM={C_TYPE[dtype]}"]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(flags).encode())
-    name = f"histogram-{step.slug}-{dtype}-{digest.hexdigest()[:16]}.so"
-    library = cuda_build.cache_dir().parent / "emulation" / name
-    if not library.is_file():
-        library.parent.mkdir(parents=True, exist_ok=True)
-        tmp = library.with_suffix(".tmp.so")
-        command = [
-            "g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
-            f"-I{TESTS}", f"-I{SOURCE_DIR}", "-include", "cuda_host_emulation.hpp", *flags,
-            "-x", "c++", str(SOURCE_DIR / step.file),
-            "-x", "c++", str(HERE / "emulation_driver.cpp"), "-o", str(tmp),
-        ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr[-2000:]
-        tmp.replace(library)
-    lib = ctypes.CDLL(str(library))
-    lib.emulate.restype = ctypes.c_int
+    lib = emulated_library(f"histogram-{step.slug}-{dtype}", SOURCE_DIR,
+                           [SOURCE_DIR / step.file, HERE / "emulation_driver.cpp"], flags)  # fmt: skip
     lib.emulate.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_longlong, ctypes.c_void_p,
                             ctypes.c_int, ctypes.c_void_p]  # fmt: skip
     return lib

@@ -10,13 +10,12 @@ start exercises the vector steps' scalar head.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from host_emulation import emulated_library  # noqa: E402
 
 from kernelab.ladders.reduce import STEPS, build_step, get_step
 from kernelab.ladders.reduce.steps import BLOCK, DTYPES, MAX_GRID, parse_steps
@@ -136,31 +135,11 @@ def test_grid_past_cuda_limit_is_one_line():
 
 def _emulator(step) -> ctypes.CDLL:
     """Compile `step` with the reduction driver for the CPU (cached by content) and load it."""
-    sources = [REDUCE_DIR / step.file, REDUCE_DIR / "common.cuh", DRIVER]
-    sources.append(TESTS / "cuda_host_emulation.hpp")
     flags = [f"-DKERNEL={step.kernel}", f'-DSTEP_SOURCE="{REDUCE_DIR / step.file}"']
     flags += ["-DONE_PASS"] if step.one_pass else []
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(flags).encode())
-    library = (
-        cuda_build.cache_dir().parent
-        / "emulation"
-        / f"reduce-{step.slug}-{digest.hexdigest()[:16]}.so"
-    )
-    if not library.is_file():
-        library.parent.mkdir(parents=True, exist_ok=True)
-        tmp = library.with_suffix(".tmp.so")
-        command = [
-            "g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
-            "-Wno-unknown-pragmas", f"-I{TESTS}", f"-I{REDUCE_DIR}",
-            "-include", "cuda_host_emulation.hpp", *flags,
-            "-x", "c++", str(DRIVER), "-o", str(tmp),
-        ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr[-2000:]
-        tmp.replace(library)
-    lib = ctypes.CDLL(str(library))
+    lib = emulated_library(f"reduce-{step.slug}", REDUCE_DIR, [DRIVER], flags,
+                           depends=(REDUCE_DIR / step.file,))  # fmt: skip
     ptr, u32, i64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_longlong
-    lib.emulate.restype = ctypes.c_int
     last = [ptr, ptr] if step.one_pass else [ctypes.c_int]
     lib.emulate.argtypes = [u32, u32, ptr, i64, ptr, *last]
     return lib

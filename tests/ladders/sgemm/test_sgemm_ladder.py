@@ -11,14 +11,13 @@ On a GPU (marked gpu): every step through the registry at the awkward shapes, ag
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from host_emulation import emulated_library  # noqa: E402
 
 from kernelab.ladders.sgemm import STEPS, build_step, get_step
 from kernelab.runtime.cuda import build as cuda_build
@@ -137,30 +136,12 @@ def test_launch_geometry_covers_the_matrix():
 
 def _emulator(step, defines: dict | None = None, extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     """Compile `step` for the CPU emulator (cached by content) and load it."""
-    sources = [SGEMM_DIR / step.file, SGEMM_DIR / "common.cuh"]
-    sources += [TESTS / "cuda_host_emulation.hpp", TESTS / "cuda_host_emulation_driver.cpp"]
-    flags = [f"-D{k}={v}" for k, v in sorted({**step.default_defines, **(defines or {})}.items())]
+    flags = [f"-DKERNEL={step.kernel}"]
+    flags += [f"-D{k}={v}" for k, v in sorted({**step.default_defines, **(defines or {})}.items())]
     flags += list(extra)
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(flags).encode())
-    library = (
-        cuda_build.cache_dir().parent / "emulation" / f"{step.slug}-{digest.hexdigest()[:16]}.so"
-    )
-    if not library.is_file():
-        library.parent.mkdir(parents=True, exist_ok=True)
-        tmp = library.with_suffix(".tmp.so")
-        command = [
-            "g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing",
-            "-Wno-unknown-pragmas", f"-I{TESTS}", f"-I{SGEMM_DIR}",
-            "-include", "cuda_host_emulation.hpp", f"-DKERNEL={step.kernel}", *flags,
-            "-x", "c++", str(SGEMM_DIR / step.file),
-            "-x", "c++", str(TESTS / "cuda_host_emulation_driver.cpp"), "-o", str(tmp),
-        ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr[-2000:]
-        tmp.replace(library)
-    lib = ctypes.CDLL(str(library))
+    lib = emulated_library(step.slug, SGEMM_DIR,
+                           [SGEMM_DIR / step.file, TESTS / "cuda_host_emulation_driver.cpp"], flags)  # fmt: skip
     ptr, i32, u32, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_float
-    lib.emulate.restype = i32
     lib.emulate.argtypes = [u32] * 5 + [i32] * 3 + [f32, ptr, i32, ptr, i32, f32, ptr, i32]
     return lib
 
