@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kernelab.ladders.sgemm.steps import cdiv
-from kernelab.runtime.cuda.launch import Launch
+from kernelab.runtime.cuda.launch import Launch, cdiv
 
 SWIZZLE_ALIGN_SLACK = 1024  # the kernels round their dynamic shared memory up to 1024 bytes
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
 from kernelab.ladders.provider import select_steps
-from kernelab.runtime.cuda.launch import Launch
+from kernelab.runtime.cuda.launch import Launch, cdiv
 
 THREADS = 256  # mirrors common.cuh
 MAX_BINS = 4096  # mirrors common.cuh: the shared copy holds MAX_BINS + 1 32-bit counters
@@ -30,9 +30,6 @@ ITEMSIZE = {"int32": 4, "uint8": 1}
 L2_REDUCTIONS = "lts__t_sectors_op_red.sum"
 SHARED_ATOMICS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum"
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)

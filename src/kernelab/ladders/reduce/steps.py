@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
 from kernelab.ladders.provider import select_steps
-from kernelab.runtime.cuda.launch import Launch
+from kernelab.runtime.cuda.launch import Launch, cdiv
 
 BLOCK = 256  # threads per block in every step (REDUCE_BLOCK in common.cuh)
 MAX_GRID = 1024  # blocks of the grid-stride steps: fills 132 SMs at 8 blocks of 256 each
@@ -26,9 +26,6 @@ MAX_BLOCKS = 2**31 - 1  # CUDA's grid.x limit
 DTYPE_DEFINES = {"fp32": 0, "bf16": 1, "fp16": 2}  # -DREDUCE_DTYPE=...
 DTYPES = tuple(DTYPE_DEFINES)
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)

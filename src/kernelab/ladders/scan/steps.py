@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
 from kernelab.ladders.provider import select_steps
+from kernelab.runtime.cuda.launch import cdiv
 
 THREADS = 256  # mirrors common.cuh
 TILE = 2048  # SCAN_TILE in common.cuh: 256 threads x 8 elements, steps 3 and 4
@@ -32,9 +33,6 @@ ITEMSIZE = {"fp32": 4, "int32": 4}
 SHARED_STORES = "smsp__inst_executed_op_shared_st.sum"
 DRAM_BYTES = "dram__bytes.sum"
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)

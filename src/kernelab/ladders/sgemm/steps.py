@@ -16,12 +16,7 @@ from dataclasses import dataclass, field
 
 from kernelab.errors import unknown
 from kernelab.ladders.provider import select_steps
-from kernelab.runtime.cuda.launch import Launch
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
+from kernelab.runtime.cuda.launch import Launch, cdiv
 
 TILE_KEYS_UPPER = frozenset({"BM", "BN", "BK", "TM", "TN", "WM", "WN"})
 

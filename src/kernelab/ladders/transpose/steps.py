@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
 from kernelab.ladders.provider import select_steps
-from kernelab.runtime.cuda.launch import Launch
+from kernelab.runtime.cuda.launch import Launch, cdiv
 
 TILE = 32  # mirrors common.cuh
 BLOCK_ROWS = 8
@@ -26,9 +26,6 @@ BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 STORE_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)

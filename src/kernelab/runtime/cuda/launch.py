@@ -25,6 +25,11 @@ _streams: dict[int, Any] = {}
 _smem_limits: dict[tuple[str, str], int] = {}
 
 
+def cdiv(a: int, b: int) -> int:
+    """a / b rounded up: the blocks (or tiles) that cover a elements b at a time."""
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
 class Launch:
     """Where and how big: grid and block in (x, y, z), dynamic shared memory in bytes."""
