@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kernelab.errors import KernelabError
+from kernelab.errors import KernelabError, unknown
 from kernelab.runtime.cuda.build import build
 from kernelab.spec.registry import Implementation
 
@@ -28,6 +28,16 @@ class StepBuilds:
                 f"{self.source_dir}/{step.file}", arch=arch, defines=defines or None
             )
         return self._built[key]
+
+
+def find_step(ladder: str, key: int | str, steps: Sequence):
+    """The step of `ladder` named by `key`: its number (5), zero-padded number ("05"), name
+    ("scan:05") or slug ("decoupled_lookback"); one line naming the steps otherwise."""
+    text = str(key).strip().lower().removeprefix(f"{ladder}:")
+    for step in steps:
+        if (text.isdigit() and int(text) == step.number) or text == getattr(step, "slug", None):
+            return step
+    raise unknown(f"{ladder} step", str(key), [s.name for s in steps])
 
 
 def select_steps(spec: str | None, steps: Sequence, lookup: Callable) -> list:

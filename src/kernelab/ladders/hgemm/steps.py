@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from kernelab.ladders.provider import find_step
 from kernelab.runtime.cuda.launch import Launch, cdiv
 
 SWIZZLE_ALIGN_SLACK = 1024  # the kernels round their dynamic shared memory up to 1024 bytes
@@ -761,7 +762,6 @@ STEPS = (
 # candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
 DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
 
-BY_NUMBER = {step.number: step for step in STEPS}
 
 # (M, N, K) every step must get right (tests/ladders/hgemm/test_hgemm.py on the GPU, and the ladder
 # benchmark before it times anything): a single element; primes and tails of every tile; a
@@ -785,9 +785,4 @@ CHECK_SHAPES: tuple[tuple[int, int, int], ...] = (
 
 
 def get_step(number: int | str) -> Step:
-    from kernelab.errors import unknown
-
-    key = str(number).removeprefix("hgemm:").lstrip("0") or "0"
-    if not key.isdigit() or int(key) not in BY_NUMBER:
-        raise unknown("hgemm step", str(number), [s.name for s in STEPS])
-    return BY_NUMBER[int(key)]
+    return find_step("hgemm", number, STEPS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
-from kernelab.ladders.provider import select_steps
+from kernelab.ladders.provider import find_step, select_steps
 from kernelab.runtime.cuda.launch import Launch, cdiv
 
 THREADS = 256  # mirrors common.cuh
@@ -29,7 +29,6 @@ ITEMSIZE = {"int32": 4, "uint8": 1}
 
 L2_REDUCTIONS = "lts__t_sectors_op_red.sum"
 SHARED_ATOMICS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum"
-
 
 
 @dataclass(frozen=True)
@@ -98,12 +97,7 @@ STEPS: tuple[Step, ...] = (
 
 
 def get_step(name: int | str) -> Step:
-    """A step by number (3), zero-padded number ("03"), slug or name ("histogram:03")."""
-    text = str(name).strip().lower().removeprefix("histogram:")
-    for step in STEPS:
-        if text in (str(step.number), f"{step.number:02d}", step.slug):
-            return step
-    raise unknown("histogram step", str(name), [s.name for s in STEPS])
+    return find_step("histogram", name, STEPS)
 
 
 def parse_steps(spec: str | None) -> list[Step]:

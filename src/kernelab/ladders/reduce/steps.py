@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelab.errors import KernelabError, unknown
-from kernelab.ladders.provider import select_steps
+from kernelab.errors import KernelabError
+from kernelab.ladders.provider import find_step, select_steps
 from kernelab.runtime.cuda.launch import Launch, cdiv
 
 BLOCK = 256  # threads per block in every step (REDUCE_BLOCK in common.cuh)
@@ -25,7 +25,6 @@ MAX_BLOCKS = 2**31 - 1  # CUDA's grid.x limit
 # up to n = 2^34 here.
 DTYPE_DEFINES = {"fp32": 0, "bf16": 1, "fp16": 2}  # -DREDUCE_DTYPE=...
 DTYPES = tuple(DTYPE_DEFINES)
-
 
 
 @dataclass(frozen=True)
@@ -146,14 +145,7 @@ STEPS: tuple[Step, ...] = (
 
 
 def get_step(key: int | str) -> Step:
-    """A step by number (7), zero-padded number ("07"), name ("reduce:07") or slug."""
-    text = str(key).strip().lower()
-    if text.startswith("reduce:"):
-        text = text.split(":", 1)[1]
-    for step in STEPS:
-        if text in (str(step.number), f"{step.number:02d}", step.slug):
-            return step
-    raise unknown("reduce step", str(key), [s.name for s in STEPS])
+    return find_step("reduce", key, STEPS)
 
 
 def parse_steps(spec: str | None) -> list[Step]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
-from kernelab.ladders.provider import select_steps
+from kernelab.ladders.provider import find_step, select_steps
 from kernelab.runtime.cuda.launch import cdiv
 
 THREADS = 256  # mirrors common.cuh
@@ -32,7 +32,6 @@ ITEMSIZE = {"fp32": 4, "int32": 4}
 
 SHARED_STORES = "smsp__inst_executed_op_shared_st.sum"
 DRAM_BYTES = "dram__bytes.sum"
-
 
 
 @dataclass(frozen=True)
@@ -114,12 +113,7 @@ STEPS: tuple[Step, ...] = (
 
 
 def get_step(name: int | str) -> Step:
-    """A step by number (4), zero-padded number ("04"), slug or name ("scan:04")."""
-    text = str(name).strip().lower().removeprefix("scan:")
-    for step in STEPS:
-        if text in (str(step.number), f"{step.number:02d}", step.slug):
-            return step
-    raise unknown("scan step", str(name), [s.name for s in STEPS])
+    return find_step("scan", name, STEPS)
 
 
 def parse_steps(spec: str | None) -> list[Step]:

@@ -14,8 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernelab.errors import unknown
-from kernelab.ladders.provider import select_steps
+from kernelab.ladders.provider import find_step, select_steps
 from kernelab.runtime.cuda.launch import Launch, cdiv
 
 TILE_KEYS_UPPER = frozenset({"BM", "BN", "BK", "TM", "TN", "WM", "WN"})
@@ -423,14 +422,9 @@ STEPS: tuple[Step, ...] = (
     ),
 )
 
-BY_NUMBER = {step.number: step for step in STEPS}
-
 
 def get_step(number: int | str) -> Step:
-    key = str(number).removeprefix("sgemm:").lstrip("0") or "0"
-    if not key.isdigit() or int(key) not in BY_NUMBER:
-        raise unknown("sgemm step", str(number), [s.name for s in STEPS])
-    return BY_NUMBER[int(key)]
+    return find_step("sgemm", number, STEPS)
 
 
 def parse_steps(spec: str | None) -> list[Step]:

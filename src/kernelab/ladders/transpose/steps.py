@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelab.errors import KernelabError, unknown
-from kernelab.ladders.provider import select_steps
+from kernelab.ladders.provider import find_step, select_steps
 from kernelab.runtime.cuda.launch import Launch, cdiv
 
 TILE = 32  # mirrors common.cuh
@@ -25,7 +25,6 @@ ITEMSIZE = {"fp32": 4, "bf16": 2}
 BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 STORE_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
-
 
 
 @dataclass(frozen=True)
@@ -106,12 +105,7 @@ STEPS: tuple[Step, ...] = (
 
 
 def get_step(name: int | str) -> Step:
-    """A step by number (4), zero-padded number ("04"), slug ("padded") or name."""
-    text = str(name).strip().lower().removeprefix("transpose:")
-    for step in STEPS:
-        if text in (str(step.number), f"{step.number:02d}", step.slug):
-            return step
-    raise unknown("transpose step", str(name), [s.name for s in STEPS])
+    return find_step("transpose", name, STEPS)
 
 
 def parse_steps(spec: str | None) -> list[Step]:
