@@ -169,6 +169,77 @@ def test_every_cost_model_is_an_op_the_command_takes():
     assert set(COST_MODELS) == set(_REQUIRED)
 
 
+def _spec_op_names() -> list[str]:
+    from kernelab.roofline.costs import COST_MODELS
+    from kernelab.spec.reference import OPS
+
+    return sorted(name for name in OPS if name not in COST_MODELS)
+
+
+# A small value for each shape key the spec ops take (group divides k; bins <= n is not needed).
+SPEC_SHAPE_VALUES = {"m": 3, "n": 96, "k": 256, "rows": 5, "cols": 96, "batch": 2, "heads": 8,
+                     "kv_heads": 2, "tokens": 33, "head_dim": 64, "bins": 17, "group": 64,
+                     "vocab": 1000}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _spec_op_names())
+def test_every_op_of_the_specification_is_placed_with_its_own_cost(capsys, name):
+    from kernelab.spec.reference import OPS
+
+    spec = OPS[name]
+    shape = {key: SPEC_SHAPE_VALUES[key] for key in spec.shape_keys}
+    argv = ["roofline", name, "--gpu", "h100-sxm"]
+    for key, value in shape.items():
+        argv += ["--" + key.replace("_", "-"), str(value)]
+    data, _ = run_json(capsys, argv)
+    dtype = "bf16" if "bf16" in spec.dtypes else [d for d in spec.dtypes if d != "fp64"][0]
+    expected = spec.cost(shape, dtype)
+    assert data["dtype"] == dtype
+    assert (data["flops"], data["bytes"]) == (expected.flops, expected.bytes)
+    assert data["floor_ms"] >= expected.bytes / 3.35e12 * 1e3 * (1 - 1e-9)
+    assert data["bound"] in ("memory", "compute")
+
+
+def test_a_zero_flop_integer_op_is_memory_bound_with_no_ridge(capsys):
+    data, _ = run_json(capsys, ["roofline", "histogram", "--n", "1048576", "--bins", "256",
+                                "--gpu", "h100-sxm"])  # fmt: skip
+    assert data["dtype"] == "int32" and data["flops"] == 0
+    assert data["ridge"] is None and data["peak_tflops"] is None
+    assert data["bound"] == "memory"
+    assert data["floor_ms"] == pytest.approx(data["bytes"] / 3.35e12 * 1e3)
+    main(["roofline", "histogram", "--n", "1048576", "--bins", "256", "--gpu", "h100-sxm"])
+    human = capsys.readouterr().out
+    assert "no FLOPs" in human and "memory-bound" in human
+
+
+def test_an_int32_scan_counts_no_flops_and_an_fp32_scan_its_adds(capsys):
+    integer, _ = run_json(capsys, ["roofline", "scan", "--n", "1000", "--dtype", "int32"])
+    floating, _ = run_json(capsys, ["roofline", "scan", "--n", "1000", "--dtype", "fp32"])
+    assert integer["flops"] == 0 and integer["ridge"] is None
+    assert floating["flops"] == 999 and floating["ridge"] > 0
+    assert integer["bytes"] == floating["bytes"] == 2 * 1000 * 4
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["roofline", "transpose", "--rows", "8"], "roofline transpose needs --cols"),
+        (["roofline", "transpose", "--rows", "8", "--cols", "8", "--k", "8"], "does not take --k"),
+        (["roofline", "histogram", "--n", "8", "--bins", "4", "--dtype", "bf16"],
+         "unknown dtype for histogram"),
+        (["roofline", "decode_attention", "--batch", "1", "--heads", "8", "--kv-heads", "3",
+          "--tokens", "16", "--head-dim", "64"], "kv_heads"),
+        (["roofline", "quant_gemv_int4", "--m", "1", "--n", "8", "--k", "96", "--group", "64"],
+         "group size dividing K"),
+        (["roofline", "histogram", "--n", "8", "--bins", "0"], "--bins"),
+    ],
+)  # fmt: skip
+def test_bad_input_to_a_specification_op_is_one_line(capsys, argv, says):
+    for as_json in (False, True):
+        line = one_line_failure(capsys, argv + (["--json"] if as_json else []))
+        assert says in line
+
+
 def one_line_failure(capsys, argv):
     code = main(argv)
     captured = capsys.readouterr()

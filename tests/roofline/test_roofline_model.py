@@ -171,3 +171,26 @@ def test_placement_dict_is_plain_json_with_the_contract_keys():
     timed = {"achieved_tflops", "achieved_gbps", "sol_pct", "faster_than_light", "warning"}
     assert contract | timed | {"attainable_tflops", "explanation", "shape"} <= set(data)
     assert json.loads(json.dumps(data)) == data
+
+
+def test_an_op_without_flops_needs_no_compute_roof():
+    from kernelab.roofline.costs import histogram, transpose
+
+    ceilings = Ceilings.from_spec(get_gpu("h100-sxm"))
+    counted = place(histogram(1 << 20, 256, dtype="int32"), ceilings, time_ms=1.0)
+    assert counted.ridge is None and counted.peak_tflops is None
+    assert counted.bound == "memory" and counted.attainable_tflops == 0.0
+    assert counted.floor_ms == pytest.approx(counted.bytes / ceilings.bandwidth * 1e3)
+    assert counted.sol_pct == pytest.approx(100 * counted.floor_ms / 1.0)
+    # A float op without FLOPs keeps its dtype's ridge: the rate exists, nothing uses it.
+    moved = place(transpose(64, 64, dtype="fp32"), ceilings)
+    assert moved.ridge == pytest.approx(ceilings.ridge("fp32")) and moved.bound == "memory"
+    assert moved.floor_ms == pytest.approx(moved.bytes / ceilings.bandwidth * 1e3)
+
+
+def test_an_integer_op_with_flops_still_needs_a_rate():
+    from kernelab.roofline.costs import OpCost
+
+    ceilings = Ceilings.from_spec(get_gpu("h100-sxm"))
+    with pytest.raises(KernelabError, match="no int32 peak"):
+        place(OpCost("made_up", {"n": 4}, "int32", 4.0, 16.0, "4 int32 multiplies"), ceilings)

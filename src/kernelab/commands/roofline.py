@@ -40,6 +40,31 @@ _OPTIONAL = {
     "attention": ("batch", "seq_k", "causal"),
 }
 CEILING_SOURCES = ("datasheet", "measured")
+# Every other op of kernelab.spec takes its shape keys as options of the same names and is
+# costed by its specification (the numbers `bench` and `eval` place it with).
+SPEC_OP_DEFAULT_DTYPE = "bf16"
+
+
+def _spec_ops() -> dict:
+    from kernelab.spec.reference import OPS
+
+    return {name: spec for name, spec in OPS.items() if name not in COST_MODELS}
+
+
+def _spec_cost(spec, given: dict, dtype: str | None):
+    """The OpCost of a kernelab.spec op from the options given: its shape keys required,
+    every other shape option refused; the dtype bf16 unless told or the op has none."""
+    keys = spec.shape_keys
+    stray = [name for name, value in given.items() if value is not None and name not in keys]
+    if stray:
+        raise KernelabError(f"roofline {spec.name} does not take {', '.join(map(_flag, stray))}")
+    missing = [name for name in keys if given.get(name) is None]
+    if missing:
+        raise KernelabError(f"roofline {spec.name} needs {', '.join(map(_flag, missing))}")
+    if dtype is None:
+        usable = [d for d in spec.dtypes if d != "fp64"]
+        dtype = SPEC_OP_DEFAULT_DTYPE if SPEC_OP_DEFAULT_DTYPE in usable else usable[0]
+    return spec.cost({name: given[name] for name in keys}, dtype)
 
 
 def _flag(name: str) -> str:
@@ -114,7 +139,9 @@ def _render(console, p: Placement, gpu_label: str) -> None:
         ("intensity", f"{p.intensity:.4g} FLOP/B"),
         (
             "ridge",
-            f"{p.ridge:.4g} FLOP/B ({p.peak_tflops:.4g} TFLOP/s / {p.bandwidth_gbps:.4g} GB/s)",
+            f"none: no FLOPs, and no {p.math_dtype} rate to place them against"
+            if p.ridge is None
+            else f"{p.ridge:.4g} FLOP/B ({p.peak_tflops:.4g} TFLOP/s / {p.bandwidth_gbps:.4g} GB/s)",
         ),
         ("bound", p.bound),
         ("attainable", f"{p.attainable_tflops:.4g} TFLOP/s"),
@@ -141,7 +168,15 @@ def _render(console, p: Placement, gpu_label: str) -> None:
 
 
 def roofline(
-    op: Annotated[str, typer.Argument(metavar="OP", help=f"The op: {', '.join(COST_MODELS)}.")],
+    op: Annotated[
+        str,
+        typer.Argument(
+            metavar="OP",
+            help=f"The op: {', '.join(COST_MODELS)}; or any op of kernelab's specification "
+            "(kernelab bench's), e.g. transpose, histogram, decode_attention, quant_gemv_int4, "
+            "sampling_probs: its shape keys are the options of the same names.",
+        ),
+    ],
     m: Annotated[int | None, typer.Option("--m", min=1, help="Rows of A (gemm, gemv).")] = None,
     n: Annotated[
         int | None, typer.Option("--n", min=1, help="Columns (gemm, gemv); elements (elementwise).")
@@ -181,7 +216,23 @@ def roofline(
         int | None, typer.Option("--head-dim", min=1, help="Head dim (attention).")
     ] = None,
     causal: Annotated[bool, typer.Option("--causal", help="Causal mask (attention).")] = False,
-    dtype: Annotated[str, typer.Option("--dtype", help="Input dtype.")] = "bf16",
+    kv_heads: Annotated[
+        int | None, typer.Option("--kv-heads", min=1, help="KV heads (decode_attention).")
+    ] = None,
+    tokens: Annotated[
+        int | None,
+        typer.Option("--tokens", min=1, help="Tokens (decode_attention: the KV cache; rope)."),
+    ] = None,
+    bins: Annotated[int | None, typer.Option("--bins", min=1, help="Bins (histogram).")] = None,
+    group: Annotated[
+        int | None, typer.Option("--group", min=1, help="Columns per scale (quant_gemv_int4*).")
+    ] = None,
+    vocab: Annotated[
+        int | None, typer.Option("--vocab", min=1, help="Vocabulary (sampling_probs).")
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="Input dtype (default bf16 where the op has it).")
+    ] = None,
     gpu: GpuOption = None,
     time_ms: Annotated[
         float | None, typer.Option("--time-ms", help="A measured time to judge, in ms.")
@@ -199,8 +250,9 @@ def roofline(
 ) -> None:
     """Place an op on a GPU's roofline: memory- or compute-bound, its floor, % of light speed."""
     op_name = op.strip().lower()
-    if op_name not in COST_MODELS:
-        raise unknown("op", op, COST_MODELS)
+    spec_ops = _spec_ops()
+    if op_name not in COST_MODELS and op_name not in spec_ops:
+        raise unknown("op", op, [*COST_MODELS, *spec_ops])
     given = {
         "m": m,
         "n": n,
@@ -217,13 +269,21 @@ def roofline(
         "seq_k": seq_k,
         "head_dim": head_dim,
         "causal": causal or None,
+        "kv_heads": kv_heads,
+        "tokens": tokens,
+        "bins": bins,
+        "group": group,
+        "vocab": vocab,
     }
-    arguments = _cost_arguments(op_name, given)
+    if op_name in COST_MODELS:
+        arguments = _cost_arguments(op_name, given)
+        cost = COST_MODELS[op_name](**arguments, dtype=dtype or "bf16")
+    else:
+        cost = _spec_cost(spec_ops[op_name], given, dtype)
     positive_number(time_ms, "--time-ms", "milliseconds")
     plot_path = output_file(plot, "--plot", suffixes=(".png", ".svg"))
     chosen = choose_gpu(gpu)
 
-    cost = COST_MODELS[op_name](**arguments, dtype=dtype)
     limits = _ceilings(chosen.spec, ceilings.strip().lower())
     placement = place(cost, limits, math_mode=math, time_ms=time_ms)
 

@@ -361,9 +361,10 @@ def roofline_criterion(results: ResultSet) -> Criterion:
     parts = [f"{len(placed)} cold kernels placed on the {gpu} datasheet roofline at their "
              "median times"]  # fmt: skip
     for bound, (r, p) in sorted(best.items()):
+        against = "no FLOPs" if p.ridge is None else f"ridge {p.ridge:.0f} FLOP/B"
         parts.append(f"best {bound}-bound: {r.implementation} {r.dtype} at "
                      f"{_pct_of_roof(p):.0f} % of its roof (intensity {p.intensity:.1f} vs "
-                     f"ridge {p.ridge:.0f} FLOP/B)")  # fmt: skip
+                     f"{against})")  # fmt: skip
     for r, p in beyond[:3]:
         parts.append(f"FASTER THAN THE ROOF: {r.implementation} {shape_words(r.shape)} {r.dtype} at "
                      f"{_pct_of_roof(p):.0f} % ({r.extra.get('source_file', '?')})")  # fmt: skip

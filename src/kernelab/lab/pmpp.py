@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelab.errors import KernelabError
 from kernelab.harness.records import Record
 from kernelab.lab.derive import from_samples
 
@@ -396,18 +395,12 @@ def placement_rows(gpu_id: str) -> list[list[str]]:
         shape, dtype = shapes[ladder.op]
         cost = OPS[ladder.op].cost(shape, dtype)
         ceilings = Ceilings.from_spec(spec)
-        try:
-            point = place(cost, ceilings)
-            ridge, bound, floor_ms = f"{point.ridge:.0f}", point.bound, point.floor_ms
-        except KernelabError:
-            if cost.flops:
-                raise
-            # integer counting, no FLOPs and no integer peak in the catalog: intensity 0 sits
-            # left of any ridge, so the floor is the bytes over the bandwidth
-            ridge, bound, floor_ms = "-", "memory", cost.bytes / ceilings.bandwidth * 1e3
+        point = place(cost, ceilings)
+        ridge = "-" if point.ridge is None else f"{point.ridge:.0f}"  # no FLOPs, no int rate
         rows.append([ladder.name, " ".join(f"{k}={v}" for k, v in shape.items()), dtype,
                      f"{cost.flops:.3g}", f"{cost.bytes / 2**20:,.1f} MiB",
-                     f"{cost.flops / cost.bytes:.3g}", ridge, bound, f"{floor_ms:.3f}"])  # fmt: skip
+                     f"{cost.flops / cost.bytes:.3g}", ridge, point.bound,
+                     f"{point.floor_ms:.3f}"])  # fmt: skip
     return rows
 
 

@@ -307,7 +307,8 @@ def _bytes(value) -> str:
 
 
 def _roofline_text(r: dict, note: str | None) -> str:
-    where = f"{r['bound']}-bound on {r['gpu']} {r['math_dtype']} (ridge {r['ridge']:.0f})"
+    ridge = "no FLOPs" if r["ridge"] is None else f"ridge {r['ridge']:.0f}"
+    where = f"{r['bound']}-bound on {r['gpu']} {r['math_dtype']} ({ridge})"
     if r.get("faster_than_light"):
         return f"{where}; faster than this roof allows ({r['sol_pct']:.0f} %): {r['warning']}"
     if r.get("sol_pct") is None:

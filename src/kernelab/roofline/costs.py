@@ -30,9 +30,12 @@ _DTYPE_BYTES = {
     "fp8": 1.0,
     "int8": 1.0,
     "fp4": 0.5,
-    "int32": 4.0,  # histogram bin ids
+    "int32": 4.0,  # histogram bin ids, integer scans
     "uint8": 1.0,  # histogram bytes
 }
+# Storage types whose arithmetic is integer (int8 is here too, though its tensor-core rate is
+# listed: an int8 MMA counts its multiply-adds as operations; int32 and uint8 have no rate).
+INTEGER_DTYPES = frozenset({"int8", "int32", "uint8"})
 
 # Spellings people type for the same dtypes (torch names, short forms).
 _DTYPE_ALIASES = {
@@ -407,7 +410,10 @@ def quant_gemv(m, n, k, *, weight: str, group: int = 0, zero_points: bool = Fals
     if weight not in QUANT_WEIGHT_BITS:
         raise unknown("quantized weight format", weight, QUANT_WEIGHT_BITS)
     dtype = canonical_dtype(dtype)
-    groups = n * (k // _count("quant_gemv", "group", group)) if weight == "int4" else n
+    if weight == "int4" and (_count("quant_gemv", "group", group) % 2 or k % group):
+        raise KernelabError(f"int4 packing needs an even group size dividing K, got K = {k}, "
+                            f"group = {group}")  # fmt: skip
+    groups = n * (k // group) if weight == "int4" else n
     weight_bytes = n * k * QUANT_WEIGHT_BITS[weight] / 8
     meta_bytes = groups * (QUANT_SCALE_BYTES[weight] + (1.0 if zero_points else 0.0))
     flops = 2.0 * m * n * k  # the multiply-adds; dequantization is not counted
@@ -482,6 +488,9 @@ def decode_attention(batch, heads, kv_heads, tokens, head_dim, *, dtype) -> OpCo
     kv_heads = _count("decode_attention", "kv_heads", kv_heads)
     tokens = _count("decode_attention", "tokens", tokens)
     head_dim = _count("decode_attention", "head_dim", head_dim)
+    if heads % kv_heads:
+        raise KernelabError(f"decode_attention needs heads a multiple of kv_heads (each KV head "
+                            f"serves a group of query heads), got {heads} and {kv_heads}")  # fmt: skip
     dtype = canonical_dtype(dtype)
     # q.k and p.v: 2 FLOPs per (query head, token, element) each
     flops = 4.0 * batch * heads * tokens * head_dim
@@ -503,9 +512,12 @@ def scan(n, *, dtype) -> OpCost:
     n = _count("scan", "n", n)
     dtype = canonical_dtype(dtype)
     moved = n * dtype_bytes(dtype)
+    # Integer adds are not floating-point operations: an int32 scan has no FLOPs to place.
+    integer = dtype in INTEGER_DTYPES
+    adds = f"n - 1 {'integer adds (no FLOPs)' if integer else 'adds'}"
     return OpCost(
-        "scan", {"n": n}, dtype, float(n - 1), 2.0 * moved,
-        f"n - 1 adds; bytes = read n at {dtype} + write n at {dtype}",
+        "scan", {"n": n}, dtype, 0.0 if integer else float(n - 1), 2.0 * moved,
+        f"{adds}; bytes = read n at {dtype} + write n at {dtype}",
     )  # fmt: skip
 
 

@@ -94,9 +94,9 @@ class Placement:
     flops: float
     bytes: float
     intensity: float  # FLOP/byte
-    ridge: float  # FLOP/byte, for math_dtype
+    ridge: float | None  # FLOP/byte, for math_dtype; None: no FLOPs and no rate for the dtype
     bound: str  # "memory" (intensity < ridge) or "compute" (at the ridge or right of it)
-    peak_tflops: float
+    peak_tflops: float | None  # None with ridge
     bandwidth_gbps: float
     attainable_tflops: float  # min(peak, intensity * bandwidth)
     floor_ms: float  # the speed-of-light time: max(flops / peak, bytes / bandwidth)
@@ -122,13 +122,21 @@ def place(
     math_mode: str | None = None,
     time_ms: float | None = None,
 ) -> Placement:
-    """Put `cost` on the roofline of `ceilings`; judge `time_ms` against the floor if given."""
+    """Put `cost` on the roofline of `ceilings`; judge `time_ms` against the floor if given.
+
+    An op with no FLOPs (a transpose, a histogram's counting, an integer scan) needs no
+    compute roof: where the GPU lists no rate for its dtype (int32, uint8), ridge and peak
+    are None and the floor is its bytes over the bandwidth."""
     compute_dtype = math_dtype(cost.dtype, math_mode)
-    peak = ceilings.peak(compute_dtype)
     bandwidth = ceilings.bandwidth
     intensity = cost.intensity
-    ridge = peak / bandwidth
-    floor_s = max(cost.flops / peak, cost.bytes / bandwidth)
+    if cost.flops == 0 and not ceilings.peak_flops.get(compute_dtype):
+        peak = ridge = None
+        floor_s = cost.bytes / bandwidth
+    else:
+        peak = ceilings.peak(compute_dtype)
+        ridge = peak / bandwidth
+        floor_s = max(cost.flops / peak, cost.bytes / bandwidth)
 
     timed: dict = {}
     if time_ms is not None:
@@ -155,10 +163,10 @@ def place(
         bytes=cost.bytes,
         intensity=intensity,
         ridge=ridge,
-        bound="memory" if intensity < ridge else "compute",
-        peak_tflops=peak / 1e12,
+        bound="memory" if ridge is None or intensity < ridge else "compute",
+        peak_tflops=None if peak is None else peak / 1e12,
         bandwidth_gbps=bandwidth / 1e9,
-        attainable_tflops=min(peak, intensity * bandwidth) / 1e12,
+        attainable_tflops=0.0 if peak is None else min(peak, intensity * bandwidth) / 1e12,
         floor_ms=floor_s * 1e3,
         explanation=cost.explanation,
         ceilings_source=ceilings.source,

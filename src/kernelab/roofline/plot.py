@@ -33,8 +33,9 @@ _FAMILIES = {
 
 
 def _main_dtype(ceilings: Ceilings, placements: Sequence[Placement]) -> str:
-    if placements:
-        return placements[0].math_dtype
+    for p in placements:
+        if ceilings.peak_flops.get(p.math_dtype):
+            return p.math_dtype
     if ceilings.peak_flops.get("bf16"):
         return "bf16"
     return max(ceilings.peak_flops, key=lambda d: ceilings.peak_flops[d] or 0)
