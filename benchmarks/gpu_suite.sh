@@ -5,6 +5,9 @@
 #   b  the other Triton op tests (tests/ops/ but softmax, the custom ops and g's)
 #   g  the decode step, decode attention and sampling tests (tests/ops/decode_step,
 #      decode_attention, sampling): large vocabularies and a whole model block, apart from b
+#   l  the ladders' tests (tests/ladders) but those that run Nsight Compute: nvcc-bound, they
+#      check each step and judge a table's arithmetic, never a speed, so they take workers
+#   p  the ladders' Nsight Compute tests (a profile's counters, alone on the GPU)
 #   c  every other test file but d's, e's and f's (timer and ncu tests: it always runs alone)
 #   d  tests/commands/test_bad_input.py and tests/ops/test_torch_ops.py: the bad-input matrix and the
 #      custom ops; compile-bound, they time nothing, so they take GPU_SUITE_WORKERS
@@ -16,13 +19,13 @@
 #   so each test may take up to EVAL_TEST_TIMEOUT s (900 s, the suite subprocess's own limit)
 #   instead of the 200 s of the others.
 #
-#   GPU_SUITE_WORKERS=8 bash benchmarks/gpu_suite.sh d a b t c   # then, one call: g e f
+#   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # then, one call: c p e f
 #
 # Each part's log, with its 25 slowest tests, goes to $OUT (or the current folder) as
 # gpu-suite-part-<p>.log; the exit status is the first failing part's. The tests run with
 # autotuning off (KERNELAB_TRITON_AUTOTUNE=0: every candidate is still checked, none timed).
 #
-# GPU_SUITE_WORKERS=N (default 1) runs parts a, b, d, g and t in N pytest-xdist processes. Their
+# GPU_SUITE_WORKERS=N (default 1) runs parts a, b, d, g, l and t in N pytest-xdist processes. Their
 # time is mostly Triton compiling kernels on one CPU core each, and they time nothing, so
 # sharing the GPU cannot change a result; the processes' kernels take turns on the GPU.
 set -u -o pipefail
@@ -57,13 +60,16 @@ for part in "${@:-a}"; do
                  --ignore=tests/ops/decode_attention --ignore=tests/ops/sampling) ;;
         g) args=(-m gpu "${parallel[@]}" tests/ops/decode_step tests/ops/decode_attention
                  tests/ops/sampling) ;;
-        c) args=(-m gpu --ignore=tests/ops --ignore=tests/commands/test_bad_input.py
-                 --ignore=tests/evaluate/test_eval_gpu.py tests) ;;
+        l) args=(-m gpu -k "not (profile or ncu)" "${parallel[@]}" tests/ladders) ;;
+        p) args=(-m gpu -k "profile or ncu" tests/ladders) ;;
+        c) args=(-m gpu --ignore=tests/ops --ignore=tests/ladders
+                 --ignore=tests/commands/test_bad_input.py --ignore=tests/evaluate/test_eval_gpu.py
+                 tests) ;;
         d) args=(-m gpu "${parallel[@]}" tests/commands/test_bad_input.py tests/ops/test_torch_ops.py) ;;
         e) args=(-m gpu tests/evaluate/test_eval_gpu.py -k kernelbench) ;;
         f) args=(-m gpu tests/evaluate/test_eval_gpu.py -k "not kernelbench") ;;
         t) args=("${parallel[@]}" tests/ops -k teaching) ;;
-        *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g or t)" >&2; exit 2 ;;
+        *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g, l, p or t)" >&2; exit 2 ;;
     esac
     limit=200
     case $part in e|f) limit=${EVAL_TEST_TIMEOUT:-900} ;; esac
