@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -158,3 +159,79 @@ def test_tile_of_a_ladder_step_takes_its_registers_from_ptxas(capsys):
     # One launch configuration per step: the lens and the compile report agree.
     assert data["registers_source"] == "given"
     assert data["registers_per_thread"] == compiled["registers"]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["pipeline", "--stages", "8", "--bytes-per-stage", "65536", "--blocks-per-sm", "4"],
+         "of shared memory per block"),
+        (["pipeline", "--stages", "2", "--bytes-per-stage", "65536", "--blocks-per-sm", "4"],
+         "of shared memory per SM"),
+        (["pipeline", "--bytes-per-stage", "65536", "--blocks-per-sm", "100"], "at most 32"),
+        (["pipeline", "--bandwidth-gbps", "1e308"], "more bytes in flight than a float holds"),
+        (["pipeline", "--bm", str(10**400), "--bn", "64", "--bk", "32"], "BM must be at most"),
+    ],
+)  # fmt: skip
+def test_pipeline_refuses_what_cannot_be_in_one_line(capsys, argv, words):
+    for extra in ([], ["--json"]):
+        assert words in _fails(capsys, [*argv, "--gpu", "h100-sxm", *extra])
+
+
+def test_pipeline_words_stages_integer_ops_and_huge_figures(capsys):
+    assert main(["pipeline", "--bytes-per-stage", "65536", "--stages", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "its one stage (not pipelined" in out and "1 stage(s) loading ahead" not in out
+    assert main(["pipeline", "--dtype", "int8", "--bm", "128", "--bn", "128", "--bk", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "8192 OP/cycle/SM" in out and "FLOP" not in out
+    assert main(["pipeline", "--bandwidth-gbps", "1e200"]) == 0
+    out = capsys.readouterr().out
+    assert "1e+200 GB/s" in out and not re.search(r"\d{13}", out)
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--bank-width", "8"], "--bank-width needs --bank-stride"),
+        (["--bank-pattern", "row"], "--bank-pattern needs --bank-stride"),
+        (["--bank-width", "8", "--bank-pattern", "row"], "and --bank-pattern need --bank-stride"),
+        (["--m", str(2**63), "--n", "8", "--k", "5"], "M must be at most 2**53"),
+        (["--bm", str(10**400)], "BM must be at most 2**53"),
+        (["--gpu", "m3-max"], "m3-max is an Apple part"),
+        (["--gpu", "mi300x"], "mi300x is an AMD part"),
+    ],
+)
+def test_tile_refuses_in_one_line(capsys, extra, words):
+    assert words in _fails(capsys, [*TILE, "--threads", "256", *extra])
+
+
+def test_tile_bank_width_takes_effect_with_a_stride(capsys):
+    argv = [*TILE, "--threads", "256", "--bank-stride", "32", "--json"]
+    assert _json(capsys, [*argv, "--bank-width", "8"])["banks"]["access_width_bytes"] == 8
+    assert _json(capsys, argv)["banks"]["access_width_bytes"] == 4
+
+
+def test_tile_fp64_registers_add_up_and_huge_problems_print_short(capsys):
+    assert main([*TILE, "--threads", "256", "--dtype", "fp64"]) == 0
+    out = capsys.readouterr().out
+    assert "registers       180 per thread" in out
+    assert (
+        "(128 for 64 fp64 accumulators (2 each) + 32 for 16 fp64 fragment values (2 each) + 20"
+        in out
+    )
+    big = str(2**53)
+    assert main([*TILE, "--threads", "256", "--m", big, "--n", big, "--k", "5"]) == 0
+    waves = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("waves"))
+    assert "e+" in waves and not any(len(word) > 12 for word in waves.split())
+
+
+def test_tile_dtype_over_a_kernel_moves_the_accumulator(capsys, monkeypatch):
+    meta = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "threads": 256}
+    impl = Implementation(
+        name="toy.gemm", op="gemm", build=lambda: None, dtypes=("fp32",), metadata=meta
+    )
+    monkeypatch.setattr(registry, "get", lambda name: impl)
+    data = _json(capsys, ["tile", "--kernel", "toy.gemm", "--dtype", "fp64", "--json"])
+    assert data["config"]["acc_dtype"] == "fp64"
+    assert data["registers_per_thread"] == 180

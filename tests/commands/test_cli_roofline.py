@@ -265,7 +265,7 @@ def one_line_failure(capsys, argv):
         (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--gpu", "h999"], "unknown GPU"),
         (["roofline", "gemm", "--m", "8", "--n", "8"], "roofline gemm needs --k"),
         (["roofline", "attention", "--heads", "8"], "needs --seq-q, --head-dim"),
-        (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp4"], "no fp4 peak"),
+        (GEMM_4096 + ["--dtype", "fp4"], "no fp4 peak"),
         (["roofline", "softmax", "--rows", "8", "--cols", "8", "--k", "8"], "does not take --k"),
         (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--causal"], "--causal"),
         (["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--time-ms", "0"], "--time-ms"),
@@ -358,3 +358,121 @@ def test_gpu_auto_places_on_the_detected_gpu(capsys):
     data, _ = run_json(capsys, [*GEMM_4096, "--gpu", "auto"])
     assert data["gpu"] == spec.id
     assert data["ridge"] == pytest.approx(spec.ridge("bf16"))
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["roofline", "elementwise", "--n", str(10**400)], "elementwise: n must be at most 2**53"),
+        (["roofline", "gemm", "--m", str(2**63), "--n", "8", "--k", "8"], "gemm: m must be at"),
+        (["roofline", "softmax", "--rows", "8", "--cols", str(2**53 + 1)], "cols must be at"),
+        (["roofline", "elementwise", "--n", "8", "--flops-per-element", str(2**64)],
+         "flops_per_element must be at most 2**53"),
+        # the ops of the specification go through the same cost models
+        (["roofline", "transpose", "--rows", str(2**53 + 1), "--cols", "8"], "rows must be at"),
+        (["roofline", "quant_gemv_int8", "--m", "1", "--n", "8", "--k", str(10**400)],
+         "k must be at most 2**53"),
+    ],
+)  # fmt: skip
+def test_a_count_past_2_to_the_53_is_one_line(capsys, argv, says):
+    for as_json in (False, True):
+        line = one_line_failure(capsys, argv + (["--json"] if as_json else []))
+        assert says in line and len(line) < 200
+
+
+def test_gemv_takes_the_classic_form_and_with_k_the_specifications_batched_form(capsys):
+    from kernelab.roofline.costs import gemv, gemv_batched
+
+    classic, _ = run_json(capsys, ["roofline", "gemv", "--m", "4096", "--n", "4096"])
+    batched, _ = run_json(capsys, ["roofline", "gemv", "--m", "1", "--n", "4096", "--k", "4096"])
+    assert classic["shape"] == {"m": 4096, "n": 4096}
+    assert classic["bytes"] == gemv(4096, 4096, dtype="bf16").bytes
+    assert batched["op"] == "gemv" and batched["shape"] == {"m": 1, "n": 4096, "k": 4096}
+    expected = gemv_batched(1, 4096, 4096, dtype="bf16")
+    assert (batched["flops"], batched["bytes"]) == (expected.flops, expected.bytes)
+    assert "roofline gemv needs --m" in one_line_failure(
+        capsys, ["roofline", "gemv", "--n", "8", "--k", "8"]
+    )
+    assert main(["roofline", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "y = A x" in help_text and "x[M,K] W[N,K]^T" in help_text
+
+
+def test_an_int32_reduce_sum_is_placed_like_an_int32_scan(capsys):
+    summed, _ = run_json(capsys, ["roofline", "reduce_sum", "--n", "1000", "--dtype", "int32"])
+    assert summed["flops"] == 0 and summed["ridge"] is None and summed["bound"] == "memory"
+    assert summed["floor_ms"] == pytest.approx(summed["bytes"] / 3.35e12 * 1e3)
+
+
+@pytest.mark.parametrize(
+    "argv, label",
+    [
+        (["quant_gemv_int8", "--m", "1", "--n", "4096", "--k", "4096"],
+         "quant_gemv_int8 m=1 n=4096 k=4096"),
+        (["quant_gemv_fp8", "--m", "1", "--n", "4096", "--k", "4096"],
+         "quant_gemv_fp8 m=1 n=4096 k=4096"),
+        (["quant_gemv_int4", "--m", "1", "--n", "4096", "--k", "4096", "--group", "128"],
+         "quant_gemv_int4 m=1 n=4096 k=4096 group=128"),
+        (["rope_interleaved", "--tokens", "1", "--heads", "8", "--head-dim", "64"],
+         "rope_interleaved tokens=1 heads=8 head_dim=64"),
+    ],
+)  # fmt: skip
+def test_a_specification_op_is_labelled_as_asked_for(capsys, argv, label):
+    data, _ = run_json(capsys, ["roofline", *argv])
+    assert data["op"] == argv[0]
+    assert main(["roofline", *argv]) == 0
+    op_row = capsys.readouterr().out.splitlines()[0]
+    assert op_row.split(None, 1)[1].strip() == label
+
+
+def _rows(text: str) -> dict:
+    """The human table's rows by name (the first word of each line)."""
+    return {line.split(None, 1)[0]: line.split(None, 1)[1].strip()
+            for line in text.splitlines() if len(line.split(None, 1)) == 2}  # fmt: skip
+
+
+def test_an_op_without_flops_reads_the_same_with_or_without_a_rate(capsys):
+    transpose = ["roofline", "transpose", "--rows", "1024", "--cols", "1024", "--dtype", "fp32"]
+    histogram = ["roofline", "histogram", "--n", "1048576", "--bins", "256"]
+    seen = []
+    for argv in (transpose, histogram):
+        assert main(argv) == 0
+        rows = _rows(capsys.readouterr().out)
+        assert rows["ridge"] == "none: no FLOPs, placed by its bytes alone"
+        assert "no FLOPs" in rows["attainable"] and "TFLOP/s" not in rows["attainable"]
+        seen.append((rows["ridge"], rows["attainable"]))
+    assert seen[0] == seen[1]
+    data, _ = run_json(capsys, transpose)  # JSON keeps the fp32 ridge: the rate exists
+    assert data["ridge"] == pytest.approx(67.0 / 3.35)
+
+
+def test_a_memory_bound_op_on_a_gpu_without_its_rate_is_placed_by_its_bytes(capsys):
+    argv = ["roofline", "softmax", "--rows", "8", "--cols", "8", "--gpu", "rtx-5090"]
+    data, _ = run_json(capsys, argv)
+    assert data["dtype"] == "bf16" and data["bound"] == "memory"
+    assert data["ridge"] is None and data["peak_tflops"] is None
+    assert data["floor_ms"] == pytest.approx(data["bytes"] / 1792e9 * 1e3)
+    assert data["ridge_note"].startswith("unknown: no bf16 rate listed")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    assert rows["ridge"].startswith("unknown: no bf16 rate listed")
+    assert "104.8" in rows["ridge"]  # the listed fp32 rate that proves it, and nothing made up
+    assert "ridge is unknown" in out
+    # A GEMM would need more than the fp32 rate to be memory-bound: still refused.
+    gemm = [*GEMM_4096, "--gpu", "rtx-5090"]
+    assert "rtx-5090 has no bf16 peak" in one_line_failure(capsys, gemm)
+
+
+def test_a_peak_missing_from_measured_ceilings_reads_well(capsys, monkeypatch):
+    source = "measured on NVIDIA H200, 2026-11-29"
+    fake_measured(monkeypatch, Ceilings("h200", {"fp32": 51e12}, 4.2e12, source))
+    argv = ["roofline", "gemm", "--m", "8", "--n", "8", "--k", "8", "--gpu", "h200"]
+    line = one_line_failure(capsys, [*argv, "--ceilings", "measured", "--dtype", "fp64"])
+    assert line == (
+        "kernelab: h200 has no fp64 peak in its measured ceilings (measured on NVIDIA H200, "
+        "2026-11-29; has: fp32)"
+    )
+    assert main([*argv, "--ceilings", "measured", "--dtype", "fp32"]) == 0
+    gpu_row = _rows(capsys.readouterr().out)["gpu"]
+    assert gpu_row.endswith("measured ceilings (measured on NVIDIA H200, 2026-11-29)")

@@ -70,7 +70,8 @@ def test_kernel_keeping_half_the_bytes_reaches_half_the_bandwidth(h200):
 
 
 def test_reachable_bandwidth_is_capped_at_the_memory(h200):
-    result = memory_pipeline(h200, latency_ns=500, bytes_per_stage=65536, stages=4, blocks_per_sm=2)
+    # 2 blocks x 4 stages x 16 KiB = 128 KiB fits the SM's 228 KiB; 96 KiB are in flight.
+    result = memory_pipeline(h200, latency_ns=500, bytes_per_stage=16384, stages=4, blocks_per_sm=2)
     assert result.kernel.pct_of_bandwidth == pytest.approx(100.0)
     assert result.kernel.reachable_gbps == pytest.approx(4800.0)
 
@@ -160,3 +161,48 @@ def test_non_finite_or_non_positive_latency_and_bandwidth_are_refused(h200, valu
         memory_pipeline(h200, bandwidth_gbps=value)
     with pytest.raises(KernelabError, match="must be positive"):
         memory_pipeline(h200, bytes_per_stage=value)
+
+
+def test_stages_that_cannot_fit_shared_memory_are_refused(h200):
+    # 8 x 64 KiB: 512 KiB for one block, past the 227 KiB a block can opt in to.
+    with pytest.raises(KernelabError, match="512.0 KiB of shared memory per block.*227 KiB"):
+        memory_pipeline(h200, latency_ns=500, bytes_per_stage=65536, stages=8, blocks_per_sm=4)
+    # 4 blocks x 2 x 64 KiB: each block fits, the SM's 228 KiB do not hold all four.
+    with pytest.raises(KernelabError, match="512.0 KiB of shared memory per SM.*228 KiB"):
+        memory_pipeline(h200, latency_ns=500, bytes_per_stage=65536, stages=2, blocks_per_sm=4)
+    fits = memory_pipeline(h200, latency_ns=500, bytes_per_stage=65536, stages=3, blocks_per_sm=1)
+    assert fits.kernel.in_flight_per_sm == 2 * 65536
+
+
+def test_blocks_per_sm_past_the_gpus_limit_are_refused(h200):
+    assert h200.max_blocks_per_sm == 32
+    with pytest.raises(KernelabError, match="at most 32, the most one SM of h200 holds"):
+        memory_pipeline(h200, latency_ns=500, bytes_per_stage=1024, blocks_per_sm=100)
+    with pytest.raises(KernelabError, match="at most 32"):
+        tensor_core_pipeline(h200, latency_ns=500, bm=64, bn=64, bk=32, blocks_per_sm=33)
+    assert memory_pipeline(h200, latency_ns=500, bytes_per_stage=1024, blocks_per_sm=32).kernel
+
+
+def test_the_stages_loading_ahead_are_counted_in_words_that_match(h200):
+    one = memory_pipeline(h200, latency_ns=500, bytes_per_stage=4096, stages=1)
+    assert "its one stage (not pipelined" in one.summary and "loading ahead" not in one.summary
+    three = memory_pipeline(h200, latency_ns=500, bytes_per_stage=4096, stages=3)
+    assert "2 of 3 stages loading ahead" in three.summary
+
+
+def test_integer_mma_work_is_counted_in_ops(h200):
+    integer = tensor_core_pipeline(h200, dtype="int8", latency_ns=500, bm=128, bn=128, bk=64)
+    assert "int8 OP/cycle" in integer.summary and "MOP" in integer.summary
+    assert "FLOP" not in integer.summary
+    assert "bf16 FLOP/cycle" in tensor_core_pipeline(h200, latency_ns=500).summary
+
+
+def test_huge_figures_are_written_short_and_an_overflow_is_refused(h200):
+    assert pipeline.figure(3350) == "3350" and pipeline.figure(1e200) == "1e+200"
+    assert pipeline.figure(1234.567, 2) == "1234.57"
+    wide = memory_pipeline(h200, latency_ns=500, bandwidth_gbps=1e200)
+    assert "1e+200 GB/s" in wide.summary and len(wide.summary) < 300
+    with pytest.raises(KernelabError, match="more bytes in flight than a float holds"):
+        memory_pipeline(h200, latency_ns=500, bandwidth_gbps=1e308)
+    with pytest.raises(KernelabError, match="stages must be at most 2\\*\\*53"):
+        memory_pipeline(h200, latency_ns=500, bytes_per_stage=1.0, stages=10**400)

@@ -216,3 +216,48 @@ def test_metadata_in_the_sgemm_steps_shape(spec):
     }
     config = tile_lens.tile_config_from_metadata(padded)
     assert (config.a_pad, config.b_pad, config.registers) == (4, 0, 127)
+
+
+def _note_parts(note: str) -> tuple[int, list[int]]:
+    """The total and the parts of the register note: "... at 180 (128 for ... + 20 overhead)"."""
+    import re
+
+    total = int(re.search(r"estimated at (\d+) \(", note).group(1))
+    inside = note.split(" (", 1)[1].rsplit(");", 1)[0]
+    return total, [int(part.split()[0]) for part in inside.split(" + ")]
+
+
+@pytest.mark.parametrize("dtype, total", [("fp32", 64 + 16 + 20), ("fp64", 128 + 32 + 20)])
+def test_the_register_estimate_adds_up_with_fp64_values_in_two_registers(spec, dtype, total):
+    config = TileConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=256, dtype=dtype)
+    assert config.acc_dtype == dtype  # an fp64 GEMM accumulates in fp64
+    assert estimate_registers(config) == total
+    note = next(n for n in analyze_tile(config, spec).notes if "estimated" in n)
+    stated, parts = _note_parts(note)
+    assert stated == total == sum(parts)
+    if dtype == "fp64":
+        assert "64 fp64 accumulators (2 each)" in note and "16 fp64 fragment values" in note
+
+
+def test_an_accumulator_dtype_given_is_kept():
+    config = TileConfig(bm=64, bn=64, bk=8, tm=4, tn=4, threads=256, dtype="bf16", acc_dtype="fp32")
+    assert config.acc_dtype == "fp32"
+    assert TileConfig(bm=64, bn=64, bk=8, tm=4, tn=4, threads=256, dtype="bf16").acc_dtype == "fp32"
+
+
+@pytest.mark.parametrize("gpu, part", [("m3-max", "an Apple part"), ("mi300x", "an AMD part")])
+def test_a_part_the_occupancy_model_does_not_cover_is_named_with_its_article(gpu, part):
+    with pytest.raises(KernelabError) as info:
+        analyze_tile(BLOCK_2D, get_gpu(gpu))
+    assert str(info.value).endswith(f"{gpu} is {part}")
+
+
+@pytest.mark.parametrize("big", [2**53 + 1, 2**63, 10**400], ids=["2**53+1", "2**63", "10**400"])
+def test_problem_and_tile_sizes_past_2_to_the_53_are_refused(spec, big):
+    with pytest.raises(KernelabError, match="M must be at most 2\\*\\*53"):
+        analyze_tile(BLOCK_2D, spec, m=big, n=4096, k=4096)
+    with pytest.raises(KernelabError, match="BM must be at most 2\\*\\*53") as info:
+        analyze_tile(TileConfig(bm=big, bn=128, bk=8, tm=8, tn=8, threads=256), spec)
+    assert len(str(info.value)) < 120
+    waves = analyze_tile(BLOCK_2D, spec, m=2**53, n=2**53, k=5).waves
+    assert waves.m == 2**53 and waves.waves > 1e20

@@ -197,6 +197,24 @@ def test_bad_sizes_raise_one_line_naming_the_argument(op, bad):
     assert "\n" not in message
 
 
+TOO_BIG = [2**53 + 1, 2**63, 10**400]
+
+
+@pytest.mark.parametrize("op", sorted(SIZED_CALLS))
+@pytest.mark.parametrize("big", TOO_BIG, ids=["2**53+1", "2**63", "10**400"])
+def test_counts_past_2_to_the_53_are_refused_in_one_line_naming_the_argument(op, big):
+    with pytest.raises(KernelabError) as info:
+        SIZED_CALLS[op](big)
+    message = str(info.value)
+    assert message.startswith(f"{op}: {BAD_NAME[op]} must be at most 2**53")
+    assert "\n" not in message and len(message) < 160  # a 401-digit count is not echoed
+
+
+def test_every_count_up_to_2_to_the_53_is_taken():
+    assert elementwise(2**53, dtype="fp32").flops == float(2**53)
+    assert gemm(2**53, 1, 1).flops == 2.0 * 2**53
+
+
 def test_integer_like_sizes_are_accepted():
     assert gemm(np.int64(16), 16, 16).flops == 2 * 16**3
 
@@ -279,3 +297,23 @@ def test_fused_decode_ops():
     assert swiglu.bytes == 3 * 14336 * 2 and swiglu.flops == 5 * 14336
     for cost in (fused, rope, swiglu):
         assert cost.explanation and "\n" not in cost.explanation
+
+
+def test_an_integer_sum_counts_no_flops_and_a_float_sum_its_adds():
+    integer, floating = reduce_sum(1000, dtype="int32"), reduce_sum(1000, dtype="fp32")
+    assert integer.flops == 0 and "no FLOPs" in integer.explanation
+    assert floating.flops == 999
+    assert integer.bytes == floating.bytes == 1000 * 4 + 4
+    assert reduction(4, 8, dtype="int32").flops == 0
+    assert reduction(4, 8, dtype="fp32").flops == 32
+
+
+def test_a_per_channel_quantized_gemv_has_no_group():
+    for weight in ("int8", "fp8"):
+        cost = costs.quant_gemv(1, 64, 64, weight=weight, dtype="bf16")
+        assert cost.shape["group"] is None
+        assert costs.shape_label(cost.shape) == "m=1 n=64 k=64"
+        with pytest.raises(KernelabError, match="one scale per output channel"):
+            costs.quant_gemv(1, 64, 64, weight=weight, group=32, dtype="bf16")
+    grouped = costs.quant_gemv(1, 64, 64, weight="int4", group=32, dtype="bf16")
+    assert costs.shape_label(grouped.shape) == "m=1 n=64 k=64 group=32"

@@ -10,7 +10,13 @@ import pytest
 from kernelab.errors import KernelabError, UnknownNameError
 from kernelab.hardware import get_gpu
 from kernelab.roofline.costs import elementwise, gemm, gemv, softmax
-from kernelab.roofline.model import FASTER_THAN_LIGHT, Ceilings, math_dtype, place
+from kernelab.roofline.model import (
+    FASTER_THAN_LIGHT,
+    Ceilings,
+    ceilings_phrase,
+    math_dtype,
+    place,
+)
 
 H100 = Ceilings.from_spec(get_gpu("h100-sxm"))
 
@@ -194,3 +200,39 @@ def test_an_integer_op_with_flops_still_needs_a_rate():
     ceilings = Ceilings.from_spec(get_gpu("h100-sxm"))
     with pytest.raises(KernelabError, match="no int32 peak"):
         place(OpCost("made_up", {"n": 4}, "int32", 4.0, 16.0, "4 int32 multiplies"), ceilings)
+
+
+def test_a_measured_source_reads_as_a_phrase_in_the_missing_peak_error():
+    measured = Ceilings("h200", {"bf16": 723e12}, 4.28e12, "measured on NVIDIA H200, 2026-11-29")
+    with pytest.raises(KernelabError) as info:
+        place(gemm(64, 64, 64, dtype="fp64"), measured)
+    assert str(info.value) == (
+        "h200 has no fp64 peak in its measured ceilings (measured on NVIDIA H200, 2026-11-29; "
+        "has: bf16)"
+    )
+    with pytest.raises(
+        KernelabError, match="h100-sxm has no fp4 peak in its datasheet ceilings \\(has: "
+    ):
+        place(gemm(4096, 4096, 4096, dtype="fp4"), H100)
+    assert ceilings_phrase("datasheet") == "datasheet ceilings"
+    assert ceilings_phrase("measured on X, 2026-11-29") == (
+        "measured ceilings (measured on X, 2026-11-29)"
+    )
+
+
+def test_an_unlisted_float_rate_is_placed_only_when_the_fp32_rate_proves_it_memory_bound():
+    geforce = Ceilings.from_spec(get_gpu("rtx-5090"))  # fp32 listed, no bf16 tensor rate
+    cost = softmax(4096, 4096, dtype="bf16")
+    with pytest.raises(KernelabError, match="no bf16 peak"):
+        place(cost, geforce)  # by default a missing rate is refused
+    placed = place(cost, geforce, unlisted_rate_by_fp32=True, time_ms=1.0)
+    assert placed.ridge is None and placed.peak_tflops is None and placed.bound == "memory"
+    assert placed.floor_ms == pytest.approx(cost.bytes / geforce.bandwidth * 1e3)
+    assert placed.attainable_tflops == pytest.approx(cost.intensity * geforce.bandwidth / 1e12)
+    # A big GEMM needs more than the fp32 rate to be memory-bound: its roof stays unknown.
+    with pytest.raises(KernelabError, match="no bf16 peak"):
+        place(gemm(4096, 4096, 4096), geforce, unlisted_rate_by_fp32=True)
+    # fp64 math cannot run as fp32: no proof, refused.
+    fp64_less = Ceilings("x", {"fp32": 100e12}, 1e12, "datasheet")
+    with pytest.raises(KernelabError, match="no fp64 peak"):
+        place(softmax(8, 8, dtype="fp64"), fp64_less, unlisted_rate_by_fp32=True)

@@ -16,6 +16,7 @@ import typer
 
 from kernelab.commands.options import GpuOption
 from kernelab.hardware.detect import choose_gpu
+from kernelab.lenses.pipeline import figure
 from kernelab.output import JsonOption, emit
 
 
@@ -31,7 +32,12 @@ def _table(console, rows) -> None:
 
 
 def _kib(n: float) -> str:
-    return f"{n / 1024:.1f} KiB"
+    return f"{figure(n / 1024, 1)} KiB"
+
+
+def _count(n: int) -> str:
+    """A count of blocks or slots: its digits while short, exponent form past seven."""
+    return str(n) if n < 10**7 else f"{n:.3g}"
 
 
 def _ptxas_registers(kernel: str) -> int | None:
@@ -62,6 +68,8 @@ def _tile_config(kernel, given: dict):
         config = kernel_tile(kernel)
         if "registers" not in overrides and (registers := _ptxas_registers(kernel)):
             overrides["registers"] = registers
+        if "dtype" in overrides:
+            overrides["acc_dtype"] = None  # the accumulator follows the new dtype (fp64: fp64)
         return dataclasses.replace(config, **overrides)
     required = ("bm", "bn", "bk", "tm", "tn", "threads")
     missing = [f"--{name}" for name in required if name not in overrides]
@@ -119,16 +127,17 @@ def _render_tile(console, analysis, banks, gpu_label: str) -> None:
         rows.append(
             (
                 "waves",
-                f"{w.blocks} blocks / {w.slots} slots = {w.waves:.2f} waves; last wave "
-                f"{100 * w.tail_idle_fraction:.0f}% idle, efficiency {100 * w.wave_efficiency:.1f}%",
+                f"{_count(w.blocks)} blocks / {_count(w.slots)} slots = {figure(w.waves, 2)} "
+                f"waves; last wave {100 * w.tail_idle_fraction:.0f}% idle, efficiency "
+                f"{100 * w.wave_efficiency:.1f}%",
             )
         )
         rows.append(
             (
                 "problem",
                 f"{w.m}x{w.n}x{w.k}: edge tiles {100 * w.tile_utilization:.1f}% useful, "
-                f"tiled traffic {w.tiled_global_bytes / 1e6:.1f} MB "
-                f"({w.tiled_intensity:.1f} FLOP/byte) vs minimum {w.min_bytes / 1e6:.1f} MB",
+                f"tiled traffic {figure(w.tiled_global_bytes / 1e6, 1)} MB "
+                f"({w.tiled_intensity:.1f} FLOP/byte) vs minimum {figure(w.min_bytes / 1e6, 1)} MB",
             )
         )
     if banks is not None:
@@ -148,12 +157,12 @@ def _render_pipeline(console, memory, tensor, gpu_label: str, tensor_note: str |
     lat = memory.latency
     rows = [
         ("gpu", gpu_label),
-        ("bandwidth", f"{memory.bandwidth_gbps:.0f} GB/s"),
-        ("latency", f"{lat.ns:.0f} ns ({lat.source})"),
+        ("bandwidth", f"{figure(memory.bandwidth_gbps)} GB/s"),
+        ("latency", f"{figure(lat.ns)} ns ({lat.source})"),
         (
             "in flight needed",
             f"{_kib(memory.in_flight_per_sm_bytes)} per SM, "
-            f"{memory.in_flight_total_bytes / 1e6:.2f} MB in all",
+            f"{figure(memory.in_flight_total_bytes / 1e6, 2)} MB in all",
         ),
     ]
     if memory.kernel is not None:
@@ -161,17 +170,20 @@ def _render_pipeline(console, memory, tensor, gpu_label: str, tensor_note: str |
         rows.append(
             (
                 "this pipeline",
-                f"{_kib(k.in_flight_per_sm)} per SM -> {k.reachable_gbps:.0f} GB/s "
+                f"{_kib(k.in_flight_per_sm)} per SM -> {figure(k.reachable_gbps)} GB/s "
                 f"({k.pct_of_bandwidth:.0f}%)",
             )
         )
     if tensor is not None:
+        from kernelab.roofline.costs import INTEGER_DTYPES
+
+        unit = "OP" if tensor.dtype in INTEGER_DTYPES else "FLOP"
         rows.append(
             (
                 f"{tensor.dtype} MMA",
-                f"{tensor.flops_per_sm_per_cycle:.0f} FLOP/cycle/SM; "
-                f"{tensor.flops_in_flight_per_sm / 1e6:.2f} MFLOP queued per SM covers "
-                f"{tensor.latency.ns:.0f} ns",
+                f"{tensor.flops_per_sm_per_cycle:.0f} {unit}/cycle/SM; "
+                f"{figure(tensor.flops_in_flight_per_sm / 1e6, 2)} M{unit} queued per SM covers "
+                f"{figure(tensor.latency.ns)} ns",
             )
         )
         if tensor.stages_needed is not None:
@@ -222,21 +234,33 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--bank-stride", help="Shared row stride in 4-byte words.")
         ] = None,
         bank_width: Annotated[
-            int, typer.Option("--bank-width", help="Bytes per access: 4, 8 or 16.")
-        ] = 4,
+            int | None,
+            typer.Option("--bank-width", help="Bytes per access: 4, 8 or 16 (default 4)."),
+        ] = None,
         bank_pattern: Annotated[
-            str, typer.Option("--bank-pattern", help="column, row or broadcast.")
-        ] = "column",
+            str | None,
+            typer.Option("--bank-pattern", help="column, row or broadcast (default column)."),
+        ] = None,
         as_json: JsonOption = False,
     ) -> None:
         """A GEMM tiling: shared memory, registers, occupancy, reuse, waves and tail."""
+        from kernelab.errors import KernelabError
         from kernelab.lenses.banks import bank_conflicts
         from kernelab.lenses.tile import analyze_tile
 
         if kernel is not None and not kernel.strip():
-            from kernelab.errors import KernelabError
-
             raise KernelabError("--kernel needs a registered kernel name, not an empty string")
+        # The bank check needs the row stride: a width or a pattern alone has nothing to
+        # apply to, and would be dropped without a word.
+        if bank_stride is None:
+            options = (("--bank-width", bank_width), ("--bank-pattern", bank_pattern))
+            alone = [flag for flag, value in options if value is not None]
+            if alone:
+                verb = "needs" if len(alone) == 1 else "need"
+                raise KernelabError(
+                    f"{' and '.join(alone)} {verb} --bank-stride (the shared row stride in "
+                    "4-byte words) to check bank conflicts"
+                )
         chosen = choose_gpu(gpu)
         spec = chosen.spec
         given = {
@@ -259,7 +283,7 @@ def register(app: typer.Typer) -> None:
         analysis = analyze_tile(config, spec, m=m, n=n, k=k)
         banks = None
         if bank_stride is not None:
-            banks = bank_conflicts(bank_stride, bank_width, bank_pattern)
+            banks = bank_conflicts(bank_stride, bank_width or 4, bank_pattern or "column")
         data = analysis.to_dict()
         data["kernel"] = kernel
         data["banks"] = banks.to_dict() if banks else None

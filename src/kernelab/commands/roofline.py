@@ -6,6 +6,7 @@ measured time reached; --plot draws the chart.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
@@ -15,7 +16,7 @@ from kernelab.errors import KernelabError, output_file, positive_number, unknown
 from kernelab.hardware.detect import choose_gpu
 from kernelab.output import JsonOption, emit, note
 from kernelab.roofline.costs import COST_MODELS, plain_number, shape_label
-from kernelab.roofline.model import Ceilings, Placement, place
+from kernelab.roofline.model import Ceilings, Placement, ceilings_phrase, place
 
 # The shape options each op takes: required first, then optional ones whose default the
 # command or the cost model fills in.
@@ -49,6 +50,14 @@ def _spec_ops() -> dict:
     from kernelab.spec.reference import OPS
 
     return {name: spec for name, spec in OPS.items() if name not in COST_MODELS}
+
+
+def _batched_gemv():
+    """The specification's gemv, y[M,N] = x[M,K] W[N,K]^T, which --k selects: the cost model
+    of the same name is the classic y = A x."""
+    from kernelab.spec.reference import OPS
+
+    return OPS["gemv"]
 
 
 def _spec_cost(spec, given: dict, dtype: str | None):
@@ -88,11 +97,12 @@ def _cost_arguments(op: str, given: dict) -> dict:
     return arguments
 
 
-def _ceilings(spec, source: str) -> Ceilings:
+def _ceilings(spec, source: str) -> tuple[Ceilings, str | None]:
+    """The ceilings to place against, and where measured ones came from (None: datasheet)."""
     if source not in CEILING_SOURCES:
         raise unknown("ceilings source", source, CEILING_SOURCES)
     if source == "datasheet":
-        return Ceilings.from_spec(spec)
+        return Ceilings.from_spec(spec), None
     from kernelab.harness.ceilings import measured_or_committed
 
     found = measured_or_committed(spec)
@@ -102,17 +112,26 @@ def _ceilings(spec, source: str) -> Ceilings:
             "run kernelab ceilings on that GPU"
         )
     measured, where = found
-    note(f"measured ceilings of {spec.id} from {where}")
-    return measured
+    return measured, f"measured ceilings of {spec.id} from {where}"
 
 
-def verdict(p: Placement) -> str:
-    """One plain sentence: which roof bounds the op, by how much, and the floor time."""
+def verdict(p: Placement, fp32_rate: float | None = None) -> str:
+    """One plain sentence: which roof bounds the op, by how much, and the floor time.
+    `fp32_rate` (FLOP/s) is the rate that proved an op memory-bound whose math dtype has no
+    listed rate (its ridge None though it has FLOPs)."""
     if p.flops == 0:
         # No arithmetic at all: intensity 0, the memory roof alone sets the floor.
         return (
             f"memory-bound: no FLOPs, only {plain_number(p.bytes)} bytes to move (intensity 0, "
             f"left of any ridge) on {p.gpu}; the floor is {p.floor_ms:.3g} ms"
+        )
+    if p.ridge is None:
+        return (
+            f"memory-bound: intensity {plain_number(p.intensity)} FLOP/B needs only "
+            f"{p.attainable_tflops:.3g} TFLOP/s to keep pace with {p.bandwidth_gbps:.4g} GB/s, "
+            f"below the fp32 rate of {_tflops(fp32_rate)} TFLOP/s that {p.math_dtype} math "
+            f"reaches as fp32 ({p.gpu} lists no {p.math_dtype} rate, so its ridge is unknown); "
+            f"the floor is {p.floor_ms:.3g} ms"
         )
     if p.bound == "compute":
         where = f"is {p.intensity / p.ridge:.2g}x the"
@@ -124,27 +143,43 @@ def verdict(p: Placement) -> str:
     )
 
 
-def _render(console, p: Placement, gpu_label: str) -> None:
+def _tflops(rate: float | None) -> str:
+    return "?" if rate is None else f"{rate / 1e12:.4g}"
+
+
+def _ridge_text(p: Placement, fp32_rate: float | None) -> str:
+    if p.flops == 0:
+        # The same words whether or not the dtype has a rate: no FLOPs meet no compute roof.
+        return "none: no FLOPs, placed by its bytes alone"
+    if p.ridge is None:
+        return (
+            f"unknown: no {p.math_dtype} rate listed; memory-bound at any rate of at least the "
+            f"fp32 {_tflops(fp32_rate)} TFLOP/s, which {p.math_dtype} math reaches as fp32"
+        )
+    return f"{p.ridge:.4g} FLOP/B ({p.peak_tflops:.4g} TFLOP/s / {p.bandwidth_gbps:.4g} GB/s)"
+
+
+def _render(console, p: Placement, gpu_label: str, fp32_rate: float | None = None) -> None:
     from kernelab.output import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
+    attainable = (
+        f"none: no FLOPs, its bytes at up to {p.bandwidth_gbps:.4g} GB/s"
+        if p.flops == 0
+        else f"{p.attainable_tflops:.4g} TFLOP/s"
+    )
     rows = [
         ("op", f"{p.op} {shape_label(p.shape)}"),
         ("dtype", p.dtype if p.math_dtype == p.dtype else f"{p.dtype} (math: {p.math_dtype})"),
-        ("gpu", f"{gpu_label}, {p.ceilings_source} ceilings"),
+        ("gpu", f"{gpu_label}, {ceilings_phrase(p.ceilings_source)}"),
         ("FLOPs", f"{p.flops:.4g}"),
         ("bytes", f"{p.bytes:.4g}"),
         ("intensity", f"{p.intensity:.4g} FLOP/B"),
-        (
-            "ridge",
-            f"none: no FLOPs, and no {p.math_dtype} rate to place them against"
-            if p.ridge is None
-            else f"{p.ridge:.4g} FLOP/B ({p.peak_tflops:.4g} TFLOP/s / {p.bandwidth_gbps:.4g} GB/s)",
-        ),
+        ("ridge", _ridge_text(p, fp32_rate)),
         ("bound", p.bound),
-        ("attainable", f"{p.attainable_tflops:.4g} TFLOP/s"),
+        ("attainable", attainable),
         ("floor", f"{p.floor_ms:.4g} ms"),
     ]
     if p.time_ms is not None:
@@ -157,7 +192,7 @@ def _render(console, p: Placement, gpu_label: str) -> None:
         table.add_row(name, value)
     console.print(table)
     console.print(p.explanation, style="dim", highlight=False)
-    console.print(verdict(p), highlight=False)
+    console.print(verdict(p, fp32_rate), highlight=False)
     if p.faster_than_light:
         console.print(f"WARNING: {p.warning}", style="bold red", highlight=False)
     elif p.time_ms is not None:
@@ -174,14 +209,23 @@ def roofline(
             metavar="OP",
             help=f"The op: {', '.join(COST_MODELS)}; or any op of kernelab's specification "
             "(kernelab bench's), e.g. transpose, histogram, decode_attention, quant_gemv_int4, "
-            "sampling_probs: its shape keys are the options of the same names.",
+            "sampling_probs: its shape keys are the options of the same names. gemv takes two "
+            "forms: --m --n is the classic y = A x (A m x n); adding --k gives the "
+            "specification's batched y[M,N] = x[M,K] W[N,K]^T.",
         ),
     ],
-    m: Annotated[int | None, typer.Option("--m", min=1, help="Rows of A (gemm, gemv).")] = None,
+    m: Annotated[
+        int | None, typer.Option("--m", min=1, help="Rows of A (gemm, gemv); batch (gemv --k).")
+    ] = None,
     n: Annotated[
         int | None, typer.Option("--n", min=1, help="Columns (gemm, gemv); elements (elementwise).")
     ] = None,
-    k: Annotated[int | None, typer.Option("--k", min=1, help="Reduction dim (gemm).")] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "--k", min=1, help="Reduction dim (gemm; gemv: selects y[M,N] = x[M,K] W[N,K]^T)."
+        ),
+    ] = None,
     batch: Annotated[
         int | None, typer.Option("--batch", min=1, help="Batch (gemm, attention); default 1.")
     ] = None,
@@ -275,17 +319,25 @@ def roofline(
         "group": group,
         "vocab": vocab,
     }
-    if op_name in COST_MODELS:
+    if op_name == "gemv" and k is not None:
+        cost = _spec_cost(_batched_gemv(), given, dtype)
+    elif op_name in COST_MODELS:
         arguments = _cost_arguments(op_name, given)
         cost = COST_MODELS[op_name](**arguments, dtype=dtype or "bf16")
     else:
-        cost = _spec_cost(spec_ops[op_name], given, dtype)
+        # The op as asked for: several spec ops share a cost model (rope and
+        # rope_interleaved, the quantized GEMVs), whose own name would hide which one this is.
+        cost = dataclasses.replace(_spec_cost(spec_ops[op_name], given, dtype), op=op_name)
     positive_number(time_ms, "--time-ms", "milliseconds")
     plot_path = output_file(plot, "--plot", suffixes=(".png", ".svg"))
     chosen = choose_gpu(gpu)
 
-    limits = _ceilings(chosen.spec, ceilings.strip().lower())
-    placement = place(cost, limits, math_mode=math, time_ms=time_ms)
+    limits, measured_from = _ceilings(chosen.spec, ceilings.strip().lower())
+    placement = place(cost, limits, math_mode=math, time_ms=time_ms, unlisted_rate_by_fp32=True)
+    # Said once the placement stands, so that a refusal stays the one line on stderr.
+    if measured_from is not None:
+        note(measured_from)
+    fp32_rate = limits.peak_flops.get("fp32")
 
     if plot_path is not None:
         from kernelab.roofline.plot import plot_roofline
@@ -297,10 +349,12 @@ def roofline(
 
     data = {
         **placement.to_dict(),
+        # why a ridge is null: no FLOPs, or a rate the GPU does not list
+        "ridge_note": None if placement.ridge is not None else _ridge_text(placement, fp32_rate),
         "gpu_choice": chosen.to_dict(),
         "plot": str(plot_path) if plot_path is not None else None,
     }
-    emit(data, as_json, lambda console: _render(console, placement, chosen.label))
+    emit(data, as_json, lambda console: _render(console, placement, chosen.label, fp32_rate))
 
 
 def register(app) -> None:

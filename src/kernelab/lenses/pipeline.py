@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 from kernelab.errors import KernelabError
 from kernelab.hardware.specs import GPUSpec
+from kernelab.roofline.costs import INTEGER_DTYPES, MAX_COUNT, count_text
 
 LATENCY_SOURCE = (
     "pointer-chase latency in cycles, clocks not locked: github.com/markdewing/AI_kernels "
@@ -106,6 +107,12 @@ def memory_latency(
     return defaults[level]
 
 
+def figure(value: float, places: int = 0) -> str:
+    """A figure for a sentence: fixed-point while it is short, three significant digits in
+    exponent form once it would run past seven digits."""
+    return f"{value:.{places}f}" if abs(value) < 1e7 else f"{value:.3g}"
+
+
 def _positive(latency: Latency) -> Latency:
     if not (math.isfinite(latency.ns) and latency.ns > 0):
         raise KernelabError(f"latency must be positive, got {latency.ns} ns")
@@ -138,10 +145,8 @@ def kernel_in_flight(bytes_per_stage: float, stages: int, resident_blocks_per_sm
     loading (a single-stage kernel has its one stage in flight while it waits for it)."""
     if not (math.isfinite(bytes_per_stage) and bytes_per_stage > 0):
         raise KernelabError(f"bytes per stage must be positive, got {bytes_per_stage}")
-    if stages <= 0:
-        raise KernelabError(f"stages must be positive, got {stages}")
-    if resident_blocks_per_sm <= 0:
-        raise KernelabError(f"blocks per SM must be positive, got {resident_blocks_per_sm}")
+    _whole_count("stages", stages)
+    _whole_count("blocks per SM", resident_blocks_per_sm)
     return bytes_per_stage * max(stages - 1, 1) * resident_blocks_per_sm
 
 
@@ -164,7 +169,43 @@ def stages_to_hide_latency(latency_ns: float, compute_ns_per_stage: float) -> in
 
 
 def _kib(value: float) -> str:
-    return f"{value / 1024:.1f} KiB"
+    return f"{figure(value / 1024, 1)} KiB"
+
+
+def _whole_count(name: str, value: int, *, most: int = MAX_COUNT, why: str = "") -> int:
+    """`value` if 1 <= value <= most; a KernelabError naming it otherwise."""
+    if value <= 0:
+        raise KernelabError(f"{name} must be positive, got {count_text(value)}")
+    if value > most:
+        limit = why or f"2**53 = {MAX_COUNT}"
+        raise KernelabError(f"{name} must be at most {limit}, got {count_text(value)}")
+    return value
+
+
+def _blocks_per_sm(spec: GPUSpec, blocks: int) -> int:
+    """Resident blocks per SM, within the most the GPU holds (max_blocks_per_sm)."""
+    return _whole_count("blocks per SM", blocks, most=spec.max_blocks_per_sm,
+                        why=f"{spec.max_blocks_per_sm}, the most one SM of {spec.id} holds")  # fmt: skip
+
+
+def _check_fits_shared_memory(spec: GPUSpec, bytes_per_stage: float, stages: int,
+                              blocks_per_sm: int) -> None:  # fmt: skip
+    """A pipeline's stages are shared-memory buffers: one block's must fit the most a block
+    may opt in to, and every resident block's together the SM's shared memory."""
+    per_block = bytes_per_stage * stages
+    per_sm = per_block * blocks_per_sm
+    block_limit, sm_limit = spec.smem_per_block_kib * 1024, spec.smem_per_sm_kib * 1024
+    if per_block > block_limit:
+        raise KernelabError(
+            f"{stages} stage(s) x {_kib(bytes_per_stage)} is {_kib(per_block)} of shared memory "
+            f"per block; one block on {spec.id} can have at most {spec.smem_per_block_kib} KiB"
+        )
+    if per_sm > sm_limit:
+        raise KernelabError(
+            f"{blocks_per_sm} block(s) x {stages} stage(s) x {_kib(bytes_per_stage)} is "
+            f"{_kib(per_sm)} of shared memory per SM; one SM of {spec.id} has "
+            f"{spec.smem_per_sm_kib} KiB"
+        )
 
 
 @dataclass(frozen=True)
@@ -217,18 +258,24 @@ def memory_pipeline(
     bandwidth = _bandwidth(spec, bandwidth_gbps)
     latency = memory_latency(spec, "hbm", latency_ns=latency_ns, latencies=latencies)
     per_sm = bytes_in_flight_needed(spec, bandwidth_gbps=bandwidth, latency_ns=latency.ns)
+    if not math.isfinite(per_sm * spec.sm_count):
+        raise KernelabError(
+            f"{figure(bandwidth)} GB/s across {figure(latency.ns)} ns is more bytes in flight "
+            "than a float holds"
+        )
     summary = (
-        f"to saturate {bandwidth:.0f} GB/s on the {spec.id} across a {latency.ns:.0f} ns "
-        f"latency, each SM needs at least {_kib(per_sm)} in flight "
-        f"({per_sm * spec.sm_count / 1e6:.2f} MB over {spec.sm_count} SMs)"
+        f"to saturate {figure(bandwidth)} GB/s on the {spec.id} across a "
+        f"{figure(latency.ns)} ns latency, each SM needs at least {_kib(per_sm)} in flight "
+        f"({figure(per_sm * spec.sm_count / 1e6, 2)} MB over {spec.sm_count} SMs)"
     )
     kernel = None
     if bytes_per_stage is not None or stages is not None or blocks_per_sm is not None:
         if bytes_per_stage is None:
             raise KernelabError("give --bytes-per-stage to place a kernel's pipeline")
-        stages = 1 if stages is None else stages
-        blocks_per_sm = 1 if blocks_per_sm is None else blocks_per_sm
+        stages = 1 if stages is None else _whole_count("stages", stages)
+        blocks_per_sm = 1 if blocks_per_sm is None else _blocks_per_sm(spec, blocks_per_sm)
         in_flight = kernel_in_flight(bytes_per_stage, stages, blocks_per_sm)
+        _check_fits_shared_memory(spec, bytes_per_stage, stages, blocks_per_sm)
         reachable = min(bandwidth_from_in_flight(spec, in_flight, latency.ns) / 1e9, bandwidth)
         pct = 100.0 * reachable / bandwidth
         kernel = KernelInFlight(
@@ -239,9 +286,16 @@ def memory_pipeline(
             reachable_gbps=reachable,
             pct_of_bandwidth=pct,
         )
+        # N stages keep N - 1 loading while one is computed on; a single stage is not
+        # pipelined: its one load is in flight while the block waits for it.
+        ahead = (
+            "its one stage (not pipelined: in flight while the block waits)"
+            if stages == 1
+            else f"{stages - 1} of {stages} stages loading ahead"
+        )
         summary += (
-            f"; {blocks_per_sm} block(s) x {max(stages - 1, 1)} stage(s) loading ahead x "
-            f"{_kib(bytes_per_stage)} keep {_kib(in_flight)} ({pct:.0f}% of the bandwidth)"
+            f"; {blocks_per_sm} block(s) x {ahead} x {_kib(bytes_per_stage)} keep "
+            f"{_kib(in_flight)} ({pct:.0f}% of the bandwidth)"
         )
     return MemoryPipeline(
         gpu=spec.id,
@@ -296,6 +350,9 @@ def tensor_core_pipeline(
     dtype = canonical_dtype(dtype)
     if dtype not in spec.peak_tflops:
         raise KernelabError(f"{spec.id} has no {dtype} peak rate in the catalog")
+    blocks_per_sm = _blocks_per_sm(spec, blocks_per_sm)
+    # An integer MMA's multiply-adds are operations, not floating-point ones.
+    unit = "OP" if dtype in INTEGER_DTYPES else "FLOP"
     rate = spec.peak_flops(dtype) / spec.sm_count
     # Per cycle at the clock the peak is quoted at (Hopper's tensor rates: 1,830 MHz on the
     # SXM, not the 1,980 MHz boost), so an H100 SM comes out at its 4,096 bf16 FLOP/clk.
@@ -303,18 +360,17 @@ def tensor_core_pipeline(
     latency = memory_latency(spec, level, latency_ns=latency_ns, latencies=latencies)
     queued = rate * latency.ns * 1e-9
     summary = (
-        f"each {spec.id} SM retires {per_cycle:.0f} {dtype} FLOP/cycle; covering a "
-        f"{latency.ns:.0f} ns {level} load takes {queued / 1e6:.2f} MFLOP of MMA work queued "
-        "per SM"
+        f"each {spec.id} SM retires {per_cycle:.0f} {dtype} {unit}/cycle; covering a "
+        f"{figure(latency.ns)} ns {level} load takes {figure(queued / 1e6, 2)} M{unit} of MMA "
+        "work queued per SM"
     )
     tile = flops = nbytes = compute_ns = stages = demand = None
     given = [v is not None for v in (bm, bn, bk)]
     if any(given):
         if not all(given):
             raise KernelabError("give all of BM, BN and BK for the stage count, or none")
-        for name, value in (("BM", bm), ("BN", bn), ("BK", bk), ("blocks per SM", blocks_per_sm)):
-            if value <= 0:  # type: ignore[operator]
-                raise KernelabError(f"{name} must be positive, got {value}")
+        for name, value in (("BM", bm), ("BN", bn), ("BK", bk)):
+            _whole_count(name, value)  # type: ignore[arg-type]
         tile = {"bm": bm, "bn": bn, "bk": bk, "blocks_per_sm": blocks_per_sm}
         flops = 2.0 * bm * bn * bk  # type: ignore[operator]
         nbytes = (bm + bn) * bk * dtype_bytes(dtype)  # type: ignore[operator]
@@ -329,9 +385,9 @@ def tensor_core_pipeline(
             else f"{100 * ratio:.0f}% of the HBM bandwidth"
         )
         summary += (
-            f"; a {bm}x{bn}x{bk} stage is {flops / 1e6:.2f} MFLOP ({compute_ns:.0f} ns with "
-            f"{blocks_per_sm} block(s) per SM), so {stages} stages hide it; at the MMA rate "
-            f"the tiles load {demand:.1f} TB/s, {where}"
+            f"; a {bm}x{bn}x{bk} stage is {figure(flops / 1e6, 2)} M{unit} "
+            f"({figure(compute_ns)} ns with {blocks_per_sm} block(s) per SM), so {stages} stages "
+            f"hide it; at the MMA rate the tiles load {figure(demand, 1)} TB/s, {where}"
         )
     return TensorCorePipeline(
         gpu=spec.id,

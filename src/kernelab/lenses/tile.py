@@ -23,11 +23,14 @@ from dataclasses import asdict, dataclass, field
 from kernelab.errors import KernelabError
 from kernelab.hardware.specs import GPUSpec
 from kernelab.lenses.occupancy import MAX_REGISTERS_PER_THREAD, Occupancy, occupancy
-from kernelab.roofline.costs import canonical_dtype, dtype_bytes
+from kernelab.roofline.costs import MAX_COUNT, canonical_dtype, count_text, dtype_bytes
 
 # Registers a SIMT GEMM thread needs beyond its accumulators and fragments: global and
 # shared pointers, loop counters, indices. A rough allowance, used only for the estimate.
 REGISTER_OVERHEAD_ESTIMATE = 20
+
+# How an error names a vendor that the occupancy model does not cover.
+_VENDOR_PART = {"amd": "an AMD part", "apple": "an Apple part"}
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,29 @@ class TileConfig:
     b_pad: int = 0  # and of the B tile
     a_transposed: bool = False  # A stored as BK x BM (transposed, for float4 reads along M)
     registers: int | None = None  # per thread, from ptxas -v when known
-    acc_dtype: str = "fp32"
+    # None: fp64 for fp64 inputs (an fp64 GEMM accumulates in fp64), fp32 for the rest
+    acc_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.acc_dtype is None:
+            try:
+                wide = canonical_dtype(self.dtype) == "fp64"
+            except KernelabError:  # validate() names the unknown dtype
+                wide = False
+            object.__setattr__(self, "acc_dtype", "fp64" if wide else "fp32")
 
     def validate(self, warp_size: int = 32) -> None:
         """KernelabError naming the first thing that makes this tiling impossible."""
         for name in ("bm", "bn", "bk", "tm", "tn", "threads", "stages"):
             value = getattr(self, name)
             if value <= 0:
-                raise KernelabError(f"{name.upper()} must be positive, got {value}")
+                raise KernelabError(f"{name.upper()} must be positive, got {count_text(value)}")
+        for name in ("bm", "bn", "bk", "tm", "tn", "threads", "stages", "a_pad", "b_pad",
+                     "wm", "wn", "registers"):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and value > MAX_COUNT:
+                raise KernelabError(f"{name.upper()} must be at most 2**53 = {MAX_COUNT}, got "
+                                    f"{count_text(value)}")  # fmt: skip
         if self.a_pad < 0 or self.b_pad < 0:
             raise KernelabError("shared-memory padding cannot be negative")
         if self.threads % warp_size:
@@ -192,16 +210,39 @@ def smem_bytes(config: TileConfig) -> tuple[int, int, int]:
     return a_bytes, b_bytes, (a_bytes + b_bytes) * config.stages
 
 
+def register_estimate_parts(config: TileConfig) -> tuple[int, int, int]:
+    """(accumulator, fragment, overhead) registers of a SIMT GEMM thread, in 32-bit registers:
+    a value takes one register, or two when it is 8 bytes wide (fp64)."""
+    words_per_acc = max(1, math.ceil(dtype_bytes(config.acc_dtype) / 4))
+    words_per_frag = max(1, math.ceil(dtype_bytes(config.dtype) / 4))
+    outputs = config.bm * config.bn // config.threads
+    return (
+        outputs * words_per_acc,
+        (config.tm + config.tn) * words_per_frag,
+        REGISTER_OVERHEAD_ESTIMATE,
+    )
+
+
 def estimate_registers(config: TileConfig) -> int:
     """Per-thread registers of a SIMT GEMM thread: accumulators + A/B fragments + overhead.
     An estimate: ptxas decides, and warp-tile iterations hold more fragments than this."""
-    words_per_acc = max(1.0, dtype_bytes(config.acc_dtype) / 4)
-    words_per_frag = max(1.0, dtype_bytes(config.dtype) / 4)
-    outputs = config.bm * config.bn // config.threads
-    return math.ceil(
-        outputs * words_per_acc
-        + (config.tm + config.tn) * words_per_frag
-        + REGISTER_OVERHEAD_ESTIMATE
+    return sum(register_estimate_parts(config))
+
+
+def _register_note(config: TileConfig, registers: int) -> str:
+    """How the estimate adds up, in registers, with each part's values and their width."""
+    accumulators, fragments, overhead = register_estimate_parts(config)
+    outputs, values = config.bm * config.bn // config.threads, config.tm + config.tn
+
+    def part(regs: int, count: int, what: str, dtype: str) -> str:
+        per = regs // count
+        return f"{regs} for {count} {dtype} {what}" + (f" ({per} each)" if per > 1 else "")
+
+    return (
+        f"registers per thread estimated at {registers} ("
+        f"{part(accumulators, outputs, 'accumulators', canonical_dtype(config.acc_dtype))} + "
+        f"{part(fragments, values, 'fragment values', canonical_dtype(config.dtype))} + "
+        f"{overhead} overhead); give --regs from ptxas -v for the real count"
     )
 
 
@@ -210,7 +251,10 @@ def _waves(config: TileConfig, spec: GPUSpec, blocks_per_sm: int, m: int, n: int
 
     for name, value in (("M", m), ("N", n), ("K", k)):
         if value <= 0:
-            raise KernelabError(f"{name} must be positive, got {value}")
+            raise KernelabError(f"{name} must be positive, got {count_text(value)}")
+        if value > MAX_COUNT:
+            raise KernelabError(f"{name} must be at most 2**53 = {MAX_COUNT}, got "
+                                f"{count_text(value)}")  # fmt: skip
     tiles_m, tiles_n, steps_k = -(-m // config.bm), -(-n // config.bn), -(-k // config.bk)
     blocks = tiles_m * tiles_n
     slots = blocks_per_sm * spec.sm_count
@@ -254,6 +298,10 @@ def analyze_tile(
     rate, which for fp32 is the SIMT (FFMA) rate the SGEMM ladder runs at.
     """
     config.validate(spec.warp_size)
+    if spec.vendor != "nvidia":
+        part = _VENDOR_PART.get(spec.vendor, f"not an NVIDIA part ({spec.vendor})")
+        raise KernelabError(f"the tile lens's occupancy model covers NVIDIA GPUs; {spec.id} is "
+                            f"{part}")  # fmt: skip
     notes: list[str] = []
     a_bytes, b_bytes, smem_total = smem_bytes(config)
     outputs = config.bm * config.bn // config.threads
@@ -262,11 +310,7 @@ def analyze_tile(
         registers, source = config.registers, "given"
     else:
         registers, source = estimate_registers(config), "estimate"
-        notes.append(
-            f"registers per thread estimated at {registers} ({outputs} accumulators + "
-            f"{config.tm + config.tn} fragments + {REGISTER_OVERHEAD_ESTIMATE} overhead); "
-            "give --regs from ptxas -v for the real count"
-        )
+        notes.append(_register_note(config, registers))
         if registers > MAX_REGISTERS_PER_THREAD:
             notes.append(
                 f"the estimate exceeds {MAX_REGISTERS_PER_THREAD} registers: ptxas would spill "

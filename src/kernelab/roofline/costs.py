@@ -97,8 +97,20 @@ class OpCost:
         }
 
 
+# The largest count a cost model takes: every integer up to 2**53 is exact in a float, so
+# FLOPs and bytes (floats) stay exact in each factor; a larger count is no real shape.
+MAX_COUNT = 2**53
+
+
+def count_text(number: int) -> str:
+    """An integer as an error message shows it: its digits, or its length when it is huge."""
+    digits = str(number)
+    return digits if len(digits) <= 24 else f"a {len(digits.lstrip('-'))}-digit number"
+
+
 def _count(op: str, name: str, value, *, minimum: int = 1) -> int:
-    """`value` as an int of at least `minimum`; a one-line KernelabError naming it otherwise."""
+    """`value` as an int from `minimum` to MAX_COUNT; a one-line KernelabError naming it
+    otherwise."""
     kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
     if isinstance(value, bool):
         raise KernelabError(f"{op}: {name} must be {kind}, got {value!r}")
@@ -107,7 +119,12 @@ def _count(op: str, name: str, value, *, minimum: int = 1) -> int:
     except TypeError:
         raise KernelabError(f"{op}: {name} must be {kind}, got {value!r}") from None
     if number < minimum:
-        raise KernelabError(f"{op}: {name} must be {kind}, got {number}")
+        raise KernelabError(f"{op}: {name} must be {kind}, got {count_text(number)}")
+    if number > MAX_COUNT:
+        raise KernelabError(
+            f"{op}: {name} must be at most 2**53 = {MAX_COUNT} (exact in a float), "
+            f"got {count_text(number)}"
+        )
     return number
 
 
@@ -254,10 +271,12 @@ def reduction(rows, cols, *, dtype) -> OpCost:
     """A sum over the last dim of x[rows, cols]: one value per row."""
     rows, cols = _count("reduction", "rows", rows), _count("reduction", "cols", cols)
     dtype = canonical_dtype(dtype)
-    # One add per element (cols - 1 per row, rounded up to cols).
-    flops = float(rows * cols)
+    # One add per element (cols - 1 per row, rounded up to cols); integer adds are no FLOPs.
+    integer = dtype in INTEGER_DTYPES
+    flops = 0.0 if integer else float(rows * cols)
     bytes_ = (rows * cols + rows) * dtype_bytes(dtype)  # read x, write one value per row
-    explanation = f"1 FLOP per element (an add); bytes = read rows*cols + write rows at {dtype}"
+    adds = "integer adds (no FLOPs)" if integer else "1 FLOP per element (an add)"
+    explanation = f"{adds}; bytes = read rows*cols + write rows at {dtype}"
     return OpCost("reduction", {"rows": rows, "cols": cols}, dtype, flops, bytes_, explanation)
 
 
@@ -265,10 +284,14 @@ def reduce_sum(n, *, dtype) -> OpCost:
     """The sum of all n elements of x to one fp32 value (fp32 accumulation)."""
     n = _count("reduce_sum", "n", n)
     dtype = canonical_dtype(dtype)
-    flops = float(n - 1)  # n - 1 adds, whatever the order
+    # n - 1 adds, whatever the order; integer adds are not floating-point operations, so an
+    # int32 sum has no FLOPs to place (as scan counts them).
+    integer = dtype in INTEGER_DTYPES
+    flops = 0.0 if integer else float(n - 1)
     # Read x once; the one fp32 value written is 4 bytes, kept so that n = 1 is not free.
     bytes_ = n * dtype_bytes(dtype) + 4
-    explanation = f"n - 1 adds; bytes = read n at {dtype} + write one fp32 value"
+    adds = "n - 1 integer adds (no FLOPs)" if integer else "n - 1 adds"
+    explanation = f"{adds}; bytes = read n at {dtype} + write one fp32 value"
     return OpCost("reduce_sum", {"n": n}, dtype, flops, bytes_, explanation)
 
 
@@ -413,6 +436,9 @@ def quant_gemv(m, n, k, *, weight: str, group: int = 0, zero_points: bool = Fals
     if weight == "int4" and (_count("quant_gemv", "group", group) % 2 or k % group):
         raise KernelabError(f"int4 packing needs an even group size dividing K, got K = {k}, "
                             f"group = {group}")  # fmt: skip
+    if weight != "int4" and group:
+        raise KernelabError(f"{weight} weights have one scale per output channel, not groups; "
+                            f"got group = {group}")  # fmt: skip
     groups = n * (k // group) if weight == "int4" else n
     weight_bytes = n * k * QUANT_WEIGHT_BITS[weight] / 8
     meta_bytes = groups * (QUANT_SCALE_BYTES[weight] + (1.0 if zero_points else 0.0))
@@ -422,7 +448,9 @@ def quant_gemv(m, n, k, *, weight: str, group: int = 0, zero_points: bool = Fals
         f"2*M*N*K FLOPs; bytes = {weight} W N*K*{QUANT_WEIGHT_BITS[weight]}/8 + scales"
         f"{' and zero points' if zero_points else ''} + x read, y written at {dtype}"
     )
-    shape = {"m": m, "n": n, "k": k, "weight": weight, "group": group, "zero_points": zero_points}
+    # A per-channel format has no group: None, so a label shows none rather than group=0.
+    shape = {"m": m, "n": n, "k": k, "weight": weight,
+             "group": group if weight == "int4" else None, "zero_points": zero_points}  # fmt: skip
     return OpCost("quant_gemv", shape, dtype, flops, bytes_, explanation)
 
 
@@ -497,10 +525,17 @@ def decode_attention(batch, heads, kv_heads, tokens, head_dim, *, dtype) -> OpCo
     # K and V read once per KV head (a GQA group shares them); q read and o written once
     elements = 2 * batch * kv_heads * tokens * head_dim + 2 * batch * heads * head_dim
     bytes_ = elements * dtype_bytes(dtype)
-    explanation = (f"4 FLOPs per (query head, token, element); bytes = K and V of {tokens} tokens "
-                   f"per KV head read once, q and o at {dtype}")
-    shape = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "tokens": tokens,
-             "head_dim": head_dim}
+    explanation = (
+        f"4 FLOPs per (query head, token, element); bytes = K and V of {tokens} tokens "
+        f"per KV head read once, q and o at {dtype}"
+    )
+    shape = {
+        "batch": batch,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "tokens": tokens,
+        "head_dim": head_dim,
+    }
     return OpCost("decode_attention", shape, dtype, flops, bytes_, explanation)
 
 

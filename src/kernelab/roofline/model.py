@@ -24,6 +24,17 @@ FASTER_THAN_LIGHT = "faster than speed of light: check the kernel or its cost mo
 # SIMT fp32 rate and may use tf32 tensor cores.
 _MATH_MODES = {"fp32": ("fp32", "tf32"), "tf32": ("tf32",)}
 
+# Float math that an fp32 unit can do after an exact conversion to fp32: however fast a GPU
+# runs these natively, it reaches at least its fp32 rate on them.
+RUNS_AS_FP32 = frozenset({"tf32", "bf16", "fp16", "fp8", "fp4"})
+
+
+def ceilings_phrase(source: str) -> str:
+    """How a ceilings source reads in a sentence: "datasheet ceilings", or "measured ceilings
+    (measured on NVIDIA H200, 2026-11-29)" for a source that carries its own detail."""
+    kind, _, _ = source.partition(" ")
+    return f"{kind} ceilings" if kind == source else f"{kind} ceilings ({source})"
+
 
 def math_dtype(dtype: str, math_mode: str | None = None) -> str:
     """The dtype whose peak rate bounds an op on `dtype` inputs computed in `math_mode`.
@@ -66,10 +77,21 @@ class Ceilings:
         rate = self.peak_flops.get(dtype)
         if not rate:
             have = ", ".join(d for d, r in self.peak_flops.items() if r) or "none"
+            kind, _, _ = self.source.partition(" ")
+            where = f"{self.source}; " if kind != self.source else ""
             raise KernelabError(
-                f"{self.gpu_id} has no {dtype} peak in its {self.source} ceilings (has: {have})"
+                f"{self.gpu_id} has no {dtype} peak in its {kind} ceilings ({where}has: {have})"
             )
         return rate
+
+    def fp32_bound_rate(self, dtype: str, intensity: float) -> float | None:
+        """The fp32 rate (FLOP/s) that proves an op memory-bound when `dtype` has no rate of
+        its own, or None: `dtype` must run as fp32 (RUNS_AS_FP32), the GPU must list fp32,
+        and the memory roof at `intensity` must lie below that rate."""
+        fp32 = self.peak_flops.get("fp32")
+        if dtype not in RUNS_AS_FP32 or not fp32 or intensity * self.bandwidth >= fp32:
+            return None
+        return fp32
 
     def ridge(self, dtype: str) -> float:
         """The intensity (FLOP/byte) where the `dtype` compute roof meets the memory roof."""
@@ -94,7 +116,9 @@ class Placement:
     flops: float
     bytes: float
     intensity: float  # FLOP/byte
-    ridge: float | None  # FLOP/byte, for math_dtype; None: no FLOPs and no rate for the dtype
+    # FLOP/byte, for math_dtype; None where the dtype has no rate (no FLOPs, or a memory
+    # roof below the fp32 rate: see place)
+    ridge: float | None
     bound: str  # "memory" (intensity < ridge) or "compute" (at the ridge or right of it)
     peak_tflops: float | None  # None with ridge
     bandwidth_gbps: float
@@ -121,16 +145,27 @@ def place(
     *,
     math_mode: str | None = None,
     time_ms: float | None = None,
+    unlisted_rate_by_fp32: bool = False,
 ) -> Placement:
     """Put `cost` on the roofline of `ceilings`; judge `time_ms` against the floor if given.
 
     An op with no FLOPs (a transpose, a histogram's counting, an integer scan) needs no
     compute roof: where the GPU lists no rate for its dtype (int32, uint8), ridge and peak
-    are None and the floor is its bytes over the bandwidth."""
+    are None and the floor is its bytes over the bandwidth.
+
+    With unlisted_rate_by_fp32, an op whose float math dtype has no listed rate (bf16 on a
+    GeForce part) is placed when Ceilings.fp32_bound_rate proves it memory-bound: its math
+    runs at least at the fp32 rate, which already outpaces the bytes, so the floor is its
+    bytes over the bandwidth whatever the unlisted rate; ridge and peak stay None (unknown).
+    Otherwise a missing rate is a KernelabError naming it."""
     compute_dtype = math_dtype(cost.dtype, math_mode)
     bandwidth = ceilings.bandwidth
     intensity = cost.intensity
-    if cost.flops == 0 and not ceilings.peak_flops.get(compute_dtype):
+    listed = ceilings.peak_flops.get(compute_dtype)
+    if not listed and (
+        cost.flops == 0
+        or (unlisted_rate_by_fp32 and ceilings.fp32_bound_rate(compute_dtype, intensity))
+    ):
         peak = ridge = None
         floor_s = cost.bytes / bandwidth
     else:
@@ -166,7 +201,10 @@ def place(
         bound="memory" if ridge is None or intensity < ridge else "compute",
         peak_tflops=None if peak is None else peak / 1e12,
         bandwidth_gbps=bandwidth / 1e9,
-        attainable_tflops=0.0 if peak is None else min(peak, intensity * bandwidth) / 1e12,
+        attainable_tflops=(
+            intensity * bandwidth if peak is None else min(peak, intensity * bandwidth)
+        )
+        / 1e12,
         floor_ms=floor_s * 1e3,
         explanation=cost.explanation,
         ceilings_source=ceilings.source,
