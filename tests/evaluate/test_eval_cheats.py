@@ -37,6 +37,7 @@ HONEST = EVAL / "kernelbench/solutions/relu/correct/model_new.py"
 ZEROS = EVAL / "kernelbench/solutions/relu/wrong/zeros.py"
 CHEATS = EVAL / "cheats"
 WALLS = EVAL / "walls"
+GPUMODE = EVAL / "gpumode"
 CHECKS = EVAL / "checks"
 ODD = EVAL / "odd"
 SMALL = ["--scale", "0.0625", "--device", "cpu", "--seed", "7", "--json"]
@@ -66,12 +67,13 @@ def assert_nothing_outlives(token: str) -> None:
     assert not survivors(token), "processes of the run outlived the judge"
 
 
-def run_judge(*args: str, extra_env: dict | None = None) -> tuple[subprocess.CompletedProcess, str]:
+def run_judge(*args: str, extra_env: dict | None = None,
+              cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, str]:  # fmt: skip
     token = uuid.uuid4().hex
     env = {**os.environ, "KERNELAB_TEST_TOKEN": token, **(extra_env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "kernelab.cli", "eval", *args],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
     )  # fmt: skip
     return done, token
 
@@ -121,7 +123,68 @@ def test_a_solution_cannot_rewrite_the_problems_judged_after_it(tmp_path):
     assert "output is constant" in result["rows"][1]["message"]
 
 
+def test_a_module_planted_in_a_shared_working_folder_never_runs_in_the_judge(tmp_path):
+    """`python -m` puts the working folder first on the judge's sys.path; from a folder anyone
+    may write, a solution could plant a module the judge imports later (yaml for a GPU MODE
+    task, tabulate in torch's exit hook). The judge stops importing from such a folder."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(RELU, suite / "a.py")
+    shutil.copy(WALLS / "plants_a_module.py", suite / "a_solution.py")
+    shutil.copytree(GPUMODE / "relu_py", suite / "relu_py")
+    done, token = run_judge("--suite", str(suite), *SMALL, cwd=shared)
+    assert_nothing_outlives(token)
+    mark = Path(f"/tmp/kernelab-planted-{token}")
+    planted = (shared / "yaml.py").exists()
+    for leftover in (shared / "yaml.py", shared / "tabulate.py"):
+        leftover.unlink(missing_ok=True)
+    assert not mark.exists(), mark.read_text()
+    assert planted, "the worker could not write the shared folder: the test proves nothing"
+    result = json.loads(done.stdout)
+    assert result["rows"][0]["status"] == "fail", result["rows"]
+    assert len(result["rows"]) > 1  # the GPU MODE problem was read after the planting
+
+
+def test_a_solution_cannot_shrink_its_shared_inputs_under_the_judge():
+    code, verdict = judged(WALLS / "truncates_the_inputs.py")
+    assert code == 1 and verdict["status"] in ("fail", "crash"), verdict
+    assert_full_wall(verdict)
+
+
+def test_a_reply_that_is_a_graph_is_refused_before_the_judge_walks_it():
+    code, verdict = judged(WALLS / "returns_a_graph.py", "--timeout", "30")
+    assert code == 1 and verdict["status"] == "fail", verdict
+    assert "graph" in verdict["message"], verdict["message"]
+
+
+def test_a_reply_larger_than_the_judge_may_hold_is_refused_unread():
+    code, verdict = judged(WALLS / "announces_a_huge_reply.py", "--timeout", "30")
+    assert code == 1 and verdict["status"] == "fail", verdict
+    assert "more than the judge reads" in verdict["message"], verdict["message"]
+
+
+def test_an_unprintable_error_message_still_gives_a_printed_verdict():
+    done, token = run_judge(str(RELU), str(ODD / "raises_a_surrogate.py"),
+                            *[a for a in SMALL if a != "--json"])  # fmt: skip
+    assert_nothing_outlives(token)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 1 and "\\ud800" in done.stdout, done.stdout
+
+
 # --- outliving the run ------------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files are swept by the worker's own uid (root)")
+def test_files_a_worker_leaves_in_shared_folders_are_removed():
+    done, token = run_judge(str(RELU), str(WALLS / "leaves_files_behind.py"), *SMALL)
+    assert_nothing_outlives(token)
+    verdict = json.loads(done.stdout)
+    assert verdict["status"] == "pass", verdict["message"]
+    left = [f"{folder}/kernelab-leftover-{token}" for folder in ("/tmp", "/dev/shm", "/var/tmp")]
+    assert not [path for path in left if os.path.exists(path)]
 
 
 def test_a_daemon_the_solution_leaves_dies_with_its_worker():

@@ -15,6 +15,7 @@ in the arena, and the dtype, sizes, strides and offset that make it the same ten
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 from dataclasses import dataclass
@@ -72,8 +73,12 @@ class Arena:
 
         self.size = max(ALIGN, _aligned(size))
         if fd is None:
-            fd = os.memfd_create("kernelab-inputs")
+            fd = os.memfd_create("kernelab-inputs", os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, self.size)
+            # The worker maps the same file: sealed at its size, it cannot truncate it under
+            # the judge's own mapping (whose next read would then die of SIGBUS).
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)  # fmt: skip
         self.fd = fd
         self.map = mmap.mmap(fd, self.size)
         self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)

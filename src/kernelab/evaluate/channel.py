@@ -17,10 +17,22 @@ import time
 
 HEADER = struct.Struct("<Q")
 MAX_MESSAGE_BYTES = 1 << 36  # 64 GiB: a length beyond this is garbage, not a message
+# An untrusted reply may take at most this share of the memory available when it arrives: the
+# judge holds the reply, its own reference outputs and the pool of inputs at once.
+REPLY_MEMORY_SHARE = 0.25
+# An untrusted reply is walked by the judge (its tensors found, compared, cloned): a structure
+# of more nodes than this, nested deeper, or one container reached twice (a DAG that unpacks to
+# 2^60 leaves from a few hundred bytes) is refused before anything walks it.
+MAX_REPLY_NODES = 1_000_000
+MAX_REPLY_DEPTH = 64
 
 
 class ChannelClosed(Exception):
     """The other end closed its pipe (it exited or died)."""
+
+
+class ReplyRefused(Exception):
+    """An untrusted reply the judge will not read or walk: too large, or not a plain tree."""
 
 
 class ChannelTimeout(Exception):
@@ -81,10 +93,59 @@ def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
+def available_memory_bytes() -> int:
+    """What the kernel says could be allocated now without swapping (MemAvailable)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def reply_limit_bytes() -> int:
+    return min(MAX_MESSAGE_BYTES, int(REPLY_MEMORY_SHARE * available_memory_bytes()))
+
+
+def check_plain_tree(message) -> None:
+    """ReplyRefused unless `message` is a tree the judge can walk in bounded time: at most
+    MAX_REPLY_NODES nodes, MAX_REPLY_DEPTH levels, no container reached twice."""
+    seen: set[int] = set()
+    nodes = 0
+    stack = [(message, 0)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_REPLY_NODES:
+            raise ReplyRefused(f"the reply holds more than {MAX_REPLY_NODES:,} values")
+        if isinstance(node, (list, tuple, dict)):
+            if depth >= MAX_REPLY_DEPTH:
+                raise ReplyRefused(f"the reply nests deeper than {MAX_REPLY_DEPTH} levels")
+            if id(node) in seen:
+                raise ReplyRefused("the reply holds one container in two places (a graph, "
+                                   "not a tree of outputs)")  # fmt: skip
+            seen.add(id(node))
+            items = node.values() if isinstance(node, dict) else node
+            stack.extend((item, depth + 1) for item in items)
+
+
 def receive(fd: int, *, trusted: bool, deadline: float | None = None):
     """The next message on `fd`; ChannelTimeout after `deadline` (time.monotonic),
-    ChannelClosed when the writer is gone."""
+    ChannelClosed when the writer is gone. An untrusted message larger than a share of the
+    available memory, or not a plain tree, raises ReplyRefused unread or unwalked."""
     (size,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
     if size > MAX_MESSAGE_BYTES:
         raise ChannelClosed
-    return decode(_read_exactly(fd, size, deadline), trusted=trusted)
+    if not trusted:
+        limit = reply_limit_bytes()
+        if size > limit:
+            raise ReplyRefused(
+                f"the reply is {size / 2**20:,.0f} MiB, more than the judge reads "
+                f"({limit / 2**20:,.0f} MiB: {REPLY_MEMORY_SHARE:.0%} of the memory available)"
+            )
+    message = decode(_read_exactly(fd, size, deadline), trusted=trusted)
+    if not trusted:
+        check_plain_tree(message)
+    return message

@@ -235,7 +235,9 @@ class Evaluator(TimedPhase):
         timing = problem.timing_cases()
         sizes, how = self._set_sizes(cases)
         size_of = {(c.kind, c.label): s for c, s in zip(cases, sizes, strict=True)}
-        fixed = [size_of[(c.kind, c.label)] for c in problem.tests for _ in range(self.options.seeds)]
+        fixed = [
+            size_of[(c.kind, c.label)] for c in problem.tests for _ in range(self.options.seeds)
+        ]
         fixed += [size_of[(c.kind, c.label)] for c in problem.benchmarks]
         timed = [size_of[(c.kind, c.label)] for c in timing]
         fixed += timed  # each timing case's re-check on unseen inputs

@@ -28,6 +28,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,13 @@ from pathlib import Path
 
 import kernelab
 from kernelab.evaluate import wall
-from kernelab.evaluate.channel import ChannelClosed, ChannelTimeout, receive, send
+from kernelab.evaluate.channel import (
+    ChannelClosed,
+    ChannelTimeout,
+    ReplyRefused,
+    receive,
+    send,
+)
 from kernelab.evaluate.problem import describe_exception
 
 SETUP_SECONDS = 120.0
@@ -124,6 +131,30 @@ def crash_message(code: int | None, words: str) -> str:
     return f"{head}: {words}" if words else head
 
 
+def judge_import_folders() -> list[str]:
+    """The folders the judge may still import a module from, made read-only for the worker: a
+    module the solution planted there would run inside the judge at its next lazy import.
+
+    A world-writable one (the working folder of `python -m`, when it is /tmp or the like)
+    cannot be trusted even read-only for the worker, since other users can write it: the judge
+    stops importing from it. kernelab itself is imported by then, and its own modules are
+    found through the package's path, not sys.path."""
+    folders = []
+    for entry in list(sys.path):
+        folder = os.path.abspath(entry or os.curdir)
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISDIR(mode):
+            continue  # a zip or egg file: read-only as part of its folder, or not importable
+        if mode & stat.S_IWOTH:
+            sys.path.remove(entry)
+            continue
+        folders.append(folder)
+    return folders
+
+
 class WorkerGone(Exception):
     """The worker cannot answer any more: status "crash" or "timeout", and why."""
 
@@ -185,7 +216,7 @@ class Worker:
         read_only = [
             str(problem_path), str(problem_path.parent), str(Path(self.solution).resolve()),
             str(Path(kernelab.__file__).resolve().parent), sys.prefix, sys.base_prefix,
-            *self.protect,
+            *judge_import_folders(), *self.protect,
         ]  # fmt: skip
         plan, notes = wall.plan(
             read_only=read_only,
@@ -284,6 +315,11 @@ class Worker:
             self._overrun(setting_up)
         except ChannelClosed:
             self._died()
+        except ReplyRefused as exc:
+            self.close()
+            raise WorkerGone(
+                "fail", f"the worker sent a reply the judge will not read: {exc}"
+            ) from None
         except Exception as exc:  # a reply the judge refuses to unpickle
             self.close()
             words = describe_exception(exc).splitlines()[0][:UNREADABLE_CHARS]
@@ -335,6 +371,8 @@ class Worker:
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         wall.sweep(self.uid)
+        if self.uid is not None:
+            wall.sweep_files(self.uid)
         for fd in (self._to_worker, self._from_worker):
             if fd >= 0:
                 with contextlib.suppress(OSError):

@@ -100,7 +100,21 @@ class Verdict:
     memory: dict = field(default_factory=dict)  # footprint.MemoryPlan: the pool size used, why
 
     def to_dict(self) -> dict:
-        return to_jsonable(asdict(self))
+        # The message and notes quote the solution's own words (its exception, its log), which
+        # may hold lone surrogates that no encoding can print: written as escapes.
+        return printable(to_jsonable(asdict(self)))
+
+
+def printable(value):
+    """`value` with every string in it made encodable as UTF-8 (a lone surrogate becomes
+    its backslash escape), so that printing or writing a verdict can never raise."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {printable(key): printable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [printable(item) for item in value]
+    return value
 
 
 @dataclass

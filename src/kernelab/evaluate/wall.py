@@ -31,6 +31,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
 import stat
 import sys
@@ -100,11 +101,13 @@ def prctl(option: int, value: int = 0, extra: int = 0) -> None:
     )  # fmt: skip
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:  # fmt: skip
     _check(
         _libc.mount(
             None if source is None else source.encode(), target.encode(),
-            None if fstype is None else fstype.encode(), ctypes.c_ulong(flags), None,
+            None if fstype is None else fstype.encode(), ctypes.c_ulong(flags),
+            None if data is None else data.encode(),
         ),
         f"mount {target}",
     )  # fmt: skip
@@ -213,6 +216,13 @@ def _private_mounts(report: Report, made: set[str], read_only: list[str]) -> Non
             "private /proc",
             lambda: _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC),
             consequence="the worker's /proc lists the judge's processes",
+        )
+    if os.path.isdir("/dev/shm"):
+        # A tmpfs of the worker's own: what it leaves in shared memory goes with its namespace.
+        report.step(
+            "private /dev/shm",
+            lambda: _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"),
+            consequence="files the worker leaves in /dev/shm outlive it until the sweep",
         )
     for path in read_only:
         try:
@@ -421,6 +431,41 @@ def plan(*, read_only: list[str], scratch: str, on_gpu: bool, cpu_seconds: float
         "env": worker_environment(scratch),
         "judge_pid": os.getpid(),
     }, notes
+
+
+# Folders anyone may write: where a worker's files could outlive it. sweep() removes what the
+# worker's uid left there, walking only into folders anyone may write (the worker can create
+# nothing elsewhere) and removing a folder of its own whole, links never followed.
+WORLD_WRITABLE_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def sweep_files(uid: int, roots=WORLD_WRITABLE_ROOTS) -> int:
+    """Remove every file and folder owned by `uid` under `roots`; how many were removed."""
+    removed = 0
+    stack = [root for root in roots if os.path.isdir(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                try:
+                    if stat.S_ISDIR(info.st_mode):
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+                    removed += 1
+                except OSError:
+                    continue
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                stack.append(entry.path)
+    return removed
 
 
 def sweep(uid: int | None) -> int:
