@@ -44,11 +44,19 @@ def closest(name: str, choices, n: int = 3) -> list[str]:
     return hits
 
 
+KNOWN_SHOWN = 12  # names an unknown-name error lists; the line stays short with 100+ choices
+
+
 def unknown(kind: str, name: str, choices) -> UnknownNameError:
-    """An UnknownNameError whose message suggests the closest known names."""
+    """An UnknownNameError whose message suggests the closest known names and lists the known
+    ones, the first KNOWN_SHOWN of them and how many more when there are many."""
     hints = closest(name, choices)
     hint = f"; did you mean {', '.join(hints)}?" if hints else ""
-    return UnknownNameError(f"unknown {kind} '{name}'{hint} (known: {', '.join(sorted(choices))})")
+    known = sorted(choices)
+    shown = ", ".join(known[:KNOWN_SHOWN])
+    if len(known) > KNOWN_SHOWN:
+        shown += f" and {len(known) - KNOWN_SHOWN} more"
+    return UnknownNameError(f"unknown {kind} '{name}'{hint} (known: {shown})")
 
 
 # --- options checked before any work starts ------------------------------------------------

@@ -37,6 +37,11 @@ def test_sizes_per_op():
     assert bench.parse_sizes("softmax", ("rows", "cols"), "4096x4096") == [
         {"rows": 4096, "cols": 4096}
     ]
+    # the ladders' grammar too: B^E beside K/M/G
+    assert bench.parse_sizes("softmax", ("rows", "cols"), "2^10x4K") == [
+        {"rows": 1024, "cols": 4096}
+    ]
+    assert bench.parse_sizes("vector_add", ("n",), "2^28") == [{"n": 256 * 2**20}]
 
 
 @pytest.mark.parametrize(
@@ -47,7 +52,12 @@ def test_sizes_per_op():
         ("vector_add", ("n",), "0", "positive"),
         ("vector_add", ("n",), "-5", "not a size"),
         ("vector_add", ("n",), "12Q", "not a size"),
-        ("vector_add", ("n",), " , ", "no sizes"),
+        ("vector_add", ("n",), " , ", "empty item"),
+        ("vector_add", ("n",), "", "not an empty string"),
+        ("softmax", ("rows", "cols"), "1024x1024,,2048x2048", "empty item"),
+        ("vector_add", ("n",), "2^64", "below 2\\^63"),
+        ("vector_add", ("n",), "3^99999999", "below 2\\^63"),  # refused, never evaluated
+        ("vector_add", ("n",), "2^y", "not a size"),
         (
             "softmax",
             ("rows", "cols"),
@@ -165,6 +175,59 @@ def test_unknown_kernel_suggests_names(torch_only, capsys):
     assert main(["bench", "torch.sofmax", "--json"]) == 2
     err = capsys.readouterr().err
     assert "did you mean torch.softmax" in err and err.count("\n") == 1
+
+
+def test_an_unknown_kernel_among_many_is_one_short_line(capsys):
+    from kernelab.cli import main
+
+    assert main(["bench", "triton.decode_atention"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean triton.decode_attention" in err
+    assert len(err) < 500 and " more)" in err  # the suggestions, then a capped known list
+
+
+def _refused(capsys, *argv) -> str:
+    """`kernelab bench ...` in this process: exit 2 with one line, and never as far as the
+    GPU check (this machine may have none: the line must be about the input)."""
+    from kernelab.cli import main
+
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kernelab: "), err
+    assert "needs a CUDA GPU" not in err
+    return err
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["triton.decode_attention", "--sizes", "1x32x7x4096x128"], "multiple of kv_heads"),
+        (["triton.quant_gemv.int4", "--sizes", "1x4096x4096x127"], "group size dividing K"),
+        (["triton.rope", "--sizes", "8x32x127"], "even head_dim"),
+        (["torch.cumsum", "--sizes", "300G"], "more than any GPU holds"),
+        (["histogram:01", "--sizes", "1000x5000"], "bins must be at most 4096"),
+    ],
+)
+def test_a_shape_the_op_cannot_take_is_refused_before_the_gpu_check(capsys, argv, words):
+    assert words in _refused(capsys, *argv)
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["torch.softmax", "--baseline", "torch.compile.softmax", "--no-baselines"],
+         "give one of them"),
+        (["torch.softmax", "--out", "r.txt"], "--out writes .json files"),
+        (["torch.softmax", "--dtype", ""], "--dtype needs a value"),
+        (["torch.softmax", "--timeout", "nan"], "--timeout must be a positive, finite"),
+        (["torch.softmax", "--timeout", "0"], "--timeout must be a positive, finite"),
+        (["torch.softmax", "--max-time", "inf"], "--max-time must be a positive, finite"),
+    ],
+)  # fmt: skip
+def test_conflicting_or_empty_options_are_refused(capsys, tmp_path, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    assert words in _refused(capsys, *argv)
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- the whole flow on the CPU, with a wall-clock stand-in for the CUDA timer ---------------

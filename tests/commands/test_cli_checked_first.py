@@ -117,6 +117,19 @@ def test_bench_checks_its_paths_and_numbers_before_timing(place, argv, words):
     assert words in _one_line(place, *argv)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "torch.mm", "--out", "r.txt"],
+        ["ladder", "reduce", "--out", "r.txt"],
+        ["ladder", "sgemm", "--out", "r.json.xz"],
+        ["eval", "--suite", "a_folder", "--out", "r.txt"],
+    ],
+)
+def test_every_out_of_records_is_a_json_file(place, argv):
+    assert "--out writes .json files" in _one_line(place, *argv)
+
+
 def test_piped_tables_carry_no_trailing_blanks(place):
     out = _run(place, *GEMM).stdout
     assert "intensity" in out and all(line == line.rstrip() for line in out.splitlines())
@@ -246,6 +259,19 @@ def test_the_path_helpers(tmp_path):
         with pytest.raises(KernelabError, match="positive, finite"):
             positive_number(value, "--x")
     assert positive_number(2.5, "--x") == 2.5
+
+
+def test_an_unknown_name_among_many_lists_a_few_and_counts_the_rest():
+    from kernelab.errors import KNOWN_SHOWN, unknown
+
+    many = [f"op{i:03d}" for i in range(118)]
+    message = str(unknown("implementation", "op1000", many))
+    assert message.startswith("unknown implementation 'op1000'; did you mean op100")
+    assert message.endswith(
+        f"(known: {', '.join(many[:KNOWN_SHOWN])} and {118 - KNOWN_SHOWN} more)"
+    )
+    few = ["fp32", "bf16"]
+    assert str(unknown("dtype", "fp8", few)).endswith("(known: bf16, fp32)")  # all, as before
 
 
 def test_pipeline_on_a_gpu_without_the_tensor_peak_says_so(place):

@@ -4,6 +4,7 @@ such, the suite table as JSON, bad input as one line and exit code 2."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +16,20 @@ KB = EVAL / "kernelbench"
 GM = EVAL / "gpumode"
 BROKEN = EVAL / "broken"
 SMALL = ["--scale", "0.0625", "--device", "cpu", "--seed", "7"]
+CORRECT = str(KB / "solutions/relu/correct/model_new.py")
+# The commands may run in a scratch folder, so the package is found by an absolute path.
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+PYTHONPATH = os.environ.get("PYTHONPATH")
 
 
-def kernelab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def kernelab(*args: str, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "kernelab.cli", "eval", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC, PYTHONPATH]))},
     )
 
 
@@ -90,13 +97,26 @@ def test_import_errors_and_raising_kernels_are_failures_with_reasons():
         ([str(KB / "relu.py"), str(KB / "relu.py"), "--device", "tpu"], "--device"),
         (["--suite", str(EVAL / "broken")], "no problems"),
         (["--suite", str(KB), str(KB / "relu.py")], "not both"),
+        (["--suite", ""], "--suite needs a directory, not an empty string"),
+        # numbers: a non-finite or non-positive one never reaches the judge
+        ([str(KB / "relu.py"), CORRECT, "--timeout", "nan"], "--timeout must be a positive, finite"),
+        ([str(KB / "relu.py"), CORRECT, "--timeout", "inf"], "--timeout must be a positive, finite"),
+        ([str(KB / "relu.py"), CORRECT, "--timeout", "0"], "--timeout must be a positive, finite"),
+        (["--suite", str(KB), "--max-time", "nan"], "--max-time must be a positive, finite"),
+        (["--suite", str(KB), "--max-time", "inf"], "--max-time must be a positive, finite"),
+        # --out checked before the suite runs, as bench and ladder check theirs
+        (["--suite", str(KB), "--out", "/proc/x/y.json"], "no folder /proc/x"),
+        (["--suite", str(KB), "--out", "/tmp"], "is a folder"),
+        (["--suite", str(KB), "--out", "x.txt"], "--out writes .json files"),
+        (["--suite", str(KB), "--out", ""], "not an empty string"),
     ],
-)
-def test_bad_input_is_one_line_and_exit_2(args, match):
-    done = kernelab(*args)
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(args, match, tmp_path):
+    done = kernelab(*SMALL, *args, cwd=tmp_path)  # args last: theirs win
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kernelab: ") and match in lines[0]
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []  # nothing judged, nothing written
 
 
 def test_cuda_without_a_gpu_is_one_line():

@@ -26,21 +26,29 @@ def _kernelab(*args: str) -> subprocess.CompletedProcess:
 
 @needs_nvcc
 @pytest.mark.parametrize(
-    "args, entries",
+    "args, entries, dtype",
     [
-        (["transpose"], 8),
-        (["histogram", "--dtype", "uint8", "--bins", "64"], 6),
-        (["transpose", "--steps", "3-4", "--dtype", "bf16"], 4),
+        (["transpose"], 4, "fp32"),
+        (["histogram", "--dtype", "uint8", "--bins", "64"], 3, "uint8"),
+        (["transpose", "--steps", "3-4", "--dtype", "bf16"], 2, "bf16"),
     ],  # fmt: skip
 )
-def test_without_a_gpu_the_compile_report_and_one_line(args, entries):
+def test_without_a_gpu_the_compile_report_and_one_line(args, entries, dtype):
     done = _kernelab(*args, "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["timed"] is False and result["gpu"] is None
-    assert len(result["compile"]) == entries  # every chosen step, both dtype entries
+    assert len(result["compile"]) == entries  # every chosen step, of the dtype asked for
+    assert {r["dtype"] for r in result["compile"]} == {dtype}
     assert all(r["spill_store_bytes"] == 0 and r["arch"] == "sm_90" for r in result["compile"])
     assert "need a CUDA GPU" in done.stderr
+
+
+@needs_nvcc
+def test_the_scan_compile_report_shows_the_dtype_asked_for():
+    done = _kernelab("scan", "--steps", "1", "--dtype", "int32", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {r["dtype"] for r in json.loads(done.stdout)["compile"]} == {"int32"}
 
 
 @pytest.mark.parametrize(
@@ -59,8 +67,11 @@ def test_without_a_gpu_the_compile_report_and_one_line(args, entries):
         (["histogram", "--steps", "7"], "step"),
         (["histogram", "--mode", "warm"], "mode"),
         (["histogram", "--profile", "--sizes", "10,20"], "one size"),
+        (["histogram", "--profile"], "needs a CUDA GPU"),
         (["transpose", "--plot", "x.png"], "--plot"),
         (["sgemm", "--dtype", "bf16"], "--dtype"),
+        (["transpose", "--dtype", "fp32,bf16"], "one --dtype"),
+        (["scan", "--sizes", "2^38"], "2^38"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words):

@@ -116,10 +116,42 @@ def _one_line_error(capsys, *args) -> str:
         (["reduce", "--gpus", "2", "--timeout", "0"], "--timeout must be a positive"),
         (["reduce", "--ray-address", "nowhere"], "--ray-address must be auto or HOST:PORT"),
         (["reduce", "--gpus", "2", "--sizes", "2^x"], "reduce sizes are positive"),
+        (["reduce", "--steps", "1", "--gpus", "2", "--tasks-dir", "/proc/x"],
+         "--tasks-dir /proc/x: cannot write in /proc"),
+        (["scan", "--gpus", "2", "--tasks-dir", "/proc/x/y"], "cannot write in /proc"),
+        (["reduce", "--gpus", "2", "--tasks-dir", ""], "not an empty string"),
     ],
-)
+)  # fmt: skip
 def test_bad_spread_options_are_one_line(capsys, args, says):
     assert says in _one_line_error(capsys, *args)
+
+
+def test_a_tasks_dir_that_is_a_file_is_one_line(capsys, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    line = _one_line_error(capsys, "reduce", "--gpus", "2", "--tasks-dir", str(tmp_path / "a_file"))
+    assert "is a file; give a folder" in line
+
+
+def test_gpus_on_a_machine_without_one_is_one_line_before_ray_or_any_compile(
+    capsys, monkeypatch, tmp_path
+):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session of another test is up: its GPUs would count")
+    import kernelab.ladders.reduce.ladder as reduce_ladder
+    from kernelab.spread import engine
+
+    def no_compile(*_args, **_kwargs):
+        raise AssertionError("compiled before the GPUs were counted")
+
+    monkeypatch.setattr(reduce_ladder, "compile_report", no_compile)
+    monkeypatch.setattr(engine, "local_gpu_count", lambda: 0)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path / "cache"))
+    line = _one_line_error(capsys, "reduce", "--steps", "1", "--gpus", "2")
+    assert "--gpus spreads over this machine's GPUs and it has none" in line
+    assert not ray.is_initialized()  # Ray never started
+    assert not (tmp_path / "cache").exists()  # no task folder, no run.json
 
 
 def test_gpus_without_ray_says_so_before_any_compile(capsys, monkeypatch):

@@ -226,6 +226,42 @@ def test_bad_spread_options_are_one_line(args, match, capsys):
     assert err.count("\n") == 1 and match in err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "--suite", str(GM), *SMALL, "--gpus", "2", "--tasks-dir", "/proc/x"],
+        ["bench", "torch.mm", "--sizes", "8", "--gpus", "2", "--tasks-dir", "/proc/x"],
+    ],
+)
+def test_an_unwritable_tasks_dir_is_one_line(args, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tasks-dir /proc/x: cannot write in /proc" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "--suite", str(GM), *SMALL, "--gpus", "2"],
+        ["bench", "torch.mm", "--sizes", "8", "--gpus", "2"],
+    ],
+)
+def test_gpus_on_a_machine_without_one_is_one_line_before_ray(args, capsys, monkeypatch,
+                                                               tmp_path):  # fmt: skip
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session of another test is up: its GPUs would count")
+    from kernelab.spread import engine
+
+    monkeypatch.setattr(engine, "local_gpu_count", lambda: 0)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("KERNELAB_CACHE", str(tmp_path / "cache"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "this machine's GPUs and it has none" in err
+    assert not ray.is_initialized() and not (tmp_path / "cache").exists()
+
+
 def test_one_gpu_judges_here_as_before(no_ray, tmp_path):
     suite = tmp_path / "suite"
     (suite / "solutions" / "relu").mkdir(parents=True)

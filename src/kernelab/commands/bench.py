@@ -21,8 +21,15 @@ from typing import Annotated
 
 import typer
 
-from kernelab.commands.options import max_time_option, out_file_option, spread_options
-from kernelab.errors import KernelabError, output_file, positive_number, unknown
+from kernelab.commands.options import (
+    comma_items,
+    max_time_option,
+    out_file_option,
+    parse_count,
+    record_file,
+    spread_options,
+)
+from kernelab.errors import KernelabError, output_file, output_folder, positive_number, unknown
 from kernelab.harness.bench import BenchSession, build_candidates, shape_rows
 from kernelab.output import JsonOption, emit, note
 
@@ -38,32 +45,15 @@ DEFAULT_SIZES = {
     "rmsnorm_backward": "4096x4096",
 }
 DEVICE = "cuda"  # where inputs live and the check runs (a CPU test points it elsewhere)
-# Binary multipliers: "256M" elements is 256 * 2^20.
-SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3}
-
-
-def parse_count(text: str) -> int:
-    """ "4096", "256M", "1G" (K/M/G = 2^10/2^20/2^30) as a positive int."""
-    cleaned = text.strip().lower().replace("_", "")
-    factor = 1
-    if cleaned and cleaned[-1] in SUFFIXES:
-        factor, cleaned = SUFFIXES[cleaned[-1]], cleaned[:-1]
-    if not cleaned.isdigit():
-        raise KernelabError(f"'{text}' is not a size (a positive integer, K/M/G suffixes allowed)")
-    value = int(cleaned) * factor
-    if value <= 0:
-        raise KernelabError(f"sizes must be positive, got '{text}'")
-    return value
 
 
 def parse_sizes(op: str, shape_keys: tuple[str, ...], spec: str) -> list[dict]:
-    """The shapes a --sizes spec names: comma-separated, each "AxBxC" in the op's key order;
-    a single number for gemm means a square problem."""
-    shapes = []
+    """The shapes a --sizes spec names: comma-separated, each "AxBxC" in the op's key order,
+    each number a count as options.parse_count reads it ("4096", "1M", "2^20"); a single
+    number for gemm means a square problem."""
     form = "x".join(key.upper() for key in shape_keys)
-    for item in (part.strip() for part in spec.split(",")):
-        if not item:
-            continue
+    shapes = []
+    for item in comma_items(spec, "--sizes", DEFAULT_SIZES.get(op, form)):
         parts = re.split("[xX]", item)
         if len(parts) == 1 and op == "gemm":
             parts = parts * 3
@@ -80,6 +70,66 @@ def parse_sizes(op: str, shape_keys: tuple[str, ...], spec: str) -> list[dict]:
     if not shapes:
         raise KernelabError(f"no sizes given; {op} sizes look like {form}")
     return shapes
+
+
+def check_shape(impl, op_spec, shape: dict, dtype: str) -> None:
+    """`shape` refused in one line, before any GPU is looked for, when the op's specification
+    or `impl` cannot take it: the cost model's checks (heads a multiple of kv_heads, an int4
+    group dividing K, ...), the checks of the spec's input maker, run on fake tensors that
+    hold no memory (an even head_dim for rope, ...), inputs larger than any GPU's memory, and
+    a limit the implementation states beside its tiles (a ladder histogram's max_bins)."""
+    where = f"{impl.name} at {shape_text(shape)}"
+    op_spec.cost(shape, dtype)
+    nbytes = _input_bytes(op_spec, shape, dtype)
+    if nbytes is not None:
+        largest = _largest_gpu()
+        if nbytes > largest.memory_gb * 1e9:
+            raise KernelabError(
+                f"{where}: its inputs alone take {nbytes / 1e9:,.0f} GB, more than any GPU "
+                f"holds (the most in the catalog: {largest.memory_gb:g} GB, {largest.name})"
+            )
+    tiles = impl.metadata.get("tiles") if isinstance(impl.metadata, dict) else None
+    for key, value in shape.items():
+        limit = (tiles or {}).get(f"max_{key}")
+        if isinstance(limit, int) and value > limit:
+            raise KernelabError(f"{where}: {key} must be at most {limit} (the limit of "
+                                f"{impl.name}'s kernels), got {value}")  # fmt: skip
+
+
+def _input_bytes(op_spec, shape: dict, dtype: str) -> int | None:
+    """The bytes of the inputs op_spec.make_inputs would draw for `shape`, found by drawing
+    them on torch's fake tensors (shapes and dtypes, no storage): a KernelabError the maker
+    raises is the shape's, as on a GPU. None where the maker cannot run on fake tensors (it
+    reads values back, e.g. to normalise) or torch has no fake tensors: the GPU run decides."""
+    import logging
+
+    import torch
+
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        return None
+    # torch logs a traceback for an op that fails on fake tensors; that failure is no error
+    # here, so it is kept off the user's screen
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
+    try:
+        with FakeTensorMode():
+            inputs = op_spec.make_inputs(shape, dtype, seed=0, device="cpu")
+    except KernelabError:
+        raise
+    except Exception:  # a maker fake tensors cannot follow is no verdict on the shape
+        return None
+    finally:
+        fake_log.setLevel(level)
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def _largest_gpu():
+    from kernelab.hardware.catalog import CATALOG
+
+    return max(CATALOG.values(), key=lambda spec: spec.memory_gb)
 
 
 def default_dtype(impl) -> str:
@@ -214,7 +264,9 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--sizes",
-                help='Comma-separated shapes: gemm "4096" or "MxNxK"; softmax/norms "ROWSxCOLS"; vector_add "N" (K/M/G = 2^10/2^20/2^30).',
+                help='Comma-separated shapes in the op key order: gemm "4096" or "MxNxK"; '
+                'softmax/norms "ROWSxCOLS"; vector_add "N"; each number like 4096, 4K '
+                "(K/M/G = 2^10/2^20/2^30) or 2^12.",
             ),
         ] = None,
         dtype: Annotated[
@@ -261,22 +313,34 @@ def register(app: typer.Typer) -> None:
 
         impl = registry.get(kernel)
         plot_path = output_file(plot, "--plot", suffixes=(".png", ".svg"))
-        out_path = output_file(out, "--out")
+        out_path = record_file(out)
+        tasks_path = output_folder(tasks_dir, "--tasks-dir")
         if mode not in MODES:
             raise unknown("timing mode", mode, MODES)
         if min_samples < 1:
             raise KernelabError(f"--min-samples must be at least 1, got {min_samples}")
         positive_number(max_time, "--max-time", "seconds")
+        # --timeout acts on a spread sweep only; a script passing the same options to a sweep
+        # here gets its value checked all the same.
+        positive_number(timeout, "--timeout", "seconds")
+        if baseline and no_baselines:
+            raise KernelabError("--baseline names baselines to time and --no-baselines times "
+                                "none: give one of them")  # fmt: skip
         op_spec = get_op(impl.op)
+        if dtype is not None and not dtype.strip():
+            raise KernelabError(f"--dtype needs a value, not an empty string; {impl.name} "
+                                f"takes {', '.join(impl.dtypes)}")  # fmt: skip
         dtype = (dtype or default_dtype(impl)).strip().lower()
         if dtype not in impl.dtypes:
             raise unknown(f"dtype for {impl.name}", dtype, impl.dtypes)
-        shapes = [
-            op_spec.validate(s)
-            for s in parse_sizes(
-                impl.op, op_spec.shape_keys, sizes or DEFAULT_SIZES.get(impl.op, "")
-            )
-        ]
+        if sizes is None:
+            sizes = DEFAULT_SIZES.get(impl.op)
+            if sizes is None:
+                form = "x".join(key.upper() for key in op_spec.shape_keys)
+                raise KernelabError(f"{impl.op} has no default sizes; give --sizes {form}")
+        shapes = [op_spec.validate(s) for s in parse_sizes(impl.op, op_spec.shape_keys, sizes)]
+        for shape in shapes:
+            check_shape(impl, op_spec, shape, dtype)
         others = (
             []
             if no_baselines
@@ -287,13 +351,12 @@ def register(app: typer.Typer) -> None:
         if wants_ray(gpus, 1, check_address(ray_address)):
             if plot_path is not None:
                 raise KernelabError("--plot draws one card's sweep: give it without --gpus")
-            positive_number(timeout, "--timeout", "seconds")
             _spread(
                 impl, shapes, others, dtype, mode, min_samples, max_time, gpus, ray_address,
-                resume, tasks_dir, timeout, out_path, as_json,
+                resume, tasks_path, timeout, out_path, as_json,
             )  # fmt: skip
             return
-        if resume or tasks_dir is not None:
+        if resume or tasks_path is not None:
             raise KernelabError("--resume and --tasks-dir apply to a sweep spread over GPUs")
         identity = this_gpu("kernelab bench")
 

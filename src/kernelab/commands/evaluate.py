@@ -18,8 +18,13 @@ from typing import Annotated
 
 import typer
 
-from kernelab.commands.options import max_time_option, out_file_option, spread_options
-from kernelab.errors import KernelabError, NoGPUError
+from kernelab.commands.options import (
+    max_time_option,
+    out_file_option,
+    record_file,
+    spread_options,
+)
+from kernelab.errors import KernelabError, NoGPUError, output_folder, positive_number
 from kernelab.output import JsonOption, emit, note
 
 _, SpreadAddress, SpreadResume, SpreadTasks = spread_options("--suite", "task")
@@ -277,7 +282,7 @@ def register(app: typer.Typer) -> None:
             typer.Argument(help="A KernelBench ModelNew file or a GPU MODE submission.py."),
         ] = None,
         suite: Annotated[
-            Path | None,
+            str | None,  # a str: "" must be refused, not read as the current folder
             typer.Option("--suite", help="Evaluate every problem in this directory instead."),
         ] = None,
         device: Annotated[
@@ -300,7 +305,7 @@ def register(app: typer.Typer) -> None:
         no_compile: Annotated[
             bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")
         ] = False,
-        out: out_file_option("Write the timing records to this JSON file.", path=True) = None,
+        out: out_file_option("Write the timing records to this JSON file.") = None,
         gpus: Annotated[
             int | None,
             typer.Option(
@@ -318,8 +323,10 @@ def register(app: typer.Typer) -> None:
         from kernelab.evaluate.formats import check_scale, detect_format
         from kernelab.evaluate.verdict import Options
 
-        if timeout <= 0:
-            raise KernelabError(f"--timeout must be positive, got {timeout}")
+        positive_number(timeout, "--timeout", "seconds")
+        positive_number(max_time, "--max-time", "seconds")
+        out = record_file(out)
+        tasks_dir = output_folder(tasks_dir, "--tasks-dir")
         options = Options(
             seeds=seeds,
             seed=seed,
@@ -329,6 +336,9 @@ def register(app: typer.Typer) -> None:
         ).validate()
         scale = check_scale(scale)
         if suite is not None:
+            if not suite.strip():
+                raise KernelabError("--suite needs a directory, not an empty string")
+            suite = Path(suite).expanduser()
             if problem is not None or solution is not None:
                 raise KernelabError("give either PROBLEM SOLUTION or --suite DIR, not both")
             from kernelab.evaluate.suite import discover, run_suite

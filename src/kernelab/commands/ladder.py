@@ -37,7 +37,6 @@ rows and records naming their GPU, records saved per card (ladder_spread.py, doc
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -45,7 +44,21 @@ from typing import Annotated
 
 import typer
 
-from kernelab.commands.ladder_primitives import PRIMITIVE_LADDERS, _primitive_ladder, _reduce, _scan
+from kernelab.commands.ladder_primitives import (
+    PRIMITIVE_DEFAULT_SIZES,
+    PRIMITIVE_LADDERS,
+    PRIMITIVE_PROFILE_SIZES,
+    REDUCE_DEFAULT_PROFILE_SIZE,
+    REDUCE_DEFAULT_SIZES,
+    SCAN_DEFAULT_SIZES,
+    SCAN_PROFILE_SIZE,
+    _or_default,
+    _primitive_ladder,
+    _reduce,
+    _scan,
+    parse_counts,  # noqa: F401  (benchmarks/reduce_ladder.py reads reduce sizes through here)
+    parse_dtypes,  # noqa: F401
+)
 from kernelab.commands.ladder_spread import (
     DEFAULT_TIMEOUT_S,
     LadderAddress,
@@ -62,8 +75,15 @@ from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
 from kernelab.commands.ladder_tables import print_fitted as _print_fitted
-from kernelab.commands.options import max_time_option, out_file_option
-from kernelab.errors import KernelabError, NoGPUError, unknown
+from kernelab.commands.options import (
+    COUNT_FORMS,
+    RECORD_SUFFIXES,
+    comma_items,
+    max_time_option,
+    out_file_option,
+    parse_count,
+)
+from kernelab.errors import KernelabError, NoGPUError, output_folder, positive_number, unknown
 from kernelab.output import JsonOption, emit, note
 
 LADDERS = ("sgemm", "hgemm", "reduce")
@@ -72,19 +92,33 @@ DEFAULT_PROFILE_SIZE = "4096"
 HGEMM_DEFAULT_SIZES = "2048,4096,8192"
 
 
+GEMM_MAX_SIZE = 1 << 31  # the GEMM kernels take int32 M, N and K
+
+
 def parse_sizes(spec: str) -> list[int]:
-    sizes = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if not part.isdigit() or int(part) <= 0:
-            raise KernelabError(
-                f"ladder sizes are positive integers (square problems); got '{part}'"
-            )
-        sizes.append(int(part))
-    if not sizes:
-        raise KernelabError("no sizes given; e.g. --sizes 1024,4096")
-    return sizes
+    """Square GEMM sizes N: "1024,4K,2^13" -> [1024, 4096, 8192]."""
+    return [
+        parse_count(
+            part,
+            form=f"GEMM ladder sizes are positive square sizes N ({COUNT_FORMS})",
+            below=GEMM_MAX_SIZE,
+            too_large="GEMM ladder sizes must be below 2^31 (the kernels take int32 dimensions)",
+        )
+        for part in comma_items(spec, "--sizes", "1024,4096")
+    ]
+
+
+SIZES_HELP = (
+    "Sizes, comma-separated, each a count such as 4096, 4K (K/M/G = 2^10/2^20/2^30) or 2^12. "
+    f"sgemm, hgemm: square N (default {DEFAULT_SIZES}; hgemm {HGEMM_DEFAULT_SIZES}); "
+    f"reduce: element counts (default {REDUCE_DEFAULT_SIZES}); scan: element counts "
+    f"(default {SCAN_DEFAULT_SIZES}); histogram: value counts (default "
+    f"{PRIMITIVE_DEFAULT_SIZES['histogram']}); transpose: ROWSxCOLS or N for N x N (default "
+    f"{PRIMITIVE_DEFAULT_SIZES['transpose']}). With --profile one size (default "
+    f"{DEFAULT_PROFILE_SIZE}; reduce {REDUCE_DEFAULT_PROFILE_SIZE}, scan {SCAN_PROFILE_SIZE}, "
+    f"histogram {PRIMITIVE_PROFILE_SIZES['histogram']}, transpose "
+    f"{PRIMITIVE_PROFILE_SIZES['transpose']})."
+)
 
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -111,18 +145,27 @@ def writable_path(path: Path, option: str) -> Path:
     return path
 
 
-def check_outputs(out: Path | None, plot: Path | None) -> None:
-    """--out and --plot refused before any work when they could not be written."""
+def check_outputs(out: str | None, plot: Path | None) -> Path | None:
+    """--out and --plot refused before any work when they could not be written; --out as a
+    Path. --out writes records, which harness.records writes as plain JSON: a .json name."""
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise KernelabError(f"--plot writes .png or .svg, not {plot.suffix or plot.name!r}")
-    for option, path in (("--out", out), ("--plot", plot)):
+    out_path = None
+    if out is not None:
+        if not out.strip():
+            raise KernelabError("--out needs a path, not an empty string")
+        out_path = Path(out).expanduser()
+        if out_path.suffix.lower() not in RECORD_SUFFIXES and not out_path.is_dir():
+            raise KernelabError(f"--out writes .json files; '{out}' ends in "
+                                f"{out_path.suffix or 'no suffix'}")  # fmt: skip
+    for option, path in (("--out", out_path), ("--plot", plot)):
         if path is not None:
             writable_path(path, option)
+    return out_path
 
 
 def check_max_time(max_time: float) -> None:
-    if not math.isfinite(max_time) or max_time <= 0:
-        raise KernelabError(f"--max-time must be a positive number of seconds, got {max_time}")
+    positive_number(max_time, "--max-time", "seconds")
 
 
 def _render_verification(result: dict, console) -> None:
@@ -247,16 +290,13 @@ def _render_timing(result: dict, console) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ladder(
-        name: Annotated[str, typer.Argument(help="Which ladder: sgemm, hgemm, reduce, transpose, histogram or scan.")],
-        sizes: Annotated[
-            str | None,
-            typer.Option(
-                "--sizes",
-                help=f"Square sizes to time, comma-separated (default {DEFAULT_SIZES}; "
-                f"hgemm {HGEMM_DEFAULT_SIZES}); with --profile one size "
-                f"(default {DEFAULT_PROFILE_SIZE}).",
+        name: Annotated[
+            str,
+            typer.Argument(
+                help="Which ladder: sgemm, hgemm, reduce, transpose, histogram or scan."
             ),
-        ] = None,
+        ],
+        sizes: Annotated[str | None, typer.Option("--sizes", help=SIZES_HELP)] = None,
         steps: Annotated[
             str | None,
             typer.Option("--steps", help='Steps to run: "1,5,10" or "6-11" (default all).'),
@@ -265,7 +305,7 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--plot", help="sgemm: draw the bar chart to this PNG/SVG file."),
         ] = None,
-        out: out_file_option("Write the timing records to this JSON file.", path=True) = None,
+        out: out_file_option("Write the timing records to this JSON file.") = None,
         mode: Annotated[
             list[str] | None,
             typer.Option(
@@ -329,8 +369,12 @@ def register(app: typer.Typer) -> None:
         against the copy; scan: torch.cumsum and CUB against the copy); with --profile, each step's proving counter under Nsight Compute."""
         from kernelab.ladders.sgemm import ladder as sgemm_ladder
 
+        # --timeout only acts on a spread run, but a script passes the same options to the run
+        # here and to the spread one: its value is checked in both, never ignored unread.
+        positive_number(timeout, "--timeout", "seconds")
+        tasks_path = output_folder(tasks_dir, "--tasks-dir")
         spread = spread_from_options(
-            gpus, ray_address, resume, tasks_dir, timeout, profile=profile, plot=plot
+            gpus, ray_address, resume, tasks_path, timeout, profile=profile, plot=plot
         )
         if name == "scan":
             if plot is not None or import_path is not None or pairs or bins is not None:
@@ -340,7 +384,7 @@ def register(app: typer.Typer) -> None:
             if mode and len(mode) > 1:
                 raise KernelabError("the scan ladder times one mode per run; give one --mode")
             check_max_time(max_time)
-            check_outputs(out, None)
+            out = check_outputs(out, None)
             _scan(sizes, steps, mode[0] if mode else "cold", max_time, out, dtype, profile,
                   as_json, spread=spread)  # fmt: skip
             return
@@ -350,7 +394,7 @@ def register(app: typer.Typer) -> None:
             if mode and len(mode) > 1:
                 raise KernelabError(f"the {name} ladder times one mode per run; give one --mode")
             check_max_time(max_time)
-            check_outputs(out, None)
+            out = check_outputs(out, None)
             _primitive_ladder(
                 name, sizes, steps, mode[0] if mode else "cold", max_time, out, profile,
                 dtype, bins, as_json, spread=spread,
@@ -361,14 +405,17 @@ def register(app: typer.Typer) -> None:
         if name not in LADDERS:
             raise unknown("ladder", name, (*LADDERS, *PRIMITIVE_LADDERS, "scan"))
         check_max_time(max_time)
-        check_outputs(out, plot)
+        out = check_outputs(out, plot)
         if name == "reduce":
             if plot is not None or import_path is not None or pairs:
                 raise KernelabError("--plot, --import and --pairs are for the GEMM ladders")
             _reduce(sizes, steps, dtype, mode, max_time, out, profile, as_json, spread=spread)
             return
         if dtype is not None:
-            raise KernelabError("--dtype is for the reduce ladder; the GEMM ladders fix theirs")
+            raise KernelabError(
+                "--dtype is for the reduce, transpose, histogram and scan ladders; the GEMM "
+                "ladders fix theirs (sgemm fp32, hgemm bf16)"
+            )
         if name == "hgemm":
             if plot is not None or import_path is not None:
                 raise KernelabError("--plot and --import are for the sgemm ladder only")
@@ -381,7 +428,9 @@ def register(app: typer.Typer) -> None:
         mode = mode[0] if mode else "cold"
         if import_path is not None and not profile:
             raise KernelabError("--import goes with --profile: it verifies a saved ncu report")
-        size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else DEFAULT_SIZES))
+        size_list = parse_sizes(
+            _or_default(sizes, DEFAULT_PROFILE_SIZE if profile else DEFAULT_SIZES)
+        )
         chosen = sgemm_ladder.parse_steps(steps)
         if profile:
             _verify(sgemm_ladder, chosen, size_list, import_path, out, as_json)
@@ -454,7 +503,7 @@ def _verify(sgemm_ladder, chosen, size_list: list[int], import_path, out, as_jso
     else:
         if not _has_gpu():
             raise NoGPUError(
-                "ladder --profile needs a CUDA GPU and ncu; none found "
+                "ladder sgemm --profile needs a CUDA GPU and ncu; none found "
                 "(--import REPORT verifies a saved report anywhere)"
             )
         result, records = sgemm_ladder.verify_ladder(chosen, size, progress=note)
@@ -485,8 +534,12 @@ def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bo
            pairs: int = 0, spread=None) -> None:  # fmt: skip
     from kernelab.ladders.hgemm import ladder as hgemm_ladder
 
-    size_list = parse_sizes(sizes or (DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES))
+    size_list = parse_sizes(
+        _or_default(sizes, DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES)
+    )
     chosen = hgemm_ladder.parse_steps(steps)
+    for given in modes or ():
+        comma_items(given, "--mode", "cold,graph")  # a blank is refused, not skipped
     mode_list = hgemm_ladder.parse_modes(modes)
     if pairs < 0 or (pairs and profile):
         raise KernelabError("--pairs takes a count >= 0 and does not go with --profile")

@@ -11,8 +11,56 @@ from kernelab.commands.ladder_tables import has_gpu as _has_gpu
 from kernelab.commands.ladder_tables import nothing_to_write as _nothing_to_write
 from kernelab.commands.ladder_tables import num as _num
 from kernelab.commands.ladder_tables import print_fitted as _print_fitted
-from kernelab.errors import KernelabError, unknown
+from kernelab.commands.options import COUNT_FORMS, comma_items, parse_count
+from kernelab.errors import KernelabError, NoGPUError, unknown
 from kernelab.output import emit, note
+
+# --- what every primitives ladder checks first ----------------------------------------------
+
+
+def ladder_counts(ladder: str, spec: str, *, noun: str, below: int, limit: str,
+                  example: str) -> list[int]:  # fmt: skip
+    """The counts of a --sizes list, each as options.parse_count reads it ("1048576", "1M",
+    "2^20"), below `below` (`limit` says why, in words); one line otherwise."""
+    return [
+        parse_count(
+            part,
+            form=f"{ladder} sizes are positive {noun} ({COUNT_FORMS})",
+            below=below,
+            too_large=f"{ladder} sizes must be below {limit}",
+        )
+        for part in comma_items(spec, "--sizes", example)
+    ]
+
+
+def _or_default(given: str | None, default: str) -> str:
+    """`given` unless the option was left out: an empty --sizes is an error, not the default."""
+    return default if given is None else given
+
+
+def one_dtype(ladder: str, given: str | None, default: str, dtypes) -> str:
+    """The one --dtype a ladder that times one dtype a run takes: a list or an empty value
+    is refused as such, not as an unknown name."""
+    if given is None:
+        return default
+    text = given.strip().lower()
+    choices = " or ".join(dtypes)
+    if not text:
+        raise KernelabError(f"--dtype needs a value, not an empty string; the {ladder} ladder "
+                            f"takes {choices}")  # fmt: skip
+    if "," in text:
+        raise KernelabError(f"the {ladder} ladder takes one --dtype ({choices}) per run, "
+                            f"not the list '{given}'")  # fmt: skip
+    if text not in dtypes:
+        raise unknown(f"dtype for the {ladder} ladder", text, dtypes)
+    return text
+
+
+def profile_needs_gpu(ladder: str) -> None:
+    """--profile runs ncu on this machine's GPU: without one, one line before any compile."""
+    if not _has_gpu():
+        raise NoGPUError(f"ladder {ladder} --profile needs a CUDA GPU and ncu; none found")
+
 
 # --- the sum-reduction ladder (`kernelab ladder reduce`) ------------------------------------
 
@@ -21,30 +69,18 @@ REDUCE_DEFAULT_PROFILE_SIZE = "2^26"
 
 
 def parse_counts(spec: str) -> list[int]:
-    """Element counts: "1048576,2^26" -> [1048576, 67108864]; positive integers only."""
-    counts = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        base, caret, exponent = part.partition("^")
-        valid = base.isdigit() and (not caret or exponent.isdigit())
-        value = int(base) ** int(exponent) if valid and caret else int(base) if valid else 0
-        if not valid or value <= 0:
-            raise KernelabError(
-                f"reduce sizes are positive element counts (e.g. 1048576 or 2^20); got '{part}'"
-            )
-        counts.append(value)
-    if not counts:
-        raise KernelabError("no sizes given; e.g. --sizes 2^20,2^26")
-    return counts
+    """Element counts: "1048576,1M,2^26" -> [1048576, 1048576, 67108864], each below
+    ladders.reduce.steps.MAX_N."""
+    from kernelab.ladders.reduce.steps import MAX_N, MAX_N_WHY
+
+    return ladder_counts("reduce", spec, noun="element counts", below=MAX_N, limit=MAX_N_WHY,
+                         example="2^20,2^26")  # fmt: skip
 
 
 def parse_dtypes(spec: str | None) -> list[str]:
     from kernelab.ladders.reduce.steps import DTYPES
 
-    names = [p.strip().lower() for p in (spec or "fp32").split(",") if p.strip()]
-    if not names:
-        raise KernelabError("no dtype given; e.g. --dtype fp32,bf16")
+    names = [name.lower() for name in comma_items(spec, "--dtype", "fp32,bf16") or ["fp32"]]
     for name in names:
         if name not in DTYPES:
             raise unknown("reduce dtype", name, DTYPES)
@@ -56,7 +92,7 @@ def _reduce(sizes, steps, dtype, modes, max_time: float, out, profile: bool, as_
     from kernelab.ladders.reduce import ladder as reduce_ladder
 
     size_list = parse_counts(
-        sizes or (REDUCE_DEFAULT_PROFILE_SIZE if profile else REDUCE_DEFAULT_SIZES)
+        _or_default(sizes, REDUCE_DEFAULT_PROFILE_SIZE if profile else REDUCE_DEFAULT_SIZES)
     )
     dtypes = parse_dtypes(dtype)
     chosen = reduce_ladder.parse_steps(steps)
@@ -69,6 +105,8 @@ def _reduce(sizes, steps, dtype, modes, max_time: float, out, profile: bool, as_
         raise unknown("timing mode", mode, MODES)
     if profile and (len(size_list) != 1 or len(dtypes) != 1):
         raise KernelabError("--profile reads the counters at one size and dtype; e.g. --sizes 2^26")
+    if profile:
+        profile_needs_gpu("reduce")
     if spread is not None:
         spread.start()
     compiled = [row for d in dtypes for row in reduce_ladder.compile_report(chosen, d, note)]
@@ -194,35 +232,38 @@ def render_reduce_table(result: dict, console) -> None:
 # --- `kernelab ladder transpose|histogram`: the primitives ladders ---------------------------
 
 PRIMITIVE_LADDERS = ("transpose", "histogram")
-PRIMITIVE_DEFAULT_SIZES = {"transpose": "4096,8192", "histogram": "1048576,67108864"}
-PRIMITIVE_PROFILE_SIZES = {"transpose": "8192", "histogram": "67108864"}
+PRIMITIVE_DEFAULT_SIZES = {"transpose": "4096,8192", "histogram": "1M,64M"}
+PRIMITIVE_PROFILE_SIZES = {"transpose": "8192", "histogram": "64M"}
 PRIMITIVE_DEFAULT_DTYPE = {"transpose": "fp32", "histogram": "int32"}
 HISTOGRAM_DEFAULT_BINS = 256
-INT32_MAX = 2**31 - 1
+TRANSPOSE_MAX_DIM = 1 << 31  # the kernels take int32 rows and cols
 
 
 def _primitive_sizes(name: str, spec: str) -> list:
-    """transpose: [(rows, cols)] from "8192" or "1000x3"; histogram: [n] (below 2^40)."""
+    """transpose: [(rows, cols)] from "8192", "4K" or "1000x3"; histogram: [n] (below 2^40)."""
+    from kernelab.ladders.histogram.steps import MAX_N as HISTOGRAM_MAX_N
+
+    example = PRIMITIVE_DEFAULT_SIZES[name]
+    if name == "histogram":
+        return ladder_counts("histogram", spec, noun="value counts N", below=HISTOGRAM_MAX_N,
+                             limit="2^40 values", example=example)  # fmt: skip
     found = []
-    for part in (p.strip().lower() for p in spec.split(",")):
-        if not part:
-            continue
-        pieces = part.split("x") if name == "transpose" else [part]
-        if len(pieces) > 2 or not all(p.isdigit() and int(p) > 0 for p in pieces):
-            form = "N or ROWSxCOLS" if name == "transpose" else "value counts N"
-            raise KernelabError(f"{name} sizes are positive {form}; got '{part}'")
-        numbers = [int(p) for p in pieces]
-        if name == "transpose":
-            rows, cols = numbers if len(numbers) == 2 else numbers * 2
-            if max(rows, cols) > INT32_MAX:
-                raise KernelabError(f"transpose dimensions must be below 2^31; got '{part}'")
-            found.append((rows, cols))
-        else:
-            if numbers[0] >= 1 << 40:
-                raise KernelabError(f"histogram sizes must be below 2^40 values; got '{part}'")
-            found.append(numbers[0])
-    if not found:
-        raise KernelabError(f"no sizes given; e.g. --sizes {PRIMITIVE_DEFAULT_SIZES[name]}")
+    for part in comma_items(spec, "--sizes", example):
+        pieces = part.lower().split("x")
+        form = f"transpose sizes are positive N or ROWSxCOLS ({COUNT_FORMS} each)"
+        if len(pieces) > 2:
+            raise KernelabError(f"{form}; got '{part}'")
+        numbers = [
+            parse_count(
+                piece,
+                form=form,
+                below=TRANSPOSE_MAX_DIM,
+                too_large="transpose dimensions must be below 2^31",
+            )
+            for piece in pieces
+        ]
+        rows, cols = numbers if len(numbers) == 2 else numbers * 2
+        found.append((rows, cols))
     return found
 
 
@@ -238,9 +279,7 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
 
     engine = transpose_ladder if name == "transpose" else histogram_ladder
     dtypes = TRANSPOSE_DTYPES if name == "transpose" else HISTOGRAM_DTYPES
-    dtype = (dtype or PRIMITIVE_DEFAULT_DTYPE[name]).strip().lower()
-    if dtype not in dtypes:
-        raise unknown(f"dtype for the {name} ladder", dtype, dtypes)
+    dtype = one_dtype(name, dtype, PRIMITIVE_DEFAULT_DTYPE[name], dtypes)
     if name == "transpose" and bins is not None:
         raise KernelabError("--bins is for the histogram ladder")
     bins = (
@@ -249,7 +288,7 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
         else None
     )
     default = PRIMITIVE_PROFILE_SIZES if profile else PRIMITIVE_DEFAULT_SIZES
-    size_list = _primitive_sizes(name, sizes or default[name])
+    size_list = _primitive_sizes(name, _or_default(sizes, default[name]))
     if profile and len(size_list) != 1:
         raise KernelabError("--profile runs at one size; give one --sizes value")
     chosen = engine.parse_steps(steps)
@@ -257,6 +296,8 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
 
     if mode not in MODES:
         raise unknown("timing mode", mode, MODES)
+    if profile:
+        profile_needs_gpu(name)
     if spread is not None:
         spread.start()
 
@@ -265,6 +306,8 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
         if name == "transpose"
         else histogram_ladder.compile_histogram(chosen, progress=note)
     )
+    # every dtype's kernels are in one build: the report shows the dtype asked for
+    compile_rows = [row for row in compile_rows if row["dtype"] == dtype]
     result = {"ladder": name, "dtype": dtype, "bins": bins, "compile": compile_rows}
     if spread is not None:
         run_spread(
@@ -374,24 +417,15 @@ def _render_primitive_profile(result: dict, console) -> None:
 # counts below 2^38. --profile: each step's proof metric under ncu, summed over every launch
 # of the step (its recursion levels, its three kernels), against the step before.
 
-SCAN_DEFAULT_SIZES = "1048576,67108864"
-SCAN_PROFILE_SIZE = "67108864"
-SCAN_MAX_N = 1 << 38
+SCAN_DEFAULT_SIZES = "1M,64M"
+SCAN_PROFILE_SIZE = "64M"
 
 
 def _scan_sizes(spec: str) -> list[int]:
-    found = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if not part.isdigit() or int(part) <= 0:
-            raise KernelabError(f"scan sizes are positive element counts N; got '{part}'")
-        if int(part) >= SCAN_MAX_N:
-            raise KernelabError(f"scan sizes must be below 2^38 elements; got '{part}'")
-        found.append(int(part))
-    if not found:
-        raise KernelabError(f"no sizes given; e.g. --sizes {SCAN_DEFAULT_SIZES}")
-    return found
+    from kernelab.ladders.scan.steps import MAX_N
+
+    return ladder_counts("scan", spec, noun="element counts N", below=MAX_N,
+                         limit="2^38 elements", example=SCAN_DEFAULT_SIZES)  # fmt: skip
 
 
 def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json, spread=None):
@@ -401,18 +435,22 @@ def _scan(sizes, steps, mode, max_time, out, dtype, profile, as_json, spread=Non
     from kernelab.ladders.scan import ladder as scan_ladder
     from kernelab.ladders.scan.steps import DTYPES as SCAN_DTYPES
 
-    dtype = (dtype or "fp32").strip().lower()
-    if dtype not in SCAN_DTYPES:
-        raise unknown("dtype for the scan ladder", dtype, SCAN_DTYPES)
-    size_list = _scan_sizes(sizes or (SCAN_PROFILE_SIZE if profile else SCAN_DEFAULT_SIZES))
+    dtype = one_dtype("scan", dtype, "fp32", SCAN_DTYPES)
+    size_list = _scan_sizes(
+        _or_default(sizes, SCAN_PROFILE_SIZE if profile else SCAN_DEFAULT_SIZES)
+    )
     if profile and len(size_list) != 1:
         raise KernelabError("--profile runs at one size; give one --sizes value")
     chosen = scan_ladder.parse_steps(steps)
     if mode not in MODES:
         raise unknown("timing mode", mode, MODES)
+    if profile:
+        profile_needs_gpu("scan")
     if spread is not None:
         spread.start()
-    compile_rows = scan_ladder.compile_scan(chosen, progress=note)
+    # every dtype's kernels are in one build: the report shows the dtype asked for
+    compile_rows = [row for row in scan_ladder.compile_scan(chosen, progress=note)
+                    if row["dtype"] == dtype]  # fmt: skip
     result = {"ladder": "scan", "dtype": dtype, "compile": compile_rows}
     if spread is not None:
         run_spread(

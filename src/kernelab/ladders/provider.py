@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kernelab.errors import KernelabError, unknown
+from kernelab.errors import KernelabError, UnknownNameError
 from kernelab.runtime.cuda.build import build
 from kernelab.spec.registry import Implementation
 
@@ -37,27 +37,53 @@ def find_step(ladder: str, key: int | str, steps: Sequence):
     for step in steps:
         if (text.isdigit() and int(text) == step.number) or text == getattr(step, "slug", None):
             return step
-    raise unknown(f"{ladder} step", str(key), [s.name for s in steps])
+    raise UnknownNameError(f"unknown {ladder} step '{key}'{_step_hint(text, steps)} "
+                           f"(known: {_known_steps(steps)})")  # fmt: skip
+
+
+def _known_steps(steps: Sequence) -> str:
+    """ "reduce:01 interleaved, reduce:02 strided_index, ...": each name a step accepts."""
+    return ", ".join(f"{s.name} {s.slug}" if getattr(s, "slug", None) else s.name for s in steps)
+
+
+def _step_hint(text: str, steps: Sequence) -> str:
+    """A 'did you mean' for a misspelt slug only: a close number or name says nothing useful
+    (reduce:13 is no nearer reduce:03 than reduce:09 is)."""
+    import difflib
+
+    slugs = [s.slug for s in steps if getattr(s, "slug", None)]
+    if not text or text.isdigit():
+        return ""
+    hits = difflib.get_close_matches(text, slugs, n=2, cutoff=0.7)
+    return f"; did you mean {', '.join(hits)}?" if hits else ""
 
 
 def select_steps(spec: str | None, steps: Sequence, lookup: Callable) -> list:
-    """None, "" or "all" -> every step; else "6", "3,4,sgemm:05" or "5-9" -> those steps in
-    ladder order. `lookup` turns one name or number into its step (an unknown one raises)."""
-    if spec is None or spec.strip().lower() in ("", "all"):
+    """None or "all" -> every step; else "6", "3,4,sgemm:05" or "5-9" -> those steps in
+    ladder order. `lookup` turns one name or number into its step (an unknown one raises).
+    An empty list or item ("", "1,,3") and a range missing an end ("-1", "3-") are one
+    KernelabError line: a typo, never quietly every step."""
+    if spec is None or spec.strip().lower() == "all":
         return list(steps)
+    parts = [p.strip() for p in spec.split(",")]
+    example = "e.g. --steps 6, --steps 1,3 or --steps 5-9 (leave it out for every step)"
+    if not any(parts):
+        raise KernelabError(f"no steps in '{spec}'; {example}")
+    if not all(parts):
+        raise KernelabError(f"an empty step in '{spec}'; {example}")
     chosen: set[int] = set()
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
+    for part in parts:
         if "-" in part:
-            lo, hi = (lookup(x.strip()).number for x in part.split("-", 1))
+            ends = [x.strip() for x in part.split("-", 1)]
+            if not all(ends) or "-" in ends[1]:
+                raise KernelabError(f"step range '{part}' is malformed; write it low-high, "
+                                    "e.g. 5-9")  # fmt: skip
+            lo, hi = (lookup(x).number for x in ends)
             if lo > hi:
                 raise KernelabError(f"step range '{part}' runs backwards; write it low-high")
             chosen.update(range(lo, hi + 1))
         else:
             chosen.add(lookup(part).number)
-    if not chosen:
-        raise KernelabError(f"no steps in '{spec}'; e.g. --steps 6 or --steps 5-9")
     return [s for s in steps if s.number in chosen]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -68,15 +69,35 @@ def _probe(address: str) -> None:
         ) from None
 
 
+def local_gpu_count() -> int:
+    """The CUDA GPUs this process sees (CUDA_VISIBLE_DEVICES honoured), as the workers of a
+    Ray session started here would: 0 without torch's CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def connect(address: str | None, what: str):
     """A Ray session: the one this process already holds, the cluster at `address` ("auto":
     the one this machine belongs to, as Ray means it), or a new one on this machine. A
-    cluster that cannot be reached is one KernelabError line."""
+    cluster that cannot be reached, or a new session on a machine without a GPU, is one
+    KernelabError line, before Ray starts."""
     ray = import_ray(what)
     if ray.is_initialized():
         return ray
     if address and address != "auto":
         _probe(address)
+    if not address and not os.environ.get("RAY_ADDRESS"):
+        # A session started here has this machine's GPUs and no more; with none, every worker
+        # would wait for a GPU that never comes. A cluster's GPUs (--ray-address, or
+        # RAY_ADDRESS, which ray.init follows) are known only once connected.
+        if local_gpu_count() < 1:
+            raise KernelabError(
+                f"{what} spreads over this machine's GPUs and it has none (no CUDA GPU visible); "
+                f"leave {what} out, or give --ray-address of a cluster with GPUs"
+            )
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     if not address:
         options["include_dashboard"] = False

@@ -28,15 +28,16 @@ def _kernelab(*args: str) -> subprocess.CompletedProcess:
 
 @needs_nvcc
 @pytest.mark.parametrize(
-    "args, entries",
-    [([], 16), (["--steps", "3-4", "--dtype", "int32"], 8), (["--profile", "--steps", "1"], 4)],
+    "args, entries, dtype",
+    [([], 8, "fp32"), (["--steps", "3-4", "--dtype", "int32"], 4, "int32")],
 )
-def test_without_a_gpu_the_compile_report_and_one_line(args, entries):
+def test_without_a_gpu_the_compile_report_and_one_line(args, entries, dtype):
     done = _kernelab(*args, "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["timed"] is False and result["gpu"] is None and result["ladder"] == "scan"
-    assert len(result["compile"]) == entries  # every kernel of every chosen step, both dtypes
+    assert len(result["compile"]) == entries  # every kernel of every chosen step
+    assert {r["dtype"] for r in result["compile"]} == {dtype}  # the dtype asked for
     assert all(r["spill_store_bytes"] == 0 and r["arch"] == "sm_90" for r in result["compile"])
     if "--steps" not in args:
         assert {r["kernel"] for r in result["compile"]} >= {"scan_lookback", "scan_tiles_seeded"}
@@ -56,6 +57,7 @@ def test_without_a_gpu_the_compile_report_and_one_line(args, entries):
         (["--bins", "8"], "--bins"),
         (["--plot", "x.png"], "--plot"),
         (["--profile", "--sizes", "10,20"], "one size"),
+        (["--profile", "--steps", "1"], "needs a CUDA GPU"),
         (["--max-time", "0"], "max-time"),
     ],
 )

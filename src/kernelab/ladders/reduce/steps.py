@@ -25,6 +25,12 @@ MAX_BLOCKS = 2**31 - 1  # CUDA's grid.x limit
 # up to n = 2^34 here.
 DTYPE_DEFINES = {"fp32": 0, "bf16": 1, "fp16": 2}  # -DREDUCE_DTYPE=...
 DTYPES = tuple(DTYPE_DEFINES)
+# The kernels index in 64 bits (common.cuh) and the blocked steps' grids stay within CUDA's
+# grid.x up to 2^39 elements, so what bounds n is memory: 2^37 values of the narrowest dtype
+# (fp16, bf16) are 256 GiB, more than any GPU of the catalog holds.
+MAX_N = 1 << 37
+MAX_N_WHY = ("2^37 elements (the kernels index in 64 bits, so memory is the bound: 2^37 "
+             "fp16 values are 256 GiB, more than any GPU holds)")  # fmt: skip
 
 
 @dataclass(frozen=True)
