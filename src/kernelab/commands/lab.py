@@ -159,7 +159,10 @@ def lab(
     with err_console.status("kernelab lab", spinner="dots") as status:
 
         def progress(message: str) -> None:
-            status.update(f"kernelab lab: {message}")
+            from rich.text import Text
+
+            # the spinner reads a str as markup without the console's guard: hand it plain text
+            status.update(Text(f"kernelab lab: {message}"))
             if is_stage_line(message):
                 note(message)
 
@@ -216,8 +219,10 @@ def lab(
 def exit_check(
     results: Annotated[
         str | None,
-        typer.Option(help="A results folder: a lab run's DIR/records or benchmarks/results/<card> "
-                     "(default: the committed records of the h200)."),  # fmt: skip
+        typer.Option(
+            help="A results folder: a lab run's DIR/records or benchmarks/results/<card> "
+            "(default: the committed records of the h200)."
+        ),  # fmt: skip
     ] = None,
     strict: Annotated[
         bool,
@@ -275,8 +280,10 @@ def exit_check(
 def readme(
     check: Annotated[
         bool,
-        typer.Option(help="Write nothing; exit 1 when README.md or docs/results.md is not what "
-                     "the committed records give."),
+        typer.Option(
+            help="Write nothing; exit 1 when README.md or docs/results.md is not what "
+            "the committed records give."
+        ),
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -299,8 +306,11 @@ def readme(
     stale = stale_pages(root, pages)
     if not check:
         write_pages(root, pages)
-    data = {"pages": [p.relative_to(root).as_posix() for p in pages],
-            "stale": [p.relative_to(root).as_posix() for p in stale], "check": check}
+    data = {
+        "pages": [p.relative_to(root).as_posix() for p in pages],
+        "stale": [p.relative_to(root).as_posix() for p in stale],
+        "check": check,
+    }
 
     def render(console) -> None:  # paths as the checkout names them, never absolute
         shown = [p.relative_to(root).as_posix() for p in (stale if check else pages)]
