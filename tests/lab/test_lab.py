@@ -78,6 +78,13 @@ def test_cpu_lab_quick_writes_a_report_with_every_section(tmp_path, capsys):
 OPINION = "an informed opinion on Triton vs CUTLASS vs raw CUDA"
 
 
+def test_cpu_lab_about_a_card_without_a_bf16_rate_writes_its_report(tmp_path, capsys):
+    out = tmp_path / "lab"
+    assert main(["lab", "--quick", "--gpu", "m3-max", "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "no dense bf16 rate for the m3-max" in md and "floor ms (m3-max datasheet)" in md
+
+
 @pytest.mark.gpu
 def test_gpu_lab_quick_judges_every_criterion_on_its_own_run(tmp_path, capsys):
     """The main job as a user with a GPU runs it: every criterion judged on this run's
