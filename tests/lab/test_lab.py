@@ -150,10 +150,12 @@ def test_gate_judges_the_phase_bar_and_ours_apart(tmp_path):
     assert not results["Nsight Compute metrics pulled and the top bottleneck named"].passed
     assert not results["an informed opinion on Triton vs CUTLASS vs raw CUDA"].passed
 
-    # nothing measured: no criterion can pass, the roofline and the numbers included
-    empty = gate.evaluate_gate(ResultSet(folder=None), None)
-    assert [c.name for c in empty if c.passed] == ["every record file read, every stored "
-                                                   "figure agrees with its samples"]  # fmt: skip
+    # nothing measured: no criterion can pass, the roofline, the numbers and the records'
+    # own (no file read vouches for nothing) included
+    empty = _by_name(gate.evaluate_gate(ResultSet(folder=None), None))
+    assert not [name for name, c in empty.items() if c.passed]
+    records = empty["every record file read, every stored figure agrees with its samples"]
+    assert records.evidence.startswith("no record file read")
 
 
 def test_exit_check_reads_a_results_folder(tmp_path, capsys):
@@ -169,6 +171,32 @@ def test_exit_check_reads_a_results_folder(tmp_path, capsys):
 def test_exit_check_without_a_folder_is_one_line(tmp_path, capsys):
     assert main(["exit-check", "--results", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def _exit_2_in_one_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("kernelab: ")
+    assert captured.err.count("\n") == 1
+    return captured.err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_exit_check_of_a_folder_without_record_files_is_exit_2(tmp_path, capsys, json_flag):
+    from pathlib import Path
+
+    err = _exit_2_in_one_line(capsys, ["exit-check", "--results", str(tmp_path), *json_flag])
+    assert "holds no record files" in err
+    ncu = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"  # reports, no records
+    assert "holds no record files" in _exit_2_in_one_line(
+        capsys, ["exit-check", "--results", str(ncu), *json_flag]
+    )
+
+
+def test_exit_check_of_a_file_says_it_is_a_file(tmp_path, capsys):
+    record_file = save_records(_ladder(60.0), tmp_path / "ladder.json")
+    err = _exit_2_in_one_line(capsys, ["exit-check", "--results", str(record_file)])
+    assert "is a file, not a folder" in err and "no such folder" not in err
 
 
 def test_drill_scores_scripted_answers(tmp_path, monkeypatch):

@@ -121,6 +121,9 @@ def results_folder(results: str | None) -> Path:
     if not results.strip():
         raise KernelabError("--results is empty; give a results folder")
     folder = Path(results).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise KernelabError(f"--results {results} is a file, not a folder; give the folder "
+                            "that holds the record files")  # fmt: skip
     if not folder.is_dir():
         raise KernelabError(f"--results {results}: no such folder")
     return folder
@@ -238,15 +241,19 @@ def exit_check(
     (a [kernelab] FAIL is shown but is a target, not a gate); 1 when a [phase] criterion
     fails, or with --strict when any criterion fails; 2 for an empty or missing folder.
     """
+    from kernelab.errors import KernelabError
     from kernelab.lab import run as lab_run
     from kernelab.lab.gate import evaluate_gate
     from kernelab.lab.results import load_results
 
     folder = results_folder(results)
     loaded = load_results(folder)
+    if not loaded.files and not loaded.unreadable:  # nothing to judge: not a verdict of FAILs
+        raise KernelabError(
+            f"--results {folder} holds no record files (.json or .json.xz); give a lab run's "
+            "DIR/records or benchmarks/results/<card>"
+        )
     if loaded.empty and loaded.files and not loaded.unreadable:  # files, none a measurement
-        from kernelab.errors import KernelabError
-
         raise KernelabError(
             f"--results {folder} holds no measured records (a lab run without a GPU measures "
             "nothing); judge a card's committed records: --results benchmarks/results/h200"
