@@ -127,6 +127,47 @@ def test_an_interrupted_lab_keeps_what_it_measured(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "records" / "stages.json").read_text())["compile"] == "ok"
 
 
+def test_a_change_of_gpu_places_the_rooflines_again(tmp_path, monkeypatch):
+    from kernelab.lab import run as lab_run
+
+    monkeypatch.setattr(lab_run, "CPU_STAGES", lab_run.CPU_STAGES[:1])  # the rooflines alone
+    run_lab(tmp_path, quick=True, gpu="h200", fresh=False, progress=lambda _: None)
+    seen = []
+    state = run_lab(tmp_path, quick=True, gpu="a100-sxm", fresh=False, progress=seen.append)
+    assert "rooflines: run again (the earlier run placed them on the h200; this report is " \
+           "about the a100-sxm)" in seen  # fmt: skip
+    assert not any("kept from the earlier run" in m for m in seen)
+    placed = json.loads((tmp_path / "records" / "rooflines.json").read_text())
+    assert placed["gpu"] == "a100-sxm" and "a100-sxm" in state.done["rooflines"]
+    seen.clear()  # the same card again: kept
+    run_lab(tmp_path, quick=True, gpu="a100-sxm", fresh=False, progress=seen.append)
+    assert any(m.startswith("rooflines: kept from the earlier run") for m in seen)
+
+
+def test_a_report_about_one_card_never_shows_anothers_measured_ceilings(tmp_path):
+    from kernelab.lab import decode
+    from kernelab.lab.compose import ceilings_section
+    from kernelab.lab.paths import committed_results_dir
+    from kernelab.lab.report import Report, to_markdown
+
+    folder = committed_results_dir("h200")
+    if folder is None:
+        pytest.skip("needs the committed H200 records")
+    results = load_results(folder)
+    texts = {}
+    for gpu in ("a100-sxm", "h200"):
+        report = Report("r")
+        ceilings_section(report, results, gpu)
+        decode.section(report, gpu, False, results, tmp_path / gpu)
+        texts[gpu] = to_markdown(report, tmp_path)
+    other = texts["a100-sxm"]
+    assert "None measured on the a100-sxm: the ceilings in these records are the h200's" in other
+    assert "| copy |" not in other and "989.40" not in other  # no H200 datasheet either
+    assert "| bf16 | 15.01 | 7.36 | - |" in other  # no floor from the H200's copy
+    own = texts["h200"]
+    assert "| copy | 4.25 | 4.80 |" in own and "| bf16 | 15.01 | 3.13 | 3.53 |" in own
+
+
 def test_gate_judges_the_phase_bar_and_ours_apart(tmp_path):
     """75 % of cuBLAS meets the phase's bar, not ours; tests/lab/test_gate.py flips every
     criterion on a folder of records."""

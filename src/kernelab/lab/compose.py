@@ -70,8 +70,14 @@ def provenance_section(report: Report, state, results: ResultSet, source_note: s
                 f"{results.machine()}. To measure your own, see 'What to run next on a GPU' at "
                 "the end."),
         ]  # fmt: skip
-    items.append((0, f"The GPU this report is about: {state.gpu_id}, {state.gpu_from}."
-                     if state.gpu_from else f"The GPU this report is about: {state.gpu_id}."))
+    items.append(
+        (
+            0,
+            f"The GPU this report is about: {state.gpu_id}, {state.gpu_from}."
+            if state.gpu_from
+            else f"The GPU this report is about: {state.gpu_id}.",
+        )
+    )
     report.add(Heading("Where the numbers come from"), Bullets(items))
 
 
@@ -252,11 +258,22 @@ def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None
                                    f"{charts.sources_of(ours)}"))  # fmt: skip
 
 
-def ceilings_section(report: Report, results: ResultSet) -> None:
+def ceilings_section(report: Report, results: ResultSet, gpu_id: str | None = None) -> None:
+    """The measured ceilings beside their datasheet. With `gpu_id` (the GPU a report is
+    about), only that card's: when the records hold another card's, one line says none were
+    measured on this one (never the other card's figures in a report about this one)."""
     if not results.ceilings:
         return
+    ceilings = results.ceilings if gpu_id is None else results.ceilings_on(gpu_id)
+    if ceilings is None:
+        other = results.ceilings_card() or results.ceilings.get("gpu") or "an unknown GPU"
+        report.add(Heading("Measured ceilings"),
+                   Paragraph(f"None measured on the {gpu_id}: the ceilings in these records are "
+                             f"the {other}'s, not shown in a report about the {gpu_id} "
+                             "(kernelab ceilings on one measures its own)."))  # fmt: skip
+        return
     rows = []
-    for name, c in results.ceilings["ceilings"].items():
+    for name, c in ceilings["ceilings"].items():
         unit = "TB/s" if c["unit"] == "bytes/s" else "TFLOP/s"
         rows.append([name, _fmt(c["rate"] / 1e12), _fmt(c["datasheet"] / 1e12 if c["datasheet"] else None),
                      unit, _fmt(100 * c["ratio"] if c["ratio"] else None, ".1f"), shape_text(c["shape"])])  # fmt: skip
@@ -715,7 +732,7 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     provenance_section(report, state, results, source_note)
     gate_section(report, gate, state.on_gpu, results.machine())
     roofline_section(report, state.records_dir, figures)
-    ceilings_section(report, results)
+    ceilings_section(report, results, state.gpu_id)
     compiled = _read(state.records_dir / "compile.json").get("compile", [])
     ladder_section(report, results, figures, {r["step"]: r["registers"] for r in compiled})
     kernels_section(report, results, figures)

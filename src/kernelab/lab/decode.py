@@ -332,7 +332,10 @@ def section(report, gpu_id: str, on_gpu: bool, results, figures) -> None:
     from kernelab.ops.gemv.roofline_walk import walk
 
     records = suite_records(results.records)
-    copy_gbps, _ = copy_ceiling(records, results.ceilings)
+    # the floor at the measured copy is the report's card's: a copy measured on another card
+    # (the committed records of the default card, say) says nothing of this one's floor
+    own = [r for r in records if r.gpu_id == gpu_id]
+    copy_gbps, _ = copy_ceiling(own, results.ceilings_on(gpu_id))
     # No bf16 rate in the catalog, no compute roof: the walk has no ridge to reach, so it is
     # left out with a line saying why. The weight bytes per token need only the bandwidth.
     walkable = "bf16" in get_gpu(gpu_id).peak_tflops
@@ -362,7 +365,7 @@ def section(report, gpu_id: str, on_gpu: bool, results, figures) -> None:
     report.add(
         Heading("Weight bytes per token: a Llama-3-8B-shaped model", 3),
         Table(["weights", "GB per token", f"floor ms ({gpu_id} datasheet)",
-               "floor ms (measured copy)", "fewer bytes than bf16"],
+               f"floor ms ({gpu_id} measured copy)", "fewer bytes than bf16"],
               model_rows(gpu_id, copy_gbps)),
     )  # fmt: skip
     report.add(Heading("Decode kernels: checks and timings", 3))
