@@ -135,7 +135,9 @@ def output_folder(value: str | None, option: str) -> Path | None:
 
 
 def input_file(value: str | None, option: str) -> Path | None:
-    """A file an option names for reading: not empty, there, a file and readable."""
+    """A file an option names for reading: not empty, there, a regular file (not a device
+    such as /dev/null, a pipe or a socket, which exist but hold no report), readable, and
+    with something in it."""
     if value is None:
         return None
     path = _given_path(value, option)
@@ -143,8 +145,14 @@ def input_file(value: str | None, option: str) -> Path | None:
         raise KernelabError(f"{option} {path}: no such file")
     if path.is_dir():
         raise KernelabError(f"{option} {path} is a folder; give a file")
+    if not path.is_file():
+        raise KernelabError(
+            f"{option} {path} is not a regular file (a device, a pipe or a socket); give a file"
+        )
     if not os.access(path, os.R_OK):
         raise KernelabError(f"{option} {path}: the file is not readable")
+    if path.stat().st_size == 0:
+        raise KernelabError(f"{option} {path} is empty")
     return path
 
 

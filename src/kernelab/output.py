@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.color import Color, ColorParseError
 from rich.console import Console, ConsoleDimensions
 from rich.measure import Measurement
 from rich.table import Table as RichTable
@@ -23,6 +25,54 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 # Wide enough that no table or line of ours is ever wrapped or clipped when there is no screen.
 PIPED_WIDTH = 10_000
+
+# What rich reads as a markup tag: "[" then a lower-case letter, "#", "/" or "@", up to "]".
+# Kernel names and prose match it too: "[lambda() (instance 2)]", "tile[t][c]", "x[i]".
+_TAG = re.compile(r"(\\*)\[([a-z#/@][^\[]*?)]")
+# The style words a tag of ours may use besides colour names. rich's one-letter
+# abbreviations (b, i, u, s, d, r, o) are left out on purpose: "x[i]" is an index, not italics.
+_STYLE_WORDS = frozenset(
+    "bold dim italic underline underline2 strike reverse blink blink2 conceal overline "
+    "frame encircle not on".split()
+)
+
+
+def _is_style_word(word: str) -> bool:
+    if word in _STYLE_WORDS:
+        return True
+    if len(word) < 2:
+        return False
+    try:
+        Color.parse(word)
+    except ColorParseError:
+        return False
+    return True
+
+
+def _is_style_tag(content: str) -> bool:
+    """Whether a tag's content names a style ("bold red", "/", "/red"), as our own markup
+    does; anything else ("lambda() (instance 2)", "t + s", "link=...") is data."""
+    words = content.removeprefix("/").split()
+    return all(_is_style_word(word) for word in words) and (bool(words) or content == "/")
+
+
+def keep_style_tags(text: str) -> str:
+    """`text` with every bracket that is not a style tag escaped, so rich prints it as written.
+
+    Commands build lines and table cells by putting data (kernel names, record fields, prose
+    of the drill) into strings that carry a little markup of their own ("[red]FAIL[/]").
+    Escaping each piece of data at each call is a rule that one forgotten call breaks, and
+    rich drops what it takes for a tag without a word ("void f<[lambda() (instance 2)]>"
+    loses its lambda; a stray "[/x]" ends the command with a MarkupError). Only tags made of
+    style words stay markup."""
+
+    def one(match: re.Match) -> str:
+        backslashes, content = match.groups()
+        if len(backslashes) % 2 or _is_style_tag(content):
+            return match.group(0)
+        return f"{backslashes}{backslashes}\\[{content}]"
+
+    return _TAG.sub(one, text)
 
 
 class _Console(Console):
@@ -48,6 +98,12 @@ class _Console(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)
         self._asked_width = new_size[0]
+
+    def render_str(self, text: str, *, markup: bool | None = None, **kwargs):
+        # Every string rich reads as markup passes here: printed lines, table cells and titles.
+        if markup or (markup is None and self._markup):
+            text = keep_style_tags(text)
+        return super().render_str(text, markup=markup, **kwargs)
 
     def print(self, *objects, **kwargs) -> None:
         # A table wider than the terminal (see Table) is printed whole, not cropped at the edge.

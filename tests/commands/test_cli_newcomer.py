@@ -64,6 +64,16 @@ def _gate(monkeypatch, criteria):
     monkeypatch.setattr(gate, "evaluate_gate", lambda results, docs, this_run=False: criteria)
 
 
+def _a_results_folder(folder: Path) -> Path:
+    """A folder with one record file: exit-check judges it (an empty one is refused)."""
+    from record_factory import make_record
+
+    from kernelab.harness.records import save_records
+
+    save_records([make_record()], folder / "records.json")
+    return folder
+
+
 def _criteria(phase_ok: bool, kernelab_ok: bool):
     from kernelab.lab.gate import Criterion
 
@@ -85,7 +95,8 @@ def _criteria(phase_ok: bool, kernelab_ok: bool):
 )
 def test_exit_check_status(tmp_path, monkeypatch, capsys, phase_ok, kernelab_ok, strict, status):
     _gate(monkeypatch, _criteria(phase_ok, kernelab_ok))
-    argv = ["exit-check", "--results", str(tmp_path), *(["--strict"] if strict else [])]
+    folder = _a_results_folder(tmp_path)
+    argv = ["exit-check", "--results", str(folder), *(["--strict"] if strict else [])]
     assert main([*argv, "--json"]) == status
     data = json.loads(capsys.readouterr().out)
     assert data["phase_passed"] == phase_ok and data["strict"] == strict
@@ -93,7 +104,7 @@ def test_exit_check_status(tmp_path, monkeypatch, capsys, phase_ok, kernelab_ok,
 
 def test_exit_check_keeps_its_bar_tags(tmp_path, monkeypatch, capsys):
     _gate(monkeypatch, _criteria(True, False))
-    main(["exit-check", "--results", str(tmp_path)])
+    main(["exit-check", "--results", str(_a_results_folder(tmp_path))])
     out = capsys.readouterr().out
     assert "PASS  [phase] the phase's bar" in out
     assert "FAIL  [kernelab] kernelab's bar" in out

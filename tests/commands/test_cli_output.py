@@ -112,3 +112,31 @@ def test_hierarchy_on_an_80_column_terminal_splits_latency_from_bandwidth():
     wide, wide_buffer = _terminal(140)
     render_record(record, get_gpu("h200"), None)(wide)
     assert "H800 cycles    bandwidth" in wide_buffer.getvalue()  # room for one table
+
+
+# --- brackets in data are text, not markup ---------------------------------------------------
+
+
+def test_brackets_in_data_print_as_written_and_style_tags_still_style():
+    console, buffer = _terminal(200)
+    console.print("[red]FAIL[/] x[i] sdata[t] and sdata[t + s] f<[lambda() (instance 2)]> [/x]")
+    table = Table(title="[0] k<[lambda() (instance 2)]>")
+    table.add_column("cell")
+    table.add_row("[green]ok[/] tile[t][c], a cell as wide as the title")
+    console.print(table)
+    text = buffer.getvalue()
+    assert "FAIL x[i] sdata[t] and sdata[t + s] f<[lambda() (instance 2)]> [/x]" in text
+    assert "[0] k<[lambda() (instance 2)]>" in text
+    assert "ok tile[t][c]" in text
+    assert "[red]" not in text and "[green]" not in text and "[/]" not in text
+
+
+def test_profile_import_keeps_the_bracketed_part_of_a_kernel_name():
+    report = REPO / "tests" / "fixtures" / "ncu" / "copy_bf16_fabric_raw.csv.xz"
+    text = _piped("profile", "--import", str(report))
+    assert "neg_kernel_cuda(TensorIteratorBase &)::[lambda() (instance 2)]::operator" in text
+
+
+def test_drill_prose_keeps_its_indices():
+    text = _piped("drill", "--seed", "2", "--answers", ";;;;;;")
+    assert "lane t reads tile[t][c]" in text

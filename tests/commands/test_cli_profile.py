@@ -25,7 +25,6 @@ NCU = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 FOCUSED_REPORT = NCU / "gemm_focused.ncu-rep.xz"
 
 
-
 def run_cli(args, capsys) -> tuple[int, str, str]:
     code = main(args)
     captured = capsys.readouterr()
@@ -168,6 +167,11 @@ def test_a_failing_target_reports_ncus_error_line(fake_ncu, monkeypatch, capsys)
         ["profile", "torch.mm", "--rows", "64"],
         ["profile", "torch.mm", "--m", "64", "--n", "64"],
         ["profile", "torch.softmax", "--size", "64", "--k", "3"],
+        ["profile", "--import", "/dev/null"],
+        ["profile", "--import", str(NCU / "gemm_focused_raw.csv"), "--set", "full"],
+        ["profile", "--import", str(NCU / "gemm_focused_raw.csv"), "--size", "5"],
+        ["profile", "--import", str(NCU / "gemm_focused_raw.csv"), "--dtype", "bf16"],
+        ["profile", "--import", str(NCU / "gemm_focused_raw.csv"), "--launch-count", "2"],
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, capsys, fake_ncu):
@@ -181,6 +185,18 @@ def test_bad_input_is_one_line_and_exit_2(args, capsys, fake_ncu):
 
 
 # --- reports ---------------------------------------------------------------------------------
+
+
+def test_import_says_what_is_wrong_with_the_file_or_the_options(capsys, tmp_path):
+    code, _, err = run_cli(["profile", "--import", "/dev/null"], capsys)
+    assert code == 2 and "/dev/null is not a regular file" in err and "no such" not in err
+    empty = tmp_path / "page.csv"
+    empty.write_text("")
+    code, _, err = run_cli(["profile", "--import", str(empty)], capsys)
+    assert code == 2 and f"{empty} is empty" in err
+    page = str(NCU / "gemm_focused_raw.csv")
+    code, _, err = run_cli(["profile", "--import", page, "--set", "full", "--size", "5"], capsys)
+    assert code == 2 and "--set, --size shape a new profile; with --import there is none" in err
 
 
 def test_import_prints_each_kernels_diagnosis_as_json(capsys):

@@ -133,3 +133,82 @@ def test_compare_output_is_whole_when_piped(tmp_path):
     assert long_name in done.stdout and "…" not in done.stdout
     summary = next(line for line in done.stdout.splitlines() if line.startswith("FAST"))
     assert len(summary) > 80 and summary.rstrip().endswith("samples)")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("stats", None, "stats are null"),
+        ("rel_noise", None, "stats.rel_noise is None"),
+        ("samples_ms", [0.0, 1.0], "samples_ms[0] is 0.0"),
+        ("samples_ms", [1.0, float("nan")], "samples_ms[1] is nan"),
+        ("samples_ms", ["fast"], "samples_ms[0] is 'fast'"),
+        ("samples_ms", "1.0", "samples_ms is '1.0'"),
+    ],
+)
+def test_compare_null_stats_noise_and_bad_samples_are_one_line(
+    tmp_path, capsys, field, value, said
+):
+    old, new = write_pair(tmp_path)
+    data = json.loads(new.read_text())
+    if field == "rel_noise":
+        data[0]["stats"]["rel_noise"] = value
+    else:
+        data[0][field] = value
+    new.write_text(json.dumps(data))
+    err = _one_line_exit_2(capsys, ["compare", str(old), str(new), "--json"])
+    assert said in err
+
+
+def test_compare_a_file_without_records_is_one_line(tmp_path, capsys):
+    old, _ = write_pair(tmp_path)
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    assert "holds no records" in _one_line_exit_2(capsys, ["compare", str(empty), str(old)])
+
+
+def test_compare_warns_when_the_pairs_ran_on_different_gpus(tmp_path, capsys):
+    old = save_records([make_record((1.0, 0.002), implementation="x")], tmp_path / "old.json")
+    on_h100 = make_record((1.5, 0.002), implementation="x")
+    on_h100.gpu, on_h100.gpu_id = "NVIDIA H100 80GB HBM3", "h100-sxm"
+    new = save_records([on_h100], tmp_path / "new.json")
+    assert main(["compare", str(old), str(new), "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert "1 of 1 pairs were measured on different GPUs" in result["gpus_differ"]
+    (pair,) = result["comparisons"]
+    assert (pair["old_gpu"], pair["new_gpu"]) == ("h200", "h100-sxm")
+    warning = [line for line in captured.err.splitlines() if "different GPUs" in line]
+    assert len(warning) == 1 and "h200 in the old file, h100-sxm in the new" in warning[0]
+    # the same card on both sides: no warning
+    assert main(["compare", str(old), str(old), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["gpus_differ"] == "" and "different GPUs" not in captured.err
+
+
+def test_compare_fits_an_80_column_terminal():
+    import io
+
+    from kernelab.commands.compare import _render
+    from kernelab.harness.records import compare_records
+    from kernelab.output import _Console
+
+    long_shape = {"rows": 16384, "cols": 131072}
+    pairs = [(make_record((1.0, 0.01), implementation=name, shape=long_shape),
+              make_record((1.3, 0.01), implementation=name, shape=long_shape))
+             for name in ("triton.layernorm", "triton.softmax")]  # fmt: skip
+    comparisons = compare_records([a for a, _ in pairs], [b for _, b in pairs])
+    result = {"old": "benchmarks/results/h200/pytorch/pytorch_targets_20261202.json.xz",
+              "new": "benchmarks/results/h100/pytorch/pytorch_targets_20261206.json.xz",
+              "rule": "SAME when ...", "counts": {"FAST": 0, "SLOW": 2, "SAME": 0},
+              "comparisons": [c.to_dict() for c in comparisons]}  # fmt: skip
+    buffer = io.StringIO()
+    console = _Console(file=buffer, force_terminal=True, width=80, color_system=None)
+    _render(result)(console)
+    text = buffer.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "triton.layernorm" in text and "+30.0 %" in text and "SLOW" in text
+    assert "…" not in text and "the op column on a wider terminal" in text
+    wide = _Console(file=io.StringIO(), force_terminal=True, width=140, color_system=None)
+    _render(result)(wide)
+    assert "┃ op " in wide.file.getvalue()  # every column where there is room

@@ -53,6 +53,13 @@ def test_a_newer_schema_or_a_missing_field_is_refused():
         Record.from_dict(data)
 
 
+@pytest.mark.parametrize("stats", [None, [1.0], "fast"])
+def test_stats_that_are_not_an_object_are_refused_in_one_line(stats):
+    data = {**make_record().to_dict(), "stats": stats}
+    with pytest.raises(KernelabError, match="must be a JSON object with a median"):
+        Record.from_dict(data)
+
+
 def test_load_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

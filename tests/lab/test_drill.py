@@ -100,3 +100,17 @@ def test_a_typed_run_counts(tmp_path, monkeypatch):
     assert drill.load_score(path).asked == 2
     monkeypatch.setattr(drill, "typed_at_a_terminal", lambda: False)
     assert drill.save_score(path, drill.load_score(path), outcomes).asked == 2
+
+
+def test_every_drill_line_prints_its_brackets(monkeypatch):
+    from kernelab.output import _Console
+
+    cards = [q for q in drill.make_questions(400, seed=11) if "[" in q.prompt + q.explanation]
+    assert cards, "the deck has prose with brackets (tile[t][c], sdata[t])"
+    buffer = __import__("io").StringIO()
+    console = _Console(file=buffer, force_terminal=True, width=10_000, color_system=None)
+    for q in cards:
+        console.print(f"{q.prompt} {q.explanation}")
+    shown = buffer.getvalue().splitlines()
+    for q, line in zip(cards, shown, strict=True):
+        assert line.rstrip() == f"{q.prompt} {q.explanation}".rstrip()

@@ -78,6 +78,13 @@ def test_cpu_lab_quick_writes_a_report_with_every_section(tmp_path, capsys):
 OPINION = "an informed opinion on Triton vs CUTLASS vs raw CUDA"
 
 
+def test_cpu_lab_about_a_card_without_a_bf16_rate_writes_its_report(tmp_path, capsys):
+    out = tmp_path / "lab"
+    assert main(["lab", "--quick", "--gpu", "m3-max", "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "no dense bf16 rate for the m3-max" in md and "floor ms (m3-max datasheet)" in md
+
+
 @pytest.mark.gpu
 def test_gpu_lab_quick_judges_every_criterion_on_its_own_run(tmp_path, capsys):
     """The main job as a user with a GPU runs it: every criterion judged on this run's
@@ -120,6 +127,47 @@ def test_an_interrupted_lab_keeps_what_it_measured(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "records" / "stages.json").read_text())["compile"] == "ok"
 
 
+def test_a_change_of_gpu_places_the_rooflines_again(tmp_path, monkeypatch):
+    from kernelab.lab import run as lab_run
+
+    monkeypatch.setattr(lab_run, "CPU_STAGES", lab_run.CPU_STAGES[:1])  # the rooflines alone
+    run_lab(tmp_path, quick=True, gpu="h200", fresh=False, progress=lambda _: None)
+    seen = []
+    state = run_lab(tmp_path, quick=True, gpu="a100-sxm", fresh=False, progress=seen.append)
+    assert "rooflines: run again (the earlier run placed them on the h200; this report is " \
+           "about the a100-sxm)" in seen  # fmt: skip
+    assert not any("kept from the earlier run" in m for m in seen)
+    placed = json.loads((tmp_path / "records" / "rooflines.json").read_text())
+    assert placed["gpu"] == "a100-sxm" and "a100-sxm" in state.done["rooflines"]
+    seen.clear()  # the same card again: kept
+    run_lab(tmp_path, quick=True, gpu="a100-sxm", fresh=False, progress=seen.append)
+    assert any(m.startswith("rooflines: kept from the earlier run") for m in seen)
+
+
+def test_a_report_about_one_card_never_shows_anothers_measured_ceilings(tmp_path):
+    from kernelab.lab import decode
+    from kernelab.lab.compose import ceilings_section
+    from kernelab.lab.paths import committed_results_dir
+    from kernelab.lab.report import Report, to_markdown
+
+    folder = committed_results_dir("h200")
+    if folder is None:
+        pytest.skip("needs the committed H200 records")
+    results = load_results(folder)
+    texts = {}
+    for gpu in ("a100-sxm", "h200"):
+        report = Report("r")
+        ceilings_section(report, results, gpu)
+        decode.section(report, gpu, False, results, tmp_path / gpu)
+        texts[gpu] = to_markdown(report, tmp_path)
+    other = texts["a100-sxm"]
+    assert "None measured on the a100-sxm: the ceilings in these records are the h200's" in other
+    assert "| copy |" not in other and "989.40" not in other  # no H200 datasheet either
+    assert "| bf16 | 15.01 | 7.36 | - |" in other  # no floor from the H200's copy
+    own = texts["h200"]
+    assert "| copy | 4.25 | 4.80 |" in own and "| bf16 | 15.01 | 3.13 | 3.53 |" in own
+
+
 def test_gate_judges_the_phase_bar_and_ours_apart(tmp_path):
     """75 % of cuBLAS meets the phase's bar, not ours; tests/lab/test_gate.py flips every
     criterion on a folder of records."""
@@ -143,10 +191,12 @@ def test_gate_judges_the_phase_bar_and_ours_apart(tmp_path):
     assert not results["Nsight Compute metrics pulled and the top bottleneck named"].passed
     assert not results["an informed opinion on Triton vs CUTLASS vs raw CUDA"].passed
 
-    # nothing measured: no criterion can pass, the roofline and the numbers included
-    empty = gate.evaluate_gate(ResultSet(folder=None), None)
-    assert [c.name for c in empty if c.passed] == ["every record file read, every stored "
-                                                   "figure agrees with its samples"]  # fmt: skip
+    # nothing measured: no criterion can pass, the roofline, the numbers and the records'
+    # own (no file read vouches for nothing) included
+    empty = _by_name(gate.evaluate_gate(ResultSet(folder=None), None))
+    assert not [name for name, c in empty.items() if c.passed]
+    records = empty["every record file read, every stored figure agrees with its samples"]
+    assert records.evidence.startswith("no record file read")
 
 
 def test_exit_check_reads_a_results_folder(tmp_path, capsys):
@@ -162,6 +212,32 @@ def test_exit_check_reads_a_results_folder(tmp_path, capsys):
 def test_exit_check_without_a_folder_is_one_line(tmp_path, capsys):
     assert main(["exit-check", "--results", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def _exit_2_in_one_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("kernelab: ")
+    assert captured.err.count("\n") == 1
+    return captured.err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_exit_check_of_a_folder_without_record_files_is_exit_2(tmp_path, capsys, json_flag):
+    from pathlib import Path
+
+    err = _exit_2_in_one_line(capsys, ["exit-check", "--results", str(tmp_path), *json_flag])
+    assert "holds no record files" in err
+    ncu = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"  # reports, no records
+    assert "holds no record files" in _exit_2_in_one_line(
+        capsys, ["exit-check", "--results", str(ncu), *json_flag]
+    )
+
+
+def test_exit_check_of_a_file_says_it_is_a_file(tmp_path, capsys):
+    record_file = save_records(_ladder(60.0), tmp_path / "ladder.json")
+    err = _exit_2_in_one_line(capsys, ["exit-check", "--results", str(record_file)])
+    assert "is a file, not a folder" in err and "no such folder" not in err
 
 
 def test_drill_scores_scripted_answers(tmp_path, monkeypatch):

@@ -23,7 +23,9 @@ def _edit_records(path, change):
 
 def _scale(path, factor, implementation, **shape):
     def change(r):
-        if r["implementation"] == implementation and all(r["shape"].get(k) == v for k, v in shape.items()):
+        if r["implementation"] == implementation and all(
+            r["shape"].get(k) == v for k, v in shape.items()
+        ):
             r["samples_ms"] = [s * factor for s in r["samples_ms"]]
 
     _edit_records(path, change)
@@ -116,6 +118,24 @@ def test_the_section_shows_the_walk_and_says_what_needs_a_gpu(tmp_path, folder):
     decode.section(measured, "h200", True, load_results(folder), tmp_path / "figures")
     text = to_markdown(measured, tmp_path)
     assert "triton.quant_gemv.int4" in text and "| 95 |" in text  # % of the run's copy
+
+
+@pytest.mark.parametrize("gpu", ["m3-max", "m2-max", "rtx-5090"])
+def test_a_card_without_a_bf16_rate_skips_the_walk_in_one_line(tmp_path, gpu):
+    report = Report("r")
+    decode.section(report, gpu, False, load_results(tmp_path / "nothing"), tmp_path / "figures")
+    text = to_markdown(report, tmp_path)
+    assert f"No batch walk here: the catalog lists no dense bf16 rate for the {gpu}" in text
+    assert "| m* |" not in text and not (tmp_path / "figures" / "decode_walk.png").exists()
+    assert f"floor ms ({gpu} datasheet)" in text  # the weight bytes need only the bandwidth
+
+
+def test_the_walk_refuses_a_dtype_the_card_has_no_rate_for():
+    from kernelab.errors import KernelabError
+    from kernelab.ops.gemv.roofline_walk import walk
+
+    with pytest.raises(KernelabError, match="no dense bf16 rate for the rtx-5090"):
+        walk(4096, 4096, gpu="rtx-5090", dtype="bf16")
 
 
 def test_the_walk_turns_compute_bound_at_its_crossover():

@@ -55,8 +55,56 @@ def test_triton_table_heading_names_only_the_baselines_timed_and_units_show(tmp_
     heading = next(b.text for b in report.blocks if type(b).__name__ == "Heading")
     assert "torch eager" in heading and "torch.compile" not in heading
     (row,) = _tables(report)[0].rows
-    assert row[1] == "cols=4096 rows=4096"
+    assert row[1] == "rows=4096 cols=4096"  # the op's own key order, not the alphabet's
     assert row[5] == "eager.softmax: 2.50 TB/s"
+
+
+def test_triton_table_keeps_each_ops_key_order_and_names_its_files_and_days(tmp_path):
+    gemm = {"m": 1024, "n": 1024, "k": 1024}
+    save_records([_record("triton.matmul", "gemm", gemm, "bf16", 100.0),
+                  _record("torch.mm", "gemm", gemm, "bf16", 100.0)], tmp_path / "a.json")  # fmt: skip
+    report = Report("t")
+    c.kernels_section(report, load_results(tmp_path), tmp_path)
+    (row,) = _tables(report)[0].rows
+    assert row[1] == "m=1024 n=1024 k=1024"
+    words = " ".join(b.text for b in report.blocks if type(b).__name__ == "Paragraph")
+    assert "kernelab's cold timer: from a.json, 2026-11-29." in words
+    assert "do_bench" not in words  # no later do_bench run here to defer to
+
+
+def test_triton_table_says_the_criteria_judge_a_later_do_bench_run(tmp_path):
+    case = {"rows": 4096, "cols": 4096}
+    save_records([_record("triton.softmax", "softmax", case, "bf16", 4100.0)],
+                 tmp_path / "sweep.json")  # fmt: skip
+    results = load_results(tmp_path)
+    results.pytorch_file = "pytorch/pytorch_targets_20261202.json.xz"
+    results.pytorch_records = [_record("triton.softmax", "softmax", {"rows": 1024, "cols": 131072},
+                                       "bf16", 3910.0, when="2026-12-02T10:00:00+00:00")]  # fmt: skip
+    report = Report("t")
+    c.kernels_section(report, results, tmp_path)
+    words = " ".join(b.text for b in report.blocks if type(b).__name__ == "Paragraph")
+    assert "from sweep.json, 2026-11-29" in words
+    assert ("judge each target by its newest run: for the targets timed again in "
+            "pytorch/pytorch_targets_20261202.json.xz (2026-12-02") in words  # fmt: skip
+
+
+def test_the_scan_compile_table_names_the_kernel_of_each_row(tmp_path):
+    import json
+
+    state = _state(tmp_path, on_gpu=False)
+    row = {"step": "scan:01", "dtype": "fp32", "technique": "Hillis-Steele", "registers": 16,
+           "static_smem_bytes": 2048, "spill_store_bytes": 0, "spill_load_bytes": 0}  # fmt: skip
+    rows = [{**row, "kernel": "scan_hillis_steele"},
+            {**row, "kernel": "scan_hillis_steele_offsets", "registers": 28}]  # fmt: skip
+    (state.records_dir / "pmpp").mkdir()
+    (state.records_dir / "pmpp" / "compile.json").write_text(
+        json.dumps({"pmpp_compile": {"scan": {"rows": rows}}})
+    )
+    report = Report("t")
+    c.pmpp_section(report, state, load_results(tmp_path / "none"), tmp_path / "figures")
+    scan = next(t for t in _tables(report) if t.rows and t.rows[0][0] == "scan:01")
+    assert scan.header[:3] == ["step", "kernel", "dtype"]
+    assert [r[1] for r in scan.rows] == ["scan_hillis_steele", "scan_hillis_steele_offsets"]
 
 
 def test_triton_table_shows_the_host_cost_per_call_beside_the_rates(tmp_path):
@@ -72,8 +120,8 @@ def test_triton_table_shows_the_host_cost_per_call_beside_the_rates(tmp_path):
     table = _tables(report)[0]
     assert table.header[-1].startswith("host us/call")
     cells = {row[1]: row[-1] for row in table.rows}
-    assert cells["cols=4096 rows=64"] == "21.5 / 9.2 (launch-bound)"
-    assert cells["cols=8 rows=8"] == "-"  # a record made before records carried it
+    assert cells["rows=64 cols=4096"] == "21.5 / 9.2 (launch-bound)"
+    assert cells["rows=8 cols=8"] == "-"  # a record made before records carried it
 
 
 def test_triton_table_heading_names_torch_compile_when_it_was_timed(tmp_path):
@@ -160,5 +208,9 @@ def test_report_says_where_each_number_comes_from(tmp_path, on_gpu):
         nxt = md.split("## What to run next on a GPU", 1)[1]
         for command in ("kernelab lab --out", "kernelab exit-check --results DIR/records",
                         "kernelab exit-check --results benchmarks/results/h100",
-                        "kernelab ceilings", "python3 -m pytest -q -m gpu"):  # fmt: skip
+                        "kernelab ceilings", "python3 -m pytest -q -m gpu",
+                        "kernelab ladder scan"):  # fmt: skip
             assert command in nxt
+        # a path inside the checkout is said to be one: it fails from any other folder
+        assert "from its root, `kernelab exit-check --results benchmarks/results/h100`" in nxt
+        assert "`kernelab exit-check` judges the h200's from any folder" in nxt

@@ -186,6 +186,58 @@ def test_cli_bad_input_is_one_line_exit_2(argv, message, capsys, tmp_path, monke
     assert "\n" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--out", "/proc/x"], "--out keeps a new capture; with --import there is none"),
+        (["--out", "elsewhere"], "--out keeps a new capture"),
+        (["--steps", "2"], "--steps and --warmup shape a new capture"),
+        (["--warmup", "0"], "--steps and --warmup shape a new capture"),
+    ],
+)
+def test_cli_import_refuses_what_only_shapes_a_capture(fixtures_dir, capsys, tmp_path, extra,
+                                                       message, monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    trace = fixtures_dir / "timeline" / "gpu_like_trace.json"
+    assert main(["timeline", "--import", str(trace), *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert message in captured.err
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "kernelab-timeline").exists()
+
+
+def test_cli_import_of_a_device_or_an_empty_file_says_so(capsys, tmp_path):
+    empty = tmp_path / "trace.json"
+    empty.write_text("")
+    for path, said in (("/dev/null", "/dev/null is not a regular file"),
+                       (str(empty), f"{empty} is empty")):  # fmt: skip
+        assert main(["timeline", "--import", path]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert said in captured.err and "no trace file" not in captured.err
+
+
+def test_cli_import_of_an_ncu_csv_is_a_short_line_naming_what_was_expected(fixtures_dir, capsys):
+    page = fixtures_dir / "ncu" / "gemm_focused_raw.csv"
+    assert main(["timeline", "--import", str(page)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400, len(err)
+    assert "Start, Duration, Name" in err and "Total Time, Instances, Name" in err
+    assert "its columns: ID, Process ID" in err and "more" in err
+
+
+def test_cli_nsys_csv_import_names_no_viewer_and_no_developer_note(fixtures_dir, capsys):
+    csv_export = fixtures_dir / "timeline" / "nsys_cuda_gpu_trace.csv"
+    assert main(["timeline", "--import", str(csv_export)]) == 0
+    out = capsys.readouterr().out
+    assert "perfetto" not in out.lower() and "chrome://tracing" not in out
+    assert "developed on" not in out and "H200 kernelab" not in out
+    assert f"trace: {csv_export}" in out
+    trace = fixtures_dir / "timeline" / "gpu_like_trace.json"
+    assert main(["timeline", "--import", str(trace)]) == 0
+    assert "(open it in ui.perfetto.dev or chrome://tracing)" in capsys.readouterr().out
+
+
 def test_cli_profiles_a_script_and_keeps_trace_and_summary(scripts, tmp_path, capsys):
     out = tmp_path / "tl"
     argv = ["timeline", "--out", str(out), "--steps", "2", "--warmup", "1", "--json"]

@@ -61,7 +61,9 @@ def render_record(record, spec, path: str | None):
     from kernelab.output import Table
 
     rows = hierarchy_rows(record, spec)
-    title = f"{record.gpu} ({record.gpu_id or 'not in the catalog'}): where the data lives"
+    # a record may name no GPU or no time (null in the file): said as unknown, never "None"
+    gpu = record.gpu or "unknown GPU"
+    title = f"{gpu} ({record.gpu_id or 'not in the catalog'}): where the data lives"
 
     def cells(row, columns) -> list[str]:
         return [("  " if row["variant"] else "") + row["level"]] + [
@@ -106,7 +108,8 @@ def render_record(record, spec, path: str | None):
                 highlight=False,
             )
         where = f"record: {path}" if path else ""
-        console.print(f"\nmeasured {record.timestamp}{' (quick)' if record.quick else ''}. {where}")
+        when = record.timestamp or "at an unknown time"
+        console.print(f"\nmeasured {when}{' (quick)' if record.quick else ''}. {where}")
         for warning in record.warnings:
             console.print(f"[yellow]warning:[/yellow] {warning}")
 
@@ -142,6 +145,8 @@ def register(app: typer.Typer) -> None:
         import_path = input_file(import_file, "--import")
         if import_path is not None and out is not None:
             raise KernelabError("--out saves a new measurement; with --import there is none")
+        if import_path is not None and quick:
+            raise KernelabError("--quick shortens a new measurement; with --import there is none")
         out_path = output_file(out, "--out")
         if import_path is not None:
             record = load_record(import_path)

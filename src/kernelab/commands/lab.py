@@ -121,6 +121,9 @@ def results_folder(results: str | None) -> Path:
     if not results.strip():
         raise KernelabError("--results is empty; give a results folder")
     folder = Path(results).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise KernelabError(f"--results {results} is a file, not a folder; give the folder "
+                            "that holds the record files")  # fmt: skip
     if not folder.is_dir():
         raise KernelabError(f"--results {results}: no such folder")
     return folder
@@ -159,7 +162,10 @@ def lab(
     with err_console.status("kernelab lab", spinner="dots") as status:
 
         def progress(message: str) -> None:
-            status.update(f"kernelab lab: {message}")
+            from rich.text import Text
+
+            # the spinner reads a str as markup without the console's guard: hand it plain text
+            status.update(Text(f"kernelab lab: {message}"))
             if is_stage_line(message):
                 note(message)
 
@@ -216,8 +222,10 @@ def lab(
 def exit_check(
     results: Annotated[
         str | None,
-        typer.Option(help="A results folder: a lab run's DIR/records or benchmarks/results/<card> "
-                     "(default: the committed records of the h200)."),  # fmt: skip
+        typer.Option(
+            help="A results folder: a lab run's DIR/records or benchmarks/results/<card> "
+            "(default: the committed records of the h200)."
+        ),  # fmt: skip
     ] = None,
     strict: Annotated[
         bool,
@@ -233,15 +241,19 @@ def exit_check(
     (a [kernelab] FAIL is shown but is a target, not a gate); 1 when a [phase] criterion
     fails, or with --strict when any criterion fails; 2 for an empty or missing folder.
     """
+    from kernelab.errors import KernelabError
     from kernelab.lab import run as lab_run
     from kernelab.lab.gate import evaluate_gate
     from kernelab.lab.results import load_results
 
     folder = results_folder(results)
     loaded = load_results(folder)
+    if not loaded.files and not loaded.unreadable:  # nothing to judge: not a verdict of FAILs
+        raise KernelabError(
+            f"--results {folder} holds no record files (.json or .json.xz); give a lab run's "
+            "DIR/records or benchmarks/results/<card>"
+        )
     if loaded.empty and loaded.files and not loaded.unreadable:  # files, none a measurement
-        from kernelab.errors import KernelabError
-
         raise KernelabError(
             f"--results {folder} holds no measured records (a lab run without a GPU measures "
             "nothing); judge a card's committed records: --results benchmarks/results/h200"
@@ -275,8 +287,10 @@ def exit_check(
 def readme(
     check: Annotated[
         bool,
-        typer.Option(help="Write nothing; exit 1 when README.md or docs/results.md is not what "
-                     "the committed records give."),
+        typer.Option(
+            help="Write nothing; exit 1 when README.md or docs/results.md is not what "
+            "the committed records give."
+        ),
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -299,8 +313,11 @@ def readme(
     stale = stale_pages(root, pages)
     if not check:
         write_pages(root, pages)
-    data = {"pages": [p.relative_to(root).as_posix() for p in pages],
-            "stale": [p.relative_to(root).as_posix() for p in stale], "check": check}
+    data = {
+        "pages": [p.relative_to(root).as_posix() for p in pages],
+        "stale": [p.relative_to(root).as_posix() for p in stale],
+        "check": check,
+    }
 
     def render(console) -> None:  # paths as the checkout names them, never absolute
         shown = [p.relative_to(root).as_posix() for p in (stale if check else pages)]

@@ -169,6 +169,17 @@ def register(app) -> None:
                 raise KernelabError("give either --import FILE or something to profile, not both")
             if nvtx is not None:
                 raise KernelabError("--nvtx selects kernels while profiling, not in --import")
+            # what only shapes a new profile is refused rather than silently ignored
+            given = [name for name, value in (
+                ("--set", section_set != "focused"), ("--size", size is not None),
+                ("--m", m is not None), ("--n", n is not None), ("--k", k is not None),
+                ("--rows", rows is not None), ("--cols", cols is not None),
+                ("--dtype", dtype is not None), ("--launch-skip", launch_skip != 0),
+                ("--launch-count", launch_count != 1)) if value]  # fmt: skip
+            if given:
+                verb = "shapes" if len(given) == 1 else "shape"
+                raise KernelabError(f"{', '.join(given)} {verb} a new profile; with --import "
+                                    "there is none (--kernel and --gpu apply to a report)")  # fmt: skip
             import_file = input_file(import_path, "--import")
             profiles = report_module.load(import_file)
             if kernel is not None:

@@ -23,6 +23,7 @@ from kernelab.errors import KernelabError, input_file, output_folder
 from kernelab.output import JsonOption, emit, to_jsonable
 
 DEFAULT_OUT = "kernelab-timeline"
+DEFAULT_STEPS, DEFAULT_WARMUP = 5, 3
 NSYS_SUFFIXES = (".csv", ".nsys-rep")
 
 
@@ -62,11 +63,19 @@ def register(app) -> None:
             ),
         ] = None,
         out: Annotated[
-            str,
-            typer.Option("--out", metavar="DIR", help="Folder for the trace and the summary."),
-        ] = DEFAULT_OUT,
-        steps: Annotated[int, typer.Option(help="Steps to profile after the warm-up.")] = 5,
-        warmup: Annotated[int, typer.Option(help="Steps to run first, unprofiled.")] = 3,
+            str | None,
+            typer.Option(
+                "--out",
+                metavar="DIR",
+                help=f"Folder for the trace and the summary (default: {DEFAULT_OUT}).",
+            ),
+        ] = None,
+        steps: Annotated[
+            int, typer.Option(help="Steps to profile after the warm-up.")
+        ] = DEFAULT_STEPS,
+        warmup: Annotated[
+            int, typer.Option(help="Steps to run first, unprofiled.")
+        ] = DEFAULT_WARMUP,
         top: Annotated[int, typer.Option(help="Kernels in the table (0: all).")] = 10,
         drill: Annotated[
             int, typer.Option(help="Profile the top N kernels with Nsight Compute.")
@@ -101,6 +110,12 @@ def register(app) -> None:
                 raise KernelabError("give either --import FILE or a workload after '--', not both")
             if drill:
                 raise KernelabError("--drill reruns the workload: give it after '--', not --import")
+            # options that shape a new capture are refused rather than silently ignored
+            if out is not None:
+                raise KernelabError("--out keeps a new capture; with --import there is none")
+            if (steps, warmup) != (DEFAULT_STEPS, DEFAULT_WARMUP):
+                raise KernelabError("--steps and --warmup shape a new capture; with --import "
+                                    "there is none")  # fmt: skip
             result = import_timeline(input_file(import_path, "--import"), top=top, gpu=gpu)
         elif not target:
             raise KernelabError(
@@ -110,7 +125,7 @@ def register(app) -> None:
         else:
             from kernelab.timeline.capture import profile_script
 
-            out = output_folder(out, "--out")
+            out = output_folder(DEFAULT_OUT if out is None else out, "--out")
             made_out = not out.exists()
             try:
                 result = profile_script(

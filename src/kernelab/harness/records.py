@@ -192,6 +192,11 @@ class Record:
         missing = sorted(required - set(data))
         if missing:
             raise KernelabError(f"record lacks {', '.join(missing)}")
+        if not isinstance(data["stats"], dict):
+            raise KernelabError(
+                f"record stats are {json.dumps(data['stats'])}; they must be a JSON object "
+                "with a median"
+            )
         if "median" not in data["stats"]:
             raise KernelabError("record stats lack a median")
         # an older record has no git fields: unknown, never the commit of whoever reads it
@@ -347,6 +352,8 @@ class Comparison:
     speedup: float  # old / new: above 1 is faster
     noise_pct: float  # the band within which the two are called SAME, in % of old
     label: str  # "FAST", "SLOW" or "SAME"
+    old_gpu: str = ""  # the GPU each side was measured on (its catalog id, else its name)
+    new_gpu: str = ""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -370,6 +377,12 @@ def label_change(
 def _latest_by_key(records: list[Record]) -> dict[tuple, Record]:
     """One record per key; the later one in the list wins (files are appended in time order)."""
     return {r.key(): r for r in records}
+
+
+def measured_on(record: Record) -> str:
+    """The GPU a record was measured on: its catalog id, else the name the device gave, else
+    "" (unknown)."""
+    return record.gpu_id or record.gpu or ""
 
 
 def compare_records(old: list[Record], new: list[Record]) -> list[Comparison]:
@@ -396,6 +409,8 @@ def compare_records(old: list[Record], new: list[Record]) -> list[Comparison]:
                 speedup=before.median_ms / after.median_ms,
                 noise_pct=band * 100,
                 label=label,
+                old_gpu=measured_on(before),
+                new_gpu=measured_on(after),
             )
         )
     return comparisons

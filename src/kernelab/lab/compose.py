@@ -70,8 +70,14 @@ def provenance_section(report: Report, state, results: ResultSet, source_note: s
                 f"{results.machine()}. To measure your own, see 'What to run next on a GPU' at "
                 "the end."),
         ]  # fmt: skip
-    items.append((0, f"The GPU this report is about: {state.gpu_id}, {state.gpu_from}."
-                     if state.gpu_from else f"The GPU this report is about: {state.gpu_id}."))
+    items.append(
+        (
+            0,
+            f"The GPU this report is about: {state.gpu_id}, {state.gpu_from}."
+            if state.gpu_from
+            else f"The GPU this report is about: {state.gpu_id}.",
+        )
+    )
     report.add(Heading("Where the numbers come from"), Bullets(items))
 
 
@@ -133,12 +139,27 @@ def gate_section(
 def next_on_gpu_section(report: Report, out: Path) -> None:
     """On a machine without a GPU: what works here, and the exact commands that measure what
     this run could not on a machine with one."""
+    from kernelab.lab.paths import DEFAULT_CARD, card_folder, committed_cards
+
+    # Only commands that work from any folder: exit-check finds the default card's records
+    # itself; another card's folder is a path inside the checkout, so it is named as one.
+    default = card_folder(DEFAULT_CARD)
+    others = [card for card in committed_cards() if card != default]
+    if default in committed_cards():
+        here = (f"Here, the gate on the committed records: `kernelab exit-check` judges the "
+                f"{DEFAULT_CARD}'s from any folder (kernelab installed from its checkout "
+                "carries them)")  # fmt: skip
+        if others:
+            here += ("; another card's are a folder of that checkout: from its root, "
+                     + ", ".join(f"`kernelab exit-check --results benchmarks/results/{card}`"
+                                 for card in others))  # fmt: skip
+        here += ". "
+    else:
+        here = ""
     report.add(
         Heading("What to run next on a GPU"),
         Paragraph("This machine has no CUDA GPU, so the measured sections above are the "
-                  "committed records. Here, the gate on each card's committed records: "
-                  "`kernelab exit-check` (the h200's) and `kernelab exit-check --results "
-                  "benchmarks/results/h100`. This run's own records folder holds no "
+                  f"committed records. {here}This run's own records folder holds no "
                   "measurements, so the gate has nothing of this machine to judge. On a "
                   "machine with a GPU, from a checkout of kernelab:"),
         Bullets([
@@ -150,9 +171,9 @@ def next_on_gpu_section(report: Report, out: Path) -> None:
                 "every % above is measured against"),
             (0, "kernelab ladder sgemm and kernelab ladder hgemm --pairs 200: the two CUDA "
                 "ladders against cuBLAS"),
-            (0, "kernelab ladder reduce, kernelab ladder histogram and kernelab ladder "
-                "transpose: the PMPP ladders checked, then timed beside their anchors and "
-                "ceilings (the lab's pmpp stage times them at its own sizes)"),
+            (0, "kernelab ladder reduce, kernelab ladder scan, kernelab ladder histogram and "
+                "kernelab ladder transpose: the PMPP ladders checked, then timed beside their "
+                "anchors and ceilings (the lab's pmpp stage times them at its own sizes)"),
             (0, "kernelab bench triton.softmax --sizes 8192x8192 --dtype bf16: one kernel, "
                 "checked and timed"),
             (0, "kernelab profile triton.softmax --rows 8192 --cols 8192 --dtype bf16: Nsight "
@@ -252,11 +273,22 @@ def measured_roofline(report: Report, results: ResultSet, figures: Path) -> None
                                    f"{charts.sources_of(ours)}"))  # fmt: skip
 
 
-def ceilings_section(report: Report, results: ResultSet) -> None:
+def ceilings_section(report: Report, results: ResultSet, gpu_id: str | None = None) -> None:
+    """The measured ceilings beside their datasheet. With `gpu_id` (the GPU a report is
+    about), only that card's: when the records hold another card's, one line says none were
+    measured on this one (never the other card's figures in a report about this one)."""
     if not results.ceilings:
         return
+    ceilings = results.ceilings if gpu_id is None else results.ceilings_on(gpu_id)
+    if ceilings is None:
+        other = results.ceilings_card() or results.ceilings.get("gpu") or "an unknown GPU"
+        report.add(Heading("Measured ceilings"),
+                   Paragraph(f"None measured on the {gpu_id}: the ceilings in these records are "
+                             f"the {other}'s, not shown in a report about the {gpu_id} "
+                             "(kernelab ceilings on one measures its own)."))  # fmt: skip
+        return
     rows = []
-    for name, c in results.ceilings["ceilings"].items():
+    for name, c in ceilings["ceilings"].items():
         unit = "TB/s" if c["unit"] == "bytes/s" else "TFLOP/s"
         rows.append([name, _fmt(c["rate"] / 1e12), _fmt(c["datasheet"] / 1e12 if c["datasheet"] else None),
                      unit, _fmt(100 * c["ratio"] if c["ratio"] else None, ".1f"), shape_text(c["shape"])])  # fmt: skip
@@ -365,6 +397,24 @@ def ladder_section(report: Report, results: ResultSet, figures: Path,
     tile_lens_section(report, ladder, registers)
 
 
+def table_sources(shown: list, results: ResultSet) -> str:
+    """Which records a table of kernelab-timer runs reads, by file and day, and, where a later
+    do_bench run exists, that the exit criteria judge that run instead: the two can differ
+    (other shapes, another timer, another day) without either being wrong."""
+    days = sorted({r.timestamp[:10] for r in shown if r.timestamp})
+    when = days[0] if len(days) == 1 else (f"{days[0]} to {days[-1]}" if days else "an unknown day")
+    files = sorted({str(r.extra.get("source_file", "")) for r in shown} - {""})
+    named = ", ".join(files) if 0 < len(files) <= 6 else charts.sources_of(shown)
+    text = (f"Each row is the latest run that timed its case with kernelab's cold timer: from "
+            f"{named}, {when}.")  # fmt: skip
+    later = max((r.timestamp for r in results.pytorch_records if r.timestamp), default="")
+    if results.pytorch_file and later[:10] > (days[-1] if days else ""):
+        text += (f" The exit criteria judge each target by its newest run: for the targets "
+                 f"timed again in {results.pytorch_file} ({later[:10]}, triton.testing.do_bench, "
+                 "at the shapes of 'As PyTorch calls them' below), that run, not these rows.")  # fmt: skip
+    return text
+
+
 def _ours(impls: dict):
     """The Triton kernel of one case in one run: triton.<op> (the tuned default)."""
     return next((r for n, r in sorted(impls.items()) if n.startswith("triton.")), None)
@@ -417,18 +467,21 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
     # One row per case, from the latest run that measured it: ours and its baselines always
     # come from the same run (one file), never mixed across runs.
     runs: dict[tuple, dict[str, dict]] = {}
+    shapes: dict[tuple, dict] = {}  # each case's shape in its op's own key order (m, n, k)
     for r in others:
         case = (r.op, json.dumps(r.shape, sort_keys=True), r.dtype)
+        shapes.setdefault(case, r.shape)
         runs.setdefault(case, {}).setdefault(r.extra.get("source_file", ""), {})[
             r.implementation
         ] = r
-    rows, names = [], set()
+    rows, names, shown = [], set(), []
     for (op, shape, dtype), by_run in sorted(runs.items(), key=lambda kv: _case_order(kv[0])):
         candidates = [impls for impls in by_run.values() if _ours(impls)]
         if not candidates:
             continue
         impls = max(candidates, key=lambda i: max(r.timestamp for r in i.values()))
         ours = _ours(impls)
+        shown.extend(impls.values())
         unit = "TFLOP/s" if op in RATE_OPS else "TB/s"
 
         def rate(r, op=op):
@@ -446,7 +499,7 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
                 if copy and ours.achieved_gbps
                 else ""
             )
-        rows.append([op, shape_text(shape), dtype, f"{_fmt(rate(ours))} {unit}", pct, base,
+        rows.append([op, shape_text(shapes[op, shape, dtype]), dtype, f"{_fmt(rate(ours))} {unit}", pct, base,
                      _host_text(ours, baselines)])  # fmt: skip
     header = ["op", "shape", "dtype", "triton", "of the ceiling", "baselines",
               "host us/call (triton / first baseline)"]  # fmt: skip
@@ -454,7 +507,8 @@ def kernels_section(report: Report, results: ResultSet, figures: Path) -> None:
         header, rows = header[:-1], [row[:-1] for row in rows]
     report.add(Heading(f"Triton kernels against {baseline_kinds(names)}"),
                Paragraph("eager.softmax (benchmarks/triton_kernels.py's name) and torch.softmax "
-                         "(the lab's) are the same baseline: torch's own op, run eagerly."),
+                         "(the lab's) are the same baseline: torch's own op, run eagerly. "
+                         + table_sources(shown, results)),
                Table(header, rows))  # fmt: skip
     latest = latest_per_case(others)
     path = charts.softmax_chart(latest, figures / "softmax.png", copy)
@@ -664,12 +718,16 @@ def pmpp_section(report: Report, state, results: ResultSet, figures: Path) -> No
         if entry.get("skipped"):
             report.add(Paragraph(f"{ladder.title}: compile report skipped: {entry['skipped']}"))
             continue
-        rows = [[r["step"], r.get("dtype", ""), r.get("technique", ""), r["registers"],
-                 r["static_smem_bytes"], r["spill_store_bytes"] + r["spill_load_bytes"]]
+        # A step of several kernels (scan:03 is three) has a row per kernel: without the
+        # kernel's name two rows of one step and dtype look alike but for their figures.
+        kernels = any(r.get("kernel") for r in entry.get("rows", []))
+        rows = [[r["step"], *([r.get("kernel", "")] if kernels else []), r.get("dtype", ""),
+                 r.get("technique", ""), r["registers"], r["static_smem_bytes"],
+                 r["spill_store_bytes"] + r["spill_load_bytes"]]
                 for r in entry.get("rows", [])]  # fmt: skip
         report.add(Heading(f"{ladder.title} ladder: compile report (ptxas)", 3),
-                   Table(["step", "dtype", "technique", "registers", "static smem (B)",
-                          "spills (B)"], rows))  # fmt: skip
+                   Table(["step", *(["kernel"] if kernels else []), "dtype", "technique",
+                          "registers", "static smem (B)", "spills (B)"], rows))  # fmt: skip
         if ladder.docs:
             report.add(Paragraph(f"Each step, the fix it makes and the counter that proves it: "
                                  f"{ladder.docs}."))  # fmt: skip
@@ -715,7 +773,7 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     provenance_section(report, state, results, source_note)
     gate_section(report, gate, state.on_gpu, results.machine())
     roofline_section(report, state.records_dir, figures)
-    ceilings_section(report, results)
+    ceilings_section(report, results, state.gpu_id)
     compiled = _read(state.records_dir / "compile.json").get("compile", [])
     ladder_section(report, results, figures, {r["step"]: r["registers"] for r in compiled})
     kernels_section(report, results, figures)

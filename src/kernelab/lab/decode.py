@@ -117,7 +117,9 @@ def measure(identity, cases: list[Case], progress: Progress, *, max_time_s: floa
             impl = registry.get(name)
             row, record = session.one(impl, impl.build(), case.shape)
             if record is None:
-                failed.append(f"{name} {shape_words(case.shape)}: {row.get('check_message', '')[:120]}")
+                failed.append(
+                    f"{name} {shape_words(case.shape)}: {row.get('check_message', '')[:120]}"
+                )
                 continue
             record.extra.update(suite=SUITE, role=case.role)
             records.append(record)
@@ -214,13 +216,17 @@ def gemv_target(records, copy_gbps) -> tuple[bool, str]:
         cublas = _find(records, "torch.gemv", **r.shape)
         words = [f"{_mnk(r)}: {r.median_ms * 1e3:.1f} us"]
         ok = cublas is not None and r.median_ms <= cublas.median_ms
-        words.append(f"{cublas.median_ms / r.median_ms:.2f}x cuBLAS" if cublas else "no cuBLAS timing")
+        words.append(
+            f"{cublas.median_ms / r.median_ms:.2f}x cuBLAS" if cublas else "no cuBLAS timing"
+        )
         if r.shape["m"] == 1:
             pct = 100 * r.achieved_gbps / copy_gbps if copy_gbps else None
             ok = ok and pct is not None and pct >= 100 * GEMV_COPY_TARGET
             words.append(f"{pct:.0f} % of copy" if pct is not None else "no copy ceiling")
         (shown if ok else missed).append(", ".join(words))
-    evidence = f"{len(ours) - len(missed)} of {len(ours)} cases meet it; " + "; ".join((missed or shown)[:3])
+    evidence = f"{len(ours) - len(missed)} of {len(ours)} cases meet it; " + "; ".join(
+        (missed or shown)[:3]
+    )
     return not missed, evidence
 
 
@@ -245,8 +251,16 @@ def quant_target(records) -> tuple[bool, str]:
 
 
 def fused_target(records, copy_gbps) -> tuple[bool, str]:
-    ours = [r for r in records if r.extra.get("role") == "fused" and r.implementation.startswith("triton.")]
-    judged = [r for r in ours if max(r.shape.get("rows", 0), r.shape.get("tokens", 0)) >= FUSED_JUDGED_ROWS]
+    ours = [
+        r
+        for r in records
+        if r.extra.get("role") == "fused" and r.implementation.startswith("triton.")
+    ]
+    judged = [
+        r
+        for r in ours
+        if max(r.shape.get("rows", 0), r.shape.get("tokens", 0)) >= FUSED_JUDGED_ROWS
+    ]
     if not judged:
         return False, "no fused-op records of the decode suite at prefill rows on this card yet"
     if not copy_gbps:
@@ -312,36 +326,46 @@ def measured_rows(all_records: list[Record], ceilings: dict | None) -> list[list
 def section(report, gpu_id: str, on_gpu: bool, results, figures) -> None:
     """The decode section: the batch walk (chart and table), the weight bytes per token of an
     8B model per format, and this run's measured table, or one line on what needs a GPU."""
+    from kernelab.hardware.catalog import get_gpu
     from kernelab.lab import charts
     from kernelab.lab.report import Heading, Image, Paragraph, Table
     from kernelab.ops.gemv.roofline_walk import walk
 
     records = suite_records(results.records)
-    copy_gbps, _ = copy_ceiling(records, results.ceilings)
-    # the chart walks past the decode batches to 512, so the turn to compute-bound shows
-    walks = [{**walk(n, k, gpu=gpu_id, dtype="bf16", batches=CHART_BATCHES), "label": label}
-             for label, n, k in WEIGHTS]  # fmt: skip
-    measured = [(label, r.shape["m"], r.achieved_tflops or 0.0) for r in records
-                for label, n, k in WEIGHTS
-                if r.implementation == "triton.gemv" and (r.shape["n"], r.shape["k"]) == (n, k)]  # fmt: skip
+    # the floor at the measured copy is the report's card's: a copy measured on another card
+    # (the committed records of the default card, say) says nothing of this one's floor
+    own = [r for r in records if r.gpu_id == gpu_id]
+    copy_gbps, _ = copy_ceiling(own, results.ceilings_on(gpu_id))
+    # No bf16 rate in the catalog, no compute roof: the walk has no ridge to reach, so it is
+    # left out with a line saying why. The weight bytes per token need only the bandwidth.
+    walkable = "bf16" in get_gpu(gpu_id).peak_tflops
+    walk_words = (f"The walk below is catalog arithmetic on the {gpu_id}; m* is the batch where "
+                  "it turns compute-bound." if walkable else
+                  f"No batch walk here: the catalog lists no dense bf16 rate for the {gpu_id}, "
+                  "so there is no compute roof for a bf16 GEMV to turn against.")  # fmt: skip
     report.add(
         Heading("Decode: GEMV, quantized GEMV and the fused small ops"),
         Paragraph("At batch 1 a decode GEMV does 2 FLOPs per weight element and reads it once: "
                   "about 1 FLOP per byte in bf16, hundreds of times below the ridge, so its "
                   "floor is the weight bytes over the bandwidth and the only lever is fewer "
-                  "bytes (quantization) or more rows per read (batching). The walk below is "
-                  f"catalog arithmetic on the {gpu_id}; m* is the batch where it turns "
-                  "compute-bound."),
+                  f"bytes (quantization) or more rows per read (batching). {walk_words}"),
     )  # fmt: skip
-    chart = charts.decode_walk_chart(walks, measured, figures / "decode_walk.png", gpu_id)
-    if chart:
-        report.add(Image(chart, "decode GEMV roofline walk"))
+    if walkable:
+        # the chart walks past the decode batches to 512, so the turn to compute-bound shows
+        walks = [{**walk(n, k, gpu=gpu_id, dtype="bf16", batches=CHART_BATCHES), "label": label}
+                 for label, n, k in WEIGHTS]  # fmt: skip
+        measured = [(label, r.shape["m"], r.achieved_tflops or 0.0) for r in records
+                    for label, n, k in WEIGHTS
+                    if r.implementation == "triton.gemv" and (r.shape["n"], r.shape["k"]) == (n, k)]  # fmt: skip
+        chart = charts.decode_walk_chart(walks, measured, figures / "decode_walk.png", gpu_id)
+        if chart:
+            report.add(Image(chart, "decode GEMV roofline walk"))
+        report.add(Table(["weight", "m", "FLOP/byte", "ridge", "bound", "floor us", "m*"],
+                         [row for row in walk_rows(gpu_id) if row[1] in (1, 4, 16, 64)]))  # fmt: skip
     report.add(
-        Table(["weight", "m", "FLOP/byte", "ridge", "bound", "floor us", "m*"],
-              [row for row in walk_rows(gpu_id) if row[1] in (1, 4, 16, 64)]),
         Heading("Weight bytes per token: a Llama-3-8B-shaped model", 3),
         Table(["weights", "GB per token", f"floor ms ({gpu_id} datasheet)",
-               "floor ms (measured copy)", "fewer bytes than bf16"],
+               f"floor ms ({gpu_id} measured copy)", "fewer bytes than bf16"],
               model_rows(gpu_id, copy_gbps)),
     )  # fmt: skip
     report.add(Heading("Decode kernels: checks and timings", 3))

@@ -523,7 +523,11 @@ def numbers_criterion(results: ResultSet) -> Criterion:
     placed = _placements(results)
     gpus = {p.gpu for _, p in placed}
     if len(gpus) != 1:
-        why = "no measured records" if not gpus else f"records of several GPUs ({', '.join(sorted(gpus))})"
+        why = (
+            "no measured records"
+            if not gpus
+            else f"records of several GPUs ({', '.join(sorted(gpus))})"
+        )
         return Criterion(name, False, f"{quoted}; nothing to check them against: {why}", "phase")
     spec = CATALOG[gpus.pop()]
     memory = [(r.achieved_gbps or 0.0, r) for r, p in placed if p.bound == "memory"]
@@ -602,6 +606,9 @@ def records_criterion(results: ResultSet) -> Criterion:
     name = "every record file read, every stored figure agrees with its samples"
     problems = [f"unreadable {u}" for u in results.unreadable]
     problems += results.disagreements
+    if not results.files and not problems:  # nothing read is nothing vouched for
+        return Criterion(name, False, "no record file read: there are no records to vouch for",
+                         "phase")  # fmt: skip
     if not problems:
         return Criterion(name, True, f"{len(results.files)} files read; every figure recomputed "
                          "from the samples matches what its record stored", "phase")  # fmt: skip
@@ -686,7 +693,9 @@ def pmpp_criterion(results: ResultSet, ladder) -> Criterion:
                   if run.chosen(c) is not None and target.stated(run.chosen(c))]  # fmt: skip
         for step, case in stated[:2]:
             ceiling, _ = run.ceiling_gbps(case, results.ceilings)
-            pct = f", {100.0 * step.achieved_gbps / ceiling:.1f} % of the ceiling" if ceiling else ""
+            pct = (
+                f", {100.0 * step.achieved_gbps / ceiling:.1f} % of the ceiling" if ceiling else ""
+            )
             anchor = next((r for r in case if r.implementation == target.anchors[0][0]), None)
             versus = (f", {anchor.median_ms / step.median_ms:.2f}x {anchor.implementation}"
                       if anchor else "")  # fmt: skip

@@ -89,6 +89,23 @@ class ResultSet:
         driver = f", driver {', '.join(sorted(drivers))}" if drivers else ""
         return f"{', '.join(sorted(gpus)) or 'an unknown GPU'}{driver}, measured {when}"
 
+    def ceilings_card(self) -> str | None:
+        """The catalog id of the GPU the measured ceilings were measured on, or None (no
+        ceilings, or a GPU the catalog does not know)."""
+        if not self.ceilings:
+            return None
+        if self.ceilings.get("gpu_id"):
+            return str(self.ceilings["gpu_id"])
+        from kernelab.hardware.detect import match_catalog
+
+        spec = match_catalog(str(self.ceilings.get("gpu") or ""))
+        return spec.id if spec else None
+
+    def ceilings_on(self, gpu_id: str) -> dict | None:
+        """The measured ceilings when they were measured on the catalog GPU `gpu_id`, else
+        None: one card's measured ceiling is never shown or used as another's."""
+        return self.ceilings if self.ceilings_card() == gpu_id else None
+
     def ladder(self) -> list[Record]:
         return [
             r for r in self.records

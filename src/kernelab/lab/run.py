@@ -351,6 +351,22 @@ def stage_decode(state: LabState, progress: Progress) -> str:
     )
 
 
+def _stale(name: str, state: LabState) -> str | None:
+    """Why a stage kept from an earlier run in the same folder no longer holds for this one,
+    or None when it does. Only the rooflines depend on the GPU the report is about (--gpu);
+    the measuring stages measure this machine's GPU whatever the report is about."""
+    if name == "rooflines":
+        try:
+            placed_on = json.loads((state.records_dir / "rooflines.json").read_text())["gpu"]
+        except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: place again
+            placed_on = None
+        if placed_on != state.gpu_id:
+            earlier = (f"the earlier run placed them on the {placed_on}" if placed_on
+                       else "the earlier run's rooflines.json is missing or damaged")  # fmt: skip
+            return f"{earlier}; this report is about the {state.gpu_id}"
+    return None
+
+
 GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
               ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("decode", stage_decode),
               ("profiles", stage_profiles)]  # fmt: skip
@@ -364,8 +380,10 @@ def failure_text(exc: BaseException) -> str:
     from kernelab.errors import KernelabError
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = first if isinstance(exc, KernelabError) and first else (
-        f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    text = (
+        first
+        if isinstance(exc, KernelabError) and first
+        else (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
     )
     return text[:300]
 
@@ -397,6 +415,10 @@ def run_lab(
         state.done = json.loads(stages_file.read_text())
     stages = CPU_STAGES[:1] + (GPU_STAGES if on_gpu else CPU_STAGES[1:])
     for name, stage in stages:
+        if name in state.done and (why := _stale(name, state)) is not None:
+            progress(f"{name}: run again ({why})")
+            del state.done[name]
+            state.save()
         if name in state.done:
             progress(f"{name}: kept from the earlier run ({state.done[name]})")
             continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,8 +118,11 @@ class HierarchyRecord(MachineRun):
         if version > SCHEMA_VERSION:
             raise KernelabError(f"hierarchy record schema {version} is newer than this kernelab")
         try:
-            latencies = {k: _build(LatencyMeasurement, v) for k, v in data["latencies"].items()}
-            bandwidths = {k: _build(BandwidthMeasurement, v) for k, v in data["bandwidths"].items()}
+            _check_fields(data)
+            latencies = {k: _build(LatencyMeasurement, v, f"latencies.{k}")
+                         for k, v in data["latencies"].items()}  # fmt: skip
+            bandwidths = {k: _build(BandwidthMeasurement, v, f"bandwidths.{k}")
+                          for k, v in data["bandwidths"].items()}  # fmt: skip
             return cls(
                 gpu=data["gpu"],
                 gpu_id=data.get("gpu_id"),
@@ -140,8 +144,60 @@ class HierarchyRecord(MachineRun):
             ) from None
 
 
-def _build(cls, data: dict):
-    known = {f.name for f in dataclasses.fields(cls)}
+# What each field of a stored record may hold, by its annotation: a record edited by hand or
+# cut short is refused in one line naming the field, not met later as a TypeError mid-render.
+def _is_number(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)  # fmt: skip
+
+
+_KINDS = {
+    "str": ("text", lambda v: isinstance(v, str)),
+    "str | None": ("text or null", lambda v: v is None or isinstance(v, str)),
+    "int": ("a whole number >= 0", lambda v: _is_number(v) and float(v).is_integer()),
+    "float": ("a number >= 0", _is_number),
+    "float | None": ("a number >= 0 or null", lambda v: v is None or _is_number(v)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "list[float]": (
+        "a list of numbers >= 0",
+        lambda v: isinstance(v, list) and all(_is_number(x) for x in v),
+    ),
+    "list[str]": (
+        "a list of text",
+        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    ),
+    "dict": ("an object", lambda v: isinstance(v, dict)),
+}
+
+# The record's own fields (those of MachineRun and the lists beside the measurements). The
+# GPU's name and the time may be null: they render as "unknown".
+_RECORD_FIELDS = {"gpu": "str | None", "gpu_id": "str | None", "driver": "str | None",
+                  "timestamp": "str | None", "quick": "bool", "warnings": "list[str]",
+                  "versions": "dict"}  # fmt: skip
+
+
+def _check(value, kind: str, where: str) -> None:
+    wanted, ok = _KINDS.get(kind, ("", lambda v: True))  # a kind not listed is not checked
+    if not ok(value):
+        raise KernelabError(f"{where} is {json.dumps(value)[:40]}; it must be {wanted}")
+
+
+def _check_fields(data: dict) -> None:
+    for name, kind in _RECORD_FIELDS.items():
+        if name in data:
+            _check(data[name], kind, name)
+    for part in ("latencies", "bandwidths"):
+        if part in data and not isinstance(data[part], dict):
+            raise KernelabError(f"'{part}' must map a level to its measurement")
+
+
+def _build(cls, data: dict, where: str):
+    if not isinstance(data, dict):
+        raise KernelabError(f"{where} must be a JSON object")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for name, f in known.items():
+        if name in data:
+            _check(data[name], f.type, f"{where}.{name}")
     return cls(**{k: v for k, v in data.items() if k in known})
 
 
@@ -188,7 +244,7 @@ def latest_record(spec) -> HierarchyRecord | None:
         except KernelabError as exc:
             note(f"ignoring a damaged hierarchy record: {exc}")
     found = [r for r in found if r.gpu_id == spec.id]
-    return max(found, key=lambda r: r.timestamp) if found else None
+    return max(found, key=lambda r: r.timestamp or "") if found else None
 
 
 def load_measured_latencies(spec) -> dict[str, float] | None:

@@ -29,10 +29,11 @@ from kernelab.timeline.classify import classify, short_label
 from kernelab.timeline.trace import GpuActivity, Trace
 
 UNTESTED = (
-    "source: Nsight Systems CSV; this parser is untested against a real nsys run (Nsight "
-    "Systems does not work on the H200 kernelab is developed on)"
+    "source: Nsight Systems CSV, read by the column names nsys documents; this reader is "
+    "untested on the export of a real nsys run"
 )
 _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+SHOWN_COLUMNS = 6  # of a CSV that is not an nsys export, in the error that says so
 
 # Normalised header -> field, for each report (newer names first, older ones after).
 _TRACE_COLUMNS = {
@@ -217,9 +218,13 @@ def parse_csv(text: str, source: str = "<csv>") -> Trace:
         return parse_gpu_trace(text, source)
     if keys & {"totaltime", "total", "instances"}:
         return parse_kern_sum(text, source)
+    # A wide CSV of another tool (an ncu page has hundreds of metric columns) is named by its
+    # first few columns: enough to recognise it, short enough to stay one line.
+    shown = ", ".join(h[:40] for h in header[:SHOWN_COLUMNS])
+    more = f" and {len(header) - SHOWN_COLUMNS} more" if len(header) > SHOWN_COLUMNS else ""
     raise KernelabError(
-        f"{source}: neither an nsys cuda_gpu_trace nor a cuda_gpu_kern_sum CSV "
-        f"(columns: {', '.join(header)})"
+        f"{source}: neither an nsys cuda_gpu_trace CSV (Start, Duration, Name columns) nor a "
+        f"cuda_gpu_kern_sum CSV (Total Time, Instances, Name); its columns: {shown}{more}"
     )
 
 

@@ -139,4 +139,14 @@ def render(timeline, console) -> None:
         console.print(f"  report: {result.report}")
     trace_path = getattr(timeline, "trace_path", None)
     if trace_path:
-        console.print(f"trace: {trace_path} (open it in ui.perfetto.dev or chrome://tracing)")
+        console.print(f"trace: {trace_path}{viewer_hint(trace_path, summary.format)}")
+
+
+def viewer_hint(trace_path, trace_format: str) -> str:
+    """Where the trace file can be looked at: a torch.profiler trace (Chrome trace JSON) in
+    Perfetto, an .nsys-rep in Nsight Systems; an nsys CSV export is a table, opened by neither."""
+    if trace_format == "torch":
+        return " (open it in ui.perfetto.dev or chrome://tracing)"
+    if str(trace_path).endswith(".nsys-rep"):
+        return " (open it in Nsight Systems)"
+    return ""

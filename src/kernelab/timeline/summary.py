@@ -50,7 +50,8 @@ LAUNCH_BOUND_STEPS = (
     "raise the batch: each kernel does more work for the same launch cost",
 )
 HOST_BOUND_STEPS = (
-    "look at the largest gaps in the trace (open it in Perfetto, ui.perfetto.dev): host "
+    "look at the largest gaps in the trace (a torch.profiler trace opens in Perfetto, "
+    "ui.perfetto.dev; an .nsys-rep in Nsight Systems): host "
     "synchronisations (.item(), .cpu(), printing a tensor), data loading, Python between steps",
     "overlap host work with the GPU: pinned memory and non_blocking copies, a prefetching loader",
 )

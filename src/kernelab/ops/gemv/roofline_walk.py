@@ -43,11 +43,19 @@ def crossover_m(n: int, k: int, ridge: float, itemsize: float) -> int | None:
 
 def walk(n: int, k: int, *, gpu: str = "h100-sxm", dtype: str = "bf16",
          batches=DECODE_BATCHES) -> dict:  # fmt: skip
-    """The roofline walk of W[n, k] over `batches`: one WalkPoint each, the ridge, and m*."""
+    """The roofline walk of W[n, k] over `batches`: one WalkPoint each, the ridge, and m*.
+    KernelabError when the catalog has no dense `dtype` rate for the GPU (the walk needs its
+    compute roof; a GPU without the dtype has no ridge to walk to)."""
+    from kernelab.errors import KernelabError
     from kernelab.hardware.catalog import get_gpu
     from kernelab.roofline.costs import gemv_batched
 
     spec = get_gpu(gpu)
+    if dtype not in spec.peak_tflops:
+        raise KernelabError(
+            f"the catalog has no dense {dtype} rate for the {spec.id} "
+            f"(it lists {', '.join(spec.peak_tflops)}): no {dtype} roofline walk"
+        )
     peak, bandwidth = spec.peak_flops(dtype), spec.bandwidth_bytes_per_s
     points = []
     for m in batches:
