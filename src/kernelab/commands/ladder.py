@@ -518,16 +518,17 @@ def _verify(sgemm_ladder, chosen, size_list: list[int], import_path, out, as_jso
 
 
 def _lens_spec():
-    """The GPU the pipeline lens describes: this one when it is in the catalog, else the H200
-    the ladder was built for."""
+    """The GPU the pipeline lens describes: this one when it is in the catalog, else the
+    default card every command describes."""
     from kernelab.hardware import get_gpu, resolve_gpu
+    from kernelab.hardware.detect import DEFAULT_GPU
 
     if _has_gpu():
         try:
             return resolve_gpu("auto")
         except KernelabError as exc:
-            note(f"{exc}; the pipeline lens describes the H200")
-    return get_gpu("h200")
+            note(f"{exc}; the pipeline lens describes the default card, {DEFAULT_GPU}")
+    return get_gpu(DEFAULT_GPU)
 
 
 def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool,

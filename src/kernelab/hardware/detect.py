@@ -167,8 +167,10 @@ def require_gpu(index: int = 0) -> DetectedGPU:
 
 # --- which GPU a command describes ---------------------------------------------------------
 
-# The GPU a command describes when none is named and none is detected: the lab's reference card.
-DEFAULT_GPU = "h100-sxm"
+# The GPU every command describes when none is named and none is detected: the card with the
+# fullest committed records (every stage of the lab has one), so that the lab's report, the
+# rooflines and the lenses describe one card.
+DEFAULT_GPU = "h200"
 
 # Device files a GPU driver creates on Linux (NVIDIA, ROCm, WSL2). Without any of them no GPU
 # can be reached, and choose_gpu skips detection, which imports torch and takes seconds.

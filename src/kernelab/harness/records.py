@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernelab.errors import KernelabError
+from kernelab.hardware.detect import DEFAULT_GPU
 
 SCHEMA_VERSION = 1
 
@@ -30,7 +31,7 @@ MIN_NOISE = 0.01
 
 # Each card with committed records: its catalog id -> its folder under benchmarks/results/.
 CARD_FOLDERS = {"h200": "h200", "h100-sxm": "h100"}
-DEFAULT_CARD = "h200"  # the card with the fullest committed records (every stage of the lab)
+DEFAULT_CARD = DEFAULT_GPU  # the card every command describes when none is named or detected
 
 
 def results_root() -> Path | None:

@@ -330,10 +330,11 @@ def tile_lens_section(report: Report, ladder: list, registers: dict[str, int]) -
     import dataclasses
 
     from kernelab.hardware.catalog import CATALOG
+    from kernelab.hardware.detect import DEFAULT_GPU
     from kernelab.lenses.tile import analyze_tile, ladder_tiles
 
     gpu_ids = {r.gpu_id for r in ladder if r.gpu_id in CATALOG}
-    spec = CATALOG[gpu_ids.pop()] if len(gpu_ids) == 1 else CATALOG["h200"]
+    spec = CATALOG[gpu_ids.pop()] if len(gpu_ids) == 1 else CATALOG[DEFAULT_GPU]
     size = 4096
     speed = {r.implementation: r for r in ladder if r.shape.get("m") == size}
     rows = []
