@@ -233,7 +233,7 @@ def test_an_int32_scan_counts_no_flops_and_an_fp32_scan_its_adds(capsys):
         (["roofline", "quant_gemv_int4", "--m", "1", "--n", "8", "--k", "96", "--group", "64"],
          "group size dividing K"),
         (["roofline", "rope", "--tokens", "8", "--heads", "4", "--head-dim", "127"],
-         "head_dim must be even"),
+         "needs an even head_dim"),
         (["roofline", "histogram", "--n", "8", "--bins", "0"], "--bins"),
     ],
 )  # fmt: skip

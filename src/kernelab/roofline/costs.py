@@ -473,7 +473,7 @@ def rope(tokens, heads, head_dim, *, dtype) -> OpCost:
     tokens, heads = _count("rope", "tokens", tokens), _count("rope", "heads", heads)
     head_dim = _count("rope", "head_dim", head_dim)
     if head_dim % 2:
-        raise KernelabError(f"rope rotates pairs of values: head_dim must be even, got {head_dim}")
+        raise KernelabError(f"rope rotates pairs of values: it needs an even head_dim, got {head_dim}")
     dtype = canonical_dtype(dtype)
     elements = tokens * heads * head_dim
     flops = 3.0 * elements  # per pair: 4 multiplies and 2 adds -> 3 per element
