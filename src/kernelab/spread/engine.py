@@ -23,10 +23,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelab.errors import KernelabError
+from kernelab.output import note
 from kernelab.spread.plan import (
     Task,
+    TaskBook,
     check_address,
+    default_folder,
     failed_message,
+    gpus_to_use,
     lift_avoidance,
     next_attempt,
     pick_next,
@@ -292,3 +296,54 @@ def _learn_places(ray, slots: list[_Slot]) -> None:
             # a task's deadline runs from when its worker is up: starting a worker (a new
             # Python, Ray's own set-up) is not the task's time
             slot.started = max(slot.started, time.monotonic())
+
+
+def spread_tasks(
+    tasks: list[Task],
+    fingerprint: dict,
+    *,
+    address: str | None,
+    gpus: int | None,
+    resume: bool,
+    folder,
+    runner_cls,
+    runner_kwargs: dict,
+    deadline_s: float,
+    succeeded: Callable[[dict], bool],
+    title: str,
+    unit: str,
+    bars=None,
+    announce_folder: bool = False,
+) -> tuple[dict, dict]:
+    """Every task of a suite, sweep or ladder on the GPUs of a Ray cluster, each finished one
+    written to the run's task book as it ends (so --resume skips it). Returns the records by
+    task key and the "spread" summary (GPUs, tasks, resumed ones, the task folder).
+    `succeeded(record)` says whether a finished task went well, for the progress counts;
+    `bars` (spread.progress.GpuBars, or None for none) draws the progress under `title`;
+    `unit` names a task in the Ctrl-C note."""
+    ray = connect(address, "--gpus")  # no Ray, or no cluster: one line, before any file
+    book = TaskBook(folder or default_folder(fingerprint), fingerprint, resume=resume)
+    records = book.done() if resume else {}
+    todo = [task for task in tasks if task.key not in records]
+    if announce_folder:
+        note(f"task records: {book.folder} ({len(records)} of {len(tasks)} done before)")
+    use, why = gpus_to_use(gpus, cluster_gpus(ray), len(todo)) if todo else (0, None)
+    if why:
+        note(why)
+
+    def on_result(task: Task, record: dict) -> bool:
+        book.write(task.key, record)
+        records[task.key] = record
+        return succeeded(record)
+
+    progress = bars(f"{title}: {use} GPU(s)", len(tasks), len(records)) if bars else None
+    try:
+        run_tasks(ray, todo, runner_cls=runner_cls, runner_kwargs=runner_kwargs, gpus=use,
+                  deadline_s=deadline_s, on_result=on_result, progress=progress)  # fmt: skip
+    except KeyboardInterrupt:
+        note(f"interrupted: {len(records)} finished {unit}(s) kept in {book.folder}; "
+             "--resume goes on from there")  # fmt: skip
+        raise
+    summary = {"gpus": use, "tasks": len(tasks), "resumed": len(tasks) - len(todo),
+               "folder": str(book.folder)}  # fmt: skip
+    return records, summary

@@ -13,10 +13,9 @@ leaves it out at every size; here each size proves its own steps).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from kernelab.output import note
-from kernelab.spread.plan import Task, TaskBook, fingerprint_key, task_key
+from kernelab.spread.plan import Task, task_key
 
 # sgemm steps 1-3 take seconds per call above 4096^3; the local ladder skips them there too.
 SGEMM_SKIP_SLOW_ABOVE = 4096
@@ -253,51 +252,26 @@ def spread_ladder(
 ) -> dict:
     """Every size of the ladder on one of `gpus` GPUs of a Ray cluster: merge_ladder's
     result plus "spread" (GPUs, tasks, resumed ones, the task folder)."""
-    from kernelab.spread.engine import cluster_gpus, connect, run_tasks
-    from kernelab.spread.plan import gpus_to_use
+    from kernelab.spread.engine import spread_tasks
+    from kernelab.spread.progress import GpuBars
 
     settings = {"steps": steps, "mode": mode, "max_time": max_time, "options": options}
     tasks = plan_ladder(ladder, sizes, settings)
     fingerprint = {"kind": "ladder", "ladder": ladder,
                    "sizes": [t.payload["size"] for t in tasks], **settings}  # fmt: skip
-    ray = connect(address, "--gpus")
-    if folder is None:
-        from kernelab.harness.cache import cache_dir
 
-        folder = cache_dir() / "spread" / fingerprint_key(fingerprint)
-    book = TaskBook(folder, fingerprint, resume=resume)
-    records = book.done() if resume else {}
-    todo = [task for task in tasks if task.key not in records]
-    use, why = gpus_to_use(gpus, cluster_gpus(ray), len(todo)) if todo else (0, None)
-    if why:
-        note(why)
-
-    def on_result(task: Task, record: dict) -> bool:
-        book.write(task.key, record)
-        records[task.key] = record
+    def succeeded(record: dict) -> bool:
         result = record.get("result") or {}
         return bool(result.get("rows")) and not _failed_checks(result.get("checks"))
 
-    progress = None
-    if show_progress:
-        from kernelab.spread.progress import GpuBars
-
-        progress = GpuBars(f"{ladder} ladder: {use} GPU(s)", len(tasks), len(records))
-    try:
-        run_tasks(
-            ray, todo, runner_cls=runner_cls or LadderRunner, on_result=on_result, gpus=use,
-            runner_kwargs={"ladder": ladder, **settings}, deadline_s=deadline_s,
-            progress=progress,
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        note(f"interrupted: {len(records)} finished size(s) kept in {book.folder}; "
-             "--resume goes on from there")  # fmt: skip
-        raise
+    records, spread = spread_tasks(
+        tasks, fingerprint, address=address, gpus=gpus, resume=resume, folder=folder,
+        runner_cls=runner_cls or LadderRunner, runner_kwargs={"ladder": ladder, **settings},
+        deadline_s=deadline_s, succeeded=succeeded, title=f"{ladder} ladder", unit="size",
+        bars=GpuBars if show_progress else None,
+    )  # fmt: skip
     result = merge_ladder(ladder, tasks, records, options)
-    result["spread"] = {
-        "gpus": use, "tasks": len(tasks), "resumed": len(tasks) - len(todo),
-        "folder": str(Path(book.folder)),
-    }  # fmt: skip
+    result["spread"] = spread
     return result
 
 

@@ -45,6 +45,14 @@ def fingerprint_key(fingerprint: dict) -> str:
     return task_key(fingerprint)
 
 
+def default_folder(fingerprint: dict) -> Path:
+    """Where a run's task records live unless --tasks-dir says: the cache, by fingerprint, so
+    that the same run started again finds them (--resume)."""
+    from kernelab.harness.cache import cache_dir
+
+    return cache_dir() / "spread" / fingerprint_key(fingerprint)
+
+
 # --- which GPUs -----------------------------------------------------------------------------
 
 

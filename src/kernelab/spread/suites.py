@@ -20,8 +20,7 @@ from pathlib import Path
 from kernelab.evaluate.judge import ProblemRun, judge_solution, open_problem
 from kernelab.evaluate.problem import describe_exception
 from kernelab.evaluate.suite import discover
-from kernelab.output import note
-from kernelab.spread.plan import Task, TaskBook, fingerprint_key, task_key
+from kernelab.spread.plan import Task, task_key
 
 
 class SuiteRunner:
@@ -108,12 +107,6 @@ def suite_fingerprint(directory, *, device, scale, options, timeout) -> dict:
     }
 
 
-def default_folder(fingerprint: dict) -> Path:
-    from kernelab.harness.cache import cache_dir
-
-    return cache_dir() / "spread" / fingerprint_key(fingerprint)
-
-
 def merge_suite(
     directory, found, tasks: list[Task], records: dict, *, device: str, scale: float
 ) -> dict:
@@ -183,47 +176,27 @@ def spread_suite(
     run_suite's result plus "spread": how many GPUs, tasks, resumed ones, the task folder.
     A task is cut after `deadline_s` (default: twice `timeout`, one for the problem's
     set-up and one for the solution)."""  # fmt: skip
-    from kernelab.spread.engine import cluster_gpus, connect, run_tasks
-    from kernelab.spread.plan import gpus_to_use
+    from kernelab.spread.engine import spread_tasks
+    from kernelab.spread.progress import GpuBars
 
     found, tasks = plan_suite(directory)
     fingerprint = suite_fingerprint(
         directory, device=device, scale=scale, options=options, timeout=timeout
     )
-    ray = connect(address, "--gpus")  # no Ray, or no cluster: one line, before any file
-    book = TaskBook(folder or default_folder(fingerprint), fingerprint, resume=resume)
-    records = book.done() if resume else {}
-    todo = [task for task in tasks if task.key not in records]
-    note(f"task records: {book.folder} ({len(records)} of {len(tasks)} done before)")
-    use, why = gpus_to_use(gpus, cluster_gpus(ray), len(todo)) if todo else (0, None)
-    if why:
-        note(why)
 
-    def on_result(task: Task, record: dict) -> bool:
-        book.write(task.key, record)
-        records[task.key] = record
+    def succeeded(record: dict) -> bool:
         verdict = (record.get("result") or {}).get("verdict")
         return bool(verdict) and verdict.get("status") in ("pass", "skipped")
 
-    progress = None
-    if show_progress:
-        from kernelab.spread.progress import GpuBars
-
-        progress = GpuBars(f"{Path(directory).name}: {use} GPU(s)", len(tasks), len(records))
-    try:
-        run_tasks(
-            ray, todo, runner_cls=runner_cls, on_result=on_result, gpus=use,
-            runner_kwargs={"device": device, "scale": scale, "options": options,
-                           "timeout": timeout, "protect": [str(Path(directory).resolve())]},
-            deadline_s=deadline_s or 2 * timeout, progress=progress,
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        note(f"interrupted: {len(records)} finished task(s) kept in {book.folder}; "
-             "--resume goes on from there")  # fmt: skip
-        raise
+    records, spread = spread_tasks(
+        tasks, fingerprint, address=address, gpus=gpus, resume=resume, folder=folder,
+        runner_cls=runner_cls,
+        runner_kwargs={"device": device, "scale": scale, "options": options,
+                       "timeout": timeout, "protect": [str(Path(directory).resolve())]},
+        deadline_s=deadline_s or 2 * timeout, succeeded=succeeded,
+        title=Path(directory).name, unit="task", bars=GpuBars if show_progress else None,
+        announce_folder=True,
+    )  # fmt: skip
     result = merge_suite(directory, found, tasks, records, device=device, scale=scale)
-    result["spread"] = {
-        "gpus": use, "tasks": len(tasks), "resumed": len(tasks) - len(todo),
-        "folder": str(book.folder),
-    }  # fmt: skip
+    result["spread"] = spread
     return result

@@ -7,11 +7,8 @@ model, never one file mixing cards.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kernelab.harness.bench import BenchSession, build_candidates, shape_rows
-from kernelab.output import note
-from kernelab.spread.plan import Task, TaskBook, fingerprint_key, task_key
+from kernelab.spread.plan import Task, task_key
 
 
 def shape_label(shape: dict) -> str:
@@ -123,49 +120,24 @@ def spread_sweep(
 ) -> dict:
     """Every shape on one of `gpus` GPUs of a Ray cluster: merge_sweep's result plus
     "spread" (GPUs, tasks, resumed ones, the task folder)."""  # fmt: skip
-    from kernelab.spread.engine import cluster_gpus, connect, run_tasks
-    from kernelab.spread.plan import gpus_to_use
+    from kernelab.spread.engine import spread_tasks
+    from kernelab.spread.progress import GpuBars
 
     settings = {"baselines": baselines, "dtype": dtype, "mode": mode,
                 "min_samples": min_samples, "max_time": max_time, "device": device}  # fmt: skip
     tasks = plan_sweep(kernel, shapes, settings)
     fingerprint = {"kind": "sweep", "kernel": kernel, "shapes": shapes, **settings}
-    ray = connect(address, "--gpus")
-    if folder is None:
-        from kernelab.harness.cache import cache_dir
 
-        folder = cache_dir() / "spread" / fingerprint_key(fingerprint)
-    book = TaskBook(folder, fingerprint, resume=resume)
-    records = book.done() if resume else {}
-    todo = [task for task in tasks if task.key not in records]
-    use, why = gpus_to_use(gpus, cluster_gpus(ray), len(todo)) if todo else (0, None)
-    if why:
-        note(why)
-
-    def on_result(task: Task, record: dict) -> bool:
-        book.write(task.key, record)
-        records[task.key] = record
+    def succeeded(record: dict) -> bool:
         rows = (record.get("result") or {}).get("rows") or []
         return bool(rows) and all(row.get("check_ok") for row in rows)
 
-    progress = None
-    if show_progress:
-        from kernelab.spread.progress import GpuBars
-
-        progress = GpuBars(f"{kernel}: {use} GPU(s)", len(tasks), len(records))
-    try:
-        run_tasks(
-            ray, todo, runner_cls=runner_cls, on_result=on_result, gpus=use,
-            runner_kwargs={"kernel": kernel, **settings}, deadline_s=deadline_s,
-            progress=progress,
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        note(f"interrupted: {len(records)} finished shape(s) kept in {book.folder}; "
-             "--resume goes on from there")  # fmt: skip
-        raise
+    records, spread = spread_tasks(
+        tasks, fingerprint, address=address, gpus=gpus, resume=resume, folder=folder,
+        runner_cls=runner_cls, runner_kwargs={"kernel": kernel, **settings},
+        deadline_s=deadline_s, succeeded=succeeded, title=kernel, unit="shape",
+        bars=GpuBars if show_progress else None,
+    )  # fmt: skip
     result = merge_sweep(kernel, tasks, records)
-    result["spread"] = {
-        "gpus": use, "tasks": len(tasks), "resumed": len(tasks) - len(todo),
-        "folder": str(Path(book.folder)),
-    }  # fmt: skip
+    result["spread"] = spread
     return result
