@@ -3,22 +3,14 @@ model, the tensors are far past L2, and bad options are refused before anything 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "backward.py"
+from benchmark_scripts import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("backward_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("backward")
 
 
 def test_the_plan_covers_the_sweep_with_the_cost_models_bytes(capsys):

@@ -3,21 +3,15 @@ ops), the line counts taken from the kernel files, and the dry-run record."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cute_dsl.py"
+from benchmark_scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("cute_dsl_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("cute_dsl")
 
 
 def test_cases_cover_1k_to_256k_both_dtypes(script):

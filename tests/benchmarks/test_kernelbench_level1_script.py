@@ -4,27 +4,21 @@ cut by its budget, and the bar it judges the verdicts by."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "kernelbench_level1.py"
 KB = ROOT / "tests" / "fixtures" / "eval" / "kernelbench"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("kernelbench_level1_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("kernelbench_level1")
 
 
 @pytest.fixture
@@ -56,7 +50,11 @@ def test_every_problem_is_judged_with_its_own_reference_and_a_broken_one_is_a_cr
     out = tmp_path / "out"
     assert _run(script, checkout, out) == 1  # the broken problem keeps it short of the bar
     solution = out / "suite" / "solutions" / "019_ReLU" / "reference_as_solution.py"
-    assert solution.read_text().rstrip().endswith("ModelNew = Model  # the reference judged as a solution")
+    assert (
+        solution.read_text()
+        .rstrip()
+        .endswith("ModelNew = Model  # the reference judged as a solution")
+    )
     summary = json.loads((out / script.SUMMARY).read_text())
     by_name = {row["problem"]: row for row in summary["rows"]}
     assert list(by_name) == ["007_Broken", "019_ReLU", "023_Softmax"]  # numeric order
@@ -100,7 +98,9 @@ def test_the_bar_takes_speed_outside_the_band_oom_and_missing_timing_as_faults()
     assert script.judge(oom, timed=True) == ["status error", "out of memory"]
     skipped = {"status": "skipped", "message": "skipped: needs 80 GB, card has 70", "notes": []}
     assert script.judge(skipped, timed=True) == []
-    assert script.median_speedup({"timings": [{"speedup_vs_eager": v} for v in (1.0, 0.9, 1.2, 1.1)]}) == pytest.approx(1.05)
+    assert script.median_speedup(
+        {"timings": [{"speedup_vs_eager": v} for v in (1.0, 0.9, 1.2, 1.1)]}
+    ) == pytest.approx(1.05)
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):

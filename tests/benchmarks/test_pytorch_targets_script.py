@@ -3,19 +3,11 @@ step it times can be swapped (--hgemm-step) without touching the goals."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pytorch_targets.py"
+from benchmark_scripts import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("pytorch_targets_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("pytorch_targets")
 
 
 def test_the_hopper_gemm_targets_time_the_step_asked_for_with_the_same_goals():

@@ -4,22 +4,14 @@ How large the cost is, is the benchmark's record, not a test's assertion."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "wall_cost.py"
+from benchmark_scripts import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("wall_cost_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("wall_cost")
 
 
 def test_one_pair_of_runs_writes_the_cost_and_what_the_wall_did(tmp_path, capsys):

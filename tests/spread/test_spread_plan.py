@@ -13,6 +13,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 from kernelab.cli import main
 from kernelab.errors import KernelabError
@@ -286,14 +287,7 @@ def steady(result: dict) -> dict:
 
 
 def _benchmark():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "spread_suite.py"
-    spec = importlib.util.spec_from_file_location("spread_suite_script", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("spread_suite")
 
 
 def test_the_benchmark_plans_copies_of_the_suite_and_states_its_targets(tmp_path):

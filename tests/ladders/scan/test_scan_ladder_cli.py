@@ -4,7 +4,6 @@ imports, shows -h and refuses to run without a GPU in one line; its verdicts fro
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 from kernelab.runtime.cuda import build as cuda_build
 
@@ -77,10 +77,7 @@ def test_the_benchmark_script_imports_and_shows_help():
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("scan_ladder_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scan_ladder")
 
 
 def _row(step, ms, pct, vs_torch=None):

@@ -5,13 +5,13 @@ one-line refusal where no GPU is visible."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "benchmarks" / "decode_step.py"
@@ -19,10 +19,7 @@ SCRIPT = ROOT / "benchmarks" / "decode_step.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("decode_step_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("decode_step")
 
 
 def _run(*args):

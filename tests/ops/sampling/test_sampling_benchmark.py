@@ -4,7 +4,6 @@ CUDA in one line, and its torch baseline samples inside the nucleus."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "benchmarks" / "sampling.py"
@@ -60,9 +60,7 @@ def _has_cuda() -> bool:
 
 def test_the_torch_baseline_samples_inside_the_nucleus():
     torch = pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("sampling_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("sampling")
     from kernelab.spec.sampling import safe_top_p, sampling_reference
 
     logits = torch.randn(8, 500, generator=torch.Generator().manual_seed(0)) * 3
