@@ -64,12 +64,7 @@ def _spec_cost(spec, given: dict, dtype: str | None):
     """The OpCost of a kernelab.spec op from the options given: its shape keys required,
     every other shape option refused; the dtype bf16 unless told or the op has none."""
     keys = spec.shape_keys
-    stray = [name for name, value in given.items() if value is not None and name not in keys]
-    if stray:
-        raise KernelabError(f"roofline {spec.name} does not take {', '.join(map(_flag, stray))}")
-    missing = [name for name in keys if given.get(name) is None]
-    if missing:
-        raise KernelabError(f"roofline {spec.name} needs {', '.join(map(_flag, missing))}")
+    _check_options(spec.name, given, required=keys)
     if dtype is None:
         usable = [d for d in spec.dtypes if d != "fp64"]
         dtype = SPEC_OP_DEFAULT_DTYPE if SPEC_OP_DEFAULT_DTYPE in usable else usable[0]
@@ -80,16 +75,21 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _cost_arguments(op: str, given: dict) -> dict:
-    """The cost model's keyword arguments from the options given, checked against the op."""
-    required, optional = _REQUIRED[op], _OPTIONAL.get(op, ())
-    stray = [name for name, value in given.items() if value is not None]
-    stray = [name for name in stray if name not in required and name not in optional]
+def _check_options(op: str, given: dict, *, required, optional=()) -> None:
+    """One line for a shape option the op does not take, else for one it needs."""
+    stray = [name for name, value in given.items()
+             if value is not None and name not in required and name not in optional]  # fmt: skip
     if stray:
         raise KernelabError(f"roofline {op} does not take {', '.join(map(_flag, stray))}")
     missing = [name for name in required if given.get(name) is None]
     if missing:
         raise KernelabError(f"roofline {op} needs {', '.join(map(_flag, missing))}")
+
+
+def _cost_arguments(op: str, given: dict) -> dict:
+    """The cost model's keyword arguments from the options given, checked against the op."""
+    required, optional = _REQUIRED[op], _OPTIONAL.get(op, ())
+    _check_options(op, given, required=required, optional=optional)
     arguments = {name: given[name] for name in (*required, *optional) if given[name] is not None}
     if op == "attention":
         arguments.setdefault("batch", 1)
