@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -62,31 +60,11 @@ def run_walled(on_gpu: bool) -> tuple[float, dict]:
     from kernelab.evaluate import wall
 
     begin = time.perf_counter()
-    scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
-    plan, notes = wall.plan(read_only=[sys.prefix, sys.base_prefix], scratch=scratch,
-                            on_gpu=on_gpu, cpu_seconds=60)  # fmt: skip
-    if plan["uid"] is not None:
-        os.chown(scratch, plan["uid"], plan["gid"])
-    read, write = os.pipe()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan), str(write), "--",
-             *PROGRAM],
-            pass_fds=(write,), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    finally:
-        os.close(write)
-    with os.fdopen(read) as handle:
-        lines = [json.loads(line) for line in handle.read().splitlines()]
-    wall.sweep(plan["uid"])
-    shutil.rmtree(scratch, ignore_errors=True)
+    report, done = wall.run_behind(PROGRAM, read_only=[sys.prefix, sys.base_prefix],
+                                   on_gpu=on_gpu)  # fmt: skip
     elapsed = time.perf_counter() - begin
     if done.returncode != 0:
         raise RuntimeError(f"the walled program failed ({done.returncode}): {done.stderr[-400:]}")
-    report = {"applied": [], "refused": list(notes)}
-    for line in lines:
-        report["applied"] += line.get("applied", [])
-        report["refused"] += line.get("refused", [])
     return elapsed, report
 
 

@@ -9,10 +9,8 @@ import ctypes
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -56,25 +54,7 @@ PROBE = textwrap.dedent(
 def through_the_wall(argv: list[str], read_only: list[str]) -> tuple[dict, str]:
     """Run `argv` behind the wall as the judge would; (the wall's report, the program's
     stdout)."""
-    scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
-    plan, notes = wall.plan(read_only=read_only, scratch=scratch, on_gpu=False, cpu_seconds=60)
-    if plan["uid"] is not None:
-        os.chown(scratch, plan["uid"], plan["gid"])
-    read, write = os.pipe()
-    done = subprocess.run(
-        [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan), str(write), "--",
-         *argv],
-        pass_fds=(write,), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    os.close(write)
-    with os.fdopen(read) as handle:
-        lines = [json.loads(line) for line in handle.read().splitlines()]
-    wall.sweep(plan["uid"])
-    shutil.rmtree(scratch, ignore_errors=True)
-    report = {"applied": [], "refused": list(notes)}
-    for line in lines:
-        report["applied"] += line.get("applied", [])
-        report["refused"] += line.get("refused", [])
+    report, done = wall.run_behind(argv, read_only=read_only)
     assert done.returncode == 0, done.stderr
     return report, done.stdout
 

@@ -500,6 +500,40 @@ def sweep(uid: int | None) -> int:
     return killed
 
 
+def run_behind(argv: list[str], *, read_only: list[str], on_gpu: bool = False,
+               cpu_seconds: float = 60, timeout: float = 60):  # fmt: skip
+    """Run `argv` behind the wall as the judge starts a worker (its plan, a scratch folder of
+    the worker's uid, the launcher, then the sweep and the folder's removal), for a program
+    that needs no pipes to the judge; (what the wall applied and refused, the finished
+    process with its output)."""
+    import subprocess
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="kernelab-worker-")
+    plan_, notes = plan(read_only=read_only, scratch=scratch, on_gpu=on_gpu,
+                        cpu_seconds=cpu_seconds)  # fmt: skip
+    if plan_["uid"] is not None:
+        os.chown(scratch, plan_["uid"], plan_["gid"])
+    read, write = os.pipe()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan_), str(write), "--",
+             *argv],
+            pass_fds=(write,), capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+        with os.fdopen(read) as handle:
+            lines = [json.loads(line) for line in handle.read().splitlines()]
+        sweep(plan_["uid"])
+        shutil.rmtree(scratch, ignore_errors=True)
+    report = {"applied": [], "refused": list(notes)}
+    for line in lines:
+        report["applied"] += line.get("applied", [])
+        report["refused"] += line.get("refused", [])
+    return report, done
+
+
 def main(args: list[str]) -> int:
     plan = json.loads(args[0])
     report_fd = int(args[1])
