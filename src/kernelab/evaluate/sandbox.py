@@ -131,7 +131,7 @@ def crash_message(code: int | None, words: str) -> str:
     return f"{head}: {words}" if words else head
 
 
-def judge_import_folders() -> list[str]:
+def secure_import_folders() -> list[str]:
     """The folders the judge may still import a module from, made read-only for the worker: a
     module the solution planted there would run inside the judge at its next lazy import.
 
@@ -216,7 +216,7 @@ class Worker:
         read_only = [
             str(problem_path), str(problem_path.parent), str(Path(self.solution).resolve()),
             str(Path(kernelab.__file__).resolve().parent), sys.prefix, sys.base_prefix,
-            *judge_import_folders(), *self.protect,
+            *secure_import_folders(), *self.protect,
         ]  # fmt: skip
         plan, notes = wall.plan(
             read_only=read_only,
