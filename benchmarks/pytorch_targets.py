@@ -59,7 +59,7 @@ class Target:
 
 # The Hopper GEMM step the targets time: the ladder's best. Step 19 is step 18 with stream-K
 # where it pays (at 8192^3: 102.3 % of step 18, paired; at 2048^3 and 4096^3 it runs step
-# 18's kernel), H100, session 27.
+# 18's kernel), measured on an H100.
 HGEMM_STEP = "hgemm:19"
 
 
@@ -273,7 +273,7 @@ def launch_costs(hgemm_step: str = HGEMM_STEP) -> list[dict]:
 
 def _tuner_choice(target) -> dict:
     """For triton.matmul, the configs its autotuners chose at this shape: the choice can differ
-    from process to process where configs time close together (session 25, 1024^3)."""
+    from process to process where configs time close together (seen at 1024^3)."""
     if target.impl != "triton.matmul":
         return {}
     from kernelab.ops.matmul import tuned_choices
