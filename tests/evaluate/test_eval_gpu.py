@@ -133,6 +133,30 @@ def test_gpu_patched_event_times_are_overruled_by_the_judge():
     assert timed["solution_ms"] >= 3.0, timed
 
 
+@pytest.mark.gpu
+def test_gpu_answers_remembered_by_content_cost_their_work_in_every_call():
+    # 20 ms of work per distinct input set, repeats from a cache keyed by sampled values:
+    # every timed call gets a set of its own, made on the device, so none is a repeat.
+    code, verdict = judged_on_gpu(CHEATS / "memoises_content.py")
+    assert code == 0 and verdict["status"] == "pass", verdict["message"]
+    [timed] = verdict["timings"]
+    assert timed["solution_ms"] >= 18.0, timed
+    assert not any("rotate through" in note for note in verdict["notes"]), verdict["notes"]
+
+
+@pytest.mark.gpu
+def test_gpu_kernelbench_inputs_are_made_on_the_device_from_their_seed():
+    import torch
+
+    from kernelab.evaluate.formats import load_problem
+
+    problem = load_problem(RELU, device=torch.device("cuda"), scale=1.0)
+    [case] = problem.tests
+    first, again, other = (problem.generate(case, seed) for seed in (5, 5, 6))
+    assert first[0].device.type == "cuda"
+    assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
+
+
 # --- the wall and the unpredictable checks on the GPU -------------------------------------
 
 
@@ -153,6 +177,7 @@ def test_gpu_worker_behind_the_wall_still_reaches_the_gpu():
         ("walls/leaves_a_daemon.py", "output is constant"),
         ("checks/works_only_when_checked.py", "during timing, call"),
         ("checks/computes_after_the_batch.py", "is not the one the call returned"),
+        ("checks/forges_the_fingerprint.py", "is not the one the call returned"),
         ("odd/returns_meta.py", "is a meta tensor"),
         ("odd/returns_sparse.py", "the reference's is dense"),
         ("odd/returns_subclass.py", "a tensor subclass or a class of the solution's"),

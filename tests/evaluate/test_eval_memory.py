@@ -103,6 +103,14 @@ def as_h200(monkeypatch):
     monkeypatch.setattr(ceilings, "measured_ceilings_for", lambda spec, path=None: None)
 
 
+@pytest.fixture
+def rotating(monkeypatch):
+    """Timed calls rotate through the pool (no set is made fast enough for one per call)."""
+    import kernelab.evaluate.evaluator as evaluator_module
+
+    monkeypatch.setattr(evaluator_module, "FRESH_MAKE_MAX_MS", -1.0)
+
+
 def _timed(problem_path: Path) -> Evaluator:
     problem = load_problem(problem_path, device="cpu", scale=SCALE)
     found = Evaluator(problem, Options(seeds=1, seed=5, compile=False, max_time_s=0.05))
@@ -111,7 +119,7 @@ def _timed(problem_path: Path) -> Evaluator:
     return found
 
 
-def test_short_memory_shrinks_the_pool_and_the_verdict_says_so(monkeypatch, as_h200):
+def test_short_memory_shrinks_the_pool_and_the_verdict_says_so(monkeypatch, as_h200, rotating):
     # softmax at 1/16: 128 x 256 fp32, 128 KiB in and out, 256 KiB each in float64
     one = footprint.SetSize(inputs=1 << 17, inputs64=1 << 18, output=1 << 17, output64=1 << 18)
     need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
@@ -126,7 +134,9 @@ def test_short_memory_shrinks_the_pool_and_the_verdict_says_so(monkeypatch, as_h
                judged.notes), judged.notes  # fmt: skip
 
 
-def test_with_one_input_set_every_sampled_timed_output_is_still_checked(monkeypatch, as_h200):
+def test_with_one_input_set_every_sampled_timed_output_is_still_checked(
+    monkeypatch, as_h200, rotating
+):
     one = footprint.SetSize(inputs=1 << 17, inputs64=1 << 18, output=1 << 17, output64=1 << 18)
     need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
     _free(monkeypatch, int((need_one + 1000) / footprint.MEMORY_SHARE))
@@ -152,7 +162,7 @@ def test_with_one_input_set_every_sampled_timed_output_is_still_checked(monkeypa
     assert checked.count(pool_set.seed) == POOL_SETS + drawn
 
 
-def test_with_one_input_set_a_cheat_on_timed_calls_still_fails(monkeypatch, as_h200):
+def test_with_one_input_set_a_cheat_on_timed_calls_still_fails(monkeypatch, as_h200, rotating):
     problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
     one = footprint.fake_set_size(problem, problem.timing_cases()[0])
     need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
@@ -161,6 +171,21 @@ def test_with_one_input_set_a_cheat_on_timed_calls_still_fails(monkeypatch, as_h
     assert len(found.pools["default"]) == 1
     cheat = found.evaluate(EVAL / "cheats/skips_when_timed.py")
     assert cheat.status == "fail" and "default: during timing, call " in cheat.message
+
+
+def test_with_a_set_per_call_short_memory_keeps_no_pool_and_no_rotation_note(monkeypatch, as_h200):
+    problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
+    one = footprint.fake_set_size(problem, problem.timing_cases()[0])
+    need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
+    _free(monkeypatch, int((need_one + 1000) / footprint.MEMORY_SHARE))
+    found = _timed(KB / "relu.py")
+    assert found.fresh == {"default": True} and found.pools == {"default": []}
+    judged = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert judged.status == "pass", judged.message
+    assert judged.memory["pool_sets"] == 1  # what the plan allowed; no pool was needed
+    assert not any("rotate through" in n for n in judged.notes), judged.notes
+    cheat = found.evaluate(EVAL / "cheats/skips_when_timed.py")
+    assert cheat.status == "fail" and "(its own input set, seed " in cheat.message
 
 
 def test_a_problem_that_cannot_fit_once_is_skipped_with_the_sizes(monkeypatch, tmp_path):
@@ -210,8 +235,9 @@ def test_an_out_of_memory_at_set_up_is_a_skip_not_a_traceback(tmp_path):
     [judged] = outcome.verdicts.values()
     assert judged["status"] == "skipped", judged
     assert judged["message"].startswith("skipped: needs more, machine has ")
-    assert "setting up ran out of memory (OutOfMemoryError: Tried to allocate 6.00 GiB)" in (
-        judged["message"]
+    assert (
+        "setting up ran out of memory (OutOfMemoryError: Tried to allocate 6.00 GiB)"
+        in (judged["message"])
     )
 
 

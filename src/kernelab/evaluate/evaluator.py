@@ -33,17 +33,22 @@ Correctness, for every case and several seeds (each test case at its own seed an
 
 Then the candidate runs many times (kernelab.evaluate.timed_calls): timed on a GPU, with the
 same loop and mode for eager PyTorch and torch.compile of the reference (reported as
-speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Each call gets
-the next of POOL_SETS input sets (fewer where the device's memory is short: the plan of
-kernelab.evaluate.footprint, made before any input exists), copied into the same tensors
-(new values at the same addresses). Without timing every call is checked in full. When timed, every output is kept
-and fingerprinted inside the judge's clock, and the outputs of some calls, chosen by the
-judge after the batch from a secret, come back, must match their fingerprints and are
-checked against the reference of their set: an answer remembered from an earlier call, an
-empty tensor returned when a timer is on the stack, or an answer made after the batch,
-fails. The judge bounds the reported time by its own wall clock around the batch
-(kernelab.evaluate.observed). Afterwards the output is checked again on inputs it has never
-seen, which catches behaviour that changes after N calls.
+speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Every call's
+inputs are copied into the same tensors (new values at the same addresses). A timed call
+gets a set of its own, made in the worker by the problem's generator from a seed the judge
+draws for it, so an answer remembered by the inputs' content is never reused. Where making a
+set is slow (FRESH_MAKE_MAX_MS) or not reproducible from its seed, and without timing, calls
+rotate through POOL_SETS sets (fewer where the device's memory is short: the plan of
+kernelab.evaluate.footprint, made before any input exists), and when timed a note says that
+answers remembered by content go uncaught there. Without timing every call is checked in
+full. When timed, every output is kept and fingerprinted inside the judge's clock, and the
+outputs of some calls, chosen by the judge after the batch from a secret, come back, must
+match their fingerprints (a digest of their bytes: kernelab.evaluate.digest) and are checked
+against the reference of their set (made again in the judge from its seed): an answer
+remembered from an earlier call, an empty tensor returned when a timer is on the stack, or
+an answer made after the batch, fails. The judge bounds the reported time by its own wall
+clock around the batch (kernelab.evaluate.observed). Afterwards the output is checked again
+on inputs it has never seen, which catches behaviour that changes after N calls.
 
 Roofline: the cost is declared by the problem or recognised from the reference's aten ops
 (kernelab.evaluate.recognise); on a catalog GPU the candidate's time is placed on the
@@ -55,6 +60,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +85,7 @@ from kernelab.evaluate.timed_phase import TimedPhase
 from kernelab.evaluate.verdict import (
     DEFAULT_TIMEOUT_S,
     EAGER_ERROR_MARGIN,
+    FRESH_MAKE_MAX_MS,
     KEPT_OUTPUT_BYTES,
     POOL_SETS,
     SUSPECT_MARKS,
@@ -117,6 +124,22 @@ def _same_structure(a, b) -> bool:
         p == q and isinstance(x, torch.Tensor) == isinstance(y, torch.Tensor)
         for (p, x), (q, y) in zip(ours, theirs, strict=True)
     )
+
+
+def _same_set(a, b) -> bool:
+    """Whether two input sets are the same: structure, every tensor's bytes, other leaves."""
+    import torch
+
+    if not _same_structure(a, b):
+        return False
+    pairs = list(zip(trees.leaves(a), trees.leaves(b), strict=True))
+    for (_, x), (_, y) in pairs:
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return not trees.changed_paths(a, b)
 
 
 def _odd_tensor(out, ref) -> str | None:
@@ -159,6 +182,7 @@ class Evaluator(TimedPhase):
         self.expected: list[Expected] = []
         self.rechecks: dict[str, Expected] = {}  # timing case label -> unseen inputs
         self.pools: dict[str, list[Expected]] = {}  # timing case label -> rotated input sets
+        self.fresh: dict[str, bool] = {}  # timing case label -> a new input set per timed call
         self.costs: dict[str, Any] = {}  # timing case label -> Recognition
         self.baselines: dict[str, dict] = {}  # case label -> {"eager": {...}, "compiled": ...}
         self.baseline_records: list[dict] = []
@@ -190,7 +214,17 @@ class Evaluator(TimedPhase):
         for case in self.problem.timing_cases():
             self.rechecks[case.label] = self._expect(case, rng.randrange(2**31))
             self.costs[case.label] = self._cost(self.rechecks[case.label])
-            self.pools[case.label] = self._pool(case, rng)
+            why = self._why_not_fresh(case, rng) if self.timing else "not timed"
+            self.fresh[case.label] = why is None
+            self.pools[case.label] = [] if why is None else self._pool(case, rng)
+            if self.timing and why is not None:
+                self.notes.append(
+                    f"{case.label}: timed calls rotate through {len(self.pools[case.label])} "
+                    f"input set(s), not a new set per call ({why}): an answer remembered by "
+                    "the inputs' content is not caught there"
+                )
+        if any(self.pools.values()):
+            self._note_a_short_pool()
         if self.timing and self.options.mode == "graph":
             self.notes.append(
                 "graph mode does not apply to eval (every call gets new inputs, loaded outside "
@@ -246,15 +280,20 @@ class Evaluator(TimedPhase):
                       available=available_bytes(self.device), how=how)  # fmt: skip
         if memory.available_bytes is None:
             self.notes.append(f"memory not planned: {memory.what}; {POOL_SETS} input sets")
-        elif memory.pool_sets < POOL_SETS:
-            self.notes.append(
-                f"timed calls rotate through {memory.pool_sets} input set(s), not {POOL_SETS}: "
-                f"that needs {memory.need_bytes / GB:.1f} GB of the {memory.budget_bytes / GB:.1f}"
-                f" GB planned ({memory.share:.0%} of {memory.available_bytes / GB:.1f} GB "
-                f"{memory.what}; sizes {how}); every sampled timed output is still checked "
-                "against the reference of its set"
-            )
         return memory
+
+    def _note_a_short_pool(self) -> None:
+        """Say so when the memory plan cut the pool the calls rotate through."""
+        memory = self.memory
+        if memory is None or memory.available_bytes is None or memory.pool_sets >= POOL_SETS:
+            return
+        self.notes.append(
+            f"timed calls rotate through {memory.pool_sets} input set(s), not {POOL_SETS}: "
+            f"that needs {memory.need_bytes / GB:.1f} GB of the {memory.budget_bytes / GB:.1f}"
+            f" GB planned ({memory.share:.0%} of {memory.available_bytes / GB:.1f} GB "
+            f"{memory.what}; sizes {memory.how}); every sampled timed output is still checked "
+            "against the reference of its set"
+        )
 
     def _pool(self, case: Case, rng: random.Random) -> list[Expected]:
         sets = self.memory.pool_sets if self.memory else POOL_SETS
@@ -265,7 +304,36 @@ class Evaluator(TimedPhase):
         self.notes.append(f"{case.label}: timed calls all get one input set ({why})")
         return pool[:1]
 
-    def _expect(self, case: Case, seed: int) -> Expected:
+    def _why_not_fresh(self, case: Case, rng: random.Random) -> str | None:
+        """None when each timed call can get an input set of its own, made in the worker from
+        a seed (and again here, from that seed, to check it); else why not. The generator
+        must give the same set for the same seed and sets of one structure, shape and dtype
+        for any two seeds (every call is loaded into one tree of tensors), fast enough to run
+        before every call. Memory is no reason: with a set per call neither side keeps a pool,
+        which the plan made room for, and the judge holds one set more at a time."""
+        took = []
+
+        def make(seed: int):
+            begin = time.perf_counter()
+            data = self.problem.generate(case, seed)
+            _synchronize(self.device)
+            took.append((time.perf_counter() - begin) * 1e3)
+            return data
+
+        seed = rng.randrange(2**31)
+        first = make(seed)  # two sets at most at a time: within the plan's transient
+        if not _same_set(first, make(seed)):
+            return "the generator gives different inputs for the same seed"
+        if compatible([first, make(rng.randrange(2**31))]) is not None:
+            return "its input sets differ in structure, shape or dtype from seed to seed"
+        del first
+        if min(took) > FRESH_MAKE_MAX_MS:
+            return f"making one set takes {min(took):.0f} ms (more than {FRESH_MAKE_MAX_MS:g})"
+        return None
+
+    def _expect(self, case: Case, seed: int, buffers: set[str] | None = None) -> Expected:
+        """The inputs of `case` at `seed` and the references on them. `buffers` (the output
+        buffers, when another set of the case has found them) saves the search."""
         problem = self.problem
         where = f"{problem.name} {case.label} seed {seed}"
         try:
@@ -286,8 +354,9 @@ class Evaluator(TimedPhase):
             raise KernelabError(
                 f"{where}: the reference failed: {describe_exception(exc)}"
             ) from None
-        buffers = set(trees.changed_paths(data, scratch))
-        buffers |= self._written_over_nan(data, skip=buffers)
+        if buffers is None:
+            buffers = set(trees.changed_paths(data, scratch))
+            buffers |= self._written_over_nan(data, skip=buffers)
         eager = trees.clone(eager)  # the reference may return a buffer it reuses
         exact = self._exact(data, eager, where)
         input_dtype = trees.first_float_dtype(data)

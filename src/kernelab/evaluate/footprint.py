@@ -9,7 +9,10 @@ scratch copy of the inputs and the inputs upcast to float64. On a GPU the worker
 device: it holds the pool's inputs again, the one tree every timed call receives, and the
 outputs of a batch until the judge chooses which to see (at least POOL_SETS of them) with
 the fingerprint's scratch; the judge fetches the chosen outputs one at a time and checks
-each in float64.
+each in float64. Where every timed call gets an input set of its own (the evaluator decides,
+only when the pool could hold POOL_SETS sets), the worker keeps no pool and the judge makes
+each checked call's set again, one at a time: at most one set more on the judge's side,
+against the two or more the worker no longer keeps.
 
 The sizes come from the problem itself, run on fake tensors (torch's FakeTensorMode: shapes
 and dtypes, no memory), or, where the problem cannot run on fake tensors, from one real
@@ -154,8 +157,8 @@ def need_bytes(
     """Peak bytes of judging with `pool_sets` input sets per timing case: the judge's kept
     sets (`fixed`: test seeds, benchmark cases, re-checks; then the pools), the largest
     set's transient, and on a GPU the worker's pool, its call tree, `min_kept` outputs and
-    the one being made, and the fingerprint's scratch (an int64 position per 8 bytes of
-    output and the mixed words: two outputs' worth)."""
+    the one being made, and the fingerprint's scratch (at most a contiguous and a padded
+    copy of an output: two outputs' worth; the digest's folds add 1/128 of one)."""
     every = [*fixed, *timed]
     judge = sum(s.kept for s in fixed) + pool_sets * sum(s.kept for s in timed)
     judge += max((s.transient for s in every), default=0)

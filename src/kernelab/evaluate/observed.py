@@ -4,7 +4,7 @@ The per-call times come from inside the solution's process, where the solution c
 clock, the events, or the loop that reads them. What it cannot change is how long the judge
 waited: the judge sends "make N calls" and reads the short reply (the checked outputs come
 in a later one) on its own clock. That wait holds the N calls plus the loop's own steps
-(loading each input set, the NaN fill, the L2 flush, the synchronisations, the events, the
+(making or loading each input set, the NaN fill, the L2 flush, the synchronisations, the events, the
 copy and fingerprint of each output). The
 judge measures those itself, in its own process (the same loop around a call that does
 nothing), allows OVERHEAD_MARGIN times them, gives up a further (1 - WALL_SHARE) of the wall
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 
-from kernelab.evaluate.timed_calls import fingerprint, run_calls
+from kernelab.evaluate.timed_calls import Fresh, Rotation, fingerprint, run_calls
 
 OVERHEAD_MARGIN = 1.5
 WALL_SHARE = 0.9
@@ -40,12 +40,15 @@ def floor_ms(wall_ms: float, calls: int, loop_ms: float) -> float:
     return max(0.0, spare) / max(1, calls)
 
 
-def loop_cost_ms(pool: list, *, buffers: set[str], calls: int, mode: str, output=None) -> float:
-    """The judge's wall time for the timed loop's own work over `calls` calls: a call that
-    returns `output` (the size of the real one) at once, its copy kept and fingerprinted."""
+def loop_cost_ms(
+    sets: Rotation | Fresh, *, buffers: set[str], calls: int, mode: str, output=None
+) -> float:
+    """The judge's wall time for the timed loop's own work over `calls` calls: the same input
+    sets (made or rotated, as the worker's were), a call that returns `output` (the size of the
+    real one) at once, its copy kept and fingerprinted."""
     measured = min(calls, NULL_CALLS_MAX)
     begin = time.perf_counter()
-    _, kept = run_calls(lambda data: output, pool, buffers=buffers, calls=measured, mode=mode)
+    _, kept = run_calls(lambda data: output, sets, buffers=buffers, calls=measured, mode=mode)
     for out in kept:
         fingerprint(out)
     return (time.perf_counter() - begin) * 1e3 * calls / max(1, measured)

@@ -4,9 +4,13 @@ The same loop times the solution (in its worker), eager PyTorch and torch.compil
 reference (in the judge), and a call that does nothing (the judge's measure of the loop's own
 cost). Before call i, outside the clock:
 
-- the tensors of input set i % K of the pool are copied into one fixed tree of tensors, the
-  one every call receives: the same addresses each time, new values each time, so an answer
-  remembered per pointer (or per tensor object) is the previous set's answer, and wrong;
+- call i's input set is copied into one fixed tree of tensors, the one every call receives:
+  the same addresses each time, new values each time, so an answer remembered per pointer (or
+  per tensor object) is the previous set's answer, and wrong. The set comes from `sets`:
+  `Fresh` makes a new one for every call with the problem's generator, from a seed drawn for
+  that call, so no call's inputs were ever seen before and an answer remembered by the
+  inputs' content is never reused; `Rotation` hands out the K sets of a pool in turn (set
+  i % K), for the judge's own baselines and where generating a set per call is too slow;
 - the output buffers (GPU MODE preallocates them) are filled with NaN;
 - in cold mode on a GPU, a buffer twice the L2's size is written, so inputs come from HBM.
 
@@ -22,7 +26,8 @@ clock (kernelab.evaluate.observed); only then does the judge choose, from a secr
 never holds, which outputs to see, and it checks each against its fingerprint and against
 the reference of its input set. Nothing in the worker knows before or during the batch which
 calls will be checked, and an output made after the batch does not match its fingerprint
-unless it is the output the call returned.
+unless it is the output the call returned: the fingerprint holds a digest of its bytes that
+no other bytes give (kernelab.evaluate.digest), not a sum that nudged low bits can reach.
 """
 
 from __future__ import annotations
@@ -32,11 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelab.evaluate import trees
+from kernelab.evaluate.digest import digest
 from kernelab.harness.timing import flush_size_bytes
-
-# An odd 64-bit constant (as a signed int64): the multiplier that mixes a word with its position.
-_MIX = -0x61C8864680B583EB
-_positions: dict = {}  # (words, device) -> arange, kept: a batch fingerprints one size again and again
 
 
 def _tensor_fingerprint(tensor) -> str:
@@ -46,29 +48,13 @@ def _tensor_fingerprint(tensor) -> str:
         return f"a {type(tensor).__name__}"
     if tensor.layout != torch.strided or tensor.device.type == "meta":
         return f"a {tensor.layout} tensor on {tensor.device}"
-    flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-    if flat.numel() % 8 or flat.storage_offset() % 8 or flat.numel() == 0:
-        padded = torch.zeros(_padded(flat.numel()), dtype=torch.uint8, device=flat.device)
-        padded[: flat.numel()] = flat
-        flat = padded
-    words = flat.view(torch.int64)
-    key = (words.numel(), str(words.device))
-    if key not in _positions:
-        _positions.clear()
-        _positions[key] = torch.arange(words.numel(), dtype=torch.int64, device=words.device)
-    # Each word xor its position, times an odd constant, summed (all mod 2**64): a changed,
-    # moved or swapped word changes the sum, and the sum needs every word of the output.
-    mixed = (words ^ _positions[key]).mul_(_MIX)
-    return f"{tensor.dtype}{list(tensor.shape)}:{int(mixed.sum())}"
-
-
-def _padded(size: int) -> int:
-    return max(8, (size + 7) // 8 * 8)
+    return f"{tensor.dtype}{list(tensor.shape)}:{digest(tensor)}"
 
 
 def fingerprint(tree: Any) -> list[str]:
-    """One string per leaf of an output: its path, and for a tensor its dtype, shape and a
-    64-bit mix of every byte and its position; equal for the same values on any device."""
+    """One string per leaf of an output: its path, and for a tensor its dtype, shape and the
+    digest of its bytes (kernelab.evaluate.digest: no other bytes give it); equal for the same
+    values on the same kind of device."""
     found = [type(tree).__name__]
     for path, leaf in trees.leaves(tree):
         if isinstance(leaf, trees.tensor_type()):
@@ -79,6 +65,42 @@ def fingerprint(tree: Any) -> list[str]:
         else:
             found.append(f"{path} {type(leaf).__name__} {leaf!r}"[:500])
     return found
+
+
+class Rotation:
+    """The input sets of a pool in turn: call i gets set i % K."""
+
+    def __init__(self, pool: list):
+        self.pool = pool
+
+    def first(self) -> Any:
+        return self.pool[0]
+
+    def __call__(self, index: int) -> Any:
+        return self.pool[index % len(self.pool)]
+
+
+class Fresh:
+    """A new input set for every call: `make(seed)` (the problem's generator) from the call's
+    own seed. The judge draws the seeds and makes the same sets again to check the calls it
+    chooses."""
+
+    def __init__(self, make: Callable[[int], Any], seeds: list[int]):
+        if not seeds:
+            raise ValueError("Fresh needs a seed per call")
+        self.make, self.seeds = make, seeds
+        self._first = None
+
+    def first(self) -> Any:
+        if self._first is None:
+            self._first = self.make(self.seeds[0])
+        return self._first
+
+    def __call__(self, index: int) -> Any:
+        if index == 0:
+            made, self._first = self.first(), None  # not kept past its call
+            return made
+        return self.make(self.seeds[index])
 
 
 def load_set(target: Any, source: Any) -> None:
@@ -115,17 +137,20 @@ def _flush_buffer(torch, device, mode: str):
 
 def run_calls(
     call: Callable[[Any], Any],
-    pool: list,
+    sets: Rotation | Fresh,
     *,
     buffers: set[str],
     calls: int,
     mode: str = "cold",
     keep: bool = True,
 ) -> tuple[list[float], list[Any]]:
-    """`calls` calls of `call`; (the time of each in ms, the output of each when `keep`)."""
+    """`calls` calls of `call`, call i on `sets(i)`; (the time of each in ms, the output of
+    each when `keep`)."""
     import torch
 
-    data = trees.clone(pool[0])
+    if isinstance(sets, Fresh) and len(sets.seeds) < calls:
+        raise ValueError(f"{calls} calls need {calls} seeds, got {len(sets.seeds)}")
+    data = trees.clone(sets.first())
     device = next((t.device for _, t in trees.tensors(data)), torch.device("cpu"))
     on_gpu = device.type == "cuda"
     flush = _flush_buffer(torch, device, mode)
@@ -133,7 +158,7 @@ def run_calls(
     pairs = []
     outputs: list[Any] = []
     for index in range(calls):
-        load_set(data, pool[index % len(pool)])
+        load_set(data, sets(index))
         trees.poison(data, buffers)
         if flush is not None:
             flush.zero_()

@@ -14,7 +14,7 @@ from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
 from kernelab.evaluate import observed, trees
 from kernelab.evaluate.problem import Case, describe_exception
-from kernelab.evaluate.timed_calls import fingerprint, run_calls
+from kernelab.evaluate.timed_calls import Fresh, Rotation, fingerprint, run_calls
 from kernelab.evaluate.verdict import (
     CHECKED_EXTRA,
     CHECKED_MAX,
@@ -49,15 +49,32 @@ class TimedPhase:
         mode = "cold" if self.options.mode == "cold" else "hot"
         return Timing(samples, mode, summarize(samples), "fixed calls", warnings=warnings)
 
+    def _sets(self, label: str, seeds: list[int] | None) -> Fresh | Rotation:
+        """The input sets of a batch at `label`, as the judge makes them: a set per call from
+        `seeds`, or (None) the pool in turn."""
+        if seeds is None:
+            return Rotation([expected.data for expected in self.pools[label]])
+        case = self.rechecks[label].case
+        return Fresh(lambda seed: self.problem.generate(case, seed), seeds)
+
+    def _call_seeds(self, label: str, calls: int) -> list[int] | None:
+        """A seed for each of `calls` calls, drawn from the operating system's randomness
+        (never from --seed, which the worker might learn), or None where the calls at
+        `label` rotate through a pool."""
+        if not self.fresh.get(label):
+            return None
+        draw = random.SystemRandom()
+        return [draw.randrange(2**31) for _ in range(calls)]
+
     def _time_here(self, call, label: str):
         """Time a trusted callable (a baseline) with the solution's loop, in the judge."""
 
-        pool = [expected.data for expected in self.pools[label]]
-        buffers = self.pools[label][0].buffers
+        buffers = self.rechecks[label].buffers
         mode = self.options.mode
 
         def batch(calls: int) -> list[float]:
-            return run_calls(call, pool, buffers=buffers, calls=calls, mode=mode, keep=False)[0]
+            sets = self._sets(label, self._call_seeds(label, calls))
+            return run_calls(call, sets, buffers=buffers, calls=calls, mode=mode, keep=False)[0]
 
         batch(WARMUP_CALLS)
         begin = time.perf_counter()
@@ -124,42 +141,53 @@ class TimedPhase:
     def _where(self, result: CaseResult) -> str:
         return f"{result.case}, seed {result.seed}: "
 
-    def _chosen(self, calls: int) -> list[int]:
+    def _chosen(self, calls: int, last: int) -> list[int]:
         """The timed calls whose outputs the judge checks, drawn after the batch from the
         operating system's randomness (never from --seed, which the worker might learn): the
-        last POOL_SETS (every input set, after any warm-up a cache needs) and CHECKED_EXTRA,
-        or CHECKED_SHARE of the batch, more (at most CHECKED_MAX)."""
-        first_of_last = max(0, calls - POOL_SETS)
+        `last` ones (with a rotated pool, every input set, after any warm-up a cache needs)
+        and CHECKED_EXTRA, or CHECKED_SHARE of the batch, more (at most CHECKED_MAX)."""
+        first_of_last = max(0, calls - last)
         extra = max(CHECKED_EXTRA, min(CHECKED_MAX, int(calls * CHECKED_SHARE)))
         drawn = random.SystemRandom().sample(range(first_of_last), min(extra, first_of_last))
         return sorted({*range(first_of_last, calls), *drawn})
 
-    def _calls(self, worker, label: str, calls: int) -> tuple[dict, float]:
-        """Ask the worker for `calls` calls; its reply and the judge's own wall time (ms)."""
+    def _calls(self, worker, label: str, calls: int, seeds: list[int] | None):
+        """Ask the worker for `calls` calls, each on a set of its own made from `seeds` (or on
+        the rotated pool when None); its reply and the judge's own wall time (ms)."""
+        request = {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
+        if seeds is not None:
+            request["seeds"] = seeds
         begin = time.perf_counter()
-        reply = worker.ask(
-            {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
-        )
+        reply = worker.ask(request)
         wall_ms = (time.perf_counter() - begin) * 1e3
         return reply, wall_ms
 
-    def _check_batch(self, worker, reply: dict, pool: list[Expected], calls: int, during: str):
+    def _check_batch(
+        self, worker, reply: dict, label: str, calls: int, seeds: list[int] | None, during: str
+    ):
         """Choose the calls to check now that the batch is over, fetch their outputs, and
         return the failure message for the first that differs from its fingerprint or from
-        the reference, or None."""
+        the reference, or None. With `seeds` call i's set is made again here from seeds[i];
+        without, it is pool set i % K."""
+        pool, template = self.pools[label], self.rechecks[label]
 
         prints = reply.get("fingerprints")
         if not isinstance(prints, list) or len(prints) != calls:
             return f"{during}: the worker did not fingerprint the outputs of its {calls} calls"
-        chosen = self._chosen(calls)
+        chosen = self._chosen(calls, last=1 if seeds is not None else len(pool))
         for index in chosen:  # one at a time: one output on the judge's side, however large
             outputs = worker.ask({"kind": "outputs", "indices": [index]}).get("outputs")
             if not isinstance(outputs, dict) or set(outputs) != {index}:
                 return f"{during}: the worker did not send back the output of call {index + 1}"
-            expected = pool[index % len(pool)]
-            where = (
-                f"{during}, call {index + 1} (input set {index % len(pool)}, seed {expected.seed})"
-            )
+            if seeds is not None:
+                expected = self._expect(template.case, seeds[index], buffers=template.buffers)
+                where = f"{during}, call {index + 1} (its own input set, seed {seeds[index]})"
+            else:
+                expected = pool[index % len(pool)]
+                where = (
+                    f"{during}, call {index + 1} (input set {index % len(pool)}, "
+                    f"seed {expected.seed})"
+                )
             if fingerprint(outputs[index]) != prints[index]:
                 return (
                     f"{where}: the output sent back is not the one the call returned (its "
@@ -183,15 +211,16 @@ class TimedPhase:
                 )
         return None
 
-    def _output_bytes(self, pool: list[Expected]) -> int:
-        return sum(t.numel() * t.element_size() for _, t in trees.tensors(pool[0].eager))
+    def _output_bytes(self, template: Expected) -> int:
+        return sum(t.numel() * t.element_size() for _, t in trees.tensors(template.eager))
 
     def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
-        """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), on rotating
-        inputs, checking outputs; the failure message, or None."""
+        """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), each call on
+        new inputs, checking outputs; the failure message, or None."""
 
-        pool = self.pools[case.label]
-        buffers = pool[0].buffers
+        label = case.label
+        pool, template = self.pools[label], self.rechecks[label]
+        buffers = template.buffers
         if not self.timing:
             return self._repeat(worker, case, pool)
 
@@ -199,12 +228,16 @@ class TimedPhase:
             worker.ask({"kind": "timing"})
             self._timing_started = True
         worker.ask(
-            {"kind": "pool", "label": case.label, "pool": [e.data for e in pool],
+            {"kind": "pool", "label": label, "pool": [e.data for e in pool],
              "buffers": sorted(buffers)}
         )  # fmt: skip
-        note(f"{self.problem.name} {case.label}: timing {Path(verdict.solution).name}")
-        warm, _ = self._calls(worker, case.label, WARMUP_CALLS)
-        probe, probe_ms = self._calls(worker, case.label, PROBE_CALLS)
+        note(f"{self.problem.name} {label}: timing {Path(verdict.solution).name}")
+        # The seeds travel with each request: the worker learns a set only when it must
+        # make it, inside the judge's clock around the batch.
+        warm, _ = self._calls(worker, label, WARMUP_CALLS, self._call_seeds(label, WARMUP_CALLS))
+        probe, probe_ms = self._calls(
+            worker, label, PROBE_CALLS, self._call_seeds(label, PROBE_CALLS)
+        )
         for reply in (warm, probe):
             if "raised" in reply:
                 return f"{case.label}: the solution raised while timed: {reply['raised']}"
@@ -213,12 +246,13 @@ class TimedPhase:
         # the kept bytes the memory plan allows (KEPT_OUTPUT_BYTES at most) shorten the
         # batch, below --min-samples if they must.
         allowed = self.memory.kept_output_bytes if self.memory else KEPT_OUTPUT_BYTES
-        kept = allowed // max(1, self._output_bytes(pool))
+        kept = allowed // max(1, self._output_bytes(template))
         calls = max(POOL_SETS, min(calls, kept))
-        reply, wall_ms = self._calls(worker, case.label, calls)
+        seeds = self._call_seeds(label, calls)
+        reply, wall_ms = self._calls(worker, label, calls, seeds)
         if "raised" in reply:
-            return f"{case.label}: the solution raised while timed: {reply['raised']}"
-        failure = self._check_batch(worker, reply, pool, calls, f"{case.label}: during timing")
+            return f"{label}: the solution raised while timed: {reply['raised']}"
+        failure = self._check_batch(worker, reply, label, calls, seeds, f"{label}: during timing")
         if failure:
             return failure
         samples = reply.get("samples_ms")
@@ -228,14 +262,14 @@ class TimedPhase:
             or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
         ):
             return f"{case.label}: the worker did not report {calls} times"
-        data = [e.data for e in pool]
-        floor = observed.floor_ms(
-            wall_ms,
-            calls,
-            observed.loop_cost_ms(
-                data, buffers=buffers, calls=calls, mode=self.options.mode, output=pool[0].eager
-            ),
+        loop_ms = observed.loop_cost_ms(
+            self._sets(label, self._call_seeds(label, calls)),
+            buffers=buffers,
+            calls=calls,
+            mode=self.options.mode,
+            output=template.eager,
         )
+        floor = observed.floor_ms(wall_ms, calls, loop_ms)
         samples, bounded = observed.bound(samples, floor)
         timing = self._timing(samples, [bounded] if bounded else [])
         base = self.baselines.get(case.label, {})

@@ -16,6 +16,9 @@ from kernelab.output import to_jsonable
 STATUSES = ("pass", "fail", "suspect", "crash", "timeout", "error", "skipped")
 EAGER_ERROR_MARGIN = 2.0
 POOL_SETS = 3  # input sets the timed calls rotate through, memory allowing (footprint.py)
+# ... where they cannot each get a new set: making one set takes longer than this (a set per
+# call moves the judge's floor on a faked time by as much: kernelab.evaluate.observed)
+FRESH_MAKE_MAX_MS = 20.0
 CHECKED_EXTRA = 8  # checked timed calls besides the last POOL_SETS, at least
 CHECKED_SHARE = 0.1  # ... or this share of the batch
 CHECKED_MAX = 32  # ... at most

@@ -10,9 +10,13 @@ until told to stop:
     {"kind": "call", "data" | "layout"}             one call    -> {"out", "snapshot"[, "given"]}
     {"kind": "timing"}                              allocations no longer poisoned, for good
     {"kind": "pool", "label", "pool", "buffers"}    keep the input sets of a timing case
-    {"kind": "calls", "label", "calls", "mode"}     timed calls -> {"samples_ms", "fingerprints"}
+    {"kind": "calls", "label", "calls", "mode"[, "seeds"]}
+                                                    timed calls -> {"samples_ms", "fingerprints"}
     {"kind": "outputs", "indices"}                  the outputs of those calls the judge names
     {"kind": "stop"}
+
+Timed calls with "seeds" each get a new input set, made here by the problem's generator from
+the call's seed (kernelab.evaluate.timed_calls.Fresh); without, they rotate through the pool.
 
 With an arena (ARENA_FD, on a CPU) a call's inputs are views of pages the judge shares
 (kernelab.evaluate.arena): the judge reads what the call left there itself. Without one they
@@ -43,7 +47,7 @@ from kernelab.evaluate import trees
 from kernelab.evaluate.arena import Arena
 from kernelab.evaluate.channel import ChannelClosed, receive, send
 from kernelab.evaluate.formats import describe_exception, load_problem
-from kernelab.evaluate.timed_calls import fingerprint, run_calls
+from kernelab.evaluate.timed_calls import Fresh, Rotation, fingerprint, run_calls
 from kernelab.harness.check import poisoned_allocations
 
 
@@ -103,6 +107,7 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
     poisoned.enter_context(poisoned_allocations())
     send(write_fd, {"ready": True})
     run, pools, outputs = None, {}, []
+    cases = {case.label: case for case in problem.timing_cases()}
     while True:
         try:
             request = receive(read_fd, trusted=True)
@@ -137,8 +142,14 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
         elif kind == "calls":
             pool, buffers = pools[request["label"]]
             try:
+                if "seeds" in request:
+                    case = cases[request["label"]]
+                    sets = Fresh(lambda seed, case=case: problem.generate(case, seed),
+                                 request["seeds"])  # fmt: skip
+                else:
+                    sets = Rotation(pool)
                 samples, outputs = run_calls(
-                    run, pool, buffers=buffers, calls=request["calls"], mode=request["mode"]
+                    run, sets, buffers=buffers, calls=request["calls"], mode=request["mode"]
                 )
                 answer = {"samples_ms": samples, "fingerprints": [fingerprint(o) for o in outputs]}
             except Exception as exc:
