@@ -250,7 +250,7 @@ def timed_evaluator(problem_path: Path, **options) -> Evaluator:
 def test_timed_verdict_reports_speedups_placement_and_records(as_h200):
     found = timed_evaluator(PROBLEMS["kb-matmul"])
     found.measure_baselines()
-    eager = found.baselines["default"]["eager"]["median_ms"]
+    eager = found.baselines["default"]["eager"]["mean_ms"]
     assert eager > 0
     verdict = found.evaluate(KB / "solutions/matmul/correct/model_new.py")
     assert verdict.status == "pass", verdict.message
@@ -292,6 +292,16 @@ def test_a_worker_that_under_reports_its_time_is_bounded_by_the_judge(as_h200):
     # the judge's floor: the 20 ms calls less its generous allowance for the loop (a set made
     # per call is part of the loop) and for noise on a loaded CPU; not the worker's ~0.02 ms
     assert timed.solution_ms >= 5.0
+    assert any("the judge observed at least" in w for w in timed.warnings)
+
+
+def test_work_done_before_the_clock_starts_is_found_by_the_judges_clock(as_h200):
+    # 20 ms of work per call, done in the loop's input loading, outside the per-call clock
+    found = timed_evaluator(PROBLEMS["kb-relu"], max_time_s=0.2)
+    verdict = found.evaluate(EVAL / "cheats/works_before_the_clock.py")
+    assert verdict.status == "suspect", verdict.message
+    [timed] = verdict.timings
+    assert timed.solution_ms >= 5.0, timed  # the judge's floor, as for a faked clock
     assert any("the judge observed at least" in w for w in timed.warnings)
 
 
@@ -370,6 +380,19 @@ def test_answers_remembered_by_content_are_never_reused(as_h200):
     assert not any("rotate through" in n for n in verdict.notes), verdict.notes
 
 
+def test_work_done_ahead_for_a_whole_batch_counts_in_the_time(as_h200):
+    # The first call of each batch reads every seed of the batch from the loop's frame and
+    # does all the work (20 ms a set); the others look their answers up. The verdict's time
+    # is the mean of the calls, so the work counts wherever it was done.
+    found = timed_evaluator(PROBLEMS["kb-relu"], max_time_s=0.2)
+    verdict = found.evaluate(EVAL / "cheats/precomputes_the_batch.py")
+    assert verdict.status == "pass", verdict.message  # every answer it returns is right
+    [timed] = verdict.timings
+    assert timed.solution_ms >= 18.0, timed
+    [record] = verdict.records
+    assert record["stats"]["median"] < 5.0  # what a median would have reported
+
+
 def test_each_timed_call_gets_a_set_of_its_own_at_the_same_addresses():
     from kernelab.evaluate.timed_calls import Fresh, run_calls
 
@@ -383,7 +406,10 @@ def test_each_timed_call_gets_a_set_of_its_own_at_the_same_addresses():
         seen.append((data[0].data_ptr(), data[0].clone()))
         return data[0] * 2
 
-    _, outputs = run_calls(call, Fresh(make, [11, 12, 13, 11]), buffers=set(), calls=4, mode="hot")
+    _, outputs, prints = run_calls(
+        call, Fresh(make, [11, 12, 13, 11]), buffers=set(), calls=4, mode="hot"
+    )
+    assert prints[0] == prints[3] != prints[1]  # each output's fingerprint, taken in the loop
     assert len({pointer for pointer, _ in seen}) == 1  # one tree of tensors for every call
     values = [value for _, value in seen]
     assert not torch.equal(values[0], values[1]) and not torch.equal(values[1], values[2])

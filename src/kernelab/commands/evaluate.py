@@ -141,7 +141,7 @@ def _render_verdict(verdict: dict):
             console.print(table)
         if verdict.get("timings"):
             table = Table(
-                title="timing (median ms per call, host launch path + device time; "
+                title="timing (mean ms per call, host launch path + device time; "
                 "speedup = baseline / solution)"
             )
             for column in (

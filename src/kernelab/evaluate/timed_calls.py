@@ -7,10 +7,10 @@ cost). Before call i, outside the clock:
 - call i's input set is copied into one fixed tree of tensors, the one every call receives:
   the same addresses each time, new values each time, so an answer remembered per pointer (or
   per tensor object) is the previous set's answer, and wrong. The set comes from `sets`:
-  `Fresh` makes a new one for every call with the problem's generator, from a seed drawn for
-  that call, so no call's inputs were ever seen before and an answer remembered by the
-  inputs' content is never reused; `Rotation` hands out the K sets of a pool in turn (set
-  i % K), for the judge's own baselines and where generating a set per call is too slow;
+  `Fresh` makes a new one for every call with the problem's generator, from a seed the judge
+  draws for that call, so no call's inputs were ever seen before and an answer remembered by
+  the inputs' content is never reused; `Rotation` hands out the K sets of a pool in turn (set
+  i % K), where making a set per call is too slow;
 - the output buffers (GPU MODE preallocates them) are filled with NaN;
 - in cold mode on a GPU, a buffer twice the L2's size is written, so inputs come from HBM.
 
@@ -143,9 +143,9 @@ def run_calls(
     calls: int,
     mode: str = "cold",
     keep: bool = True,
-) -> tuple[list[float], list[Any]]:
-    """`calls` calls of `call`, call i on `sets(i)`; (the time of each in ms, the output of
-    each when `keep`)."""
+) -> tuple[list[float], list[Any], list[list[str]]]:
+    """`calls` calls of `call`, call i on `sets(i)`; (the time of each in ms, and when `keep`
+    the output of each and its fingerprint, taken right after the call, outside the clock)."""
     import torch
 
     if isinstance(sets, Fresh) and len(sets.seeds) < calls:
@@ -157,6 +157,7 @@ def run_calls(
     samples: list[float] = []
     pairs = []
     outputs: list[Any] = []
+    prints: list[list[str]] = []
     for index in range(calls):
         load_set(data, sets(index))
         trees.poison(data, buffers)
@@ -176,7 +177,8 @@ def run_calls(
             samples.append((time.perf_counter() - begin) * 1e3)
         if keep:
             outputs.append(trees.map_tensors(_kept, out))
+            prints.append(fingerprint(outputs[-1]))
     if on_gpu:
         torch.cuda.synchronize()
         samples = [start.elapsed_time(end) for start, end in pairs]
-    return samples, outputs
+    return samples, outputs, prints

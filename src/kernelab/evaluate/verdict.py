@@ -68,7 +68,9 @@ class CaseResult:
 # What every eval time is, so that a speedup says what it compares (timed_calls.py): one call
 # at a time from an idle GPU to a device-wide synchronise, so the host's launch path is in it
 # beside the device time; kernelab bench reports the device time alone and the host cost apart.
-TIMING_BASIS = "per-call latency: host launch path + device time, one call at a time"
+TIMING_BASIS = (
+    "per-call latency, the mean of a batch: host launch path + device time, one call at a time"
+)
 
 
 @dataclass

@@ -47,7 +47,7 @@ from kernelab.evaluate import trees
 from kernelab.evaluate.arena import Arena
 from kernelab.evaluate.channel import ChannelClosed, receive, send
 from kernelab.evaluate.formats import describe_exception, load_problem
-from kernelab.evaluate.timed_calls import Fresh, Rotation, fingerprint, run_calls
+from kernelab.evaluate.timed_calls import Fresh, Rotation, run_calls
 from kernelab.harness.check import poisoned_allocations
 
 
@@ -148,10 +148,10 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
                                  request["seeds"])  # fmt: skip
                 else:
                     sets = Rotation(pool)
-                samples, outputs = run_calls(
+                samples, outputs, prints = run_calls(
                     run, sets, buffers=buffers, calls=request["calls"], mode=request["mode"]
                 )
-                answer = {"samples_ms": samples, "fingerprints": [fingerprint(o) for o in outputs]}
+                answer = {"samples_ms": samples, "fingerprints": prints}
             except Exception as exc:
                 outputs, answer = [], {"raised": describe_exception(exc)}
             reply(answer)
