@@ -145,6 +145,23 @@ def test_gpu_answers_remembered_by_content_cost_their_work_in_every_call():
 
 
 @pytest.mark.gpu
+def test_gpu_work_done_ahead_for_a_whole_batch_counts_in_the_time():
+    # every call's work (20 ms a set) done in each batch's first call: the mean counts it
+    code, verdict = judged_on_gpu(CHEATS / "precomputes_the_batch.py")
+    assert code == 0 and verdict["status"] == "pass", verdict["message"]
+    [timed] = verdict["timings"]
+    assert timed["solution_ms"] >= 18.0, timed
+
+
+@pytest.mark.gpu
+def test_gpu_work_done_before_the_clock_starts_is_found_by_the_judges_clock():
+    code, verdict = judged_on_gpu(CHEATS / "works_before_the_clock.py")
+    assert verdict["status"] == "suspect", verdict["message"]
+    [timed] = verdict["timings"]
+    assert timed["solution_ms"] >= 5.0, timed
+
+
+@pytest.mark.gpu
 def test_gpu_kernelbench_inputs_are_made_on_the_device_from_their_seed():
     import torch
 
