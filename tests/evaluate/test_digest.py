@@ -73,6 +73,41 @@ def test_a_forge_that_beats_a_sum_of_the_words_does_not_beat_the_digest(monkeypa
         assert made(forged.to(DEVICE)) != made(zeros.to(DEVICE))
 
 
+# Compiles the fold for sm_90 with Triton's own toolchain (no GPU needed) in a process without
+# TRITON_INTERPRET, and prints what its PTX shifts with.
+_COMPILE_PROBE = """
+import json
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernelab.evaluate import digest
+from kernelab.evaluate.digest_kernel import fold_kernel
+
+signature = {"words_ptr": "*i64", "out_ptr": "*i64", "n": "i64", "count": "i64",
+             "W": "constexpr", "BLOCK": "constexpr"}
+source = ASTSource(fold_kernel, signature, constexprs={"W": digest.W, "BLOCK": digest.BLOCK})
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+ptx = compiled.asm["ptx"]
+print(json.dumps({"cubin": len(compiled.asm["cubin"]), "logical": "shr.u64" in ptx,
+                  "arithmetic": "shr.s64" in ptx}))
+"""
+
+
+def test_the_fold_compiles_for_the_gpu_with_logical_shifts():
+    import json
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _COMPILE_PROBE], capture_output=True,
+                          text=True, env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    # the mixers shift unsigned words: a sign-extending shift would change every lane
+    assert found == {"cubin": found["cubin"], "logical": True, "arithmetic": False}
+    assert found["cubin"] > 0
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("count", [digest.W * 4096 + 17, digest.FINAL_WORDS * 64])
 def test_gpu_the_compiled_fold_is_its_python_arithmetic(count):
