@@ -305,6 +305,29 @@ def test_work_done_before_the_clock_starts_is_found_by_the_judges_clock(as_h200)
     assert any("the judge observed at least" in w for w in timed.warnings)
 
 
+def test_a_time_of_nothing_at_all_is_tampering(as_h200):
+    found = timed_evaluator(PROBLEMS["kb-relu"], max_time_s=0.2)
+    verdict = found.evaluate(EVAL / "cheats/reports_zero_time.py")
+    assert verdict.status == "suspect", verdict.message
+    assert "reported no time at all" in verdict.message
+    [timed] = verdict.timings
+    assert timed.solution_ms > 0 and timed.speedup_vs_eager is not None
+
+
+def test_the_loop_and_the_baselines_are_measured_before_any_worker_exists(as_h200, monkeypatch):
+    from kernelab.evaluate import observed
+
+    found = timed_evaluator(PROBLEMS["kb-relu"])
+    assert found.loop_ms["default"] > 0 and found.baselines["default"]["eager"]["mean_ms"] > 0
+
+    def not_now(*args, **kwargs):
+        raise AssertionError("measured while a worker is alive")
+
+    monkeypatch.setattr(observed, "loop_cost_ms", not_now)
+    verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert verdict.status == "pass", verdict.message
+
+
 def test_an_honest_time_is_left_as_the_worker_measured_it(as_h200):
     found = timed_evaluator(PROBLEMS["kb-relu"])
     verdict = found.evaluate(KB / "solutions/relu/correct/model_new.py")
@@ -346,7 +369,8 @@ def test_a_timed_call_may_be_checked_whichever_it_is(as_h200, cheat):
     [
         "checks/computes_after_the_batch.py",  # the honest answer, made after the batch
         "checks/forges_the_fingerprint.py",  # ... and nudged to the zeros' sum of words
-    ],
+        "checks/hides_behind_a_neg_view.py",  # ... as a negative view, which cannot be viewed
+    ],  # as bytes (the digest resolves the bit; an undigestible output fails)
 )
 def test_an_output_made_after_the_batch_does_not_match_its_fingerprint(as_h200, cheat):
     found = timed_evaluator(PROBLEMS["kb-relu"])

@@ -72,7 +72,9 @@ def _bytes(tensor):
     """The tensor's bytes (flat uint8, contiguous) and a head naming its dtype and shape."""
     import torch
 
-    flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+    # A negative or conjugate view (torch's lazy bits) is digested as the values it shows
+    resolved = tensor.detach().resolve_conj().resolve_neg()
+    flat = resolved.contiguous().reshape(-1).view(torch.uint8)
     return flat, f"{tensor.dtype}{list(tensor.shape)}".encode()
 
 

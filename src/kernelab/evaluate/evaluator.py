@@ -183,6 +183,7 @@ class Evaluator(TimedPhase):
         self.rechecks: dict[str, Expected] = {}  # timing case label -> unseen inputs
         self.pools: dict[str, list[Expected]] = {}  # timing case label -> rotated input sets
         self.fresh: dict[str, bool] = {}  # timing case label -> a new input set per timed call
+        self.loop_ms: dict[str, float] = {}  # timing case label -> the timed loop's own ms a call
         self.costs: dict[str, Any] = {}  # timing case label -> Recognition
         self.baselines: dict[str, dict] = {}  # case label -> {"eager": {...}, "compiled": ...}
         self.baseline_records: list[dict] = []
@@ -230,6 +231,10 @@ class Evaluator(TimedPhase):
                 "graph mode does not apply to eval (every call gets new inputs, loaded outside "
                 "the clock): calls are timed one by one, as in hot mode"
             )
+        if self.timing:
+            # Before any worker exists: nothing a solution starts can slow these down
+            self.measure_baselines()
+            self.measure_loops()
 
     def _set_sizes(self, cases: list[Case]) -> tuple[list[SetSize], str]:
         """The size of one set of each case: from fake tensors, else from one real set-up."""

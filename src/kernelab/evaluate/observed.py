@@ -6,8 +6,8 @@ waited: the judge sends "make N calls" and reads the short reply (the checked ou
 in a later one) on its own clock. That wait holds the N calls plus the loop's own steps
 (making or loading each input set, the NaN fill, the L2 flush, the synchronisations, the events, the
 copy and fingerprint of each output). The
-judge measures those itself, in its own process (the same loop around a call that does
-nothing), allows OVERHEAD_MARGIN times them, gives up a further (1 - WALL_SHARE) of the wall
+judge measures those itself, in its own process and before any worker exists (the
+same loop around a call that does nothing, so nothing a solution leaves running inflates it), allows OVERHEAD_MARGIN times them, gives up a further (1 - WALL_SHARE) of the wall
 time and SLACK_MS to scheduling noise (a shared machine, a garbage collection, the pipes),
 and divides the rest by N:
 
@@ -32,6 +32,7 @@ WALL_SHARE = 0.9
 SLACK_MS = 20.0
 LIE_FACTOR = 1.5
 LIE_MIN_MS = 20.0
+NO_TIME_MS = 1e-6  # what a call reported as taking no time stands at, without a floor
 NULL_CALLS_MAX = 50  # the loop's own cost is measured on this many calls and scaled
 
 
@@ -56,6 +57,13 @@ def bound(samples_ms: list[float], floor: float) -> tuple[list[float], str | Non
     """The samples, scaled up so that their mean is at least the floor, and a warning when
     they had to be (None when the worker's figures stand)."""
     mean = sum(samples_ms) / len(samples_ms)
+    if mean <= 0:  # no call takes no time: every sample stands at the floor, or at a nanosecond
+        stand_in = max(floor, NO_TIME_MS)
+        return [stand_in] * len(samples_ms), (
+            f"the worker reported no time at all for its calls, which no call takes: the "
+            f"timing was tampered with; each call stands at {stand_in:.4g} ms (the judge's "
+            "floor)"
+        )
     if mean >= floor or floor <= 0:
         return samples_ms, None
     factor = floor / max(mean, 1e-12)

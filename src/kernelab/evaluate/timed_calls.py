@@ -40,6 +40,8 @@ from kernelab.evaluate import trees
 from kernelab.evaluate.digest import digest
 from kernelab.harness.timing import flush_size_bytes
 
+UNREADABLE = "unreadable"  # in a fingerprint: a tensor whose bytes could not be digested
+
 
 def _tensor_fingerprint(tensor) -> str:
     import torch
@@ -60,8 +62,8 @@ def fingerprint(tree: Any) -> list[str]:
         if isinstance(leaf, trees.tensor_type()):
             try:
                 found.append(f"{path} {_tensor_fingerprint(leaf)}")
-            except Exception as exc:
-                found.append(f"{path} unreadable {type(exc).__name__}")
+            except Exception as exc:  # the judge fails a checked call printed so (UNREADABLE)
+                found.append(f"{path} {UNREADABLE} {type(exc).__name__}")
         else:
             found.append(f"{path} {type(leaf).__name__} {leaf!r}"[:500])
     return found
@@ -125,7 +127,7 @@ def _kept(tensor):
 
     if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.is_meta:
         return tensor
-    return tensor.detach().clone()
+    return tensor.detach().resolve_conj().resolve_neg().clone()
 
 
 def _flush_buffer(torch, device, mode: str):

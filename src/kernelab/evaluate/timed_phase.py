@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
 from kernelab.evaluate import observed, trees
 from kernelab.evaluate.problem import Case, describe_exception
-from kernelab.evaluate.timed_calls import Fresh, Rotation, fingerprint, run_calls
+from kernelab.evaluate.timed_calls import UNREADABLE, Fresh, Rotation, fingerprint, run_calls
 from kernelab.evaluate.verdict import (
     CHECKED_EXTRA,
     CHECKED_MAX,
@@ -43,6 +44,9 @@ def _per_call_ms(timing) -> float:
     work of all its calls in a few of them and be timed by the others' lookups; the judge's
     wall-clock floor (kernelab.evaluate.observed) bounds the same mean."""
     return timing.summary.mean
+
+
+LOOP_RUNS = 3  # runs of the null loop whose median is the loop's cost per call
 
 
 class TimedPhase:
@@ -128,6 +132,29 @@ class TimedPhase:
             self.baselines[case.label] = entry
         return self.baselines
 
+    def measure_loops(self) -> dict[str, float]:
+        """The timed loop's own cost per call at each timing case (a call that does nothing:
+        observed.loop_cost_ms), the median of LOOP_RUNS runs, measured before any worker
+        exists so that nothing a solution leaves running can inflate it (which would lower the
+        floor on its faked times)."""
+        if not self.timing or self.loop_ms:
+            return self.loop_ms
+        for case in self.problem.timing_cases():
+            label, template = case.label, self.rechecks[case.label]
+            runs = [
+                observed.loop_cost_ms(
+                    self._sets(label, self._call_seeds(label, observed.NULL_CALLS_MAX)),
+                    buffers=template.buffers,
+                    calls=observed.NULL_CALLS_MAX,
+                    mode=self.options.mode,
+                    output=template.eager,
+                )
+                / observed.NULL_CALLS_MAX
+                for _ in range(LOOP_RUNS)
+            ]
+            self.loop_ms[label] = statistics.median(runs)
+        return self.loop_ms
+
     def _placements(self, cost, time_ms: float) -> tuple[dict | None, list[str]]:
         spec = gpu_ceilings.this_gpu("timing").spec
         if spec is None or cost is None:
@@ -200,7 +227,13 @@ class TimedPhase:
                     f"{during}, call {index + 1} (input set {index % len(pool)}, "
                     f"seed {expected.seed})"
                 )
-            if fingerprint(outputs[index]) != prints[index]:
+            judged = fingerprint(outputs[index])
+            if any(UNREADABLE in part for part in [*judged, *prints[index]]):
+                return (
+                    f"{where}: the output's bytes could not be digested, so it cannot be told "
+                    f"from another ({'; '.join(judged)[:300]})"
+                )
+            if judged != prints[index]:
                 return (
                     f"{where}: the output sent back is not the one the call returned (its "
                     "fingerprint, sent at the end of the batch, differs)"
@@ -274,14 +307,7 @@ class TimedPhase:
             or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in samples)
         ):
             return f"{case.label}: the worker did not report {calls} times"
-        loop_ms = observed.loop_cost_ms(
-            self._sets(label, self._call_seeds(label, calls)),
-            buffers=buffers,
-            calls=calls,
-            mode=self.options.mode,
-            output=template.eager,
-        )
-        floor = observed.floor_ms(wall_ms, calls, loop_ms)
+        floor = observed.floor_ms(wall_ms, calls, self.measure_loops()[label] * calls)
         samples, bounded = observed.bound(samples, floor)
         timing = self._timing(samples, [bounded] if bounded else [])
         base = self.baselines.get(case.label, {})
