@@ -145,8 +145,8 @@ def test_gpu_answers_remembered_by_content_cost_their_work_in_every_call():
 
 
 @pytest.mark.gpu
-def test_gpu_work_done_ahead_for_a_whole_batch_counts_in_the_time():
-    # every call's work (20 ms a set) done in each batch's first call: the mean counts it
+def test_gpu_no_call_can_do_the_work_of_later_ones():
+    # the seeds come one call at a time: nothing to do ahead in a batch's first call
     code, verdict = judged_on_gpu(CHEATS / "precomputes_the_batch.py")
     assert code == 0 and verdict["status"] == "pass", verdict["message"]
     [timed] = verdict["timings"]

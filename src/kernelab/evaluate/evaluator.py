@@ -36,12 +36,13 @@ same loop and mode for eager PyTorch and torch.compile of the reference (reporte
 speedups), or called `repeat_calls` times on a CPU, where timing is skipped. Every call's
 inputs are copied into the same tensors (new values at the same addresses). A timed call
 gets a set of its own, made in the worker by the problem's generator from a seed the judge
-draws for it, so an answer remembered by the inputs' content is never reused. Where making a
-set is slow (FRESH_MAKE_MAX_MS) or not reproducible from its seed, and without timing, calls
-rotate through POOL_SETS sets (fewer where the device's memory is short: the plan of
-kernelab.evaluate.footprint, made before any input exists), and when timed a note says that
-answers remembered by content go uncaught there. Without timing every call is checked in
-full. When timed, every output is kept and fingerprinted inside the judge's clock, and the
+draws for it and hands over when the call comes, against the previous output's fingerprint,
+so an answer remembered by the inputs' content is never reused and no call can do the work
+of later ones. Where making a set is slow (FRESH_MAKE_MAX_MS) or not reproducible from its
+seed, and without timing, calls rotate through POOL_SETS sets (fewer where the device's
+memory is short: the plan of kernelab.evaluate.footprint, made before any input exists), and
+when timed a note says that answers remembered by content go uncaught there. Without timing
+every call is checked in full. When timed, every output is kept and fingerprinted inside the judge's clock, and the
 outputs of some calls, chosen by the judge after the batch from a secret, come back, must
 match their fingerprints (a digest of their bytes: kernelab.evaluate.digest) and are checked
 against the reference of their set (made again in the judge from its seed): an answer

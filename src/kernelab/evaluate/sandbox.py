@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import kernelab
@@ -307,6 +308,28 @@ class Worker:
         except ChannelClosed:
             self._died()
         return self._receive(setting_up=False)
+
+    def converse(self, request: dict, answer: Callable[[dict], dict]) -> dict:
+        """ask(request), where before its reply the worker may send messages with "need",
+        each answered with answer(message) (which raises ValueError, with the reason, for a
+        message the protocol does not allow: the worker is then closed and the solution
+        fails)."""
+        reply = self.ask(request)
+        while "need" in reply:
+            try:
+                response = answer(reply)
+            except ValueError as exc:
+                self.close()
+                message = f"the worker broke the timed calls' protocol: {exc}"
+                raise WorkerGone("fail", message) from None
+            try:
+                send(self._to_worker, response, deadline=self.deadline)
+            except ChannelTimeout:
+                self._overrun(setting_up=False)
+            except ChannelClosed:
+                self._died()
+            reply = self._receive(setting_up=False)
+        return reply
 
     def _receive(self, setting_up: bool) -> dict:
         try:

@@ -9,8 +9,11 @@ cost). Before call i, outside the clock:
   per tensor object) is the previous set's answer, and wrong. The set comes from `sets`:
   `Fresh` makes a new one for every call with the problem's generator, from a seed the judge
   draws for that call, so no call's inputs were ever seen before and an answer remembered by
-  the inputs' content is never reused; `Rotation` hands out the K sets of a pool in turn (set
-  i % K), where making a set per call is too slow;
+  the inputs' content is never reused. In the worker the seeds come one at a time
+  (`Streamed`): call i's seed is handed over only against the fingerprint of call i - 1's
+  output, so no call's inputs exist before the previous call's answer is fixed, and no call
+  can do (or batch) the work of later ones. `Rotation` hands out the K sets of a pool in
+  turn (set i % K), where making a set per call is too slow;
 - the output buffers (GPU MODE preallocates them) are filled with NaN;
 - in cold mode on a GPU, a buffer twice the L2's size is written, so inputs come from HBM.
 
@@ -105,6 +108,31 @@ class Fresh:
         return self.make(self.seeds[index])
 
 
+class Streamed:
+    """A new input set for every call, `make(seed)`, each seed asked for when its call comes:
+    `ask(index, printed)` returns call `index`'s seed, given the fingerprint of call
+    index - 1's output (None for the first call). The worker asks the judge."""
+
+    def __init__(self, make: Callable[[int], Any], ask: Callable[[int, Any], int]):
+        self.make, self.ask = make, ask
+        self._printed = None  # the fingerprint of the last call's output
+        self._first = None
+
+    def first(self) -> Any:
+        if self._first is None:
+            self._first = self.make(self.ask(0, None))
+        return self._first
+
+    def __call__(self, index: int) -> Any:
+        if index == 0:
+            made, self._first = self.first(), None
+            return made
+        return self.make(self.ask(index, self._printed))
+
+    def after(self, index: int, printed: list[str]) -> None:
+        self._printed = printed
+
+
 def load_set(target: Any, source: Any) -> None:
     """Copy the tensor leaves of `source` into those of `target` (same structure, shapes)."""
     for (_, dst), (_, src) in zip(trees.tensors(target), trees.tensors(source), strict=True):
@@ -139,7 +167,7 @@ def _flush_buffer(torch, device, mode: str):
 
 def run_calls(
     call: Callable[[Any], Any],
-    sets: Rotation | Fresh,
+    sets: Rotation | Fresh | Streamed,
     *,
     buffers: set[str],
     calls: int,
@@ -152,6 +180,8 @@ def run_calls(
 
     if isinstance(sets, Fresh) and len(sets.seeds) < calls:
         raise ValueError(f"{calls} calls need {calls} seeds, got {len(sets.seeds)}")
+    if isinstance(sets, Streamed) and not keep:
+        raise ValueError("streamed seeds are asked for against the kept outputs' fingerprints")
     data = trees.clone(sets.first())
     device = next((t.device for _, t in trees.tensors(data)), torch.device("cpu"))
     on_gpu = device.type == "cuda"
@@ -180,6 +210,8 @@ def run_calls(
         if keep:
             outputs.append(trees.map_tensors(_kept, out))
             prints.append(fingerprint(outputs[-1]))
+            if isinstance(sets, Streamed):
+                sets.after(index, prints[-1])
     if on_gpu:
         torch.cuda.synchronize()
         samples = [start.elapsed_time(end) for start, end in pairs]

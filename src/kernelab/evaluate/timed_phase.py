@@ -38,11 +38,14 @@ from kernelab.output import note
 from kernelab.roofline.model import Ceilings, place
 
 
+def _is_fingerprint(value) -> bool:
+    return isinstance(value, list) and all(isinstance(part, str) for part in value)
+
+
 def _per_call_ms(timing) -> float:
     """The time a verdict reports for a batch: the mean of its calls, so that every call's
-    work counts. A median would let a solution that knows a batch's inputs in advance do the
-    work of all its calls in a few of them and be timed by the others' lookups; the judge's
-    wall-clock floor (kernelab.evaluate.observed) bounds the same mean."""
+    work counts wherever it is done (a median would report only the calls a solution left
+    light); the judge's wall-clock floor (kernelab.evaluate.observed) bounds the same mean."""
     return timing.summary.mean
 
 
@@ -153,6 +156,8 @@ class TimedPhase:
                 for _ in range(LOOP_RUNS)
             ]
             self.loop_ms[label] = statistics.median(runs)
+            if self.fresh.get(label):  # each call's seed is a round trip to the worker
+                self.loop_ms[label] += observed.round_trip_ms(template.eager)
         return self.loop_ms
 
     def _placements(self, cost, time_ms: float) -> tuple[dict | None, list[str]]:
@@ -188,13 +193,43 @@ class TimedPhase:
 
     def _calls(self, worker, label: str, calls: int, seeds: list[int] | None):
         """Ask the worker for `calls` calls, each on a set of its own made from `seeds` (or on
-        the rotated pool when None); its reply and the judge's own wall time (ms)."""
+        the rotated pool when None); its reply and the judge's own wall time (ms).
+
+        The seeds are handed over one at a time: the worker asks for call i's when the call
+        comes, sending the fingerprint of call i - 1's output, and gets it only then. So it
+        never holds two calls' inputs before the first's answer is fixed, and cannot do the
+        work of later calls in an earlier one (batched, that costs less than the calls). The
+        fingerprints that came with the requests must be those of the batch's reply."""
         request = {"kind": "calls", "label": label, "calls": calls, "mode": self.options.mode}
+        sent: list = []  # the fingerprints the worker sent with its requests for seeds
+
+        def hand_over(message: dict) -> dict:
+            index, printed = message.get("need"), message.get("print")
+            if seeds is None or index != len(sent) or not isinstance(index, int):
+                raise ValueError(f"it asked for seed {index!r} out of turn")
+            if index >= calls:
+                raise ValueError(f"it asked for a seed past its {calls} calls")
+            if (printed is None) != (index == 0) or (index and not _is_fingerprint(printed)):
+                raise ValueError(f"it asked for seed {index} without the previous fingerprint")
+            sent.append(printed)
+            return {"seed": seeds[index]}
+
         if seeds is not None:
-            request["seeds"] = seeds
+            request["stream"] = True
         begin = time.perf_counter()
-        reply = worker.ask(request)
+        reply = worker.converse(request, hand_over)
         wall_ms = (time.perf_counter() - begin) * 1e3
+        if seeds is not None and "raised" not in reply:
+            prints = reply.get("fingerprints")
+            if (
+                len(sent) != calls
+                or not isinstance(prints, list)
+                or prints[: calls - 1] != sent[1:]
+            ):
+                reply = {
+                    "raised": "its batch's reply does not carry the fingerprints it sent with "
+                    "its requests for seeds (or it asked for fewer seeds than calls)"
+                }
         return reply, wall_ms
 
     def _check_batch(

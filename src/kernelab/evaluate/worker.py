@@ -10,13 +10,16 @@ until told to stop:
     {"kind": "call", "data" | "layout"}             one call    -> {"out", "snapshot"[, "given"]}
     {"kind": "timing"}                              allocations no longer poisoned, for good
     {"kind": "pool", "label", "pool", "buffers"}    keep the input sets of a timing case
-    {"kind": "calls", "label", "calls", "mode"[, "seeds"]}
+    {"kind": "calls", "label", "calls", "mode"[, "stream"]}
                                                     timed calls -> {"samples_ms", "fingerprints"}
+      with "stream", before each call:    {"need": i, "print"} -> {"seed"}
     {"kind": "outputs", "indices"}                  the outputs of those calls the judge names
     {"kind": "stop"}
 
-Timed calls with "seeds" each get a new input set, made here by the problem's generator from
-the call's seed (kernelab.evaluate.timed_calls.Fresh); without, they rotate through the pool.
+Timed calls with "stream" each get a new input set, made here by the problem's generator from
+a seed the worker asks the judge for when the call comes, sending the fingerprint of the
+previous call's output with the request (kernelab.evaluate.timed_calls.Streamed); without,
+they rotate through the pool.
 
 With an arena (ARENA_FD, on a CPU) a call's inputs are views of pages the judge shares
 (kernelab.evaluate.arena): the judge reads what the call left there itself. Without one they
@@ -47,7 +50,7 @@ from kernelab.evaluate import trees
 from kernelab.evaluate.arena import Arena
 from kernelab.evaluate.channel import ChannelClosed, receive, send
 from kernelab.evaluate.formats import describe_exception, load_problem
-from kernelab.evaluate.timed_calls import Fresh, Rotation, run_calls
+from kernelab.evaluate.timed_calls import Rotation, Streamed, run_calls
 from kernelab.harness.check import poisoned_allocations
 
 
@@ -107,6 +110,11 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
     poisoned.enter_context(poisoned_allocations())
     send(write_fd, {"ready": True})
     run, pools, outputs = None, {}, []
+
+    def ask_seed(index: int, printed) -> int:
+        send(write_fd, {"need": index, "print": printed})
+        return int(receive(read_fd, trusted=True)["seed"])
+
     cases = {case.label: case for case in problem.timing_cases()}
     while True:
         try:
@@ -142,10 +150,9 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
         elif kind == "calls":
             pool, buffers = pools[request["label"]]
             try:
-                if "seeds" in request:
+                if request.get("stream"):
                     case = cases[request["label"]]
-                    sets = Fresh(lambda seed, case=case: problem.generate(case, seed),
-                                 request["seeds"])  # fmt: skip
+                    sets = Streamed(lambda seed, case=case: problem.generate(case, seed), ask_seed)
                 else:
                     sets = Rotation(pool)
                 samples, outputs, prints = run_calls(
