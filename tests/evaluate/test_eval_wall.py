@@ -79,6 +79,15 @@ def test_from_inside_the_wall_the_judge_is_out_of_reach(tmp_path):
     assert problem.read_text() == "# a problem file\n"
 
 
+def test_the_worker_and_its_children_are_the_oom_killers_first_pick():
+    # the rlimits hold per process: forked workers could take the machine's memory together
+    child = "import os; os.waitpid(os.spawnv(os.P_NOWAIT, '/bin/cat', ['cat', "
+    child += "'/proc/self/oom_score_adj']), 0); print(open('/proc/self/oom_score_adj').read())"
+    report, out = through_the_wall([sys.executable, "-I", "-c", child], read_only=[sys.prefix])
+    assert "first for the OOM killer" in report["applied"], report
+    assert out.split() == [str(wall.OOM_SCORE_ADJ)] * 2  # a child's, then the worker's own
+
+
 def test_a_namespace_the_kernel_refuses_is_named_with_its_consequence(monkeypatch):
     asked = []
 

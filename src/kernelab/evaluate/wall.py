@@ -11,7 +11,9 @@ the launcher builds the wall and then becomes the worker's parent:
 3. in the child: mounts made private, a fresh /proc (only the namespace's processes: the
    judge has no /proc entry there to read, write or signal), the problem, the solution, the
    judge's code and the interpreter's tree bind-mounted read-only;
-4. rlimits (processes, file size, core dumps, CPU time; address space on a CPU-only run);
+4. rlimits (processes, file size, core dumps, CPU time; address space on a CPU-only run),
+   and the OOM killer's first pick (oom_score_adj 1000, inherited by every child: the limits
+   hold per process, so forked workers could take the machine's memory together);
 5. as root: supplementary groups of the GPU's device nodes, then a dedicated unprivileged
    uid and gid. The worker keeps one capability, CAP_DAC_READ_SEARCH (read and traverse any
    file), because the interpreter and its packages may sit where only root can read (a
@@ -36,6 +38,7 @@ import signal
 import stat
 import sys
 
+OOM_SCORE_ADJ = 1000  # the most: the worker and its children are the OOM killer's first pick
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -277,9 +280,18 @@ def _drop_user(report: Report, plan: dict) -> None:
     )  # fmt: skip
 
 
+def _first_for_the_oom_killer() -> None:
+    with open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write(str(OOM_SCORE_ADJ))
+
+
 def _child(plan: dict, made: set[str], report: Report, report_fd: int, argv: list[str]) -> None:
     _private_mounts(report, made, plan["read_only"])
     _limits(report, plan["limits"])
+    # The rlimits hold per process, and a worker may fork: whatever memory they take together,
+    # when the machine runs out the kernel kills the worker's processes before the judge.
+    report.step("first for the OOM killer", _first_for_the_oom_killer,
+                consequence="out of memory, the kernel may kill the judge before the worker")  # fmt: skip
     if plan.get("uid") is not None:
         _drop_user(report, plan)
     report.step("no_new_privs", lambda: prctl(PR_SET_NO_NEW_PRIVS, 1),
