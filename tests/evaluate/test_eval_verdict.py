@@ -282,26 +282,24 @@ def test_faster_than_the_floor_is_suspect_not_celebrated(as_h200, tmp_path):
     assert "eager PyTorch" not in verdict.message
 
 
-def test_a_worker_that_under_reports_its_time_is_bounded_by_the_judge(as_h200):
-    # It slows its own process's clock a thousandfold and sleeps 20 ms per call.
+@pytest.mark.parametrize(
+    "cheat, at_least_ms",
+    [
+        # its process's clock slowed a thousandfold, 20 ms of sleep per call
+        ("cheats/lies_about_time.py", 5.0),
+        # 20 ms of work per call done in the loop's input loading, outside the per-call clock
+        ("cheats/works_before_the_clock.py", 2.0),
+    ],
+)
+def test_time_the_worker_does_not_report_is_found_by_the_judges_clock(as_h200, cheat, at_least_ms):
     found = timed_evaluator(PROBLEMS["kb-relu"], max_time_s=0.2)
-    verdict = found.evaluate(EVAL / "cheats/lies_about_time.py")
+    verdict = found.evaluate(EVAL / cheat)
     assert verdict.status == "suspect", verdict.message
     assert "tampered with" in verdict.message
     [timed] = verdict.timings
-    # the judge's floor: the 20 ms calls less its generous allowance for the loop (a set made
-    # per call is part of the loop) and for noise on a loaded CPU; not the worker's ~0.02 ms
-    assert timed.solution_ms >= 5.0
-    assert any("the judge observed at least" in w for w in timed.warnings)
-
-
-def test_work_done_before_the_clock_starts_is_found_by_the_judges_clock(as_h200):
-    # 20 ms of work per call, done in the loop's input loading, outside the per-call clock
-    found = timed_evaluator(PROBLEMS["kb-relu"], max_time_s=0.2)
-    verdict = found.evaluate(EVAL / "cheats/works_before_the_clock.py")
-    assert verdict.status == "suspect", verdict.message
-    [timed] = verdict.timings
-    assert timed.solution_ms >= 2.0, timed  # the judge's floor (a bound: low on a busy CPU)
+    # the judge's floor: the 20 ms calls less its generous allowance for the loop and for
+    # noise on a loaded CPU (a bound, low on a busy machine); never the worker's ~0.02 ms
+    assert timed.solution_ms >= at_least_ms, timed
     assert any("the judge observed at least" in w for w in timed.warnings)
 
 
