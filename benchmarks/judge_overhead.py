@@ -3,8 +3,8 @@ and written as one JSON document:
 
     PYTHONPATH=src python3 benchmarks/judge_overhead.py [--out DIR] [--device cuda]
 
-- The fingerprint's digest (kernelab.evaluate.digest) of an output, against one read of the
-  same bytes (a sum), at sizes from 256 KiB to 256 MiB on a GPU (to 16 MiB on a CPU): the
+- The fingerprint's digest (kernelab.evaluate.digest) of an output, its fold first checked
+  against its Python arithmetic on a GPU, against one read of the same bytes (a sum), at sizes from 256 KiB to 256 MiB on a GPU (to 16 MiB on a CPU): the
   digest is meant to cost about one read on a GPU, so that the judge's floor on a faked time
   (kernelab.evaluate.observed), which subtracts the loop's cost, stays tight.
 - The loop's own cost per call (observed.loop_cost_ms: the judge's null call) for the
@@ -59,9 +59,22 @@ def _median_ms(fn, reps: int, sync) -> float:
     return statistics.median(samples)
 
 
+def check_the_fold(torch, device) -> None:
+    """The device's fold against its arithmetic in Python integers, before anything is timed
+    (on a GPU only: a CPU digest is hashlib's BLAKE2b)."""
+    from kernelab.evaluate import digest
+
+    if device.type != "cuda":
+        return
+    words = torch.randint(-(2**63), 2**63 - 1, (digest.W * 40 + 3,), dtype=torch.int64)
+    if digest.fold(words.to(device)).cpu().tolist() != digest.fold_reference(words.tolist()):
+        raise SystemExit("judge_overhead: the device's fold differs from its reference")
+
+
 def digest_rows(torch, device, reps: int, sync) -> list[dict]:
     from kernelab.evaluate.digest import digest
 
+    check_the_fold(torch, device)
     rows = []
     sizes = GPU_SIZES_MIB if device.type == "cuda" else CPU_SIZES_MIB
     for mib in sizes:
