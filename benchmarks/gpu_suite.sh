@@ -27,7 +27,8 @@
 #
 # GPU_SUITE_WORKERS=N (default 1) runs parts a, b, d, g, l and t in N pytest-xdist processes. Their
 # time is mostly Triton compiling kernels on one CPU core each, and they time nothing, so
-# sharing the GPU cannot change a result; the processes' kernels take turns on the GPU.
+# sharing the GPU cannot change a result; the processes' kernels take turns on the GPU. Tests
+# marked whole_card (full sizes that hold many GiB) then run alone, in one process.
 set -u -o pipefail
 
 cd "$(dirname "$0")/.."
@@ -51,33 +52,61 @@ if [ "$workers" -gt 1 ]; then
     fi
 fi
 
+# Runs pytest once, its log appended to the part's; exit status 5 (nothing collected) is no failure.
+run_pytest() {
+    local part=$1; shift
+    echo "== part $part: $*" | tee -a "$logs/gpu-suite-part-$part.log"
+    # Part c's ladder tests write their records under $OUT; keep those out of the logs' folder.
+    OUT=$(mktemp -d) "${pytest[@]}" "$@" 2>&1 | tee -a "$logs/gpu-suite-part-$part.log"
+    local code=${PIPESTATUS[0]}
+    if [ "$code" -eq 5 ]; then code=0; fi
+    return "$code"
+}
+
 status=0
 for part in "${@:-a}"; do
+    # the parallel parts' -m and test paths; the serial parts' whole pytest arguments
+    shared=()
     case $part in
-        a) args=(-m gpu "${parallel[@]}" tests/ops/softmax) ;;
-        b) args=(-m gpu "${parallel[@]}" tests/ops --ignore=tests/ops/softmax
-                 --ignore=tests/ops/test_torch_ops.py --ignore=tests/ops/decode_step
-                 --ignore=tests/ops/decode_attention --ignore=tests/ops/sampling) ;;
-        g) args=(-m gpu "${parallel[@]}" tests/ops/decode_step tests/ops/decode_attention
-                 tests/ops/sampling) ;;
-        l) args=(-m gpu -k "not (profile or ncu)" "${parallel[@]}" tests/ladders) ;;
+        a) shared=(tests/ops/softmax) ;;
+        b) shared=(tests/ops --ignore=tests/ops/softmax
+                   --ignore=tests/ops/test_torch_ops.py --ignore=tests/ops/decode_step
+                   --ignore=tests/ops/decode_attention --ignore=tests/ops/sampling) ;;
+        g) shared=(tests/ops/decode_step tests/ops/decode_attention tests/ops/sampling) ;;
+        l) shared=(-k "not (profile or ncu)" tests/ladders) ;;
+        d) shared=(tests/commands/test_bad_input.py tests/ops/test_torch_ops.py) ;;
         p) args=(-m gpu -k "profile or ncu" tests/ladders) ;;
         c) args=(-m gpu --ignore=tests/ops --ignore=tests/ladders
                  --ignore=tests/commands/test_bad_input.py --ignore=tests/evaluate/test_eval_gpu.py
                  tests) ;;
-        d) args=(-m gpu "${parallel[@]}" tests/commands/test_bad_input.py tests/ops/test_torch_ops.py) ;;
         e) args=(-m gpu tests/evaluate/test_eval_gpu.py -k kernelbench) ;;
         f) args=(-m gpu tests/evaluate/test_eval_gpu.py -k "not kernelbench") ;;
-        t) args=("${parallel[@]}" tests/ops -k teaching) ;;
+        t) shared=(tests/ops -k teaching) ;;
         *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g, l, p or t)" >&2; exit 2 ;;
     esac
     limit=200
     case $part in e|f) limit=${EVAL_TEST_TIMEOUT:-900} ;; esac
-    if [ ${#timeout_flag[@]} -gt 0 ]; then args=("${timeout_flag[@]}" "$limit" "${args[@]}"); fi
-    echo "== part $part: ${args[*]}"
-    # Part c's ladder tests write their records under $OUT; keep those out of the logs' folder.
-    OUT=$(mktemp -d) "${pytest[@]}" "${args[@]}" 2>&1 | tee "$logs/gpu-suite-part-$part.log"
-    code=${PIPESTATUS[0]}
+    timeouts=()
+    if [ ${#timeout_flag[@]} -gt 0 ]; then timeouts=("${timeout_flag[@]}" "$limit"); fi
+    : > "$logs/gpu-suite-part-$part.log"
+    code=0
+    if [ ${#shared[@]} -eq 0 ]; then
+        run_pytest "$part" "${timeouts[@]}" "${args[@]}" || code=$?
+    else
+        # Part t's teaching tests are unmarked (they run in CI on the CPU's interpreter).
+        only_gpu=(-m gpu); gpu_and="gpu and "
+        if [ "$part" = t ]; then only_gpu=(); gpu_and=""; fi
+        if [ ${#parallel[@]} -gt 0 ]; then
+            # whole_card tests hold many GiB each: alone, after the parallel pass, so that N
+            # workers' caching allocators cannot take the card's memory between them
+            run_pytest "$part" "${timeouts[@]}" -m "${gpu_and}not whole_card" "${parallel[@]}" \
+                "${shared[@]}" || code=$?
+            run_pytest "$part" "${timeouts[@]}" -m "${gpu_and}whole_card" "${shared[@]}" \
+                || { c=$?; [ "$code" -ne 0 ] || code=$c; }
+        else
+            run_pytest "$part" "${timeouts[@]}" "${only_gpu[@]}" "${shared[@]}" || code=$?
+        fi
+    fi
     if [ "$status" -eq 0 ] && [ "$code" -ne 0 ]; then status=$code; fi
 done
 exit "$status"

@@ -81,13 +81,22 @@ def test_filters_become_ncu_options(tmp_path):
     assert "--launch-skip 5" in joined and "--launch-count 2" in joined
 
 
+def test_metrics_alone_are_a_profile_without_sections(tmp_path):
+    """A ladder's proof metrics are all it collects: no section, only --metrics."""
+    command = build_ncu_command(["./a.out"], out_path=tmp_path / "r", sections=(),
+                                metrics=["lts__t_sectors_op_red.sum"])  # fmt: skip
+    assert "--section" not in command and "--set" not in command
+    assert command[command.index("--metrics") + 1] == "lts__t_sectors_op_red.sum"
+
+
 @pytest.mark.parametrize(
     "options",
     [
         {"launch_skip": -1},
         {"launch_count": 0},
         {"sections": "everything"},
-        {"sections": ()},
+        {"sections": (), "metrics": None},
+        {"sections": (), "metrics": []},
         {"kernel_regex": "  "},
     ],
 )

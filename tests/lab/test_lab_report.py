@@ -179,6 +179,38 @@ def test_a_profiled_kernel_below_the_roof_keeps_its_diagnosis():
     assert row[1] == "memory / L2" and row[6].startswith("L2 bandwidth")
 
 
+def test_a_profile_that_failed_is_a_row_with_its_reason():
+    failed = {"implementation": "torch.mm", "shape": {"m": 64}, "dtype": "bf16",
+              "error": "kernelab: ncu could not read the counters"}  # fmt: skip
+    results = _results_with(_profile(2000.0), timed_gbps=2100.0, copy_gbps=4249.0)
+    results.profiles = [failed, *results.profiles]
+    report = Report("t")
+    c.profiles_section(report, results)
+    first, second = _tables(report)[0].rows
+    assert first[0] == "torch.mm" and first[1] == "-"
+    assert first[6] == "not profiled: kernelab: ncu could not read the counters"
+    assert second[1] == "memory / L2"
+
+
+def test_the_profile_stage_makes_the_folder_its_reports_go_to(tmp_path, monkeypatch):
+    from kernelab.lab import run
+
+    state = _state(tmp_path, on_gpu=True)
+    state.done["ladder"] = "sgemm:13 fastest"
+    folders = []
+
+    def profile_in_child(name, shape, dtype, report):
+        folders.append(report.parent.is_dir())
+        return {"implementation": name, "shape": shape, "dtype": dtype, "error": "stand-in"}
+
+    monkeypatch.setenv("KERNELAB_NCU", "ncu")
+    monkeypatch.setattr(run, "_profile_in_child", profile_in_child)
+    monkeypatch.setattr(run, "_best_ladder_step", lambda state: "sgemm:13")
+    line = run.stage_profiles(state, lambda _: None)
+    assert folders == [True, True, True]
+    assert line.count("FAILED (stand-in)") == 3
+
+
 def _state(tmp_path, on_gpu: bool):
     (tmp_path / "out" / "records").mkdir(parents=True)
     return SimpleNamespace(out=tmp_path / "out", records_dir=tmp_path / "out" / "records",

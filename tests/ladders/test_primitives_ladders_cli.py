@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelab.ladders.transpose.steps import SHARED_LOADS, ZERO_ALLOWANCE_PER_LOAD
 from kernelab.runtime.cuda import build as cuda_build
 
 ROOT = Path(__file__).parents[2]
@@ -119,17 +120,24 @@ def test_on_a_gpu_every_step_is_checked_then_timed_beside_torch(args, anchor):
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_profile_fills_each_steps_proof_metric():
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_on_a_gpu_the_profile_fills_each_steps_proof_metric(dtype):
     from kernelab.profiling.ncu import find_ncu
 
     try:
         find_ncu()
     except Exception:
         pytest.skip("needs ncu")
-    done = _kernelab_gpu("transpose", "--profile", "--sizes", "2048", "--json")
+    done = _kernelab_gpu("transpose", "--profile", "--sizes", "2048", "--dtype", dtype, "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["profile"]
     assert [r["step"] for r in rows] == [f"transpose:0{i}" for i in range(1, 5)]
     assert all(r["value"] is not None for r in rows)
-    padded = next(r for r in rows if r["step"] == "transpose:03")
-    assert padded["value"] == 0 and padded["verdict"] == "PASS"
+    by_step = {r["step"]: r for r in rows}
+    # a column walk of step 2 conflicts 32-way (fp32) or 16-way (bf16): 31 or 15 extra
+    # wavefronts per shared load
+    plain = by_step["transpose:02"]
+    assert plain["value"] > 8 * plain["metrics"][SHARED_LOADS] > 0
+    for fixed in ("transpose:03", "transpose:04"):
+        assert by_step[fixed]["per_load"] <= ZERO_ALLOWANCE_PER_LOAD, by_step[fixed]
+        assert by_step[fixed]["verdict"] == "PASS"

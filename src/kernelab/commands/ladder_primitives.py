@@ -398,9 +398,10 @@ def _render_primitive_timing(result: dict, console) -> None:
 
 
 def _render_primitive_profile(result: dict, console) -> None:
-    columns = ("step", "proof metric", "previous", "value", "expected", "verdict")
+    columns = ("step", "proof metric", "previous", "value", "per load", "expected", "verdict")
     cells = [
-        [r["step"], r["proof"], _num(r["previous"]), _num(r["value"]), r["direction"],
+        [r["step"], r["proof"], _num(r["previous"]), _num(r["value"]),
+         "-" if r.get("per_load") is None else f"{r['per_load']:.2f}", r["direction"],
          f"[{_VERDICT_STYLE.get(r['verdict'], 'white')}]{r['verdict']}[/]"]
         for r in result["profile"]
     ]  # fmt: skip

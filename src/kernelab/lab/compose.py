@@ -646,6 +646,10 @@ def profiles_section(report: Report, results: ResultSet) -> None:
     copy = results.ceilings["ceilings"]["copy"]["rate"] / 1e9 if results.ceilings else None
     rows = []
     for p in results.profiles:
+        if "bottleneck" not in p:  # a profile that failed keeps its one-line reason
+            rows.append([p.get("implementation", p.get("name")), "-", "-", "-", "-", "-",
+                         f"not profiled: {p.get('error') or 'no diagnosis recorded'}"])  # fmt: skip
+            continue
         stall = p["stalls"][0]["reason"] if p.get("stalls") else "-"
         bottleneck, step = f"{p['bottleneck']} / {p.get('unit')}", (p.get("advice") or ["-"])[0]
         # The timed rate (no profiler replays) of the same case says whether it sits on the roof.

@@ -308,6 +308,7 @@ def stage_profiles(state: LabState, progress: Progress) -> str:
     targets = [("torch.mm", size, "bf16"), (_best_ladder_step(state), size, "fp32"),
                ("triton.softmax", {"rows": 8192, "cols": 8192}, "bf16")]  # fmt: skip
     profiles = []
+    (state.out / "profiles").mkdir(parents=True, exist_ok=True)
     for name, shape, dtype in targets:
         progress(f"profiling {name} {shape} {dtype} with Nsight Compute")
         report = state.out / "profiles" / f"{name.replace(':', '_')}.ncu-rep"

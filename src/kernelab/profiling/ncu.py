@@ -86,8 +86,8 @@ def build_ncu_command(
             raise KernelabError(f"unknown section set '{sections}' (use 'full' or a list)")
         command += ["--set", "full"]
     else:
-        if not sections:
-            raise KernelabError("no sections to collect")
+        if not sections and not metrics:  # metrics alone are a profile (a ladder's proofs)
+            raise KernelabError("nothing to collect: give sections or metrics")
         for section in sections:
             command += ["--section", section]
     if metrics:

@@ -222,3 +222,15 @@ def test_cost_reads_the_values_and_writes_the_counts():
 
     cost = get_op("histogram").cost({"n": 1 << 20, "bins": 256}, "uint8")
     assert cost.bytes == (1 << 20) + 257 * 8 and cost.flops == 0
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "skewed"])
+@pytest.mark.parametrize("bins", [1, 256, 4096])
+def test_uint8_values_stay_inside_a_byte_at_any_bin_count(distribution, bins):
+    from kernelab.ladders.histogram.ladder import make_values
+
+    values = make_values(1000, bins, "uint8", distribution, device="cpu")
+    assert values.dtype == torch.uint8
+    assert int(values.max()) < min(bins, 256)
+    if distribution == "skewed":
+        assert (values == min(bins, 256) // 2).all()

@@ -30,6 +30,9 @@ def test_rows_relate_each_step_to_the_copy_the_step_before_and_the_anchor():
 
 def test_verdicts():
     assert verdict("zero", 1e6, 0) == "PASS" and verdict("zero", 0, 3) == "FAIL"
+    # ncu's background of extra wavefronts passes; a 2-way conflict on every other load fails
+    assert verdict("zero", 4_108_130, 13_481, per_load=13_481 / 131_072) == "PASS"
+    assert verdict("zero", 2_019_378, 80_011, per_load=80_011 / 131_072) == "FAIL"
     assert verdict("down", 10, 5) == "PASS" and verdict("down", 5, 10) == "FAIL"
     assert verdict("down", None, 5) == "NO-PREV" and verdict("down", 5, None) == "MISSING"
     assert verdict("reference", None, 7) == "PASS"

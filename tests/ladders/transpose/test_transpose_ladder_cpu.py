@@ -46,9 +46,11 @@ def test_step_compiles_for_sm90_without_spills(step):
         report = built.report(step.kernel_for(dtype))
         assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report
         assert report.registers > 0
-    # The tile's shared memory is what the step claims: none, 32x32, or 32x33 elements.
-    assert built.report(step.kernel_for("fp32")).shared_bytes == step.shared_bytes_fp32
-    assert built.report(step.kernel_for("bf16")).shared_bytes == step.shared_bytes_fp32 // 2
+    # The tile's shared memory is what the step claims: none, 32 x 32 elements, or 32 rows of
+    # 32 elements and one 4-byte bank word.
+    fp32_bytes, bf16_bytes = step.shared_bytes
+    assert built.report(step.kernel_for("fp32")).shared_bytes == fp32_bytes
+    assert built.report(step.kernel_for("bf16")).shared_bytes == bf16_bytes
 
 
 # ---- host emulation: exact at awkward shapes ----------------------------------------------
@@ -191,3 +193,44 @@ def test_cost_is_one_read_and_one_write():
 
     cost = get_op("transpose").cost({"rows": 8192, "cols": 8192}, "bf16")
     assert cost.bytes == 2 * 8192 * 8192 * 2 and cost.flops == 0
+
+
+# ---- the bank arithmetic of each step's column walk ----------------------------------------
+
+BANKS, WORD = 32, 4
+
+
+def _wavefronts(addresses: list[int]) -> int:
+    """Shared-memory passes a warp's access needs: the most distinct words in one bank."""
+    words_in_bank: dict[int, set[int]] = {}
+    for address in addresses:
+        word = address // WORD
+        words_in_bank.setdefault(word % BANKS, set()).add(word)
+    return max(len(words) for words in words_in_bank.values())
+
+
+def _column_walk(step: str, itemsize: int, y: int, row_pad_bytes: int | None = None) -> int:
+    """Wavefronts of the warp that reads tile[x][y] (swizzled: tile[x][y ^ x]), x = 0..31."""
+    row = TILE * itemsize + (WORD if row_pad_bytes is None else row_pad_bytes)
+    if step == "shared":
+        return _wavefronts([x * TILE * itemsize + y * itemsize for x in range(TILE)])
+    if step == "padded":
+        return _wavefronts([x * row + y * itemsize for x in range(TILE)])
+    return _wavefronts([x * TILE * itemsize + (y ^ x) * itemsize for x in range(TILE)])
+
+
+@pytest.mark.parametrize("itemsize", [4, 2], ids=["fp32", "bf16"])
+def test_padding_one_word_and_the_swizzle_read_a_column_in_one_pass(itemsize):
+    """The layouts of 03_padded.cu and 04_swizzled.cu, by the bank arithmetic: one wavefront
+    per column walk at every column; step 2's plain tile needs 32 (fp32) or 16 (bf16)."""
+    for y in range(TILE):
+        assert _column_walk("padded", itemsize, y) == 1, y
+        assert _column_walk("swizzled", itemsize, y) == 1, y
+    assert {_column_walk("shared", itemsize, y) for y in range(TILE)} == {TILE * itemsize // WORD}
+
+
+def test_one_bf16_element_of_padding_conflicts_2_way_on_odd_columns():
+    """Why step 3 pads a bank word, not an element: a 66-byte bf16 row puts rows 0 and 31 of an
+    odd column in one bank (ncu counted 0.5 extra wavefronts per load more than a word's pad)."""
+    walks = [_column_walk("padded", 2, y, row_pad_bytes=2) for y in range(TILE)]
+    assert walks == [1 if y % 2 == 0 else 2 for y in range(TILE)]

@@ -55,3 +55,46 @@ def test_a_constant_row_normalizes_to_the_bias_not_nan(teaching):
 def test_a_weight_of_the_wrong_length_is_refused_in_one_line(teaching):
     with pytest.raises(KernelabError, match="weight"):
         teaching.rmsnorm(torch.zeros(2, 8, device=DEVICE), torch.ones(7, device=DEVICE))
+
+
+# Compiles in a process without TRITON_INTERPRET; prints the PTX's division instructions for
+# an n_cols Triton passes as a value and for the n_cols of 1 it passes as a constexpr.
+_DIVISIONS_PROBE = """
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernelab.ops.norms.teaching import norm_kernel
+
+signature = {"x_ptr": "*fp32", "w_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32",
+             "n_cols": "i32", "x_row_stride": "i32", "out_row_stride": "i32", "eps": "fp32",
+             "IS_RMS": "constexpr", "HAS_BIAS": "constexpr", "BLOCK": "constexpr"}
+divisions = {}
+for n_cols in (None, 1):
+    constexprs = {"IS_RMS": False, "HAS_BIAS": True, "BLOCK": 64}
+    if n_cols is not None:
+        constexprs["n_cols"] = n_cols
+    source = ASTSource(fn=norm_kernel, constexprs=constexprs,
+                       signature={**signature, **{name: "constexpr" for name in constexprs}})
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    divisions[str(n_cols)] = re.findall(r"div\\.\\w+\\.f32", ptx)
+print(json.dumps(divisions))
+"""
+
+
+def test_the_mean_is_a_correctly_rounded_division_on_hopper_at_any_row_length():
+    """The mean divides with div.rn (a constant row's mean is the constant, exactly), also
+    when a row of one column makes n_cols a constexpr."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _DIVISIONS_PROBE], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    divisions = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(divisions) == {"None", "1"}
+    for found in divisions.values():
+        assert found[0] == "div.rn.f32", divisions  # the mean, the kernel's first division

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from triton_on_cpu import (  # noqa: E402  (sets TRITON_INTERPRET without a GPU)
+    FLOAT_DTYPES,
     assert_matches_reference,
     kernel_fixture,
 )
@@ -22,6 +23,14 @@ from softmax_checks import assert_precise_at_huge_logits, huge_logit_rows  # noq
 from kernelab.harness.check import check_implementation  # noqa: E402
 
 softmax = kernel_fixture("softmax")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [512, 1000, 4096, 16384, 16385, 32768, 65536, 100_003, 262_144])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_gpu_softmax_full_size(softmax, cols, dtype):
+    rows = max(1, (64 << 20) // (4 * cols))  # 64 MiB of fp32
+    assert_matches_reference(softmax.softmax, "softmax", {"rows": rows, "cols": cols}, dtype, trials=2)
 
 
 @pytest.mark.gpu

@@ -35,18 +35,19 @@ def compile_histogram(steps, progress=lambda _: None) -> list[dict]:
 
 
 def make_values(n: int, bins: int, dtype: str, distribution: str, *, device="cuda", seed=1):
-    """Uniform ids in [0, bins) (for uint8 with 256 bins: every byte value), or skewed: every
-    value in bin bins // 2. Out-of-range ids come from the op's inputs (spec.reference)."""
+    """Uniform ids in [0, top), or skewed: every value in bin top // 2, where top is bins, or
+    for uint8 at most 256 (a byte's values: with 256 bins, every one of them). Out-of-range ids
+    come from the op's inputs (spec.reference)."""
     import torch
 
     torch_dtype = torch.int32 if dtype == "int32" else torch.uint8
+    top = min(bins, 256) if dtype == "uint8" else bins
     if distribution == "skewed":
-        return torch.full((n,), bins // 2, dtype=torch_dtype, device=device)
+        return torch.full((n,), top // 2, dtype=torch_dtype, device=device)
     if distribution != "uniform":
         raise KernelabError(f"unknown distribution '{distribution}'; use uniform or skewed")
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
-    top = min(bins, 256) if dtype == "uint8" else bins  # a byte holds at most 256 bins
     return torch.randint(0, top, (n,), generator=generator, device=device).to(torch_dtype)
 
 

@@ -161,6 +161,8 @@ def cub_anchor() -> tuple[Callable | None, str]:
     def cupy_sum(x):
         import torch
 
+        if x.dtype == torch.bfloat16:  # CuPy reads a bf16 array as an opaque numpy.void
+            raise KernelabError("CuPy has no bfloat16: its CUB sum takes fp32 and fp16 only")
         # CuPy's sum goes through CUB (CUPY_ACCELERATORS=cub); fp32 accumulation via dtype.
         result = cupy.asarray(x).sum(dtype=cupy.float32)
         return torch.as_tensor(result, device=x.device)

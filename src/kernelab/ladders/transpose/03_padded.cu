@@ -1,16 +1,23 @@
-// Step 3, padded: one extra column per tile row, so a column walk crosses every bank.
+// Step 3, padded: each tile row one bank word (4 bytes) longer, so a column walk crosses
+// every bank.
 //
-// With a row of TILE + 1 elements, tile[x][y] for x = 0..31 sits (TILE + 1) x itemsize
-// bytes apart: 33 words for fp32 (banks x, all different) and 66 bytes for bf16 (banks
-// 16.5 x rounded down: 0, 16, 1, 17, ... all different). Zero conflicts for one column of
-// padding, at the cost of 32 x itemsize bytes of shared memory per tile and rows no longer
-// 16-byte aligned (no vector loads from the tile).
-// Proof: l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum and _op_st.sum drop to 0.
+// Shared memory has 32 banks of 4-byte words. Reading down a column, the 32 threads of a
+// warp read tile[x][y] for x = 0..31, one row apart. Rows of exactly 32 elements start in the
+// same bank (fp32) or in one of two (bf16), so the walk conflicts 32- (fp32) or 16-way (bf16).
+// A row of 32 elements plus one word is 33 words for fp32 and 17 words for bf16 (34
+// elements), and 33 and 17 are odd: x times an odd count of words, mod 32, is a different
+// bank for each x. One bf16 element of padding (66 bytes, 16.5 words) is not enough: for odd
+// y, rows 0 and 31 land in one bank (a 2-way conflict on every other load). The padding costs
+// 4 bytes per tile row of shared memory, and rows are no longer 16-byte aligned (no vector
+// loads from the tile).
+// Proof: l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum falls to ncu's background
+// of extra wavefronts (steps.ZERO_ALLOWANCE_PER_LOAD per shared load).
 #include "common.cuh"
 
 template <typename T>
 __device__ __forceinline__ void transpose_padded(TRANSPOSE_ARGS) {
-    __shared__ T tile[TILE][TILE + 1];
+    constexpr int pad = 4 / sizeof(T);  // one bank word: 1 fp32 or 2 bf16 elements
+    __shared__ T tile[TILE][TILE + pad];
     const int in_c = blockIdx.x * TILE + threadIdx.x;
     const int in_r = blockIdx.y * TILE + threadIdx.y;
     for (int j = 0; j < TILE; j += BLOCK_ROWS)

@@ -30,7 +30,11 @@ def norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, x_row_stride, out_row_stri
     if IS_RMS:
         centered = x
     else:
-        centered = tl.where(mask, x - tl.sum(x, axis=0) / n_cols, 0.0)
+        # div_rn: "/" compiles to the GPU's approximate division, whose mean of a constant row
+        # can miss the constant by an ulp, and the ulp, times rstd ~ 1/sqrt(eps), shows.
+        # tl.cast, not .to(): Triton passes an n_cols of 1 as a constexpr, which has no .to()
+        mean = tl.div_rn(tl.sum(x, axis=0), tl.cast(n_cols, tl.float32))
+        centered = tl.where(mask, x - mean, 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(centered * centered, axis=0) / n_cols + eps)
     y = centered * rstd * tl.load(w_ptr + cols, mask=mask).to(tl.float32)  # w from L2
     if HAS_BIAS:
