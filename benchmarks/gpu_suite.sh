@@ -12,14 +12,18 @@
 #   d  tests/commands/test_bad_input.py and tests/ops/test_torch_ops.py: the bad-input matrix and the
 #      custom ops; compile-bound, they time nothing, so they take GPU_SUITE_WORKERS
 #   e  the KernelBench suite of tests/evaluate/test_eval_gpu.py
-#   f  the rest of tests/evaluate/test_eval_gpu.py: the GPU MODE suite and the GPU cheats
+#   f  the GPU MODE suite of tests/evaluate/test_eval_gpu.py and its timing cheats
+#   h  the rest of tests/evaluate/test_eval_gpu.py: a cheat of every class, the wall, the
+#      problems that need more memory than a card or fit one input set
 #   t  the teaching kernels' tests, unmarked (they run on the CPU's interpreter in CI), here
 #      on the GPU
-#   Parts e and f judge one solution at a time in worker processes of their own and time it,
+#   Parts e, f and h judge one solution at a time in worker processes of their own and time it,
 #   so each test may take up to EVAL_TEST_TIMEOUT s (900 s, the suite subprocess's own limit)
 #   instead of the 200 s of the others.
 #
-#   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # then, one call: c p e f
+#   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # about 4 minutes on an H100
+#   bash benchmarks/gpu_suite.sh c p e                              # about 7 minutes
+#   bash benchmarks/gpu_suite.sh f h                                # one call each if need be
 #
 # Each part's log, with its 25 slowest tests, goes to $OUT (or the current folder) as
 # gpu-suite-part-<p>.log; the exit status is the first failing part's. The tests run with
@@ -80,12 +84,15 @@ for part in "${@:-a}"; do
                  --ignore=tests/commands/test_bad_input.py --ignore=tests/evaluate/test_eval_gpu.py
                  tests) ;;
         e) args=(-m gpu tests/evaluate/test_eval_gpu.py -k kernelbench) ;;
-        f) args=(-m gpu tests/evaluate/test_eval_gpu.py -k "not kernelbench") ;;
+        f) args=(-m gpu tests/evaluate/test_eval_gpu.py
+                 -k "not kernelbench and (gpumode or stream or patched or after_returning or pays_for or before_the_clock)") ;;
+        h) args=(-m gpu tests/evaluate/test_eval_gpu.py
+                 -k "not kernelbench and not (gpumode or stream or patched or after_returning or pays_for or before_the_clock)") ;;
         t) shared=(tests/ops -k teaching) ;;
-        *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g, l, p or t)" >&2; exit 2 ;;
+        *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g, h, l, p or t)" >&2; exit 2 ;;
     esac
     limit=200
-    case $part in e|f) limit=${EVAL_TEST_TIMEOUT:-900} ;; esac
+    case $part in e|f|h) limit=${EVAL_TEST_TIMEOUT:-900} ;; esac
     timeouts=()
     if [ ${#timeout_flag[@]} -gt 0 ]; then timeouts=("${timeout_flag[@]}" "$limit"); fi
     : > "$logs/gpu-suite-part-$part.log"
