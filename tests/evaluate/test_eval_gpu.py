@@ -251,7 +251,10 @@ def test_gpu_problem_23_at_full_size_is_skipped_with_what_it_needs(tmp_path):
 
 
 @pytest.mark.gpu
-def test_gpu_a_problem_that_fits_with_one_input_set_is_judged_on_it(tmp_path):
+def test_gpu_a_problem_that_fits_one_input_set_is_judged_with_a_set_per_call(tmp_path):
+    """At the memory plan's edge (room for one pooled input set, not two) the timed calls
+    still get an input set each: made on the device in a few ms, one at a time, so no pool
+    is kept and none is rotated through (the host-clock twin: test_eval_memory.py)."""
     import torch
 
     from kernelab.evaluate.footprint import MEMORY_SHARE
@@ -264,6 +267,5 @@ def test_gpu_a_problem_that_fits_with_one_input_set_is_judged_on_it(tmp_path):
     code, verdict = _eval_on_gpu(*_softmax_problem(tmp_path, rows), "--seeds", "1")
     assert code == 0 and verdict["status"] == "pass", verdict["message"]
     assert verdict["memory"]["pool_sets"] == 1, verdict["memory"]
-    assert any(n.startswith("timed calls rotate through 1 input set(s), not 3")
-               for n in verdict["notes"])  # fmt: skip
+    assert not any("rotate through" in n for n in verdict["notes"]), verdict["notes"]
     assert verdict["timings"] and verdict["timings"][0]["solution_ms"] > 0
