@@ -3,7 +3,8 @@
 // A block loads its 32 x 32 tile with coalesced reads, waits, then writes the transposed
 // tile with coalesced writes, reading the tile down a column. Global traffic is now minimal
 // (rows x cols x itemsize each way), but tile[x][y] down a column hits addresses 32 words
-// apart: one bank, a 32-way conflict on every shared load (fp32).
+// apart: one bank, a 32-way conflict on every shared load for fp32 (bf16 rows are 16 words,
+// so a column takes two banks: 16-way).
 // Proof: l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum jumps from 0 (step 1 has no
 // shared memory) while the global store sectors per request fall to 4.
 #include "common.cuh"
