@@ -301,13 +301,16 @@ class Worker:
             self.wall["refused"].extend(entry.get("refused", []))
 
     def ask(self, request: dict) -> dict:
+        self._send(request)
+        return self._receive(setting_up=False)
+
+    def _send(self, message: dict) -> None:
         try:
-            send(self._to_worker, request, deadline=self.deadline)
+            send(self._to_worker, message, deadline=self.deadline)
         except ChannelTimeout:
             self._overrun(setting_up=False)
         except ChannelClosed:
             self._died()
-        return self._receive(setting_up=False)
 
     def converse(self, request: dict, answer: Callable[[dict], dict]) -> dict:
         """ask(request), where before its reply the worker may send messages with "need",
@@ -322,12 +325,7 @@ class Worker:
                 self.close()
                 message = f"the worker broke the timed calls' protocol: {exc}"
                 raise WorkerGone("fail", message) from None
-            try:
-                send(self._to_worker, response, deadline=self.deadline)
-            except ChannelTimeout:
-                self._overrun(setting_up=False)
-            except ChannelClosed:
-                self._died()
+            self._send(response)
             reply = self._receive(setting_up=False)
         return reply
 
