@@ -24,8 +24,9 @@ ITEMSIZE = {"fp32": 4, "bf16": 2}
 
 BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 # A "zero" proof is read per shared-load instruction: ncu counts a few extra wavefronts even on
-# conflict-free loads (on an H100: 0.06-0.10 per load for steps 3 and 4 at 2048x2048), while
-# the smallest real conflict, 2-way on every other load, adds 0.5 and step 2's 32-way adds 31.
+# conflict-free loads (on an H100 at 2048x2048: 0.10 per load for fp32 step 3, 0.06 and 0.07
+# for step 4 in fp32 and bf16), while the smallest real conflict, 2-way on every other load,
+# adds 0.5 and step 2's 32-way adds 31 (docs/ladders/transpose.md).
 SHARED_LOADS = "smsp__sass_inst_executed_op_shared_ld.sum"
 ZERO_ALLOWANCE_PER_LOAD = 0.25
 BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
