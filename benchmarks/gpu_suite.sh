@@ -14,25 +14,27 @@
 #   e  the KernelBench suite of tests/evaluate/test_eval_gpu.py
 #   f  the GPU MODE suite of tests/evaluate/test_eval_gpu.py and its timing cheats
 #   h  the rest of tests/evaluate/test_eval_gpu.py: a cheat of every class, the wall, the
-#      problems that need more memory than a card or fit one input set
+#      problems that need more memory than a card or fit one input set. Their verdicts rest
+#      on what a solution returns, never on a speed, so they take GPU_SUITE_WORKERS; the
+#      one sized from the card's free memory is whole_card
 #   t  the teaching kernels' tests, unmarked (they run on the CPU's interpreter in CI), here
 #      on the GPU
-#   Parts e, f and h judge one solution at a time in worker processes of their own and time it,
-#   so each test may take up to EVAL_TEST_TIMEOUT s (900 s, the suite subprocess's own limit)
-#   instead of the 200 s of the others.
+#   Parts e, f and h judge a solution in worker processes of their own and time it, so each
+#   test may take up to EVAL_TEST_TIMEOUT s (900 s, the suite subprocess's own limit) instead
+#   of the 200 s of the others. Parts e and f assert on the times they measure: one process.
 #
 #   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # about 4 minutes on an H100
 #   bash benchmarks/gpu_suite.sh c p e                              # about 7 minutes
-#   bash benchmarks/gpu_suite.sh f h                                # one call each if need be
+#   GPU_SUITE_WORKERS=6 bash benchmarks/gpu_suite.sh f h            # one call each if need be
 #
 # Each part's log, with its 25 slowest tests, goes to $OUT (or the current folder) as
 # gpu-suite-part-<p>.log; the exit status is the first failing part's. The tests run with
 # autotuning off (KERNELAB_TRITON_AUTOTUNE=0: every candidate is still checked, none timed).
 #
-# GPU_SUITE_WORKERS=N (default 1) runs parts a, b, d, g, l and t in N pytest-xdist processes. Their
-# time is mostly Triton compiling kernels on one CPU core each, and they time nothing, so
-# sharing the GPU cannot change a result; the processes' kernels take turns on the GPU. Tests
-# marked whole_card (full sizes that hold many GiB) then run alone, in one process.
+# GPU_SUITE_WORKERS=N (default 1) runs parts a, b, d, g, h, l and t in N pytest-xdist processes.
+# Their time is mostly Triton compiling kernels or a judge starting, on one CPU core each, and
+# none asserts a speed, so sharing the GPU cannot change a result; the kernels take turns on it.
+# Tests marked whole_card (full sizes that hold many GiB) then run alone, in one process.
 set -u -o pipefail
 
 cd "$(dirname "$0")/.."
@@ -45,6 +47,14 @@ pytest=(python3 -m pytest -q -p no:cacheprovider --durations=25)
 # a hung kernel (a cooperative wait that never ends) fails its test instead of the call
 timeout_flag=()
 if python3 -c "import pytest_timeout" 2>/dev/null; then timeout_flag=(--timeout); fi
+
+# GPU_SUITE_COLLECT=1 lists each part's tests (pytest --collect-only) and runs none: how
+# tests/benchmarks/test_gpu_suite_parts.py proves, without a GPU, that the parts together hold
+# every gpu-marked test once.
+if [ "${GPU_SUITE_COLLECT:-0}" = 1 ]; then
+    pytest=(python3 -m pytest -q -p no:cacheprovider --collect-only)
+    GPU_SUITE_WORKERS=1
+fi
 
 workers=${GPU_SUITE_WORKERS:-1}
 parallel=()
@@ -86,8 +96,8 @@ for part in "${@:-a}"; do
         e) args=(-m gpu tests/evaluate/test_eval_gpu.py -k kernelbench) ;;
         f) args=(-m gpu tests/evaluate/test_eval_gpu.py
                  -k "not kernelbench and (gpumode or stream or patched or after_returning or pays_for or before_the_clock)") ;;
-        h) args=(-m gpu tests/evaluate/test_eval_gpu.py
-                 -k "not kernelbench and not (gpumode or stream or patched or after_returning or pays_for or before_the_clock)") ;;
+        h) shared=(tests/evaluate/test_eval_gpu.py
+                   -k "not kernelbench and not (gpumode or stream or patched or after_returning or pays_for or before_the_clock)") ;;
         t) shared=(tests/ops -k teaching) ;;
         *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g, h, l, p or t)" >&2; exit 2 ;;
     esac
@@ -100,9 +110,10 @@ for part in "${@:-a}"; do
     if [ ${#shared[@]} -eq 0 ]; then
         run_pytest "$part" "${timeouts[@]}" "${args[@]}" || code=$?
     else
-        # Part t's teaching tests are unmarked (they run in CI on the CPU's interpreter).
+        # Part t's teaching tests are unmarked (they run in CI on the CPU's interpreter); the
+        # gpu-marked teaching tests are their op's part's.
         only_gpu=(-m gpu); gpu_and="gpu and "
-        if [ "$part" = t ]; then only_gpu=(); gpu_and=""; fi
+        if [ "$part" = t ]; then only_gpu=(-m "not gpu"); gpu_and="not gpu and "; fi
         if [ ${#parallel[@]} -gt 0 ]; then
             # whole_card tests hold many GiB each: alone, after the parallel pass, so that N
             # workers' caching allocators cannot take the card's memory between them

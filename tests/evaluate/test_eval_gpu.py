@@ -251,6 +251,7 @@ def test_gpu_problem_23_at_full_size_is_skipped_with_what_it_needs(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.whole_card  # sized from the card's free memory: alone, or another test takes it
 def test_gpu_a_problem_that_fits_one_input_set_is_judged_with_a_set_per_call(tmp_path):
     """At the memory plan's edge (room for one pooled input set, not two) the timed calls
     still get an input set each: made on the device in a few ms, one at a time, so no pool
