@@ -194,8 +194,8 @@ def test_memory_bound_median_is_reproducible_within_one_percent():
 
 @pytest.mark.gpu
 def test_large_gemm_median_is_reproducible_or_throttling_is_flagged():
-    # An 8192^3 bf16 GEMM draws the H200 to its 700 W cap (seen 2026-11-29: 1.37 ms then
-    # 1.51 ms in two runs, both flagged "power cap"); the timer may not hide that.
+    # An 8192^3 bf16 GEMM draws an H200 to its 700 W cap (1.37 ms then 1.51 ms in two runs,
+    # both flagged "power cap"); the timer may not hide that.
     import torch
 
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)

@@ -381,11 +381,11 @@ _H200 = _nvidia(
     tdp_w=700,
     device_names=("H200",),
     sources={
-        "sm_count": "device-reported (132 SMs on the lent H200, see ANCHORS.md)",
+        "sm_count": "device-reported (132 SMs on an H200: torch.cuda.get_device_properties)",
         "boost_clock_mhz": "derived (same GH100 SXM part as the H100 SXM; hopper-whitepaper)",
         "memory_gb": "h200-datasheet",
         "memory_bandwidth_gbps": "h200-datasheet (4.8 TB/s)",
-        "l2_kib": "device-reported (60 MiB on the lent H200, see ANCHORS.md)",
+        "l2_kib": "device-reported (60 MiB on an H200: torch.cuda.get_device_properties)",
         "l1_per_sm_kib": "hopper-whitepaper",
         "tdp_w": "h200-datasheet (up to 700 W, configurable)",
         **_hopper_sxm_rate_sources("h200-datasheet"),

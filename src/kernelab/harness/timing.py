@@ -49,7 +49,7 @@ REPLAY_ENQUEUE_MS = 0.05  # host time to enqueue one graph replay and its two ev
 # Calls queued behind one spin. The driver's launch queue holds on the order of a thousand
 # entries and each sample takes up to four (flush, two events, the call): a longer chunk
 # blocks the host in the launch call until the spin ends, and the GPU then waits for the
-# host (seen on the H200, 2026-11-29: a 5 us add read 16 us in hot mode with 1000 per chunk).
+# host (on an H200 a 5 us add read 16 us in hot mode with 1000 calls per chunk).
 MAX_CHUNK = 200
 PROBE_CALLS = 5
 

@@ -286,8 +286,8 @@ def _best_ladder_step(state: LabState) -> str:
 def _profile_in_child(name: str, shape: dict, dtype: str, report: Path) -> dict:
     """`kernelab profile NAME ... --json` in a child process: ncu and its report reader run
     apart from this process's CUDA context and libraries, and a crash there is one failed
-    profile in the report, not the end of the lab (seen on the H200, 2026-11-29: the lab
-    process died without a word while reading its first report in-process)."""
+    profile in the report, not the end of the lab (on an H200 a lab process that read its
+    first report in-process died without a word)."""
     options = [f"--{key}={value}" for key, value in shape.items()]
     argv = [sys.executable, "-m", "kernelab.cli", "profile", name, *options,
             f"--dtype={dtype}", f"--out={report}", "--json"]  # fmt: skip

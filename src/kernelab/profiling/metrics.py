@@ -1,7 +1,7 @@
 """The Nsight Compute metrics kernelab asks for and reads, and what each one means.
 
 Names are those of ncu 2025.x on GH100 (checked against `ncu --query-metrics` on the H200,
-kept in /work/shared/fixtures/ncu/query_metrics_gh100.txt.gz). Values are read in ncu's base
+kept in tests/fixtures/ncu/query_metrics_gh100.txt.gz). Values are read in ncu's base
 units: ns, byte, byte/s, hz, % (0-100), cycles, instructions.
 
 FLOP counting (`count_flops`) follows ncu's own roofline: every predicated-on thread

@@ -249,12 +249,12 @@ def load_report(path) -> list[KernelProfile]:
 
     The report is read in a child process (`python -m kernelab.profiling.report PATH`): on the
     H200 a process that had already initialised CUDA through torch died without a message
-    while ncu_report read a report (the lab and the timeline drill, 2026-11-29), while a
-    fresh process read the same reports fine."""
+    while ncu_report read a report (in the lab and in the timeline drill), while a fresh
+    process read the same reports fine."""
     path = _check_exists(path)
     # A missing module is one line here, not a child's traceback. Found, never imported: the
-    # timeline example's parent (CUDA initialised) still died once the drill reached this
-    # point after reads had moved to the child (H200, 2026-11-29 17:45 UTC).
+    # timeline example's parent (CUDA initialised) still died on an H200 once the drill
+    # reached this point, with the reads already in the child.
     if not ncu_report_findable():
         raise MissingToolError(NO_NCU_REPORT)
     done = subprocess.run(

@@ -491,7 +491,7 @@ def settle_close_choices(tuner, before: tuple, run, *, op: str) -> None:
     candidates differ: on an H100 five fresh processes ranked 64x128x128 s4
     first four times and 128x64x128 s4 once, with first-pass medians 0.5-10 % apart, while
     paired against torch.mm they measured 97.1 and 93.4 %
-    (benchmarks/results/h100/session28/matmul-small/ (at f7bfe57)). So for every key this call tuned, the candidates within
+    (earlier record `matmul-small`, benchmarks/earlier-records.md). So for every key this call tuned, the candidates within
     FINAL_ROUND_MARGIN of the best median go through final_round (alternating
     pairs, cold), `run(candidate)` launching one, and the winner replaces Triton's choice.
     The ranking goes to TUNING_LOG under (op, key).

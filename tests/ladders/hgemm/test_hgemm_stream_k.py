@@ -145,7 +145,7 @@ def test_no_sharing_where_it_cannot_be_done_or_would_spread_thin(eager_walker, s
 
 # The rule MIN_SAVED_K_TILES sets, at the shapes that set it (66 clusters of an H100; step 19
 # forced to share, with the read-back staged through shared memory, against step 18, 200 cold
-# pairs each, benchmarks/results/h100/session27/stream-k-staged (at f7bfe57)): sharing lost at
+# pairs each, earlier record `hgemm-stream-k`, benchmarks/earlier-records.md): sharing lost at
 # 7.8 saved K-tile times and won from 15.5.
 RULE_CASES = [
     ((256, 64, 66), False),  # 4096^3, 7.8 saved: forced 97.51 % of step 18

@@ -25,7 +25,7 @@ the candidates; 2048^3 and up keep the large tiles that won there. Small tiles d
 (1024^3 stayed at 71 % of cuBLAS): they fill the SMs but double the bytes each FLOP pulls
 from L2. What did help bf16/fp16 small problems is 256-byte K rows (BK 128: half the barrier
 round trips per byte): 92 % of cuBLAS at 1024^3 on the H200, and with a fourth stage 97-98 %
-on the H100 (benchmarks/results/h100/session28/matmul-small/ (at f7bfe57)). Candidates that close are
+on the H100 (earlier record `matmul-small`, benchmarks/earlier-records.md). Candidates that close are
 ranked in a final round of alternating pairs after Triton's autotuner has timed them one by one (_runtime.settle_close_choices).
 Split-K (SPLIT_K programs share a large tile, each takes a share of K; the last to finish adds
 the others' fp32 partials) measured slower everywhere and is a forced option only

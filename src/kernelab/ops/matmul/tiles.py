@@ -31,7 +31,7 @@ SMALL_TILES = [  # 128-256 tiles at 1024^3: every SM gets one or two
 # barrier round trips per byte (fp8's winner at 1024^3 was 128x64 with BK 128); on the H200
 # (benchmarks/results/h200/experiments/triton_matmul_small.json (at f7bfe57)) 64x128 with 256-byte rows at
 # 4 warps took 1024^3 bf16 from 70 % to 92 % of cuBLAS, 128x64 to 88 %. Shared memory per
-# stage: (BM + BN) * K bytes. On the H100 (benchmarks/results/h100/session28/matmul-small/ (at f7bfe57),
+# stage: (BM + BN) * K bytes. On the H100 (earlier record `matmul-small`, benchmarks/earlier-records.md,
 # paired against torch.mm) a fourth stage took 64x128 from 90 to 98 % at 1024^3: with K = 1024
 # in eight K-steps of 128, three stages leave too little in flight (two: 71 %).
 SMALL_PROBLEM_TILES = [

@@ -1,6 +1,6 @@
 """Load a cubin and launch its kernels on torch's current stream, through cuda.core.
 
-What works on the H200 image (ANCHORS.md): `ObjectCode.from_cubin(bytes)`, `get_kernel`,
+What works with cuda.core on a Hopper machine: `ObjectCode.from_cubin(bytes)`, `get_kernel`,
 `Device(0).create_stream(torch.cuda.current_stream())`, pointers as plain ints from
 `tensor.data_ptr()` and scalars as numpy scalars. Loaded modules are cached per process.
 Set KERNELAB_SYNC=1 to synchronise after every launch, so that a faulting kernel is named at
