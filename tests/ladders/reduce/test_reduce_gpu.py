@@ -85,7 +85,7 @@ def test_the_steps_match_torch_sum_and_cub_where_present():
         if cub is None:
             continue
         if dtype == torch.bfloat16 and "CuPy" in line:
-            # the ladder's check of the anchor turns this refusal into "CUB anchor not timed"
+            # the ladder's check of the anchor leaves bf16 out of CUB's timings, not fp32's
             with pytest.raises(KernelabError, match="bfloat16"):
                 cub(x)
             continue
@@ -106,3 +106,23 @@ def test_ladder_cli_times_a_short_run(capsys):
     steps = [r["step"] for r in data["rows"]]
     assert steps[0] == "torch.sum" and steps[-3:] == ["reduce:08", "reduce:09", "reduce:10"]
     assert all(r["gb_per_s"] > 0 for r in data["rows"])
+
+
+def test_an_anchor_wrong_for_one_dtype_is_still_timed_for_the_others(monkeypatch):
+    import torch
+
+    from kernelab.errors import KernelabError
+    from kernelab.ladders.reduce import ladder
+
+    def fp32_only(x):
+        if x.dtype != torch.float32:
+            raise KernelabError("this anchor sums fp32 only")
+        return torch.sum(x, dtype=torch.float32)
+
+    monkeypatch.setattr(ladder, "cub_anchor", lambda: (fp32_only, "a stand-in CUB"))
+    steps = [s for s in ladder.STEPS if s.name == "reduce:10"]
+    measurements, _, line = ladder.time_ladder(steps, [1 << 20], ["fp32", "bf16"], max_time_s=0.05)
+    timed = {(m["step"], m["dtype"]) for m in measurements}
+    assert ("cub", "fp32") in timed and ("cub", "bf16") not in timed
+    assert {("reduce:10", "fp32"), ("reduce:10", "bf16")} <= timed
+    assert "not timed for bf16 (KernelabError: this anchor sums fp32 only)" in line

@@ -56,10 +56,10 @@ CUBLAS_AGAIN = "torch.mm (again)"  # cuBLAS timed once more after the steps: the
 TRANSPOSE = "hgemm:transpose_b"  # the B -> B^T copy the launcher makes for steps 02-03, alone
 DTYPE = "bf16"
 DEFAULT_MODES = ("cold", "graph")
-# Other languages' GEMMs timed as columns beside the steps when they can run here: each is
-# checked against the float64 reference first; one that cannot build or fails is left out
-# with one progress line.
-OTHER_COLUMNS = ("cute.gemm",)
+# Other languages' GEMMs timed as columns beside the steps when they can run here (the same
+# algorithm in CuTe-DSL; Triton's tuned matmul): each is checked against the float64
+# reference first; one that cannot build or fails is left out with one progress line.
+OTHER_COLUMNS = ("cute.gemm", "triton.matmul")
 PROFILE_WARMUP = 1  # one unprofiled call first: nvcc cache load, module load, cluster probe
 
 Progress = Callable[[str], None]
