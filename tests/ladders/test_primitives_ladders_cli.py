@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelab.ladders.transpose.steps import SHARED_LOADS, ZERO_ALLOWANCE_PER_LOAD
+from kernelab.ladders.engine import SHARED_LOADS, ZERO_ALLOWANCE_PER_LOAD
 from kernelab.runtime.cuda import build as cuda_build
 
 ROOT = Path(__file__).parents[2]

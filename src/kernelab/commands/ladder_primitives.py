@@ -352,7 +352,7 @@ def _primitive_ladder(name, sizes, steps, mode, max_time, out, profile, dtype, b
 
 
 def _primitive_profile(name, engine, chosen, size, dtype, bins) -> list[dict]:
-    from kernelab.ladders.transpose.ladder import profile_steps
+    from kernelab.ladders.engine import profile_steps
 
     if name == "transpose":
         rows, cols = size

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kernelab.ladders.transpose.ladder import timed_rows, verdict
+from kernelab.ladders.engine import timed_rows, verdict
 
 
 def test_rows_relate_each_step_to_the_copy_the_step_before_and_the_anchor():

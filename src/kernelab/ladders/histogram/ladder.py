@@ -16,9 +16,9 @@ import sys
 from collections.abc import Callable
 
 from kernelab.errors import KernelabError
+from kernelab.ladders.engine import compile_report, timed_rows, to_record
 from kernelab.ladders.histogram.launch import build_step, histogram
 from kernelab.ladders.histogram.steps import DTYPES, Step, parse_steps
-from kernelab.ladders.transpose.ladder import compile_report, timed_rows, to_record
 from kernelab.spec.reference import get_op
 
 __all__ = ["check_steps", "compile_histogram", "parse_steps", "time_ladder"]

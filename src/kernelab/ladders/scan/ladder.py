@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable
 
 from kernelab.errors import KernelabError
+from kernelab.ladders.engine import timed_rows, to_record
 from kernelab.ladders.scan.launch import build_step, scan
 from kernelab.ladders.scan.steps import DTYPES, Step, parse_steps
-from kernelab.ladders.transpose.ladder import timed_rows, to_record
 from kernelab.spec.primitives import scan_tolerance
 from kernelab.spec.reference import get_op
 
@@ -235,7 +235,7 @@ def step_totals(steps, kernels, dtype: str, metrics) -> list[dict]:
     `dtype` (a step is all its launches: step 1's levels, step 3's three kernels), None where
     none of them was profiled or a launch lacks the metric; its proof's verdict against the
     step before (transpose.ladder.verdict)."""
-    from kernelab.ladders.transpose.ladder import verdict
+    from kernelab.ladders.engine import verdict
 
     rows, previous = [], None
     for step in steps:

@@ -11,7 +11,7 @@
 // 4 bytes per tile row of shared memory, and rows are no longer 16-byte aligned (no vector
 // loads from the tile).
 // Proof: l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum falls to ncu's background
-// of extra wavefronts (steps.ZERO_ALLOWANCE_PER_LOAD per shared load).
+// of extra wavefronts (engine.ZERO_ALLOWANCE_PER_LOAD per shared load).
 #include "common.cuh"
 
 template <typename T>

@@ -23,12 +23,10 @@ KERNEL_SUFFIX = {"fp32": "f32", "bf16": "bf16"}
 ITEMSIZE = {"fp32": 4, "bf16": 2}
 
 BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
-# A "zero" proof is read per shared-load instruction: ncu counts a few extra wavefronts even on
-# conflict-free loads (on an H100 at 2048x2048: 0.10 per load for fp32 step 3, 0.06 and 0.07
-# for step 4 in fp32 and bf16), while the smallest real conflict, 2-way on every other load,
-# adds 0.5 and step 2's 32-way adds 31 (docs/ladders/transpose.md).
-SHARED_LOADS = "smsp__sass_inst_executed_op_shared_ld.sum"
-ZERO_ALLOWANCE_PER_LOAD = 0.25
+# A "zero" proof is read per shared-load instruction (ladders/engine.py): ncu counts a few
+# extra wavefronts even on conflict-free loads (on an H100 at 2048x2048: 0.10 per load for
+# fp32 step 3, 0.06 and 0.07 for step 4 in fp32 and bf16), while the smallest real conflict,
+# 2-way on every other load, adds 0.5 and step 2's 32-way adds 31 (docs/ladders/transpose.md).
 BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 STORE_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
 
