@@ -134,18 +134,24 @@ def test_a_module_planted_in_a_shared_working_folder_never_runs_in_the_judge(tmp
     suite.mkdir()
     shutil.copy(RELU, suite / "a.py")
     shutil.copy(WALLS / "plants_a_module.py", suite / "a_solution.py")
+    shutil.copy(RELU, suite / "b.py")  # a second worker's launcher starts after the planting
+    shutil.copy(HONEST, suite / "b_solution.py")
     shutil.copytree(GPUMODE / "relu_py", suite / "relu_py")
     done, token = run_judge("--suite", str(suite), *SMALL, cwd=shared)
     assert_nothing_outlives(token)
     mark = Path(f"/tmp/kernelab-planted-{token}")
-    planted = (shared / "yaml.py").exists()
-    for leftover in (shared / "yaml.py", shared / "tabulate.py"):
-        leftover.unlink(missing_ok=True)
+    left = [name for name in ("yaml.py", "tabulate.py", "json.py") if (shared / name).exists()]
+    for name in left:
+        (shared / name).unlink()
     assert not mark.exists(), mark.read_text()
-    assert planted, "the worker could not write the shared folder: the test proves nothing"
     result = json.loads(done.stdout)
-    assert result["rows"][0]["status"] == "fail", result["rows"]
-    assert len(result["rows"]) > 1  # the GPU MODE problem was read after the planting
+    rows = {Path(row["solution"]).name: row for row in result["rows"]}
+    # zeros: every file was written (else the test proves nothing)
+    assert rows["a_solution.py"]["status"] == "fail", rows
+    assert rows["b_solution.py"]["status"] == "pass", rows
+    assert len(result["rows"]) > 2  # the GPU MODE problem was read after the planting
+    if os.geteuid() == 0:  # a worker of its own uid: the judge swept its working folder
+        assert left == [], left
 
 
 def test_a_solution_cannot_shrink_its_shared_inputs_under_the_judge():
@@ -164,6 +170,38 @@ def test_a_reply_larger_than_the_judge_may_hold_is_refused_unread():
     code, verdict = judged(WALLS / "announces_a_huge_reply.py", "--timeout", "30")
     assert code == 1 and verdict["status"] == "fail", verdict
     assert "more than the judge reads" in verdict["message"], verdict["message"]
+
+
+def test_a_compressed_reply_is_refused_before_it_is_inflated():
+    code, verdict = judged(WALLS / "sends_a_compressed_reply.py", "--timeout", "60")
+    assert code == 1 and verdict["status"] == "fail", verdict
+    assert "records are compressed" in verdict["message"], verdict["message"]
+
+
+def test_a_reply_holding_a_long_string_is_refused_not_quoted():
+    code, verdict = judged(WALLS / "raises_a_long_message.py", "--timeout", "60")
+    assert code == 1 and verdict["status"] == "fail", verdict
+    assert "a string of 1,000,000 characters" in verdict["message"], verdict["message"]
+    assert len(verdict["message"]) < 1000
+
+
+def test_a_folder_nested_thousands_deep_is_swept_with_the_scratch_folder(tmp_path):
+    scratch_parent = tmp_path / "tmp"  # this run's scratch folder is made here, and only it
+    scratch_parent.mkdir()
+    done, token = run_judge(str(RELU), str(WALLS / "leaves_a_deep_folder.py"), *SMALL,
+                            extra_env={"TMPDIR": str(scratch_parent)})  # fmt: skip
+    assert_nothing_outlives(token)
+    verdict = json.loads(done.stdout)
+    assert verdict["status"] == "pass", verdict["message"]  # a correct answer, its litter apart
+    deep = Path(f"/tmp/kernelab-deep-{token}")
+    left = deep.exists()
+    if left:  # not this run's to keep: remove it without recursion either
+        from kernelab.evaluate.wall import remove_tree
+
+        remove_tree(str(deep))
+    if os.geteuid() == 0:  # a worker of its own uid: what it left is swept
+        assert not left
+    assert list(scratch_parent.glob("kernelab-worker-*")) == []  # the scratch folder went too
 
 
 def test_an_unprintable_error_message_still_gives_a_printed_verdict():

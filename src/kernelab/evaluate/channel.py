@@ -25,6 +25,9 @@ REPLY_MEMORY_SHARE = 0.25
 # 2^60 leaves from a few hundred bytes) is refused before anything walks it.
 MAX_REPLY_NODES = 1_000_000
 MAX_REPLY_DEPTH = 64
+# A string in a reply is an error message or a note: the judge quotes it, and copies it on the
+# way out (a JSON escape can take six bytes a character), so a long one is refused, not quoted.
+MAX_REPLY_CHARS = 1 << 16
 
 
 class ChannelClosed(Exception):
@@ -129,6 +132,34 @@ def check_plain_tree(message) -> None:
             seen.add(id(node))
             items = node.values() if isinstance(node, dict) else node
             stack.extend((item, depth + 1) for item in items)
+            if isinstance(node, dict):
+                stack.extend((key, depth + 1) for key in node)
+        elif isinstance(node, (str, bytes)) and len(node) > MAX_REPLY_CHARS:
+            raise ReplyRefused(
+                f"the reply holds a string of {len(node):,} characters (more than "
+                f"{MAX_REPLY_CHARS:,}: a message, not an output)"
+            )
+
+
+def check_stored(payload: bytes, limit: int) -> None:
+    """ReplyRefused unless `payload` is torch.save's zip archive with every record stored
+    uncompressed, and their sizes add up to at most `limit`. torch.load inflates deflated
+    records, so a reply of a megabyte on the wire could become gigabytes in the judge; the
+    worker's torch.save never compresses, so only a forged reply is refused."""
+    import zipfile
+
+    try:
+        records = zipfile.ZipFile(io.BytesIO(payload)).infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ReplyRefused(f"the reply is not a torch.save archive ({exc})") from None
+    if any(record.compress_type != zipfile.ZIP_STORED for record in records):
+        raise ReplyRefused("the reply's records are compressed (torch.save stores them whole)")
+    total = sum(record.file_size for record in records)
+    if total > limit:
+        raise ReplyRefused(
+            f"the reply unpacks to {total / 2**20:,.0f} MiB, more than the judge reads "
+            f"({limit / 2**20:,.0f} MiB)"
+        )
 
 
 def receive(fd: int, *, trusted: bool, deadline: float | None = None):
@@ -145,7 +176,10 @@ def receive(fd: int, *, trusted: bool, deadline: float | None = None):
                 f"the reply is {size / 2**20:,.0f} MiB, more than the judge reads "
                 f"({limit / 2**20:,.0f} MiB: {REPLY_MEMORY_SHARE:.0%} of the memory available)"
             )
-    message = decode(_read_exactly(fd, size, deadline), trusted=trusted)
+    payload = _read_exactly(fd, size, deadline)
+    if not trusted:
+        check_stored(payload, limit)
+    message = decode(payload, trusted=trusted)
     if not trusted:
         check_plain_tree(message)
     return message

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import select
-import shutil
 import signal
 import stat
 import subprocess
@@ -241,11 +240,11 @@ class Worker:
         self._from_worker, child_writes = os.pipe()
         log_read, log_write = os.pipe()
         report_read, report_write = os.pipe()
-        worker = [sys.executable, "-m", "kernelab.evaluate.worker", str(child_reads),
+        worker = [*wall.python_command(), "-m", "kernelab.evaluate.worker", str(child_reads),
                   str(child_writes), *(str(fd) for fd in self.pass_fds)]  # fmt: skip
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan),
+                [*wall.python_command(), "-m", "kernelab.evaluate.wall", json.dumps(plan),
                  str(report_write), "--", *worker],
                 stdin=subprocess.DEVNULL,
                 stdout=log_write,
@@ -253,6 +252,11 @@ class Worker:
                 pass_fds=(child_reads, child_writes, report_write, *self.pass_fds),
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                # `python -m` puts its working folder first on sys.path, and the launcher
+                # runs as root before any namespace: a folder an earlier worker could write
+                # (the judge's own, if anyone may write it) would lend it the launcher's
+                # imports. The new worker's scratch folder is empty and the judge's.
+                cwd=self.scratch,
             )  # fmt: skip
         finally:
             for fd in (child_reads, child_writes, log_write, report_write):
@@ -262,7 +266,7 @@ class Worker:
         self._read_wall_report(report_read)
         os.set_blocking(self._to_worker, False)
         setup = {
-            "problem": str(self.problem.path),
+            "problem": str(Path(self.problem.path).resolve()),  # the worker's folder differs
             "device": str(self.problem.device),
             "scale": self.problem.scale,
         }
@@ -301,6 +305,8 @@ class Worker:
             self.wall["refused"].extend(entry.get("refused", []))
 
     def ask(self, request: dict) -> dict:
+        if request.get("kind") == "solution":  # the worker works in its own folder
+            request = {**request, "path": str(Path(request["path"]).resolve())}
         self._send(request)
         return self._receive(setting_up=False)
 
@@ -383,24 +389,27 @@ class Worker:
         namespace with it, a setsid() daemon included. The launcher's process group, and
         every process of the worker's dedicated uid, are killed as well, for where the kernel
         refused the namespace."""
-        if self.inner_pid is not None:
-            # Still the launcher's unreaped child while the launcher lives: not a reused pid.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.inner_pid, signal.SIGKILL)
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        wall.sweep(self.uid)
-        if self.uid is not None:
-            wall.sweep_files(self.uid)
-        for fd in (self._to_worker, self._from_worker):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._to_worker = self._from_worker = -1
-        if self.log is not None:
-            self.log.close()
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+        try:
+            if self.inner_pid is not None:
+                # Still the launcher's unreaped child while the launcher lives: not a reused pid.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.inner_pid, signal.SIGKILL)
+            if self.process is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            wall.sweep(self.uid)
+            if self.uid is not None:
+                wall.sweep_files(self.uid)
+        finally:
+            # whatever the sweep met, the pipes and the scratch folder go
+            for fd in (self._to_worker, self._from_worker):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._to_worker = self._from_worker = -1
+            if self.log is not None:
+                self.log.close()
+            if self.scratch is not None:
+                wall.remove_tree(self.scratch)
+                self.scratch = None

@@ -27,13 +27,13 @@ launcher's own line comes first ({"pid": the worker's pid as the judge sees it})
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
 import os
 import random
 import resource
-import shutil
 import signal
 import stat
 import sys
@@ -377,6 +377,21 @@ def read_only_roots(paths: list[str], keep_writable: str) -> list[str]:
     return roots
 
 
+def python_command() -> list[str]:
+    """How the judge starts the launcher and the worker: this interpreter, without the user's
+    own site-packages (-s) unless kernelab itself is installed there. A worker that keeps the
+    judge's uid (a judge run without root) could write a .pth file into that folder, which
+    every later Python of the user would run at start, outside the wall."""
+    import site
+
+    import kernelab
+
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and _within(os.path.realpath(kernelab.__file__), os.path.realpath(user_site)):
+        return [sys.executable]
+    return [sys.executable, "-s"]
+
+
 def worker_environment(scratch: str) -> dict:
     """The judge's environment, less what the worker has no use for (tokens, keys), and the
     caches and home pointed into its own scratch directory."""
@@ -425,6 +440,11 @@ def plan(*, read_only: list[str], scratch: str, on_gpu: bool, cpu_seconds: float
             break
     if not as_root:
         uid = None
+        notes.append(
+            "uid switch skipped: the judge is not root, so the worker keeps the judge's uid and "
+            "may write wherever the judge's user may (its home, any folder it owns); what it "
+            "leaves there is neither read-only nor swept"
+        )
     limits = {
         "processes": PROCESS_LIMIT,
         "file_bytes": FILE_BYTES_LIMIT,
@@ -451,10 +471,83 @@ def plan(*, read_only: list[str], scratch: str, on_gpu: bool, cpu_seconds: float
 WORLD_WRITABLE_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
-def sweep_files(uid: int, roots=WORLD_WRITABLE_ROOTS) -> int:
-    """Remove every file and folder owned by `uid` under `roots`; how many were removed."""
+def remove_tree(path: str) -> bool:
+    """Remove a folder and everything in it, however deep, links never followed; whether it
+    is gone. Iterative, each level opened relative to its parent (O_NOFOLLOW): a worker's
+    folder nested thousands deep, whose path outgrows PATH_MAX and whose depth outgrows
+    Python's recursion (shutil.rmtree recurses), goes as a shallow one does."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    parent, name = os.path.split(os.path.abspath(path))
+    try:
+        top_parent = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return not os.path.lexists(path)
+    # a stack of (fd of a folder, its name in its parent): the deepest folder last
+    stack: list[tuple[int, str]] = []
+    try:
+        try:
+            stack.append((os.open(name, flags, dir_fd=top_parent), name))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=top_parent)  # a file or a link, not a folder
+            return not os.path.lexists(path)
+        while stack:
+            fd, _ = stack[-1]
+            descended = False
+            try:
+                entries = list(os.scandir(fd))
+            except OSError:
+                entries = []
+            for entry in entries:
+                try:
+                    is_folder = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_folder = False
+                if is_folder:
+                    try:
+                        stack.append((os.open(entry.name, flags, dir_fd=fd), entry.name))
+                        descended = True
+                        break
+                    except OSError:
+                        pass
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.name, dir_fd=fd)
+            if descended:
+                continue
+            fd, folder = stack.pop()
+            os.close(fd)
+            parent_fd = stack[-1][0] if stack else top_parent
+            try:
+                os.rmdir(folder, dir_fd=parent_fd)
+            except OSError:
+                if stack:  # a folder that cannot go would be revisited forever: give up
+                    return False
+    finally:
+        for fd, _ in stack:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.close(top_parent)
+    return not os.path.lexists(path)
+
+
+def sweep_roots() -> tuple[str, ...]:
+    """WORLD_WRITABLE_ROOTS, and the judge's working folder when anyone may write it (a
+    shared folder outside them, where a worker could leave a module for whoever runs Python
+    there next)."""
+    try:
+        here = os.getcwd()
+        shared = os.stat(here).st_mode & stat.S_IWOTH
+    except OSError:
+        return WORLD_WRITABLE_ROOTS
+    # (inside /tmp too: the walk from /tmp reaches it only through folders anyone may write)
+    return WORLD_WRITABLE_ROOTS + ((here,) if shared and here not in WORLD_WRITABLE_ROOTS else ())
+
+
+def sweep_files(uid: int, roots=None) -> int:
+    """Remove every file and folder owned by `uid` under `roots` (sweep_roots()); how many
+    were removed. Never raises: whatever the worker left, the judge's closing goes on."""
     removed = 0
-    stack = [root for root in roots if os.path.isdir(root)]
+    stack = [root for root in (roots or sweep_roots()) if os.path.isdir(root)]
     while stack:
         folder = stack.pop()
         try:
@@ -469,11 +562,12 @@ def sweep_files(uid: int, roots=WORLD_WRITABLE_ROOTS) -> int:
             if info.st_uid == uid:
                 try:
                     if stat.S_ISDIR(info.st_mode):
-                        shutil.rmtree(entry.path)
+                        gone = remove_tree(entry.path)
                     else:
                         os.unlink(entry.path)
-                    removed += 1
-                except OSError:
+                        gone = True
+                    removed += gone
+                except Exception:  # noqa: BLE001 - one odd entry must not stop the sweep
                     continue
             elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
                 stack.append(entry.path)
@@ -529,7 +623,7 @@ def run_behind(argv: list[str], *, read_only: list[str], on_gpu: bool = False,
     read, write = os.pipe()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "kernelab.evaluate.wall", json.dumps(plan_), str(write), "--",
+            [*python_command(), "-m", "kernelab.evaluate.wall", json.dumps(plan_), str(write), "--",
              *argv],
             pass_fds=(write,), capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
@@ -538,7 +632,7 @@ def run_behind(argv: list[str], *, read_only: list[str], on_gpu: bool = False,
         with os.fdopen(read) as handle:
             lines = [json.loads(line) for line in handle.read().splitlines()]
         sweep(plan_["uid"])
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
     report = {"applied": [], "refused": list(notes)}
     for line in lines:
         report["applied"] += line.get("applied", [])
