@@ -196,3 +196,79 @@ inline T __shfl_up_sync(unsigned mask, T value, unsigned delta) {
     std::memcpy(&result, &shuffle_slots[t - delta], sizeof(T));
     return result;
 }
+
+// ---- bf16 and fp16 storage types (the reduction ladder's narrow inputs) -------------------
+//
+// What cuda_bf16.h and cuda_fp16.h give the kernels, reduced to what a kernel that reads
+// narrow inputs and accumulates in fp32 needs: 16-bit storage (sizeof 2, so a 16-byte pack
+// holds 8 of them) and the conversions, with CUDA's semantics:
+//   __bfloat162float, __half2float  widen exactly: every finite value, +-0, +-inf and the
+//                                   subnormals (fp16) come out as the same real number;
+//                                   a NaN stays a NaN (its payload is kept here).
+//   __float2bfloat16, __float2half  round to nearest, ties to even (cvt.rn); a value past the
+//                                   largest finite one rounds to +-inf, as on the device; a
+//                                   NaN becomes the canonical NaN 0x7fff, as CUDA's does.
+// No implicit conversions and no arithmetic operators: a kernel must convert explicitly (the
+// ladder's to_f32), so one that does arithmetic on the 16-bit type fails to compile here.
+// tests/ladders/reduce/test_half_types.py checks every 16-bit pattern and the rounding of
+// float midpoints against numpy and torch.
+struct __nv_bfloat16 {
+    unsigned short __x;
+};
+struct __half {
+    unsigned short __x;
+};
+static_assert(sizeof(__nv_bfloat16) == 2 && sizeof(__half) == 2, "16-bit storage");
+
+namespace kernelab_emu {
+inline uint32_t float_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+inline float bits_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+}  // namespace kernelab_emu
+
+inline float __bfloat162float(__nv_bfloat16 h) {
+    return kernelab_emu::bits_float(static_cast<uint32_t>(h.__x) << 16);  // exact, NaN kept
+}
+
+inline __nv_bfloat16 __float2bfloat16(float f) {
+    uint32_t u = kernelab_emu::float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return {0x7fff};  // NaN: the canonical one
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even on the 16 bits dropped
+    return {static_cast<unsigned short>(u >> 16)};  // a carry into the exponent may give inf
+}
+
+inline float __half2float(__half h) {
+    const uint32_t sign = static_cast<uint32_t>(h.__x & 0x8000u) << 16;
+    const uint32_t exponent = (h.__x >> 10) & 0x1fu, mantissa = h.__x & 0x3ffu;
+    if (exponent == 0x1f)  // inf, or NaN with its payload (the quiet bit stays the quiet bit)
+        return kernelab_emu::bits_float(sign | 0x7f800000u | (mantissa << 13));
+    if (exponent != 0)  // normal: rebias 15 -> 127
+        return kernelab_emu::bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+    // zero or subnormal: mantissa x 2^-24, exact in fp32
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+}
+
+inline __half __float2half(float f) {
+    const uint32_t u = kernelab_emu::float_bits(f);
+    const unsigned short sign = static_cast<unsigned short>((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return {0x7fff};  // NaN: the canonical one
+    if (a >= 0x477ff000u) return {static_cast<unsigned short>(sign | 0x7c00u)};  // >= 65520: inf
+    if (a >= 0x38800000u) {  // a normal half (>= 2^-14): rebias 127 -> 15, round 13 bits away
+        uint32_t r = a - (112u << 23);
+        r += 0xfffu + ((r >> 13) & 1u);
+        return {static_cast<unsigned short>(sign | (r >> 13))};
+    }
+    // a subnormal half (or zero): |f| in units of 2^-24 (exact: a power-of-two scale), rounded
+    // to nearest even by rint under the default rounding mode; 1024 is the smallest normal.
+    const float units = std::rint(std::ldexp(kernelab_emu::bits_float(a), 24));
+    return {static_cast<unsigned short>(sign | static_cast<unsigned short>(units))};
+}

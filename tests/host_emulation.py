@@ -1,7 +1,9 @@
 """Build a CUDA ladder step for the CPU: its .cu sources compiled by g++ with
 cuda_host_emulation.hpp included first (threads, shared memory, barriers and atomics on the
 host), linked with the ladder's test driver into a shared library, cached by the content of
-every source and flag, and loaded. The callers set `emulate`'s argument types."""
+every source and flag, and loaded. The callers set `emulate`'s argument types.
+`sparse_zeros` gives the buffers past 2^32 elements that index-arithmetic tests run the last
+blocks of a grid over."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import ctypes
 import hashlib
 import subprocess
 from pathlib import Path
+
+import numpy as np
 
 from kernelab.runtime.cuda import build as cuda_build
 
@@ -38,3 +42,20 @@ def emulated_library(name: str, include_dir: Path, units: list[Path], flags: lis
     lib = ctypes.CDLL(str(library))
     lib.emulate.restype = ctypes.c_int
     return lib
+
+
+def sparse_zeros(count: int, dtype) -> np.ndarray | None:
+    """A zeroed numpy array of `count` items backed by an anonymous private mapping that
+    reserves no memory (MAP_NORESERVE on Linux): only the pages a test touches are ever
+    allocated, so a buffer past 2^32 elements costs a few pages when an emulated kernel runs
+    only its last blocks. None where the system refuses the mapping (the caller skips)."""
+    import mmap
+    import sys
+
+    nbytes = count * np.dtype(dtype).itemsize
+    noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
+    try:
+        mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve)
+    except (OSError, OverflowError, ValueError):
+        return None
+    return np.frombuffer(mapping, dtype=dtype, count=count)

@@ -1,9 +1,17 @@
-"""What the primitive ladders share (transpose, histogram, scan): the compile report (no GPU),
-timing beside a copy of the same bytes in the same run, a record per timed row, and a profile
-of every step's proof metric under Nsight Compute with its verdict against the step before.
+"""What the primitive ladders share (transpose, histogram, scan, and reduce's timing): the
+compile report (no GPU), timing beside a copy of the same bytes in the same run, a record per
+timed row, and a profile of every step's proof metric under Nsight Compute with its verdict
+against the step before.
 
 The copy ceiling is measured beside the steps: dst.copy_(src) over the bytes a step moves one
-way, cold, so "% of copy" compares two timings of one run on one GPU.
+way, cold, so "% of copy" compares two timings of one run on one GPU. Where a ladder only
+reads (the histogram, the reduction) the measured read-only ceiling (read_ceiling: the
+ceilings cache, else probes.bandwidth.hbm_read now) gives "% of read" beside it.
+
+Each call is timed as a PyTorch user meets it (time_call): the harness's device time (cold
+L2, adaptive stopping), and beside it, optionally, the median of triton.testing.do_bench and
+the host's cost per call (harness.launch_cost: N back-to-back calls ending in one
+synchronize; wall_us is that loop's time over N, host_us the time to issue one call).
 """
 
 from __future__ import annotations
@@ -14,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = [
-    "SHARED_LOADS", "ZERO_ALLOWANCE_PER_LOAD", "compile_report", "profile_steps", "public_row",
-    "timed_rows", "to_record", "verdict",
+    "DO_BENCH", "SHARED_LOADS", "ZERO_ALLOWANCE_PER_LOAD", "compile_report", "do_bench_sampler",
+    "profile_steps", "public_row", "read_ceiling", "resolve_extras", "time_call", "timed_rows",
+    "to_record", "verdict",
 ]  # fmt: skip
 
 # A "zero" proof (no bank conflicts) is judged per shared-load instruction: the counter of
@@ -54,6 +63,62 @@ def compile_report(
     return rows
 
 
+# triton.testing.do_bench's own defaults (ms of warm-up and of repetitions), as the decode
+# benchmarks call it; it flushes the L2 before every call, like the harness's cold mode.
+DO_BENCH = {"warmup": 25, "rep": 100}
+
+
+def do_bench_sampler() -> Callable | None:
+    """fn -> the do_bench samples of fn (ms, every repetition), or None where Triton does not
+    import (the do_bench median is then absent from the rows, never invented)."""
+    try:
+        import triton.testing
+    except ImportError:
+        return None
+
+    def sample(fn) -> list[float]:
+        return list(triton.testing.do_bench(fn, return_mode="all", **DO_BENCH))
+
+    return sample
+
+
+def _host_cost(fn, device_ms: float) -> dict:
+    from kernelab.harness.launch_cost import measure_host_cost
+
+    return measure_host_cost(fn, device_ms).to_dict()
+
+
+def time_call(fn: Callable, time: Callable, *, do_bench=None, host_cost=None) -> tuple:
+    """(timing, extra) of one call: `time(fn)` is the harness's Timing (median_ms, rel_noise,
+    ...); extra holds, where asked, "do_bench_median_ms" and "do_bench_samples" (the median
+    and count of `do_bench(fn)`'s samples) and "host_cost" (`host_cost(fn, median_ms)`: calls,
+    host_us, wall_us, device_us, launch_bound). do_bench, host_cost: None or False leave the
+    figure out; the ladders pass the real ones (resolve_extras) or stand-ins in tests."""
+    import statistics
+
+    timing = time(fn)
+    extra: dict = {}
+    if do_bench:
+        samples = list(do_bench(fn))
+        extra["do_bench_median_ms"] = statistics.median(samples) if samples else None
+        extra["do_bench_samples"] = len(samples)
+    if host_cost:
+        extra["host_cost"] = dict(host_cost(fn, timing.median_ms))
+    return timing, extra
+
+
+def resolve_extras(timer, do_bench, host_cost) -> tuple:
+    """(do_bench, host_cost) to time with: None means the real one when the harness times
+    (no stand-in `timer`), nothing beside a stand-in; False means off; a callable is used as
+    given. The real do_bench is absent where Triton does not import."""
+    real = timer is None
+    if do_bench is None:
+        do_bench = do_bench_sampler() if real else False
+    if host_cost is None:
+        host_cost = _host_cost if real else False
+    return do_bench, host_cost
+
+
 def timed_rows(
     entries: list[tuple[str, str, Callable]],
     *,
@@ -65,21 +130,36 @@ def timed_rows(
     max_time_s: float,
     progress: Callable[[str], None],
     timer: Callable | None = None,
+    read_bytes_per_s: float | None = None,
+    do_bench: Callable | bool | None = None,
+    host_cost: Callable | bool | None = None,
 ) -> list[dict]:
     """Time the copy ceiling, then each (name, technique, fn) in order, in one run: GB/s,
     % of the copy bandwidth, time against `anchor` (an entry's name), speedup over the step
-    before (the previous entry whose name has a ':'). Shared with the histogram ladder."""
+    before (the previous entry whose name has a ':'). Shared with the histogram and scan
+    ladders.
+
+    read_bytes_per_s: the measured read-only ceiling (read_ceiling); with it every row also
+    has "pct_of_read" (its GB/s over that roof) and "read_ceiling_gbps", else None there.
+    do_bench, host_cost: see time_call and resolve_extras; each row carries what they give."""
     from kernelab.harness.timing import benchmark
 
     time = timer or (lambda fn: benchmark(fn, mode=mode, max_time_s=max_time_s))
+    do_bench, host_cost = resolve_extras(timer, do_bench, host_cost)
+
+    def measure(fn):
+        return time_call(fn, time, do_bench=do_bench, host_cost=host_cost)
+
     progress("timing the copy ceiling")
-    ceiling = time(copy)
+    ceiling, extra = measure(copy)
     copy_gbps = copy_bytes / (ceiling.median_ms * 1e-3) / 1e9
-    rows = [_row("copy", "dst.copy_(src), the ceiling", ceiling, copy_bytes, copy_gbps)]
+    rows = [_row("copy", "dst.copy_(src), the ceiling", ceiling, copy_bytes, copy_gbps,
+                 read_bytes_per_s) | extra]  # fmt: skip
     previous = None
     for name, technique, fn in entries:
         progress(f"timing {name}")
-        row = _row(name, technique, time(fn), bytes_moved, copy_gbps)
+        timing, extra = measure(fn)
+        row = _row(name, technique, timing, bytes_moved, copy_gbps, read_bytes_per_s) | extra
         if ":" in name:
             if previous is not None:
                 row["speedup_vs_prev"] = previous["median_ms"] / row["median_ms"]
@@ -92,19 +172,53 @@ def timed_rows(
     return rows
 
 
-def _row(name, technique, timing, bytes_moved, copy_gbps) -> dict:
+def _row(name, technique, timing, bytes_moved, copy_gbps, read_bytes_per_s=None) -> dict:
     gbps = bytes_moved / (timing.median_ms * 1e-3) / 1e9
+    read_gbps = read_bytes_per_s / 1e9 if read_bytes_per_s else None
     return {
         "step": name,
         "technique": technique,
         "median_ms": timing.median_ms,
         "gbps": gbps,
         "pct_of_copy": 100.0 * gbps / copy_gbps,
+        "pct_of_read": 100.0 * gbps / read_gbps if read_gbps else None,
+        "read_ceiling_gbps": read_gbps,
         "speedup_vs_prev": None,
         "speedup_vs_anchor": None,
         "rel_noise": timing.rel_noise,
         "timing": timing,
     }
+
+
+def read_ceiling(
+    command: str, progress: Callable[[str], None] = lambda _: None
+) -> tuple[float | None, str]:
+    """(read-only bandwidth in bytes/s, where it comes from) on this GPU: the ceilings cache
+    when it holds a read figure, else measured now (kernelab.probes.bandwidth.hbm_read over
+    4 GiB) and added to the cache when there is one. `command` names the caller in the GPU's
+    identity (e.g. "kernelab ladder histogram"). Shared by the reduce and histogram ladders."""
+    from kernelab.harness.ceilings import (
+        add_read_ceiling,
+        cache_path,
+        cached_for,
+        read_rate,
+        save_measured,
+        this_gpu,
+    )
+    from kernelab.probes.bandwidth import hbm_read
+
+    identity = this_gpu(command)
+    measured = cached_for(identity)
+    rate = read_rate(measured)
+    if rate is not None:
+        return rate, f"cached ({cache_path(identity)})"
+    if measured is not None:
+        add_read_ceiling(measured, hbm_read)
+        save_measured(measured, cache_path(identity))
+        return read_rate(measured), f"measured now, added to {cache_path(identity)}"
+    progress("measuring the read-only ceiling (no cached ceilings; `kernelab ceilings` caches all)")
+    nbytes, timing = hbm_read(4 * 1024**3, max_time_s=2.0)
+    return nbytes / (timing.median_ms * 1e-3), "measured now (not cached)"
 
 
 def public_row(row: dict) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from host_emulation import emulated_library  # noqa: E402
+from host_emulation import emulated_library, sparse_zeros  # noqa: E402
 
 from kernelab.errors import KernelabError
 from kernelab.ladders.histogram import STEPS, build_step, get_step, histogram
@@ -54,6 +54,10 @@ def _emulator(step, dtype: str) -> ctypes.CDLL:
                            [SOURCE_DIR / step.file, HERE / "emulation_driver.cpp"], flags)  # fmt: skip
     lib.emulate.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_longlong, ctypes.c_void_p,
                             ctypes.c_int, ctypes.c_void_p]  # fmt: skip
+    lib.emulate_blocks.restype = ctypes.c_int
+    lib.emulate_blocks.argtypes = [ctypes.c_uint] * 4 + [
+        ctypes.c_longlong, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p
+    ]  # fmt: skip
     return lib
 
 
@@ -112,6 +116,37 @@ def test_out_of_range_ids_land_in_the_overflow_slot():
         faults, counts = _run(_emulator(step, "int32"), values, 8, 1, 32)
         assert faults == 0
         assert counts.tolist() == [1, 0, 0, 1, 0, 0, 0, 1, 4]
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_indices_past_2_to_the_32_under_emulation(step, dtype):
+    """The index arithmetic past 32 bits, on the CPU: n = 2^32 + 17 values in a sparse
+    buffer (only the touched pages exist), a grid of one block per 256 values (2^24 + 1
+    blocks, so blockIdx.x x blockDim.x reaches 2^32), and only its last two blocks run. They
+    must count exactly the 273 values from 2^32 - 256 on; an index computed in 32 bits would
+    wrap to the start of the buffer (zeros, which land in bin 0) or before it."""
+    n = (1 << 32) + 17
+    values = sparse_zeros(n, NUMPY_TYPE[dtype])
+    if values is None:
+        pytest.skip("the system refuses a sparse 2^32-value mapping")
+    bins = 200 if dtype == "uint8" else 64  # bytes >= 200 and ids -1, 69 overflow
+    first = n - 256 - 17
+    tail = (np.arange(273, dtype=np.int64) * 37 + 11) % (256 if dtype == "uint8" else bins + 6)
+    if dtype == "int32":
+        tail -= 1  # ids from -1 to bins + 4: both sides out of range
+    values[first:] = tail.astype(NUMPY_TYPE[dtype])
+    grid = -(-n // THREADS)
+    assert grid == (1 << 24) + 1
+    counts = np.zeros(bins + 1, dtype=np.uint64)
+    lib = _emulator(step, dtype)
+    faults = lib.emulate_blocks(grid, grid - 2, grid, THREADS, n, values.ctypes.data, bins,
+                                counts.ctypes.data)  # fmt: skip
+    assert faults == 0
+    expected = _exact(values[first:], bins)
+    assert expected[0] < 273 and expected[bins] > 0  # the tail is not all zeros, and overflows
+    assert np.array_equal(counts.astype(np.int64), expected), step.name
 
 
 @needs_gxx

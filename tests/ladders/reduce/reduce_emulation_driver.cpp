@@ -1,7 +1,10 @@
 // The entry points the reduction tests call through ctypes: run one pass of a ladder step
-// over a whole 1-D grid on the CPU (tests/cuda_host_emulation.hpp). Compiled with one step:
-//   g++ -include cuda_host_emulation.hpp -DKERNEL=reduce_05 [-DONE_PASS] driver.cpp
-// The step's .cu is included last, so its kernels see the emulation's definitions.
+// over a whole 1-D grid on the CPU (tests/cuda_host_emulation.hpp). Compiled with one step
+// and one input dtype (REDUCE_DTYPE: 0 fp32, 1 bf16, 2 fp16, as for nvcc):
+//   g++ -include cuda_host_emulation.hpp -DKERNEL=reduce_05 -DREDUCE_DTYPE=1 [-DONE_PASS] ...
+// The step's .cu is included last, so its kernels see the emulation's definitions. The input
+// arrives untyped: the first pass reads in_t (the dtype's 16 or 32 bits), a later pass the
+// fp32 partial sums of the pass before.
 #include "cuda_host_emulation.hpp"
 
 #include <functional>
@@ -46,15 +49,20 @@ int run_grid(unsigned gx, unsigned bx, const std::function<void()> &body) {
 #define PARTIALS(name) PARTIALS_OF(name)
 
 #ifdef ONE_PASS
-extern "C" int emulate(unsigned gx, unsigned bx, const float *x, long long n, float *out,
+extern "C" int emulate(unsigned gx, unsigned bx, const void *x, long long n, float *out,
                        float *partials, unsigned *counter) {
-    return run_grid(gx, bx, [=] { KERNEL(x, n, out, partials, counter); });
+    const in_t *input = static_cast<const in_t *>(x);
+    return run_grid(gx, bx, [=] { KERNEL(input, n, out, partials, counter); });
 }
 #else
 // partials = 0: the first pass, reading the input; 1: a later pass over fp32 partial sums.
-extern "C" int emulate(unsigned gx, unsigned bx, const float *x, long long n, float *out,
+extern "C" int emulate(unsigned gx, unsigned bx, const void *x, long long n, float *out,
                        int partials) {
-    if (partials) return run_grid(gx, bx, [=] { PARTIALS(KERNEL)(x, n, out); });
-    return run_grid(gx, bx, [=] { KERNEL(x, n, out); });
+    if (partials) {
+        const float *sums = static_cast<const float *>(x);
+        return run_grid(gx, bx, [=] { PARTIALS(KERNEL)(sums, n, out); });
+    }
+    const in_t *input = static_cast<const in_t *>(x);
+    return run_grid(gx, bx, [=] { KERNEL(input, n, out); });
 }
 #endif

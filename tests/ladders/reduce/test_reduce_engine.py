@@ -259,3 +259,60 @@ def test_parse_counts():
 
     assert parse_counts("1,2^20, 100003") == [1, 2**20, 100003]
     assert parse_counts("2^31") == [2**31]
+
+
+# ---- do_bench and the host cost per call, beside the harness's median ------------------------
+
+
+def test_time_ladder_records_do_bench_and_the_host_cost_beside_the_harness(monkeypatch):
+    """The anchors timed on the CPU with stand-ins for the harness's timer, do_bench and the
+    launch-cost loop: each measurement, table row and record carries the do_bench median and
+    the host cost per call, and the table's time stays the harness's median."""
+    import torch
+
+    from kernelab.harness import ceilings
+    from kernelab.harness.ceilings import DeviceIdentity
+    from kernelab.harness.stats import summarize
+    from kernelab.harness.timing import Timing
+    from kernelab.spec.reference import get_op
+
+    identity = DeviceIdentity(0, "NVIDIA H200", "h200", "580.65.06", (9, 0))
+    monkeypatch.setattr(ceilings, "this_gpu", lambda command="kernelab": identity)
+    real = get_op("reduce_sum")
+    cpu = SimpleNamespace(
+        make_inputs=lambda shape, dtype, seed, device: real.make_inputs(shape, dtype, seed=seed),
+        cost=real.cost,
+    )  # fmt: skip
+    monkeypatch.setattr(ladder, "get_op", lambda name: cpu)
+    monkeypatch.setattr(ladder, "cub_anchor", lambda: (None, ladder.NO_CUB))
+
+    def timer(fn):
+        assert fn().dtype == torch.float32  # the anchor really runs (torch.sum on the CPU)
+        samples = [0.5, 0.4, 0.6]
+        return Timing(samples_ms=samples, mode="cold", summary=summarize(samples),
+                      stop_reason="converged")  # fmt: skip
+
+    measurements, records, line = ladder.time_ladder(
+        [], [1000, 4099], ["fp32", "bf16"], timer=timer,
+        do_bench=lambda fn: [0.3, 0.2, 0.25, 0.9],
+        host_cost=lambda fn, ms: {"calls": 10, "host_us": 7.0, "wall_us": 9.0,
+                                  "device_us": ms * 1e3, "launch_bound": False},
+    )  # fmt: skip
+    assert line == ladder.NO_CUB
+    assert [(m["step"], m["n"], m["dtype"]) for m in measurements] == [
+        ("torch.sum", 1000, "fp32"), ("torch.sum", 4099, "fp32"),
+        ("torch.sum", 1000, "bf16"), ("torch.sum", 4099, "bf16"),
+    ]  # fmt: skip
+    for m in measurements:
+        assert m["median_ms"] == 0.5 and m["do_bench_median_ms"] == pytest.approx(0.275)
+        assert m["do_bench_samples"] == 4 and m["host_cost"]["wall_us"] == 9.0
+    for record in records:
+        assert record.extra["ladder"] == "reduce" and record.extra["do_bench_median_ms"] > 0
+        assert record.extra["host_cost"]["device_us"] == pytest.approx(500.0)
+    rows = ladder.table_rows(measurements, 4.0e12)
+    assert rows[0]["do_bench_median_ms"] == pytest.approx(0.275)
+    assert rows[0]["host_cost"]["host_us"] == 7.0
+    # measurements without the extras (an older fixture) give None, never an invented figure
+    fixture_rows = ladder.table_rows(_fixture()["measurements"], 4.0e12)
+    assert all(r["do_bench_median_ms"] is None for r in fixture_rows)
+    assert all(r["host_cost"] is None for r in fixture_rows)

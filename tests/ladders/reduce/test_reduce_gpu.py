@@ -126,3 +126,26 @@ def test_an_anchor_wrong_for_one_dtype_is_still_timed_for_the_others(monkeypatch
     assert ("cub", "fp32") in timed and ("cub", "bf16") not in timed
     assert {("reduce:10", "fp32"), ("reduce:10", "bf16")} <= timed
     assert "not timed for bf16 (KernelabError: this anchor sums fp32 only)" in line
+
+
+def test_measurements_carry_do_bench_and_the_host_cost_per_call():
+    """On a GPU the real extras: triton.testing.do_bench's median (where Triton imports) and
+    the launch-cost loop's host and wall time per call, beside the harness's median."""
+    from kernelab.ladders.reduce import ladder
+
+    steps = [s for s in ladder.STEPS if s.name == "reduce:10"]
+    measurements, records, _ = ladder.time_ladder(steps, [1 << 20], ["fp32"], max_time_s=0.05)
+    try:
+        import triton.testing  # noqa: F401
+
+        has_triton = True
+    except ImportError:
+        has_triton = False
+    for m, record in zip(measurements, records, strict=True):
+        assert m["median_ms"] > 0
+        host = m["host_cost"]
+        assert host["calls"] >= 10 and host["wall_us"] > 0 and host["host_us"] > 0
+        assert host["device_us"] == pytest.approx(m["median_ms"] * 1e3)
+        if has_triton:
+            assert m["do_bench_median_ms"] > 0 and m["do_bench_samples"] >= 1
+        assert record.extra["host_cost"] == host

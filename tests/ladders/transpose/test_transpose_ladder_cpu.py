@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from host_emulation import emulated_library  # noqa: E402
+from host_emulation import emulated_library, sparse_zeros  # noqa: E402
 
 from kernelab.errors import KernelabError
 from kernelab.ladders.transpose import STEPS, build_step, get_step, transpose
@@ -61,6 +61,8 @@ def _emulator(step, dtype: str) -> ctypes.CDLL:
     lib = emulated_library(f"transpose-{step.slug}-{dtype}", SOURCE_DIR,
                            [SOURCE_DIR / step.file, HERE / "emulation_driver.cpp"], flags)  # fmt: skip
     lib.emulate.argtypes = [ctypes.c_uint] * 4 + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 2
+    lib.emulate_blocks.restype = ctypes.c_int
+    lib.emulate_blocks.argtypes = [ctypes.c_uint] * 8 + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 2
     return lib
 
 
@@ -94,6 +96,34 @@ def test_step_is_exact_on_awkward_shapes_under_emulation(step, dtype):
         assert faults == 0
         reference = x.astype(np.float64).T if dtype == "fp32" else x.T
         assert np.array_equal(out, reference), f"{step.name} {dtype} {rows}x{cols}"
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+def test_offsets_past_2_to_the_32_under_emulation(step, dtype):
+    """The offsets past 32 bits, on the CPU: a 2^17 x (2^15 + 3) matrix (2^32 + 393,216
+    elements) in sparse buffers (only the touched pages exist), and only the grid's last two
+    tiles of its last tile row run. Their reads (row x cols + col) and writes (col x rows +
+    row) straddle element 2^32; an offset computed in 32 bits would read or write elsewhere
+    (the zeros of an untouched page, or outside the buffer)."""
+    rows, cols = 1 << 17, (1 << 15) + 3
+    x = sparse_zeros(rows * cols, NUMPY_TYPE[dtype])
+    out = sparse_zeros(rows * cols, NUMPY_TYPE[dtype])
+    if x is None or out is None:
+        pytest.skip("the system refuses a sparse 2^32-element mapping")
+    x, out = x.reshape(rows, cols), out.reshape(cols, rows)
+    x[-TILE:] = _data(TILE, cols, dtype, 7) + (1 if dtype == "bf16" else 4.0)  # no zeros
+    launch = step.launch(rows, cols)
+    gx, gy = launch.grid[0], launch.grid[1]
+    assert (gx - 2) * TILE * rows < 2**32 < rows * cols - 1  # the tiles straddle 2^32
+    lib = _emulator(step, dtype)
+    faults = lib.emulate_blocks(gx, gy, gx - 2, gx, gy - 1, gy, TILE, BLOCK_ROWS, rows, cols,
+                                x.ctypes.data, out.ctypes.data)  # fmt: skip
+    assert faults == 0
+    first = (gx - 2) * TILE
+    got, want = out[first:, -TILE:], x[-TILE:, first:].T
+    assert (want != 0).all() and np.array_equal(got, want), f"{step.name} {dtype}"
 
 
 @needs_gxx

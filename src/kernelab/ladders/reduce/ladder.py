@@ -6,7 +6,9 @@ measured read-only ceiling (kernelab.harness.ceilings' "read": a reduction reads
 writes, so the copy roof is the wrong one), the speedup over the step before and the counter
 that proves the step's fix (steps.Step.metric, read from ncu with --profile). Anchors timed in
 the same run: torch.sum (fp32 accumulation) and CUB through cuda.compute or CuPy when one of
-them imports (`pip install kernelab[cub]`), else one line saying it is absent.
+them imports (`pip install kernelab[cub]`), else one line saying it is absent. Beside the
+harness's median each measurement and record carries the triton.testing.do_bench median and
+the host cost per call (ladders.engine.time_call).
 """
 
 from __future__ import annotations
@@ -108,29 +110,11 @@ def check_steps(
 def read_ceiling(progress: Callable[[str], None] = lambda _: None) -> tuple[float | None, str]:
     """(read-only bandwidth in bytes/s, where it comes from) on this GPU: the ceilings cache
     when it holds a read figure, else measured now (kernelab.probes.bandwidth.hbm_read) and
-    added to the cache when there is one."""
-    from kernelab.harness.ceilings import (
-        add_read_ceiling,
-        cache_path,
-        cached_for,
-        read_rate,
-        save_measured,
-        this_gpu,
-    )
-    from kernelab.probes.bandwidth import hbm_read
+    added to the cache when there is one (ladders.engine.read_ceiling, which the histogram
+    ladder shares)."""
+    from kernelab.ladders.engine import read_ceiling as engine_read_ceiling
 
-    identity = this_gpu("kernelab ladder reduce")
-    measured = cached_for(identity)
-    rate = read_rate(measured)
-    if rate is not None:
-        return rate, f"cached ({cache_path(identity)})"
-    if measured is not None:
-        add_read_ceiling(measured, hbm_read)
-        save_measured(measured, cache_path(identity))
-        return read_rate(measured), f"measured now, added to {cache_path(identity)}"
-    progress("measuring the read-only ceiling (no cached ceilings; `kernelab ceilings` caches all)")
-    nbytes, timing = hbm_read(4 * 1024**3, max_time_s=2.0)
-    return nbytes / (timing.median_ms * 1e-3), "measured now (not cached)"
+    return engine_read_ceiling("kernelab ladder reduce", progress)
 
 
 def cub_anchor() -> tuple[Callable | None, str]:
@@ -171,9 +155,11 @@ def cub_anchor() -> tuple[Callable | None, str]:
 
 
 def table_rows(measurements: Sequence[dict], read_bytes_per_s: float | None) -> list[dict]:
-    """The ladder's table from measurements {step, n, dtype, median_ms[, counter]}, in order:
-    GB/s from n x itemsize bytes read, % of the read ceiling, the speedup over the step
-    before (steps only, in ladder order per n and dtype; anchors get none)."""
+    """The ladder's table from measurements {step, n, dtype, median_ms[, counter,
+    do_bench_median_ms, host_cost]}, in order: GB/s from n x itemsize bytes read, % of the
+    read ceiling, the speedup over the step before (steps only, in ladder order per n and
+    dtype; anchors get none); the do_bench median and the host cost per call pass through
+    (None where they were not measured)."""
     from kernelab.roofline.costs import dtype_bytes
 
     rows, previous = [], {}
@@ -197,6 +183,8 @@ def table_rows(measurements: Sequence[dict], read_bytes_per_s: float | None) -> 
                 "speedup_vs_prev": before["median_ms"] / ms if before else None,
                 "expected_speedup": get_step(m["step"]).expected_speedup if is_step else None,
                 "counter": m.get("counter"),
+                "do_bench_median_ms": m.get("do_bench_median_ms"),
+                "host_cost": m.get("host_cost"),
             }
         )
         if is_step:
@@ -212,19 +200,35 @@ def time_ladder(
     mode: str = "cold",
     max_time_s: float = 2.0,
     progress: Callable[[str], None] = lambda _: None,
+    timer: Callable | None = None,
+    do_bench: Callable | bool | None = None,
+    host_cost: Callable | bool | None = None,
 ) -> tuple[list[dict], list, str]:
     """Time the anchors and every step at every size and dtype in one run; the measurements
-    (table_rows' input), the records, and the CUB anchor's line."""
+    (table_rows' input), the records, and the CUB anchor's line.
+
+    Beside the harness's median each measurement (and its record's extra) carries the median
+    of triton.testing.do_bench and the host cost per call (ladders.engine.time_call; N
+    back-to-back calls ending in one synchronize). do_bench, host_cost: None for the real ones
+    (do_bench absent where Triton does not import), False to leave one out, or a stand-in;
+    timer: a stand-in for the harness's benchmark (tests), which turns the real extras off
+    unless they are given."""
     import torch
 
     from kernelab.environment import software_versions
     from kernelab.harness.ceilings import this_gpu
     from kernelab.harness.timing import benchmark
+    from kernelab.ladders.engine import resolve_extras, time_call
     from kernelab.spec.registry import get
 
     identity, versions = this_gpu("kernelab ladder reduce"), software_versions()
     from kernelab.harness.check import check_implementation
 
+    def harness(fn):
+        return benchmark(fn, mode=mode, max_time_s=max_time_s)
+
+    time = timer or harness
+    do_bench, host_cost = resolve_extras(timer, do_bench, host_cost)
     cub_fn, cub_line = cub_anchor()
     # An anchor is timed only where it is right, like the steps: per dtype, so that one the
     # anchor's API lacks (CuPy has no bf16) leaves the others timed.
@@ -255,18 +259,22 @@ def time_ladder(
             cost = get_op("reduce_sum").cost({"n": n}, dtype)
             for name, fn in candidates:
                 progress(f"timing {name} at n={n} {dtype}")
-                timing = benchmark(lambda fn=fn, x=x: fn(x), mode=mode, max_time_s=max_time_s)
+                timing, extra = time_call(lambda fn=fn, x=x: fn(x), time, do_bench=do_bench,
+                                          host_cost=host_cost)  # fmt: skip
                 measurements.append({"step": name, "n": n, "dtype": dtype,
-                                     "median_ms": timing.median_ms})  # fmt: skip
-                records.append(to_record(name, n, dtype, timing, cost, identity, versions))
+                                     "median_ms": timing.median_ms, **extra})  # fmt: skip
+                records.append(to_record(name, n, dtype, timing, cost, identity, versions,
+                                         extra=extra))  # fmt: skip
             del x
             torch.cuda.empty_cache()
     return measurements, records, cub_line
 
 
-def to_record(name: str, n: int, dtype: str, timing, cost, identity, versions: dict):
+def to_record(name: str, n: int, dtype: str, timing, cost, identity, versions: dict,
+              *, extra: dict | None = None):  # fmt: skip
     """A kernelab Record of one timing (the harness's Timing or a stand-in with median_ms,
-    rel_noise, samples_ms and mode)."""
+    rel_noise, samples_ms and mode); `extra`: what time_call measured beside it (the
+    do_bench median and count, the host cost per call), kept in the record's extra."""
     from kernelab.harness.records import Record
 
     summary = getattr(timing, "summary", None)
@@ -290,7 +298,7 @@ def to_record(name: str, n: int, dtype: str, timing, cost, identity, versions: d
         bytes=cost.bytes,
         achieved_gbps=cost.bytes / (timing.median_ms * 1e-3) / 1e9,
         warnings=list(getattr(timing, "warnings", [])),
-        extra={"ladder": "reduce"},
+        extra={"ladder": "reduce", **(extra or {})},
     )
 
 

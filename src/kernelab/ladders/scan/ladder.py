@@ -191,9 +191,14 @@ def time_ladder(
     mode: str = "cold",
     max_time_s: float = 2.0,
     progress: Callable[[str], None] = lambda _: None,
+    do_bench: Callable | bool | None = None,
+    host_cost: Callable | bool | None = None,
 ) -> tuple[list[dict], list, list[str]]:
     """Inclusive scans: every step beside torch.cumsum (and CUB where it imports) and the copy
-    ceiling at each n; (rows, records, notes)."""
+    ceiling at each n; (rows, records, notes). Each row (and its record's extra) carries,
+    beside the harness's median, the do_bench median and the host cost per call
+    (engine.timed_rows; do_bench, host_cost: None for the real ones, False to leave one
+    out)."""
     import torch
 
     spec = get_op("scan")
@@ -213,6 +218,7 @@ def time_ladder(
             entries, bytes_moved=cost.bytes, copy=lambda d=dst, x=x: d.copy_(x),
             copy_bytes=cost.bytes, anchor=ANCHOR, mode=mode, max_time_s=max_time_s,
             progress=lambda text, n=n: progress(f"{text} at n={n} {dtype}"),
+            do_bench=do_bench, host_cost=host_cost,
         )  # fmt: skip
         cub_row = next((r for r in found if r["step"] == CUB), None)
         for row in found:

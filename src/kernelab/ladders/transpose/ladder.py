@@ -61,8 +61,13 @@ def time_ladder(
     mode: str = "cold",
     max_time_s: float = 2.0,
     progress: Callable[[str], None] = lambda _: None,
+    do_bench: Callable | bool | None = None,
+    host_cost: Callable | bool | None = None,
 ) -> tuple[list[dict], list]:
-    """Every step beside torch and the copy ceiling at each rows x cols; (rows, records)."""
+    """Every step beside torch and the copy ceiling at each rows x cols; (rows, records).
+    Each row (and its record's extra) carries, beside the harness's median, the do_bench
+    median and the host cost per call (engine.timed_rows; do_bench, host_cost: None for the
+    real ones, False to leave one out)."""
     import torch
 
     spec = get_op("transpose")
@@ -77,6 +82,7 @@ def time_ladder(
             entries, bytes_moved=cost.bytes, copy=lambda d=dst, x=x: d.copy_(x),
             copy_bytes=cost.bytes, anchor=ANCHOR, mode=mode, max_time_s=max_time_s,
             progress=lambda text, r=r, c=c: progress(f"{text} at {r}x{c} {dtype}"),
+            do_bench=do_bench, host_cost=host_cost,
         )  # fmt: skip
         for row in found:
             row["shape"] = {"rows": r, "cols": c}
