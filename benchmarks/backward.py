@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -46,8 +45,10 @@ def parse(argv):
         epilog=f"parts: {', '.join(PARTS)}. Target: rmsnorm backward >= "
         f"{RMSNORM_TARGET_OF_COPY:.0%} of the copy ceiling.",
     )
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/backward"),
-                        help="folder for the JSON document (default $OUT)")  # fmt: skip
+    parser.add_argument("--out", default=None,
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/backward in a source checkout, else "
+                        "./kernelab-results/<gpu>/backward)")  # fmt: skip
     parser.add_argument("--only", default="softmax,rmsnorm", help=f"comma list of {PARTS}")
     parser.add_argument("--quick", action="store_true", help=f"cols {QUICK_COLS} only")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16")
@@ -82,12 +83,15 @@ class Run:
     def __init__(self, args):
         import torch
 
+        from kernelab.harness.ceilings import this_gpu
+        from kernelab.harness.records import default_results_dir
         from kernelab.harness.timing import benchmark
 
         self.torch, self.benchmark = torch, benchmark
         self.device = torch.cuda.get_device_name()
         self.records: list[dict] = []
-        out = Path(args.out)
+        out = Path(args.out) if args.out else default_results_dir(this_gpu("backward.py").key,
+                                                                  "backward")  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
         self.path = out / f"backward_{time.strftime('%Y%m%d-%H%M%S')}.json"
         self.copy_tbps = self.copy_ceiling()

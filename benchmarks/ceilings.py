@@ -1,8 +1,9 @@
 """Measure this GPU's ceilings and write them where the lab reads them.
 
-Run on the H200:  PYTHONPATH=src python3 benchmarks/ceilings.py
-writes benchmarks/results/h200/ceilings.json (and the user's cache). Point kernelab at the
-committed file with KERNELAB_CEILINGS=benchmarks/results/h200/ceilings.json.
+Run on a GPU:  PYTHONPATH=src python3 benchmarks/ceilings.py
+writes ceilings.json under $OUT, else under this GPU's card folder (benchmarks/results/h200/
+on the H200, h100/ on an H100), and the user's cache. Point kernelab at the committed file
+with KERNELAB_CEILINGS=benchmarks/results/h200/ceilings.json.
 """
 
 from __future__ import annotations
@@ -11,19 +12,23 @@ import argparse
 from pathlib import Path
 
 from kernelab.harness.ceilings import cache_path, measure_ceilings, save_measured, this_gpu
+from kernelab.harness.records import default_results_dir
 from kernelab.output import note
 from kernelab.probes.bandwidth import hbm_read
-
-DEFAULT_OUT = Path(__file__).parent / "results" / "h200" / "ceilings.json"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the file to write (default: ceilings.json under $OUT, else "
+                        "benchmarks/results/<card>/ in a source checkout, else "
+                        "./kernelab-results/<gpu>/)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="4096^3 only, shorter runs")
     args = parser.parse_args()
     measured = measure_ceilings(quick=args.quick, read_probe=hbm_read)
-    for path in (args.out, cache_path(this_gpu())):
+    identity = this_gpu()
+    out = args.out or default_results_dir(identity.key) / "ceilings.json"
+    for path in (out, cache_path(identity)):
         save_measured(measured, path)
         note(f"wrote {path}")
     for name, c in measured.ceilings.items():

@@ -20,7 +20,9 @@
 Timer: kernelab.harness.timing.benchmark, cold (L2 flushed before every call), median.
 Targets (ratios inside one run): softmax >= 90 % of copy at every row length, >= Triton at
 >= 64K columns, >= QuACK; RMSNorm forward >= 90 % of copy; GEMM >= 95 % of cuBLAS.
-Writes cute_dsl.json under --out; --dry-run prints the cases and line counts (no GPU).
+Writes cute_dsl.json under --out (a measured run without it: under $OUT, else under this
+GPU's benchmarks/results/<card>/cute_dsl/); --dry-run prints the cases and line counts (no
+GPU) and writes only where --out is given.
 """
 
 from __future__ import annotations
@@ -444,7 +446,11 @@ def tables(record: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="folder for cute_dsl.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for cute_dsl.json (a measured run's default: $OUT, else "
+                        "benchmarks/results/<card>/cute_dsl in a source checkout, else "
+                        "./kernelab-results/<gpu>/cute_dsl; a dry run writes only "
+                        "here)")  # fmt: skip
     parser.add_argument("--max-time-s", type=float, default=0.3)
     parser.add_argument("--dry-run", action="store_true", help="the cases and line counts only")
     parser.add_argument(
@@ -478,8 +484,10 @@ def main(argv=None) -> int:
         }
     if not args.dry_run:
         from kernelab.hardware.detect import require_gpu
+        from kernelab.harness.records import default_results_dir
 
         record["gpu"] = require_gpu().spec.id
+        args.out = args.out or default_results_dir(record["gpu"], "cute_dsl")
         record["rows"] = run_rows(args.max_time_s, record["notes"])
         record["gemm"] = run_gemm(args.max_time_s, record["notes"])
         record["compile"] = compile_times()

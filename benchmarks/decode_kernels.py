@@ -130,7 +130,8 @@ def parse(argv):
     )
     parser.add_argument("--out", default=os.environ.get("OUT"),
                         help="folder for the JSON document (default $OUT, else "
-                        "benchmarks/results/<card>/decode)")  # fmt: skip
+                        "benchmarks/results/<card>/decode in a source checkout, else "
+                        "./kernelab-results/<gpu>/decode)")  # fmt: skip
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
     parser.add_argument("--quick", action="store_true",
                         help=f"batches {QUICK_BATCHES}, fused rows {QUICK_FUSED_ROWS}")  # fmt: skip
@@ -440,11 +441,10 @@ def main(argv=None) -> int:
     from judge_decode import judge, print_verdicts
 
     from kernelab.harness.ceilings import this_gpu
-    from kernelab.harness.records import card_folder
+    from kernelab.harness.records import default_results_dir
 
     identity = this_gpu("decode_kernels.py")
-    folder = Path(args.out) if args.out else (
-        Path("benchmarks/results") / (card_folder(identity.gpu_id or "") or identity.key) / "decode")  # fmt: skip
+    folder = Path(args.out) if args.out else default_results_dir(identity.key, "decode")
     folder.mkdir(parents=True, exist_ok=True)
     run = Run(identity, folder / f"decode_kernels_{time.strftime('%Y%m%d-%H%M%S')}.json",
               0.2 if args.quick else 0.5)  # fmt: skip

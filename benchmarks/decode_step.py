@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -71,8 +70,10 @@ def parse(argv):
         description="Check and time one decode step of a Llama-3-8B block, four ways.",
         epilog="paths: " + ", ".join(PATHS),
     )
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/decode"),
-                        help="folder for the JSON document (default $OUT)")  # fmt: skip
+    parser.add_argument("--out", default=None,
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/decode in a source checkout, else "
+                        "./kernelab-results/<gpu>/decode)")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
                         help=f"batch {QUICK_BATCHES[0]} only, shorter timing")  # fmt: skip
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="KV lengths")
@@ -276,9 +277,12 @@ def main(argv=None) -> int:
         return timeline_loop(args)
     import triton.testing
 
+    from kernelab.harness.ceilings import this_gpu
+    from kernelab.harness.records import default_results_dir
     from kernelab.harness.timing import benchmark
 
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_results_dir(this_gpu("decode_step.py").key,
+                                                              "decode")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     run = {"args": args, "torch": torch, "benchmark": benchmark,
            "do_bench": triton.testing.do_bench, "gpu": torch.cuda.get_device_name(),

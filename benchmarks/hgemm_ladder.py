@@ -18,14 +18,14 @@
    again after the steps ("torch.mm (again)", --no-bracket to skip): the card heats and
    its power cap lowers the clocks as the run goes on, and that row shows by how much.
 records.json (one Record per timing) and summary.json (compile report, checks, rows) go to
---out (default: $OUT, else benchmarks/results/h200/hgemm). Exit status 1 if any step is wrong.
+--out (default: $OUT, else benchmarks/results/<card>/hgemm of this GPU). Exit status 1 if any
+step is wrong.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -55,8 +55,12 @@ def selected_steps(spec: str) -> list:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_out = Path(os.environ.get("OUT", ROOT / "benchmarks/results/h200/hgemm"))
-    parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument(
+        "--out", type=Path, default=None,
+        help="folder for records.json and summary.json (default $OUT, else "
+        "benchmarks/results/<card>/hgemm in a source checkout, else "
+        "./kernelab-results/<gpu>/hgemm)",
+    )  # fmt: skip
     parser.add_argument("--sizes", default="2048,4096,8192")
     parser.add_argument(
         "--steps", default="default", help="e.g. 03,04,05, or all (default: 03-08, 10, 11)"
@@ -97,6 +101,11 @@ def main() -> int:
     if not torch.cuda.is_available():
         log("no CUDA GPU: stopping after the compile step")
         return 2
+    if args.out is None:
+        from kernelab.harness.ceilings import this_gpu
+        from kernelab.harness.records import default_results_dir
+
+        args.out = default_results_dir(this_gpu("hgemm_ladder.py").key, "hgemm")
     summary.update(gpu=torch.cuda.get_device_name(), torch=torch.__version__, sizes=sizes)
     summary["steps"] = [s.name for s in steps]
 

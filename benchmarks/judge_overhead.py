@@ -35,8 +35,10 @@ CALLS = 50
 
 def parse(argv):
     parser = argparse.ArgumentParser(description="Measure the judge's per-call loop overhead.")
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/judge"),
-                        help="folder for the JSON document (default $OUT)")  # fmt: skip
+    parser.add_argument("--out", default=None,
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/judge in a source checkout, else "
+                        "./kernelab-results/<gpu or cpu>/judge)")  # fmt: skip
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if any)")
     parser.add_argument("--reps", type=int, default=9, help="repetitions per figure (default 9)")
     parser.add_argument("--scale", type=float, default=None,
@@ -142,7 +144,14 @@ def main(argv=None) -> int:
         "digest": digest_rows(torch, device, args.reps, sync),
         "loop": loop_rows(device, scale, args.reps, sync),
     }  # fmt: skip
-    out = Path(args.out)
+    if args.out:
+        out = Path(args.out)
+    else:
+        from kernelab.harness.ceilings import this_gpu
+        from kernelab.harness.records import default_results_dir
+
+        # the card the figures were measured on; a --device cpu run has none
+        out = default_results_dir(this_gpu("judge_overhead.py").key if on_gpu else None, "judge")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"judge_overhead_{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(document, indent=1, default=str))

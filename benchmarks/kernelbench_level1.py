@@ -51,8 +51,11 @@ def parse(argv):
     )
     parser.add_argument("--kernelbench", help="a KernelBench checkout (or its level1/ folder)")
     parser.add_argument("--fetch", metavar="DEST", help=f"git clone {REPOSITORY} into DEST first")
-    parser.add_argument("--out", default=os.environ.get("OUT", "kernelbench-level1"),
-                        help="folder for the suite, the verdicts and the summary")  # fmt: skip
+    parser.add_argument("--out", default=None,
+                        help="folder for the suite, the verdicts and the summary (default $OUT, "
+                        "else benchmarks/results/<card>/kernelbench-level1 in a source "
+                        "checkout, else ./kernelab-results/<gpu or cpu>/"
+                        "kernelbench-level1)")  # fmt: skip
     parser.add_argument("--resume", action="store_true", help="skip problems already judged")
     parser.add_argument("--only", default="", help="comma list of problem numbers")
     parser.add_argument("--budget-s", type=float, default=0.0,
@@ -240,9 +243,19 @@ def machine() -> dict:
         return {"gpu": None, "gpu_id": None, "torch": None}
 
 
+def default_out() -> Path:
+    """$OUT, else the kernelbench-level1/ folder of this machine's card (machine())."""
+    from kernelab.harness.cache import safe_name
+    from kernelab.harness.records import default_results_dir
+
+    found = machine()
+    key = found["gpu_id"] or (safe_name(found["gpu"]) if found["gpu"] else None)
+    return default_results_dir(key, "kernelbench-level1")
+
+
 def main(argv=None) -> int:
     args = parse(argv)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     source = fetch(Path(args.fetch)) if args.fetch else Path(args.kernelbench)
     prepared = prepare_suite(level1_folder(source), out / "suite", args.only)

@@ -2,7 +2,7 @@
 
 Run on the H200 (about 2-3 minutes):
     PYTHONPATH=src python3 benchmarks/ladder_profile.py --out "$OUT"
-Writes into --out:
+Writes into --out (default: $OUT, else this GPU's card folder, benchmarks/results/<card>/):
     ladder_verify.json          per step: the claimed metric, previous and new value, the
                                 expected direction, PASS/FAIL (`kernelab ladder sgemm --profile`)
     ladder_verify_records.json  one kernelab Record per step (mode "ncu": the kernel time)
@@ -28,7 +28,6 @@ from pathlib import Path
 from kernelab.errors import KernelabError
 from kernelab.output import note, to_jsonable
 
-DEFAULT_OUT = Path(__file__).parent / "results" / "h200"
 CROSSCHECKS = "bf16:4096,fp32:4096,bf16:8192"
 NCU_HOME = Path("/usr/local/cuda/bin/ncu")
 
@@ -102,9 +101,22 @@ def cross_check(out: Path, configs: str) -> list[dict]:
     return results
 
 
+def default_out() -> Path:
+    """$OUT, else this GPU's card folder (kernelab-results/cpu without a GPU)."""
+    from kernelab.hardware.detect import detect_gpu
+    from kernelab.harness.cache import safe_name
+    from kernelab.harness.records import default_results_dir
+
+    gpu = detect_gpu()  # never raises: None without a GPU
+    key = None if gpu is None else gpu.spec.id if gpu.spec else safe_name(gpu.name)
+    return default_results_dir(key)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or DEFAULT_OUT))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for the files (default $OUT, else benchmarks/results/<card> "
+                        "in a source checkout, else ./kernelab-results/<gpu>)")  # fmt: skip
     parser.add_argument("--size", type=int, default=4096, help="one square size for every step")
     parser.add_argument("--steps", default=None, help='ladder steps, e.g. "1-12" (default all)')
     parser.add_argument("--crosscheck", default=CROSSCHECKS, help='"dtype:size,..." or ""')
@@ -112,6 +124,7 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("ncu") is None and "KERNELAB_NCU" not in os.environ and NCU_HOME.is_file():
         os.environ["KERNELAB_NCU"] = str(NCU_HOME)
+    args.out = args.out or default_out()
     args.out.mkdir(parents=True, exist_ok=True)
     failures = 0
     if not args.skip_ladder:

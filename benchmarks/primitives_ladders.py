@@ -1,6 +1,6 @@
 """Measure the transpose and histogram ladders' targets against torch (and CUB through CuPy
 where it imports) and write the records and a summary under --out (default $OUT, else
-benchmarks/results/<gpu>/primitives).
+benchmarks/results/<card>/primitives).
 
 Run on a GPU:  PYTHONPATH=src python3 benchmarks/primitives_ladders.py [--quick]
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -98,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the records and summary (default $OUT, else "
-                        "benchmarks/results/<gpu>/primitives)")  # fmt: skip
+                        "benchmarks/results/<card>/primitives in a source checkout, else "
+                        "./kernelab-results/<gpu>/primitives)")  # fmt: skip
     parser.add_argument("--ladder", choices=("transpose", "histogram", "both"), default="both")
     parser.add_argument("--quick", action="store_true", help="the first size of each only")
     parser.add_argument("--max-time", type=float, default=1.0, help="seconds per timing")
@@ -109,11 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             raise KernelabError("this benchmark needs a CUDA GPU")
         from kernelab.harness.ceilings import this_gpu
-        from kernelab.harness.records import save_records
+        from kernelab.harness.records import default_results_dir, save_records
 
         identity = this_gpu("benchmarks/primitives_ladders.py")
-        out = args.out or Path(os.environ.get("OUT") or Path(__file__).parent / "results"
-                               / (identity.gpu_id or "unknown") / "primitives")  # fmt: skip
+        out = args.out or default_results_dir(identity.key, "primitives")
         out.mkdir(parents=True, exist_ok=True)
         records, summary = [], []
         if args.ladder in ("transpose", "both"):

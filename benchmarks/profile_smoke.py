@@ -2,9 +2,10 @@
 
 Run on the H200 (ncu on PATH, e.g. export PATH=/usr/local/cuda/bin:$PATH):
     PYTHONPATH=src python3 benchmarks/profile_smoke.py [--set full] [--only torch.mm]
-Keeps each .ncu-rep and a JSON summary under benchmarks/results/h200/profiles/, and prints
-one line per kernel: what it is bound by, and what ncu measured to say so. Expected: torch.mm
-bf16 compute-bound on the Tensor pipe, torch.mm fp32 on FMA, softmax memory-bound on DRAM.
+Keeps each .ncu-rep and a JSON summary under --out-dir (default: $OUT, else this GPU's
+benchmarks/results/<card>/profiles/), and prints one line per kernel: what it is bound by,
+and what ncu measured to say so. Expected: torch.mm bf16 compute-bound on the Tensor pipe,
+torch.mm fp32 on FMA, softmax memory-bound on DRAM.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from kernelab.profiling.metrics import FOCUSED_SECTIONS
 from kernelab.profiling.session import run_implementation
 from kernelab.profiling.summary import summarize
 
-OUT_DIR = Path(__file__).parent / "results" / "h200" / "profiles"
-
 # (implementation, shape, dtype, the bottleneck/unit the diagnosis should find)
 CASES = (
     ("torch.mm", {"m": 2048, "n": 2048, "k": 2048}, "bf16", ("compute", "Tensor")),
@@ -29,12 +28,27 @@ CASES = (
 )
 
 
+def default_out_dir() -> Path:
+    """$OUT, else the profiles/ folder of this GPU's card (kernelab-results/cpu without one)."""
+    from kernelab.hardware.detect import detect_gpu
+    from kernelab.harness.cache import safe_name
+    from kernelab.harness.records import default_results_dir
+
+    gpu = detect_gpu()  # never raises: None without a GPU
+    key = None if gpu is None else gpu.spec.id if gpu.spec else safe_name(gpu.name)
+    return default_results_dir(key, "profiles")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", dest="section_set", choices=("focused", "full"), default="focused")
     parser.add_argument("--only", help="profile only this implementation")
-    parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="folder for the reports and summaries (default $OUT, else "
+                        "benchmarks/results/<card>/profiles in a source checkout, else "
+                        "./kernelab-results/<gpu>/profiles)")  # fmt: skip
     args = parser.parse_args()
+    args.out_dir = args.out_dir or default_out_dir()
     sections = "full" if args.section_set == "full" else FOCUSED_SECTIONS
     misses = 0
     for name, shape, dtype, expected in CASES:

@@ -22,7 +22,9 @@ the GPU work is tiny (the host cost is all there is), goal: ours <= torch + 10 u
   PYTHONPATH=src python3 benchmarks/pytorch_targets.py [--parts launch,gemm,triton,softmax,norms]
       [--hgemm-step hgemm:18]
 
-Writes $OUT/pytorch_targets.json: {"records": [...]} (mode "do_bench", samples from do_bench;
+Writes pytorch_targets.json under $OUT, else under this GPU's benchmarks/results/<card>/pytorch/
+(where the report reads a card's newest run; ./kernelab-results/<gpu>/pytorch/ outside a
+source checkout): {"records": [...]} (mode "do_bench", samples from do_bench;
 extra holds the baseline's samples, the harness medians, host costs, goal and verdict) and
 prints a table of every target last. Needs a CUDA GPU.
 """
@@ -31,16 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import median
 
 from kernelab.lab.pytorch_view import HOST_GOAL_US
 
-OUT = Path(os.environ.get("OUT", "."))
 SOFTMAX_GOAL_TBPS = 4.0
 NORM_GOAL_PCT = 90.0
 
@@ -380,12 +379,14 @@ def main() -> int:
         return 2
     from kernelab.environment import software_versions
     from kernelab.harness.ceilings import this_gpu
+    from kernelab.harness.records import default_results_dir
 
     torch.backends.cuda.matmul.allow_tf32 = False
     identity = this_gpu("pytorch_targets.py")
     versions = {**software_versions(), "cuda_runtime": torch.version.cuda}
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "pytorch_targets.json"
+    out = default_results_dir(identity.key, "pytorch")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "pytorch_targets.json"
     launch = launch_costs(args.hgemm_step) if "launch" in parts else []
     chosen = targets(parts, args.hgemm_step)
     records = []

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -51,8 +50,10 @@ def parse(argv):
         epilog=f"parts: {', '.join(PARTS)}. Targets: kernelab <= {FLASHINFER_RATIO_TARGET}x "
         f"FlashInfer's time, >= {TORCH_SPEEDUP_TARGET:g}x torch's sort-based top-p.",
     )
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/sampling"),
-                        help="folder for the JSON document (default $OUT)")  # fmt: skip
+    parser.add_argument("--out", default=None,
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/sampling in a source checkout, else "
+                        "./kernelab-results/<gpu>/sampling)")  # fmt: skip
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
     parser.add_argument("--quick", action="store_true", help=f"batches {QUICK_BATCHES} only")
     parser.add_argument("--vocab", type=int, default=VOCAB, help=f"vocabulary (default {VOCAB})")
@@ -109,11 +110,15 @@ class Run:
     def __init__(self, args):
         import torch
 
+        from kernelab.harness.ceilings import this_gpu
+        from kernelab.harness.records import default_results_dir
+
         self.torch, self.args = torch, args
         self.device = torch.cuda.get_device_name()
         self.rows: list[dict] = []
         self.records: list[dict] = []
-        out = Path(args.out)
+        out = Path(args.out) if args.out else default_results_dir(this_gpu("sampling.py").key,
+                                                                  "sampling")  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
         self.path = out / f"sampling_{time.strftime('%Y%m%d-%H%M%S')}.json"
 

@@ -1,6 +1,6 @@
 """Measure the scan ladder's targets against the copy, torch.cumsum and CUB.
 
-The records and a summary go under --out (default $OUT, else benchmarks/results/<gpu>/scan).
+The records and a summary go under --out (default $OUT, else benchmarks/results/<card>/scan).
 
 Run on a GPU:  PYTHONPATH=src python3 benchmarks/scan_ladder.py [--quick]
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -54,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the records and summary (default $OUT, else "
-                        "benchmarks/results/<gpu>/scan)")  # fmt: skip
+                        "benchmarks/results/<card>/scan in a source checkout, else "
+                        "./kernelab-results/<gpu>/scan)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="n = 2^26 only")
     parser.add_argument("--max-time", type=float, default=1.0, help="seconds per timing")
     args = parser.parse_args(argv)
@@ -64,12 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             raise KernelabError("this benchmark needs a CUDA GPU")
         from kernelab.harness.ceilings import this_gpu
-        from kernelab.harness.records import save_records
+        from kernelab.harness.records import default_results_dir, save_records
         from kernelab.ladders.scan import ladder
 
         identity = this_gpu("benchmarks/scan_ladder.py")
-        out = args.out or Path(os.environ.get("OUT") or Path(__file__).parent / "results"
-                               / (identity.gpu_id or "unknown") / "scan")  # fmt: skip
+        out = args.out or default_results_dir(identity.key, "scan")
         out.mkdir(parents=True, exist_ok=True)
         sizes = SIZES[: 1 if args.quick else None]
         steps = ladder.parse_steps(None)

@@ -10,8 +10,9 @@ does the two things that command does not:
 --tune: every tile candidate of the tunable steps at a "large" (4096^3) and a "small"
   (1024^3) shape, each checked first by kernelab.harness.check (a wrong candidate is never
   timed), then timed cold by kernelab.harness.timing; the winners go to this GPU's tuning
-  file in the kernelab cache (used from then on) and to tuned_h200.json in --out (copy it to
-  src/kernelab/ladders/sgemm/ to commit them as the H200's winners).
+  file in the kernelab cache (used from then on) and to tuned_h200.json in --out (default:
+  $OUT, else benchmarks/results/<card>; copy it to src/kernelab/ladders/sgemm/ to commit them
+  as the H200's winners).
 --prebuild: compile every step and every candidate (with KERNELAB_CACHE pointing into the
   working tree, that cache can be carried to a GPU machine without nvcc).
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -90,8 +90,10 @@ def tune(steps, max_time_s: float, out_dir: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "benchmarks/results/h200"))
-    )
+        "--out", type=Path, default=None,
+        help="folder for tuned_h200.json (default $OUT, else benchmarks/results/<card> in a "
+        "source checkout, else ./kernelab-results/<gpu>)",
+    )  # fmt: skip
     parser.add_argument("--steps", default=None, help='e.g. "8,10-13" (default: all)')
     parser.add_argument("--max-time", type=float, default=1.5, help="seconds per candidate")
     parser.add_argument("--tune", action="store_true", help="time the tunable steps' candidates")
@@ -107,6 +109,11 @@ def main() -> int:
 
             if not torch.cuda.is_available():
                 raise KernelabError("--tune needs a CUDA GPU")
+            if args.out is None:
+                from kernelab.harness.ceilings import this_gpu
+                from kernelab.harness.records import default_results_dir
+
+                args.out = default_results_dir(this_gpu("sgemm_ladder.py").key)
             tune(steps, args.max_time, args.out)
             log(f"tuned_h200.json written to {args.out}")
     except KernelabError as exc:

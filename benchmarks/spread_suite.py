@@ -15,7 +15,9 @@ Targets, each checked in the record:
 
   PYTHONPATH=src python3 benchmarks/spread_suite.py [--gpus N] [--copies C] [--dry-run]
 
-Writes $OUT/spread_suite.json. --dry-run needs neither a GPU nor Ray: it builds the copied
+Writes spread_suite.json under $OUT, else under benchmarks/results/<card>/spread/ of the GPUs
+measured (./kernelab-results/cpu/spread/ for --dry-run, and ./kernelab-results/<gpu>/spread/
+outside a source checkout). --dry-run needs neither a GPU nor Ray: it builds the copied
 suite, plans the tasks and writes the plan with the targets it would check.
 """
 
@@ -25,7 +27,6 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -34,7 +35,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "tests" / "fixtures" / "eval" / "kernelbench"
-OUT = Path(os.environ.get("OUT", "."))
 SCALING_GOAL = 0.9  # N GPUs give at least this share of N times one GPU's throughput
 OVERHEAD_GOAL_PCT = 5.0  # Ray on one GPU costs at most this much over the local path
 SWEEP = ("torch.softmax", "bf16", "1Kx1K,2Kx2K,4Kx4K,8Kx8K,16Kx4K,4Kx16K,32Kx1K,1Kx32K")
@@ -189,12 +189,27 @@ def plan(suite: Path, gpus: int) -> dict:
     }
 
 
+def default_out(gpu_name: str | None) -> Path:
+    """spread_suite.json under $OUT, else in the spread/ folder of the card measured (the
+    GPU's name as torch reports it; None for a dry run)."""
+    from kernelab.hardware.detect import match_catalog
+    from kernelab.harness.cache import safe_name
+    from kernelab.harness.records import default_results_dir
+
+    spec = match_catalog(gpu_name) if gpu_name else None
+    key = spec.id if spec else safe_name(gpu_name) if gpu_name else None
+    return default_results_dir(key, "spread") / "spread_suite.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=None, help="GPUs (default: every one)")
     parser.add_argument("--copies", type=int, default=None, help="suite copies (default: N)")
     parser.add_argument("--dry-run", action="store_true", help="plan only: no GPU, no Ray")
-    parser.add_argument("--out", type=Path, default=OUT / "spread_suite.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the file to write (default: spread_suite.json under $OUT, else "
+                        "benchmarks/results/<card>/spread in a source checkout, else "
+                        "./kernelab-results/<gpu or cpu>/spread)")  # fmt: skip
     args = parser.parse_args(argv)
     gpus = args.gpus
     if gpus is None:
@@ -218,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             record["suite"] = run_suite_three_ways(suite, warm, gpus, Path(scratch) / "tasks")
             record["sweep"] = run_sweep_three_ways(gpus, Path(scratch) / "tasks")
             ray.shutdown()
+    if args.out is None:
+        args.out = default_out(record.get("gpu"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1, default=str) + "\n")
     for part in ("suite", "sweep"):

@@ -7,7 +7,8 @@ kernel; and the host wall-clock time per step of each, measured without the prof
 Writes timeline_example.json (the three summaries: top kernels, classes, busy time and gaps,
 verdict, roofline placements; the drill; the wall-clock times; versions) and
 timeline_example.md (the findings in a few lines) under --out (default: $OUT, else
-benchmarks/results/h200). The traces themselves are not kept: a few MB each.
+benchmarks/results/<card>/timeline, where the report reads it, for the card the traces name).
+The traces themselves are not kept: a few MB each.
 
 It also checks what the example is meant to show and exits 1 when the GPU disagrees:
 decode's GEMMs memory-bound, prefill's compute-bound, the CUDA graph busier than eager
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -28,8 +28,20 @@ from kernelab.output import note, to_jsonable
 MODES = ("decode", "prefill", "decode-graph")
 
 
-def _default_out() -> Path:
-    return Path(os.environ.get("OUT") or Path(__file__).parent / "results" / "h200")
+def _default_out(timelines: dict) -> Path:
+    """$OUT, else the timeline/ folder of the card the traces were recorded on: read from the
+    traces, so that this process does not initialise CUDA before the drill."""
+    from kernelab.hardware.detect import match_catalog
+    from kernelab.harness.cache import safe_name
+    from kernelab.harness.records import default_results_dir
+
+    summaries = [t.summary for t in timelines.values()]
+    key = next((s.gpu_id for s in summaries if s.gpu_id), None)
+    name = next((s.device for s in summaries if s.device), None)
+    if key is None and name:
+        spec = match_catalog(name)
+        key = spec.id if spec else safe_name(name)
+    return default_results_dir(key, "timeline")
 
 
 def _workload(mode: str) -> list[str]:
@@ -129,7 +141,10 @@ def _write(args, timelines: dict, wall: dict, drilled: list) -> tuple[list[str],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=_default_out())
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for the files (default $OUT, else "
+                        "benchmarks/results/<card>/timeline in a source checkout, else "
+                        "./kernelab-results/<gpu>/timeline)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--drill", type=int, default=1)
@@ -145,6 +160,7 @@ def main() -> int:
             _workload(mode), out_dir=work / mode, warmup=args.warmup, steps=args.steps
         )
         note(f"{mode}: {timelines[mode].summary.verdict.kind}")
+    args.out = args.out or _default_out(timelines)
     args.out.mkdir(parents=True, exist_ok=True)
     # The timelines are saved before the drill: a drill that kills this process (it did once
     # on the H200) must not take them with it. CUDA is first initialised in this process

@@ -1,8 +1,11 @@
-"""The Triton kernels on this GPU: each checked, then timed against torch eager, torch.compile
-and cuBLAS in one run, printed as one table and written as JSON records.
+"""The Triton kernels on this GPU: each checked, then timed against its teaching kernel, torch
+eager, torch.compile and cuBLAS in one run, printed as one table and written as JSON records.
 
     PYTHONPATH=src python3 benchmarks/triton_kernels.py [--out DIR] [--only softmax,matmul]
         [--no-compile] [--quick | --sweep]
+
+--out: default $OUT, else benchmarks/results/<card>/triton of this GPU in a source checkout
+(kernelab.harness.records.default_results_dir), else ./kernelab-results/<gpu>/triton.
 
 --sweep: issue 5's target grid for softmax and the norms, judged against the targets:
 softmax cols 512..262,144 (powers of two) x fp32, bf16 must reach >= 4.0 TB/s; layernorm and
@@ -11,6 +14,10 @@ Each case records the launch configuration the autotuner chose and the tuner's r
 every candidate (do_bench median, L2 flushed), so a miss says which knob to turn next.
 
 Parts: copy (the bandwidth ceiling, measured here), vector_add, softmax, norms, matmul.
+Beside each fast kernel, at the same shapes, its teaching kernel (triton.<op>.teaching: the
+tutorial form each op folder starts with), checked and timed the same way; where it does not
+take a case (the teaching softmax holds a row in registers: at most 16,384 columns; the
+teaching matmul takes no fp8) the row says why and nothing is timed.
 Rates: memory-bound ops in TB/s from the cost model's bytes (softmax: one read + one write)
 and as % of the device-to-device copy measured in the same run; matmul in TFLOP/s and as %
 of cuBLAS (torch.mm; fp8: torch._scaled_mm with unit scales) in the same run. Timer:
@@ -23,7 +30,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 import time
 import traceback
@@ -38,6 +44,18 @@ SWEEP_NORM_COLS = (1024, 2048, 4096, 8192, 16384)
 SOFTMAX_TARGET_TBPS = 4.0
 NORM_TARGET_OF_COPY = 0.90
 MATMUL_SIZES = (1024, 2048, 4096, 8192)
+QUICK_SOFTMAX_COLS = (1024, 16384, 262144)
+QUICK_NORM_COLS = (4096,)
+QUICK_MATMUL_SIZES = (4096,)
+# Each op's teaching kernel in the registry (kernelab.ops.<op>.teaching), timed beside the
+# fast path of the same op at the same shapes.
+TEACHING = {
+    "vector_add": "triton.vector_add.teaching",
+    "softmax": "triton.softmax.teaching",
+    "layernorm": "triton.layernorm.teaching",
+    "rmsnorm": "triton.rmsnorm.teaching",
+    "gemm": "triton.matmul.teaching",
+}
 
 
 def make_timer():
@@ -66,19 +84,34 @@ def make_timer():
 
 
 class Run:
-    """Collects results, the rows of the final table and the JSON records."""
+    """Collects results, the rows of the final table and the JSON records.
 
-    def __init__(self, args):
+    device: "cuda", or "cpu" for the tests (Triton's interpreter at small shapes, with a
+    stand-in timer: what a CPU run times is no measurement)."""
+
+    def __init__(self, args, device: str = "cuda"):
         import torch
+
+        from kernelab.runtime.tuner import interpreting
 
         self.args = args
         self.torch = torch
+        self.device_type = device
+        self.interpreting = interpreting()  # the CPU interpreter rounds bf16 toward zero
         self.time_ms, self.timer_label = make_timer()
         self.rows: list[dict] = []
         self.records: list[dict] = []
         self.copy_tbps: float | None = None
-        self.device = torch.cuda.get_device_name()
-        out = Path(args.out)
+        on_gpu = device == "cuda"
+        self.device = torch.cuda.get_device_name() if on_gpu else device
+        if args.out:
+            out = Path(args.out)
+        else:
+            from kernelab.harness.ceilings import this_gpu
+            from kernelab.harness.records import default_results_dir
+
+            key = this_gpu("triton_kernels.py").key if on_gpu else None
+            out = default_results_dir(key, "triton")
         out.mkdir(parents=True, exist_ok=True)
         kind = "sweep" if args.sweep else "quick" if args.quick else "run"
         self.path = out / f"triton_kernels_{kind}_{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -131,10 +164,15 @@ class Run:
             return None
         return self.torch.compile(fn, dynamic=False)
 
+    def free(self) -> None:
+        if self.device_type == "cuda":
+            self.torch.cuda.empty_cache()
+
     def check(self, name, fn, op, shape, dtype) -> dict:
         from kernelab.harness.check import check_implementation
 
-        report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
+        report = check_implementation(fn, op, shape, dtype, trials=1, device=self.device_type,
+                                      bf16_truncates=self.interpreting)  # fmt: skip
         if not report.ok:
             print(f"  CHECK FAILED {name} {shape} {dtype}: {report.message}", file=sys.stderr)
         return {"ok": report.ok, "error": report.error, "threshold": report.threshold}
@@ -204,10 +242,38 @@ def error_row(part, case, dtype, exc=None) -> dict:
     }
 
 
+def teaching_kernel(op, shape, dtype):
+    """(registry name, callable, None) of op's teaching kernel (TEACHING), or (name, None, why)
+    where it does not take this case: a dtype it lacks, or a row longer than the MAX_COLS its
+    module holds in registers."""
+    import importlib
+
+    from kernelab.spec.registry import get
+
+    impl = get(TEACHING[op])
+    if dtype not in impl.dtypes:
+        return impl.name, None, f"takes {', '.join(impl.dtypes)}, not {dtype}"
+    fn = impl.build()
+    limit = getattr(importlib.import_module(fn.__module__), "MAX_COLS", None)
+    if limit is not None and shape.get("cols", 0) > limit:
+        return impl.name, None, f"holds a row in registers: at most {limit} columns"
+    return impl.name, fn, None
+
+
+def teaching_fields(name, check, rate, refused) -> dict:
+    """The teaching kernel's columns of a table row."""
+    fields = {"teaching": rate, "teaching_check": "" if check is None else
+              "ok" if check["ok"] else "FAIL"}  # fmt: skip
+    if refused:
+        fields["teaching_note"] = f"{name} {refused}"
+    return fields
+
+
 def memory_case(
     run, op, shape, dtype, triton_fn, inputs, eager_fn, label, extra=None, describe=None
 ):
-    """Check the Triton kernel, time it, torch eager and torch.compile; one table row.
+    """Check the Triton kernel and its teaching kernel, time both, torch eager and
+    torch.compile; one table row.
 
     describe(), if given, is called after the check (where autotuning happened) and its
     dict joins `extra`: the chosen launch configuration and the tuner's ranking.
@@ -218,29 +284,33 @@ def memory_case(
     check = run.check(f"triton.{op}", triton_fn, op, shape, dtype)
     if describe is not None:
         extra = {**(extra or {}), **describe()}
+    teaching, teaching_fn, refused = teaching_kernel(op, shape, dtype)
+    teaching_check = run.check(teaching, teaching_fn, op, shape, dtype) if teaching_fn else None
     row = {"part": op, "case": label, "dtype": dtype, "check": "ok" if check["ok"] else "FAIL"}
     results = {}
-    for impl, fn in (
-        ("triton", triton_fn),
-        ("eager", eager_fn),
-        ("compile", run.compiled(eager_fn)),
+    for impl, name, fn, impl_check, impl_extra in (
+        ("triton", f"triton.{op}", triton_fn, check, extra),
+        ("teaching", teaching, teaching_fn, teaching_check, None),
+        ("eager", f"eager.{op}", eager_fn, None, extra),
+        ("compile", f"compile.{op}", run.compiled(eager_fn), None, extra),
     ):
         if fn is None:
             continue
         median, detail, error = run.measure(fn, *inputs)
         rate = run.record(
             op,
-            f"{impl}.{op}",
+            name,
             shape,
             dtype,
             cost,
             median,
             detail,
-            check if impl == "triton" else None,
-            {"error": error, **(extra or {})},
+            impl_check,
+            {"error": error, **(impl_extra or {})},
         )
         results[impl] = rate["tbps"] if rate else None
     row.update({k: results.get(k) for k in ("triton", "eager", "compile")})
+    row.update(teaching_fields(teaching, teaching_check, results.get("teaching"), refused))
     row["unit"] = "TB/s"
     row["pct"] = 100 * row["triton"] / run.copy_tbps if row["triton"] and run.copy_tbps else None
     row["pct_of"] = "copy"
@@ -248,15 +318,15 @@ def memory_case(
     run.rows.append(row)
     run.save()
     print(
-        f"  {op} {label} {dtype}: triton {fmt(row['triton'])} TB/s, eager {fmt(row['eager'])}, "
-        f"compile {fmt(row['compile'])}",
+        f"  {op} {label} {dtype}: triton {fmt(row['triton'])} TB/s, teaching "
+        f"{fmt(row['teaching'])}, eager {fmt(row['eager'])}, compile {fmt(row['compile'])}",
         file=sys.stderr,
     )
 
 
 def part_copy(run):
     torch = run.torch
-    x = torch.empty(GIB // 4, device="cuda", dtype=torch.float32).normal_()
+    x = torch.empty(GIB // 4, device=run.device_type, dtype=torch.float32).normal_()
     y = torch.empty_like(x)
     median, _, _ = run.measure(lambda: y.copy_(x))
     run.copy_tbps = 2 * GIB / (median * 1e-3) / 1e12  # read 1 GiB + write 1 GiB
@@ -280,7 +350,7 @@ def part_vector_add(run):
     for dtype in ("fp32",) if run.args.quick else ("fp32", "bf16"):
         n = GIB // (4 if dtype == "fp32" else 2)  # 1 GiB per operand
         shape = {"n": n}
-        inputs = OPS["vector_add"].make_inputs(shape, dtype, 0, "cuda")
+        inputs = OPS["vector_add"].make_inputs(shape, dtype, 0, run.device_type)
         memory_case(run, "vector_add", shape, dtype, vector_add, inputs, torch_add, f"n={n}")
 
 
@@ -308,11 +378,10 @@ def tuning_for(key_prefix) -> dict:
 def part_softmax(run):
     from kernelab.ops import softmax as module
 
-    torch = run.torch
     if run.args.sweep:
         cols_list = SWEEP_SOFTMAX_COLS
     else:
-        cols_list = (1024, 16384, 262144) if run.args.quick else SOFTMAX_COLS
+        cols_list = QUICK_SOFTMAX_COLS if run.args.quick else SOFTMAX_COLS
     for dtype in ("fp32", "bf16"):
         for cols in cols_list:
             rows = max(1, GIB // (4 * cols) if dtype == "fp32" else GIB // (2 * cols))
@@ -323,14 +392,14 @@ def part_softmax(run):
                 dtype,
                 functools.partial(softmax_case, run, module, rows, cols, dtype),
             )
-            torch.cuda.empty_cache()
+            run.free()
 
 
 def softmax_case(run, module, rows, cols, dtype):
     from kernelab.spec.reference import OPS
 
     shape = {"rows": rows, "cols": cols}
-    inputs = OPS["softmax"].make_inputs(shape, dtype, 0, "cuda")
+    inputs = OPS["softmax"].make_inputs(shape, dtype, 0, run.device_type)
 
     def describe():
         x = inputs[0]
@@ -374,7 +443,7 @@ def part_norms(run):
     if run.args.sweep:
         cols_list = SWEEP_NORM_COLS
     else:
-        cols_list = (4096,) if run.args.quick else NORM_COLS
+        cols_list = QUICK_NORM_COLS if run.args.quick else NORM_COLS
     for op, fn, eager in (
         ("layernorm", norms.layernorm, torch_layernorm),
         ("rmsnorm", norms.rmsnorm, torch_rmsnorm),
@@ -384,14 +453,14 @@ def part_norms(run):
                 rows = GIB // ((4 if dtype == "fp32" else 2) * cols)
                 case = functools.partial(norm_case, run, norms, op, fn, eager, rows, cols, dtype)
                 guarded(run, op, f"{rows}x{cols}", dtype, case)
-                run.torch.cuda.empty_cache()
+                run.free()
 
 
 def norm_case(run, norms, op, fn, eager, rows, cols, dtype):
     from kernelab.spec.reference import OPS
 
     shape = {"rows": rows, "cols": cols}
-    inputs = OPS[op].make_inputs(shape, dtype, 0, "cuda")
+    inputs = OPS[op].make_inputs(shape, dtype, 0, run.device_type)
     is_rms = op == "rmsnorm"
 
     def describe():
@@ -414,13 +483,13 @@ def part_matmul(run):
     from kernelab.ops.matmul import matmul
     from kernelab.spec.reference import OPS
 
-    sizes = (4096,) if run.args.quick else MATMUL_SIZES
-    fp8 = torch.cuda.get_device_capability() >= (8, 9)
+    sizes = QUICK_MATMUL_SIZES if run.args.quick else MATMUL_SIZES
+    fp8 = run.device_type == "cuda" and torch.cuda.get_device_capability() >= (8, 9)
     for dtype in ("bf16", "fp8") if fp8 else ("bf16",):
         for size in sizes:
             shape = {"m": size, "n": size, "k": size}
             cost = OPS["gemm"].cost(shape, dtype)
-            a, b = OPS["gemm"].make_inputs(shape, dtype, 0, "cuda")
+            a, b = OPS["gemm"].make_inputs(shape, dtype, 0, run.device_type)
             b_kmajor = b.T.contiguous().T  # what weights look like, and what _scaled_mm wants
             variants = {"triton": functools.partial(matmul, a, b_kmajor)}
             if dtype == "bf16":
@@ -431,7 +500,7 @@ def part_matmul(run):
                     )
                     variants["triton-plain"] = functools.partial(matmul, a, b, path="plain")
             else:
-                one = torch.ones((), device="cuda", dtype=torch.float32)
+                one = torch.ones((), device=run.device_type, dtype=torch.float32)
                 variants["cublas"] = functools.partial(
                     torch._scaled_mm,
                     a,
@@ -443,18 +512,26 @@ def part_matmul(run):
             check = run.check(
                 "triton.matmul", lambda a, b: matmul(a, b.T.contiguous().T), "gemm", shape, dtype
             )
+            # the teaching kernel on b as the tutorial takes it (row-major [K, N])
+            teaching, teaching_fn, refused = teaching_kernel("gemm", shape, dtype)
+            teaching_check = None
+            if teaching_fn is not None:
+                teaching_check = run.check(teaching, teaching_fn, "gemm", shape, dtype)
+                variants["teaching"] = functools.partial(teaching_fn, a, b)
+            names = {"teaching": teaching}
+            checks = {"triton": check, "teaching": teaching_check}
             rates, errors = {}, {}
             for impl, fn in variants.items():
                 median, detail, error = run.measure(fn)
                 rate = run.record(
                     "gemm",
-                    f"{impl}.gemm",
+                    names.get(impl, f"{impl}.gemm"),
                     shape,
                     dtype,
                     cost,
                     median,
                     detail,
-                    check if impl == "triton" else None,
+                    checks.get(impl),
                     {"error": error},
                 )
                 rates[impl] = rate["tflops"] if rate else None
@@ -475,12 +552,13 @@ def part_matmul(run):
                 "ws": rates.get("triton-ws"),
                 "plain": rates.get("triton-plain"),
                 "ws_error": errors.get("triton-ws"),
+                **teaching_fields(teaching, teaching_check, rates.get("teaching"), refused),
             }
             run.rows.append(row)
             print(
-                f"  matmul {size}^3 {dtype}: triton {fmt(rates['triton'])} TFLOP/s, cuBLAS "
-                f"{fmt(rates.get('cublas'))}, ws {fmt(rates.get('triton-ws'))}, plain "
-                f"{fmt(rates.get('triton-plain'))}",
+                f"  matmul {size}^3 {dtype}: triton {fmt(rates['triton'])} TFLOP/s, teaching "
+                f"{fmt(rates.get('teaching'))}, cuBLAS {fmt(rates.get('cublas'))}, ws "
+                f"{fmt(rates.get('triton-ws'))}, plain {fmt(rates.get('triton-plain'))}",
                 file=sys.stderr,
             )
             del a, b, b_kmajor
@@ -493,7 +571,8 @@ def fmt(value, digits=2):
 def print_table(run):
     print(f"\nTriton kernels on {run.device}; timer: {run.timer_label}")
     print(f"copy ceiling measured in this run: {fmt(run.copy_tbps)} TB/s (read + write)\n")
-    header = f"{'part':<11}{'case':<15}{'dtype':<6}{'check':<6}{'triton':>9}{'%':>7}  {'of':<7}{'eager':>9}{'compile':>9}  unit     notes"
+    header = (f"{'part':<11}{'case':<15}{'dtype':<6}{'check':<6}{'triton':>9}{'%':>7}  {'of':<7}"
+              f"{'teaching':>9}{'eager':>9}{'compile':>9}  unit     notes")  # fmt: skip
     print(header)
     print("-" * len(header))
     for r in run.rows:
@@ -506,10 +585,14 @@ def print_table(run):
             notes = f"ws {fmt(r.get('ws'), 0)} plain {fmt(r.get('plain'), 0)}"
             if r.get("ws_error"):
                 notes += f" (ws: {r['ws_error'][:40]})"
+        if r.get("teaching_check") == "FAIL":
+            notes += " (teaching: CHECK FAILED)"
+        if r.get("teaching_note"):
+            notes += f" (teaching: {r['teaching_note'].split(' ', 1)[-1]})"
         print(
             f"{r['part']:<11}{r['case']:<15}{r['dtype']:<6}{r['check']:<6}{fmt(r['triton']):>9}"
-            f"{fmt(r['pct'], 1):>7}  {r['pct_of']:<7}{fmt(r['eager']):>9}{fmt(r['compile']):>9}  "
-            f"{r['unit']:<8} {notes}"
+            f"{fmt(r['pct'], 1):>7}  {r['pct_of']:<7}{fmt(r.get('teaching')):>9}"
+            f"{fmt(r['eager']):>9}{fmt(r['compile']):>9}  {r['unit']:<8} {notes}"
         )
     targets = run.targets()
     if targets:
@@ -520,9 +603,12 @@ def print_table(run):
             print(f"  {name:<16} met {entry['met']}/{entry['cases']}, worst {worst_text}")
 
 
-def main(argv=None) -> int:
+def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/h200"))
+    parser.add_argument("--out", default=None,
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/triton in a source checkout, else "
+                        "./kernelab-results/<gpu>/triton)")  # fmt: skip
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
     parser.add_argument(
         "--no-compile", action="store_true", help="skip the torch.compile baselines"
@@ -535,11 +621,16 @@ def main(argv=None) -> int:
         help="issue 5's target grid for softmax and norms, judged (use with --only softmax,norms)",
     )
     args = parser.parse_args(argv)
-    parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    unknown = [p for p in parts if p not in PARTS]
+    args.parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = [p for p in args.parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    return args
 
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    parts = args.parts
     import torch
 
     if not torch.cuda.is_available():

@@ -11,7 +11,8 @@
 3. 2048^3 bf16: the default against cuBLAS, which must stay where it was (~101 %).
 
 Timer: kernelab.harness.timing.benchmark, cold (L2 flushed before every call), median.
-Writes triton_matmul_small.json (rows, the autotuner's choices) under --out; the table last.
+Writes triton_matmul_small.json (rows, the autotuner's choices) under --out (default: $OUT,
+else benchmarks/results/<card>/); the table last.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ def describe(config: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h200"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for triton_matmul_small.json (default $OUT, else "
+                        "benchmarks/results/<card> in a source checkout, else "
+                        "./kernelab-results/<gpu>)")  # fmt: skip
     parser.add_argument("--max-time-s", type=float, default=0.3)
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a dry run
     args = parser.parse_args(argv)
@@ -111,6 +115,13 @@ def main(argv=None) -> int:
     run("2048^3", "cuBLAS torch.mm", cublas, 2048, 2048, 2048, check=False)
     run("2048^3", "triton default (autotuned)", mm.matmul, 2048, 2048, 2048)
 
+    if args.out is None:
+        from kernelab.harness.ceilings import this_gpu
+        from kernelab.harness.records import default_results_dir
+
+        args.out = default_results_dir(
+            this_gpu("triton_matmul_small.py").key if device.type == "cuda" else None
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "triton_matmul_small.json"
     versions = {"torch": torch.__version__, "triton": __import__("triton").__version__}

@@ -36,8 +36,10 @@ def parse(argv):
         description="Measure what the judge's wall adds to one solution's run.",
         epilog=f"Target: at most {TARGET_S:g} s per solution.",
     )
-    parser.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/judge"),
-                        help="folder for the JSON document (default $OUT)")  # fmt: skip
+    parser.add_argument("--out", default=None,
+                        help="folder for the JSON document (default $OUT, else "
+                        "benchmarks/results/<card>/judge in a source checkout, else "
+                        "./kernelab-results/<gpu or cpu>/judge)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=RUNS,
                         help=f"pairs of runs, direct and walled (default {RUNS})")  # fmt: skip
     parser.add_argument("--gpu-nodes", action="store_true",
@@ -92,6 +94,18 @@ def measure(runs: int, on_gpu: bool) -> dict:
     }
 
 
+def default_out() -> Path:
+    """$OUT, else the judge/ folder of this machine's card (kernelab-results/cpu/judge
+    without a GPU): the wall's cost is the host's, filed beside the judge's other figures."""
+    from kernelab.hardware.detect import detect_gpu
+    from kernelab.harness.cache import safe_name
+    from kernelab.harness.records import default_results_dir
+
+    gpu = detect_gpu()  # never raises: None without a GPU (or without torch and NVML)
+    key = None if gpu is None else gpu.spec.id if gpu.spec else safe_name(gpu.name)
+    return default_results_dir(key, "judge")
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     from kernelab.environment import software_versions
@@ -99,7 +113,7 @@ def main(argv=None) -> int:
     result = measure(args.runs, args.gpu_nodes)
     document = {"benchmark": "wall_cost", "host": os.uname().nodename, "cpus": os.cpu_count(),
                 "versions": software_versions(), **result}  # fmt: skip
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"wall_cost_{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(document, indent=1, default=str))

@@ -71,6 +71,27 @@ def committed_card_dir(gpu: str = DEFAULT_CARD) -> Path | None:
     return root / folder
 
 
+def default_results_dir(gpu_id: str | None, *parts: str) -> Path:
+    """The folder a benchmark script writes to when no --out is given.
+
+    $OUT when it is set (and not empty); else, in a source checkout (results_root() is not
+    None) with a GPU identified, benchmarks/results/<card>/<parts...>, the card's folder being
+    card_folder(gpu_id) ("h100" for "h100-sxm"), or gpu_id itself for a GPU without committed
+    records; else ./kernelab-results/<gpu_id or "cpu">/<parts...>, relative to the working
+    directory (an installed wheel has no benchmarks/results/; a run without a GPU no card).
+
+    gpu_id: a catalog id ("h100-sxm"), or for a GPU the catalog does not know a name safe for
+    a file name (kernelab.harness.ceilings.DeviceIdentity.key); None when no GPU was found.
+    """
+    out = os.environ.get("OUT")
+    if out:
+        return Path(out)
+    root = results_root()
+    if root is not None and gpu_id:
+        return root.joinpath(card_folder(gpu_id) or gpu_id, *parts)
+    return Path("kernelab-results", gpu_id or "cpu", *parts)
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
