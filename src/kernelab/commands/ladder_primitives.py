@@ -382,14 +382,19 @@ def _render_primitive_timing(result: dict, console) -> None:
         if not check["ok"]:
             console.print(f"[red]{check['step']} {check['dtype']} WRONG at "
                           f"{', '.join(check['wrong_at'][:4])}[/red]")  # fmt: skip
-    columns = ("size", "data", "step", "ms", "GB/s", "% of copy", "x prev", "x torch")
+    # "% of read": against the read-only ceiling, the roof of a kernel that reads and barely
+    # writes (the histogram); shown where it was measured
+    with_read = any(r.get("pct_of_read") is not None for r in result["rows"])
+    columns = ("size", "data", "step", "ms", "GB/s", "% of copy",
+               *(("% of read",) if with_read else ()), "x prev", "x torch")  # fmt: skip
     cells = []
     for r in result["rows"]:
         shape = "x".join(str(v) for v in r["shape"].values())
         cells.append([
             shape, r.get("distribution", "-"), r["step"], _fmt(r["median_ms"], ".4f"),
-            _fmt(r["gbps"], ".0f"), _fmt(r["pct_of_copy"], ".1f"), _num(r["speedup_vs_prev"]),
-            _num(r["speedup_vs_anchor"]),
+            _fmt(r["gbps"], ".0f"), _fmt(r["pct_of_copy"], ".1f"),
+            *((_fmt(r.get("pct_of_read"), ".1f"),) if with_read else ()),
+            _num(r["speedup_vs_prev"]), _num(r["speedup_vs_anchor"]),
         ])  # fmt: skip
     title = f"{result['ladder']} ladder, {result['dtype']}, {result['mode']} ({result['gpu']})"
     _print_fitted(console, title, columns, cells, left=("size", "data", "step"))

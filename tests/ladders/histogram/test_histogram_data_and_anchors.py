@@ -232,3 +232,22 @@ def _with_timer(timed_rows, timer):
         return timed_rows(*args, **kwargs, timer=timer)
 
     return wrapped
+
+
+def test_the_timing_table_shows_the_read_ceiling_column_where_it_was_measured():
+    from rich.console import Console
+
+    from kernelab.commands.ladder_primitives import _render_primitive_timing
+
+    row = {"shape": {"n": 1 << 26, "bins": 256}, "distribution": "uniform",
+           "step": "histogram:03", "median_ms": 0.1, "gbps": 2700.0, "pct_of_copy": 63.5,
+           "pct_of_read": 81.2, "speedup_vs_prev": 1.4, "speedup_vs_anchor": 6.0}  # fmt: skip
+    result = {"checks": [], "rows": [row], "ladder": "histogram", "dtype": "uint8",
+              "mode": "cold", "gpu": "a stand-in", "notes": []}  # fmt: skip
+    console = Console(record=True, width=200)
+    _render_primitive_timing(result, console)
+    text = console.export_text()
+    assert "% of read" in text and "81.2" in text and "63.5" in text
+    console = Console(record=True, width=200)
+    _render_primitive_timing({**result, "rows": [{**row, "pct_of_read": None}]}, console)
+    assert "% of read" not in console.export_text()  # no read ceiling, no column
