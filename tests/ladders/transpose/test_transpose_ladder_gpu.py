@@ -46,6 +46,7 @@ def test_registry_entry_answers_like_the_function(step):
 
 
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+@pytest.mark.whole_card  # GiBs past 2^31 elements: alone, or it skips for want of memory
 def test_more_than_2_to_the_31_elements_index_right(step):
     """rows x cols past 2^31 (bf16, 4 GiB each way): the size_t offsets hold; the corners and
     a random sample are compared (a full reference would need a third 4 GiB buffer)."""
