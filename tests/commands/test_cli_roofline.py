@@ -491,3 +491,155 @@ def test_a_peak_missing_from_measured_ceilings_reads_well(capsys, monkeypatch):
     assert main([*argv, "--ceilings", "measured", "--dtype", "fp32"]) == 0
     gpu_row = _rows(capsys.readouterr().out)["gpu"]
     assert gpu_row.endswith("measured ceilings (measured on NVIDIA H200, 2026-11-29)")
+
+
+# --- --m as a list: the walk over the batch ---------------------------------------------------
+
+DECODE_MS = "1,2,4,8,16,32,64"
+
+
+def test_a_list_of_m_walks_a_gemv_in_a_fresh_interpreter():
+    from kernelab.hardware import get_gpu
+    from kernelab.ops.gemv.roofline_walk import crossover_m
+    from kernelab.roofline.costs import gemv_batched
+
+    argv = ["roofline", "gemv", "--m", DECODE_MS, "--n", "4096", "--k", "4096", "--dtype",
+            "bf16", "--gpu", "h100-sxm", "--json"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "kernelab.cli", *argv], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    data = json.loads(done.stdout)
+    spec = get_gpu("h100-sxm")
+    ridge = spec.ridge("bf16")
+    assert data["op"] == "gemv" and data["shape"] == {"n": 4096, "k": 4096}
+    assert data["batches"] == [1, 2, 4, 8, 16, 32, 64]
+    assert data["ridge"] == pytest.approx(ridge)
+    assert [p["shape"]["m"] for p in data["points"]] == data["batches"]
+    for point in data["points"]:
+        cost = gemv_batched(point["shape"]["m"], 4096, 4096, dtype="bf16")
+        assert point["intensity"] == pytest.approx(cost.intensity)
+        attainable = min(spec.peak_flops("bf16"), cost.intensity * spec.bandwidth_bytes_per_s)
+        assert point["attainable_tflops"] == pytest.approx(attainable / 1e12)
+        assert point["bound"] == ("memory" if cost.intensity < ridge else "compute")
+    # the crossing found on the cost model is the closed form's m*
+    assert data["crossover_m"] == crossover_m(4096, 4096, ridge, 2)
+    assert data["crossover_m"] > 64 and "memory-bound at every m listed" in data["bound_change"]
+
+
+def test_the_walk_names_where_the_listed_m_turn_compute_bound(capsys):
+    from kernelab.hardware import get_gpu
+    from kernelab.ops.gemv.roofline_walk import crossover_m
+
+    star = crossover_m(4096, 4096, get_gpu("h100-sxm").ridge("bf16"), 2)
+    ms = [1, 16, star - 1, star, 2 * star]
+    argv = ["roofline", "gemm", "--m", ",".join(map(str, ms)), "--n", "4096", "--k", "4096",
+            "--gpu", "h100-sxm"]  # fmt: skip
+    data, _ = run_json(capsys, argv)
+    assert [p["bound"] for p in data["points"]] == ["memory"] * 3 + ["compute"] * 2
+    assert data["crossover_m"] == star
+    assert data["bound_change"] == (f"memory-bound up to m = {star - 1}, compute-bound from "
+                                    f"m = {star}")  # fmt: skip
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"crosses the bf16 ridge of {data['ridge']:.4g} FLOP/B at m = {star}" in out
+    for m in ms:
+        assert f" {m} " in out
+    assert "intensity FLOP/B" in out and "attainable TFLOP/s" in out
+
+
+def test_one_m_keeps_the_single_placement(capsys):
+    one, _ = run_json(capsys, ["roofline", "gemv", "--m", "1", "--n", "4096", "--k", "4096"])
+    assert one["shape"]["m"] == 1 and "points" not in one and "bound" in one
+
+
+def test_a_walk_that_never_crosses_says_so(capsys):
+    # the classic y = A x: its intensity stays near 2 / itemsize whatever the rows of A
+    data, _ = run_json(capsys, ["roofline", "gemv", "--m", "1,64", "--n", "4096", "--gpu",
+                                "h100-sxm"])  # fmt: skip
+    assert data["crossover_m"] is None and "never crosses" in data["crossover_note"]
+    # no rate for the dtype: no ridge to cross, said in words
+    data, _ = run_json(capsys, ["roofline", "gemm", "--m", "1,2", "--n", "64", "--k", "64",
+                                "--gpu", "rtx-5090"])  # fmt: skip
+    assert data["ridge"] is None and data["crossover_m"] is None
+    assert "no ridge to cross" in data["crossover_note"] and data["ridge_note"]
+
+
+def test_a_walk_of_a_quantized_gemv_and_its_times_give_achieved_per_m(capsys):
+    argv = ["roofline", "quant_gemv_int4", "--m", "1,16,64", "--n", "4096", "--k", "4096",
+            "--group", "128", "--gpu", "h100-sxm"]  # fmt: skip
+    plain, _ = run_json(capsys, argv)
+    floors = [p["floor_ms"] for p in plain["points"]]
+    times = [2 * f for f in floors[:2]] + [floors[2] / 2]  # the last one beats its floor
+    data, err = run_json(capsys, [*argv, "--time-ms", ",".join(f"{t:.9g}" for t in times)])
+    sol = [p["sol_pct"] for p in data["points"]]
+    assert sol[0] == pytest.approx(50, rel=1e-6) and sol[1] == pytest.approx(50, rel=1e-6)
+    assert [p["faster_than_light"] for p in data["points"]] == [False, False, True]
+    assert "m = 64" in err and "faster than speed of light" in err
+    assert main([*argv, "--time-ms", ",".join(f"{t:.9g}" for t in times)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "achieved TFLOP/s" in out and "WARNING: m = 64" in out
+
+
+def test_the_walk_plot_has_a_point_per_m(capsys, tmp_path):
+    import matplotlib.image
+
+    png = tmp_path / "walk.png"
+    data, err = run_json(capsys, ["roofline", "gemv", "--m", DECODE_MS, "--n", "4096", "--k",
+                                  "4096", "--gpu", "h100-sxm", "--plot", str(png)])  # fmt: skip
+    assert data["plot"] == str(png) and str(png) in err
+    assert matplotlib.image.imread(png).ndim == 3
+
+
+def test_the_walk_chart_draws_one_point_per_m():
+    from kernelab.commands.roofline import _cost
+    from kernelab.hardware import get_gpu
+    from kernelab.roofline.plot import draw_roofline
+    from kernelab.roofline.walk import walk
+
+    ms = [1, 2, 4, 8, 16, 32, 64]
+    ceilings = Ceilings.from_spec(get_gpu("h100-sxm"))
+    result = walk(lambda m: _cost("gemv", {"m": m, "n": 4096, "k": 4096}, "bf16", {}), ms,
+                  ceilings)  # fmt: skip
+    figure = draw_roofline(ceilings, result.points)
+    legend = figure.legends[0]
+    assert [t.get_text().split(" ")[1] for t in legend.get_texts()] == [f"m={m}" for m in ms]
+
+
+@pytest.mark.parametrize(
+    "m, says",
+    [
+        ("", "--m needs a value"),
+        ("1,,4", "has an empty item"),
+        ("1,", "has an empty item"),
+        ("0", "--m must be at least 1"),
+        ("1,0,4", "--m must be at least 1"),
+        ("-4", "--m takes positive integers"),
+        ("1,-2", "--m takes positive integers"),
+        ("1.5", "--m takes positive integers"),
+        ("1,two", "--m takes positive integers"),
+        ("4,4", "--m lists 4 twice"),
+        ("9" * 40, "past any batch"),
+    ],
+)
+def test_a_bad_list_of_m_is_one_line_and_exit_2(capsys, m, says):
+    argv = ["roofline", "gemv", "--m", m, "--n", "4096", "--k", "4096"]
+    for as_json in (False, True):
+        line = one_line_failure(capsys, argv + (["--json"] if as_json else []))
+        assert says in line
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["roofline", "softmax", "--m", "1,2", "--rows", "8", "--cols", "8"], "does not take --m"),
+        (["roofline", "gemv", "--m", "1,2", "--n", "8", "--k", "8", "--time-ms", "0.1"],
+         "1 times for 2 values of --m"),
+        (["roofline", "gemv", "--m", "1", "--n", "8", "--k", "8", "--time-ms", "0.1,0.2"],
+         "one time, or one per m"),
+        (["roofline", "gemv", "--m", "1,2", "--n", "8", "--k", "8", "--time-ms", "0.1,-1"],
+         "--time-ms must be a positive"),
+        (["roofline", "gemv", "--m", "1,2", "--n", "8", "--k", "8", "--plot", "x.txt"],
+         ".png or .svg"),
+    ],
+)  # fmt: skip
+def test_a_walk_refuses_what_does_not_fit_it_in_one_line(capsys, argv, says):
+    assert says in one_line_failure(capsys, argv)

@@ -11,12 +11,18 @@ from typing import Annotated
 
 import typer
 
-from kernelab.commands.options import GpuOption
+from kernelab.commands.options import GpuOption, comma_items
 from kernelab.errors import KernelabError, output_file, positive_number, unknown
 from kernelab.hardware.detect import choose_gpu
 from kernelab.output import JsonOption, emit, note
 from kernelab.roofline.costs import COST_MODELS, plain_number, shape_label
-from kernelab.roofline.model import Ceilings, Placement, ceilings_phrase, place
+from kernelab.roofline.model import (
+    FASTER_THAN_LIGHT,
+    Ceilings,
+    Placement,
+    ceilings_phrase,
+    place,
+)
 
 # The shape options each op takes: required first, then optional ones whose default the
 # command or the cost model fills in.
@@ -215,7 +221,13 @@ def roofline(
         ),
     ],
     m: Annotated[
-        int | None, typer.Option("--m", min=1, help="Rows of A (gemm, gemv); batch (gemv --k).")
+        str | None,
+        typer.Option(
+            "--m",
+            help="Rows of A (gemm, gemv); batch (gemv --k, quant_gemv_*). A comma list walks "
+            "the op over m (e.g. 1,2,4,8,16,32,64): one row per m and the m where it crosses "
+            "the ridge.",
+        ),
     ] = None,
     n: Annotated[
         int | None, typer.Option("--n", min=1, help="Columns (gemm, gemv); elements (elementwise).")
@@ -279,7 +291,12 @@ def roofline(
     ] = None,
     gpu: GpuOption = None,
     time_ms: Annotated[
-        float | None, typer.Option("--time-ms", help="A measured time to judge, in ms.")
+        str | None,
+        typer.Option(
+            "--time-ms",
+            help="A measured time to judge, in ms; with a list of --m, one time per m in the "
+            "same order (achieved against attainable at each m).",
+        ),
     ] = None,
     math: Annotated[
         str | None, typer.Option("--math", help="Math mode: tf32 for fp32 on tensor cores.")
@@ -297,8 +314,9 @@ def roofline(
     spec_ops = _spec_ops()
     if op_name not in COST_MODELS and op_name not in spec_ops:
         raise unknown("op", op, [*COST_MODELS, *spec_ops])
+    batches = parse_batches(m)
     given = {
-        "m": m,
+        "m": batches[0] if batches else None,
         "n": n,
         "k": k,
         "batch": batch,
@@ -319,20 +337,23 @@ def roofline(
         "group": group,
         "vocab": vocab,
     }
-    if op_name == "gemv" and k is not None:
-        cost = _spec_cost(_batched_gemv(), given, dtype)
-    elif op_name in COST_MODELS:
-        arguments = _cost_arguments(op_name, given)
-        cost = COST_MODELS[op_name](**arguments, dtype=dtype or "bf16")
-    else:
-        # The op as asked for: several spec ops share a cost model (rope and
-        # rope_interleaved, the quantized GEMVs), whose own name would hide which one this is.
-        cost = dataclasses.replace(_spec_cost(spec_ops[op_name], given, dtype), op=op_name)
-    positive_number(time_ms, "--time-ms", "milliseconds")
+    cost = _cost(op_name, given, dtype, spec_ops)
+    times = parse_times(time_ms)
+    walking = batches is not None and len(batches) > 1
+    if times is not None and len(times) != (len(batches) if walking else 1):
+        raise KernelabError(
+            f"--time-ms gives {len(times)} times for {len(batches)} values of --m: one time per m"
+            if walking else "--time-ms takes one time, or one per m with a list of --m")  # fmt: skip
     plot_path = output_file(plot, "--plot", suffixes=(".png", ".svg"))
     chosen = choose_gpu(gpu)
 
     limits, measured_from = _ceilings(chosen.spec, ceilings.strip().lower())
+    if walking:
+        timed = dict(zip(batches, times, strict=True)) if times is not None else None
+        _walk(op_name, given, dtype, spec_ops, batches, timed, limits, measured_from, math,
+              chosen, plot_path, as_json)  # fmt: skip
+        return
+    time_ms = times[0] if times is not None else None
     placement = place(cost, limits, math_mode=math, time_ms=time_ms, unlisted_rate_by_fp32=True)
     # Said once the placement stands, so that a refusal stays the one line on stderr.
     if measured_from is not None:
@@ -355,6 +376,134 @@ def roofline(
         "plot": str(plot_path) if plot_path is not None else None,
     }
     emit(data, as_json, lambda console: _render(console, placement, chosen.label, fp32_rate))
+
+
+# --- --m as a list: the walk over the batch ------------------------------------------------
+
+M_EXAMPLE = "1,2,4,8,16,32,64"
+_MAX_M_DIGITS = 30  # past 2**53 already (the cost models' limit); bounds int() before it runs
+
+
+def parse_batches(text: str | None) -> list[int] | None:
+    """--m as positive integers in the order given: "4096" -> [4096], "1,4,16" -> [1, 4, 16];
+    None when not given. An empty value or item, a 0, a negative, a non-integer or an m
+    listed twice is one KernelabError line."""
+    items = comma_items(text, "--m", M_EXAMPLE)
+    if items is None:
+        return None
+    values = []
+    for item in items:
+        digits = item.lstrip("+")
+        if not digits.isascii() or not digits.isdigit():
+            raise KernelabError(f"--m takes positive integers or a comma list of them (e.g. "
+                                f"--m {M_EXAMPLE}); got '{item}'")  # fmt: skip
+        if len(digits) > _MAX_M_DIGITS:
+            raise KernelabError(f"--m: '{item[:40]}...' is past any batch (the cost models "
+                                "take up to 2**53)")  # fmt: skip
+        value = int(digits)
+        if value < 1:
+            raise KernelabError(f"--m must be at least 1 (a batch of rows), got '{item}'")
+        if value in values:
+            raise KernelabError(f"--m lists {value} twice; give each m once")
+        values.append(value)
+    return values
+
+
+def parse_times(text: str | None) -> list[float] | None:
+    """--time-ms as positive finite milliseconds, one or a comma list; None when not given."""
+    items = comma_items(text, "--time-ms", "0.012")
+    if items is None:
+        return None
+    times = []
+    for item in items:
+        try:
+            value = float(item)
+        except ValueError:
+            raise KernelabError(f"--time-ms must be a positive, finite number (milliseconds), "
+                                f"got '{item}'") from None  # fmt: skip
+        times.append(positive_number(value, "--time-ms", "milliseconds"))
+    return times
+
+
+def _cost(op_name: str, given: dict, dtype: str | None, spec_ops: dict):
+    """The op's OpCost from the options given."""
+    if op_name == "gemv" and given.get("k") is not None:
+        return _spec_cost(_batched_gemv(), given, dtype)
+    if op_name in COST_MODELS:
+        arguments = _cost_arguments(op_name, given)
+        return COST_MODELS[op_name](**arguments, dtype=dtype or "bf16")
+    # The op as asked for: several spec ops share a cost model (rope and
+    # rope_interleaved, the quantized GEMVs), whose own name would hide which one this is.
+    return dataclasses.replace(_spec_cost(spec_ops[op_name], given, dtype), op=op_name)
+
+
+def _walk(op_name, given, dtype, spec_ops, batches, times, limits, measured_from, math, chosen,
+          plot_path, as_json) -> None:  # fmt: skip
+    """One placement per m (judged against its time where one is given), the crossing of the
+    ridge, the chart with a point per m."""
+    from kernelab.roofline.walk import walk
+
+    result = walk(lambda m: _cost(op_name, {**given, "m": m}, dtype, spec_ops), batches, limits,
+                  math_mode=math, unlisted_rate_by_fp32=True, times_ms=times)  # fmt: skip
+    if measured_from is not None:
+        note(measured_from)
+    faster = [p for p in result.points if p.faster_than_light]
+    if faster and as_json:
+        listed = ", ".join(str(p.shape["m"]) for p in faster)
+        note(f"[bold red]WARNING: at m = {listed}: {FASTER_THAN_LIGHT}[/]")
+    first = result.points[0]
+    fixed = {key: value for key, value in first.shape.items() if key != "m"}
+    if plot_path is not None:
+        from kernelab.roofline.plot import plot_roofline
+
+        title = (f"{op_name} {shape_label(fixed)} {first.dtype} over m = "
+                 f"{','.join(str(m) for m in batches)} on {first.gpu}")  # fmt: skip
+        plot_roofline(limits, result.points, plot_path, title=title)
+        note(f"wrote {plot_path}")
+    fp32_rate = limits.peak_flops.get("fp32")
+    data = {
+        "op": op_name, "shape": fixed, "batches": batches, "dtype": first.dtype,
+        "math_dtype": first.math_dtype, "gpu": first.gpu, "ceilings_source": first.ceilings_source,
+        "ridge": first.ridge,
+        "ridge_note": None if first.ridge is not None else _ridge_text(first, fp32_rate),
+        "crossover_m": result.crossover_m, "crossover_note": result.crossover_note,
+        "bound_change": result.bound_change(),
+        "points": [p.to_dict() for p in result.points],
+        "gpu_choice": chosen.to_dict(), "plot": str(plot_path) if plot_path is not None else None,
+    }  # fmt: skip
+    emit(data, as_json, lambda console: _render_walk(console, result, op_name, fixed,
+                                                     chosen.label, fp32_rate))  # fmt: skip
+
+
+def _render_walk(console, result, op_name: str, fixed: dict, gpu_label: str,
+                 fp32_rate: float | None) -> None:  # fmt: skip
+    from kernelab.output import Table
+
+    first = result.points[0]
+    console.print(f"{op_name} {shape_label(fixed)} {first.dtype} over m on {gpu_label}, "
+                  f"{ceilings_phrase(first.ceilings_source)}; ridge "
+                  f"{_ridge_text(first, fp32_rate)}", highlight=False)  # fmt: skip
+    timed = any(p.time_ms is not None for p in result.points)
+    table = Table(box=None, pad_edge=False)
+    columns = ["m", "FLOPs", "bytes", "intensity FLOP/B", "attainable TFLOP/s", "floor us",
+               "bound"]  # fmt: skip
+    if timed:
+        columns += ["time us", "achieved TFLOP/s", "% of attainable"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "bound" else "right")
+    for p in result.points:
+        cells = [str(p.shape["m"]), f"{p.flops:.4g}", f"{p.bytes:.4g}", f"{p.intensity:.4g}",
+                 f"{p.attainable_tflops:.4g}", f"{p.floor_ms * 1e3:.4g}", p.bound]  # fmt: skip
+        if timed:
+            pct = f"{p.sol_pct:.1f}" + (" FASTER THAN LIGHT" if p.faster_than_light else "")
+            cells += [f"{p.time_ms * 1e3:.4g}", f"{p.achieved_tflops:.4g}", pct]
+        table.add_row(*cells)
+    console.print(table)
+    console.print(f"{result.bound_change()}; {result.crossover_note}", highlight=False)
+    for p in result.points:
+        if p.faster_than_light:
+            console.print(f"WARNING: m = {p.shape['m']}: {p.warning}", style="bold red",
+                          highlight=False)  # fmt: skip
 
 
 def register(app) -> None:

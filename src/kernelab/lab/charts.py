@@ -1,5 +1,6 @@
 """The report's charts: the roofline with every kernel on it, the SGEMM ladder against
-cuBLAS, softmax bandwidth against row length and each PMPP ladder against its ceiling. Each takes records and writes a PNG."""
+cuBLAS, softmax bandwidth against row length, each PMPP ladder against its ceiling, the decode
+GEMV's batch walk and the decode step's waterfall. Each takes records and writes a PNG."""
 
 from __future__ import annotations
 
@@ -263,6 +264,58 @@ def decode_walk_chart(walks: list[dict], measured: list[tuple[str, int, float]],
     _footnote(fig, "lines: min(peak, intensity x bandwidth) on the catalog GPU (the weights' lines "
                    "nearly coincide: W's bytes dominate each); dotted: m* where the intensity "
                    "reaches the ridge")  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path
+
+
+def decode_step_waterfall(cases: list[dict], path: Path, *, words: dict[str, str],
+                          floors: dict[tuple, float | None], gpu: str,
+                          source: str) -> Path | None:  # fmt: skip
+    """The decode step's waterfall: one panel per (batch, KV length), a bar per path in the
+    order the per-token time falls (device time, median of the samples), the change from the
+    bar before written above each, the wall time per token of a loop of calls as a dot (where
+    the host, not the GPU, sets the pace it sits above its bar) and the floor of the step's
+    bytes over the measured copy dashed."""
+    from matplotlib.figure import Figure
+
+    cases = [c for c in cases if c["paths"]]
+    if not cases:
+        return None
+    fig = Figure(figsize=(4.8 * len(cases), 4.6), layout="constrained")
+    axes = fig.subplots(1, len(cases), squeeze=False)[0]
+    for ax, case in zip(axes, cases, strict=True):
+        names = list(case["paths"])
+        device = [case["paths"][n].median_ms * 1e3 for n in names]
+        xs = range(len(names))
+        ax.bar(xs, device, color=["#8c8c8c" if n in ("eager", "compiled", "graphed-eager")
+                                  else "#4c72b0" for n in names])  # fmt: skip
+        walls = [(x, case["paths"][n].extra.get("wall_us")) for x, n in zip(xs, names, strict=True)]
+        walls = [(x, w) for x, w in walls if isinstance(w, (int, float))]
+        if walls:
+            ax.scatter(*zip(*walls, strict=True), color="#dd8452", zorder=3, s=18,
+                       label="wall per token (a loop of calls)")  # fmt: skip
+        wall_at = dict(walls)
+        for x, value in zip(xs, device, strict=True):
+            delta = 0.0 if x == 0 else value - device[x - 1]
+            change = "" if x == 0 else "\n±0" if abs(delta) < 0.5 else f"\n{delta:+,.0f}"
+            top = max(value, wall_at.get(x, 0.0))  # above the wall's dot, never on it
+            ax.annotate(f"{value:,.0f}{change}", (x, top), ha="center", va="bottom",
+                        fontsize=7, xytext=(0, 5), textcoords="offset points")  # fmt: skip
+        floor = floors.get((case["batch"], case["length"]))
+        if floor:
+            ax.axhline(floor, color="#c44e52", linestyle="--",
+                       label=f"floor: bytes / copy ({floor:,.0f} us)")  # fmt: skip
+        ax.set_xticks(list(xs), [words.get(n, n) for n in names], rotation=30, ha="right",
+                      fontsize=7)  # fmt: skip
+        ax.set_ylabel("us per token (device)")
+        ax.set_title(f"batch {case['batch']}, KV {case['length']}", fontsize=9)
+        ax.set_ylim(0, max([*device, *(w for _, w in walls), floor or 0]) * 1.25)
+        if walls or floor:
+            ax.legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"One decode step of a Llama-3-8B block, per token, by path ({gpu})")
+    _footnote(fig, f"from {source}; kernelab's cold timer (L2 flushed before each call), "
+                   "the median of the samples")  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     return path

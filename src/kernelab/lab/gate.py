@@ -711,12 +711,27 @@ def pmpp_criteria(results: ResultSet) -> list[Criterion]:
 
 
 def decode_criteria(results: ResultSet) -> list[Criterion]:
-    """The decode kernels' targets (lab.decode.TARGETS), judged on the newest records of the
-    suite on the card; without them each fails, saying so."""
+    """The decode kernels' targets (lab.decode.TARGETS): the GEMVs and fused ops, the decode
+    step and top-p sampling, each judged on the newest records of it with samples; without
+    them each fails as not measured, saying why."""
     from kernelab.lab.decode import targets
 
     return [Criterion(name, met, evidence, "kernelab") for name, met, evidence in
             targets(results.records, results.ceilings)]  # fmt: skip
+
+
+COUNTERS_NAME = ("each PMPP ladder step's counter shows its point under Nsight Compute (every "
+                 "profiled step's verdict PASS)")  # fmt: skip
+
+
+def counters_criterion(results: ResultSet) -> Criterion:
+    """The PMPP ladders' proving counters (lab.counters): PASS when every profiled step's
+    verdict, recomputed from its counter values, is PASS; FAIL naming the steps that are not;
+    not measured without rows (they need ncu and a GPU)."""
+    from kernelab.lab.counters import judge
+
+    passed, evidence = judge(results.folder)
+    return Criterion(COUNTERS_NAME, passed, evidence, "kernelab")
 
 
 def _records_source(results: ResultSet) -> str:
@@ -740,6 +755,7 @@ def evaluate_gate(results: ResultSet, docs: Path | None, this_run: bool = False)
         *softmax_criteria(results),
         hgemm_criterion(results),
         *pmpp_criteria(results),
+        counters_criterion(results),
         *decode_criteria(results),
         roofline_criterion(results),
         profile_criterion(results),

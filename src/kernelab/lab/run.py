@@ -339,17 +339,48 @@ def stage_pmpp(state: LabState, progress: Progress) -> str:
 
 def stage_decode(state: LabState, progress: Progress) -> str:
     """The decode kernels (lab.decode): GEMV at decode batches, the int8 / int4 GEMVs and the
-    fused small ops, each checked, then timed beside torch (cuBLAS for the GEMVs)."""
+    fused small ops, each checked, then timed beside torch (cuBLAS for the GEMVs); then one
+    decode step of a Llama-3-8B block four ways (eager, torch.compile, graphed eager, graphed
+    kernelab) per token, and top-p sampling over a 128K vocabulary beside torch's and
+    FlashInfer's. Each part writes its own record file; a part that breaks does not stop the
+    others, and the stage then fails, naming it, so the next run measures it again."""
+    from kernelab.errors import KernelabError
     from kernelab.harness.ceilings import this_gpu
     from kernelab.harness.records import save_records
-    from kernelab.lab.decode import measure, plan
+    from kernelab.lab.decode import measure, measure_sampling, measure_step, plan
 
-    records, failed = measure(this_gpu("kernelab lab"), plan(state.quick), progress,
-                              max_time_s=0.5 if state.quick else 1.0)  # fmt: skip
-    save_records(records, state.records_dir / "decode_records.json")
-    return f"{len(records)} timings" + (
-        f"; {len(failed)} FAILED their check: {failed}" if failed else ""
-    )
+    identity = this_gpu("kernelab lab")
+    max_time_s = 0.5 if state.quick else 1.0
+    lines, failed, broke = [], [], []
+    parts = (
+        ("decode_records.json", "kernel timings",
+         lambda: measure(identity, plan(state.quick), progress, max_time_s=max_time_s)),
+        ("decode_step_records.json", "decode-step timings",
+         lambda: measure_step(identity, state.quick, progress, max_time_s=max_time_s)),
+        ("sampling_records.json", "sampling timings",
+         lambda: measure_sampling(identity, state.quick, progress, max_time_s=max_time_s)),
+    )  # fmt: skip
+    for name, words, run_part in parts:
+        try:
+            records, wrong, *said = run_part()
+        except Exception as exc:  # noqa: BLE001 - the other parts still run; the stage fails
+            progress(traceback.format_exc(limit=4))
+            broke.append(f"{words}: {failure_text(exc)}")
+            continue
+        save_records(records, state.records_dir / name)
+        lines.append(f"{len(records)} {words}" + (f" ({said[0]})" if said else ""))
+        failed += wrong
+    line = "; ".join(lines) + (f"; {len(failed)} FAILED: {failed}" if failed else "")
+    if broke:
+        raise KernelabError(f"{'; '.join(broke)} (kept: {line or 'nothing'})")
+    return line
+
+
+def stage_pmpp_counters(state: LabState, progress: Progress) -> str:
+    """The PMPP ladders' proving counters under Nsight Compute (lab.counters), where ncu is."""
+    from kernelab.lab.counters import profile_all
+
+    return profile_all(state.records_dir, progress)
 
 
 def _stale(name: str, state: LabState) -> str | None:
@@ -369,8 +400,8 @@ def _stale(name: str, state: LabState) -> str | None:
 
 
 GPU_STAGES = [("ceilings", stage_ceilings), ("sgemm", stage_sgemm), ("triton", stage_triton),
-              ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("decode", stage_decode),
-              ("profiles", stage_profiles)]  # fmt: skip
+              ("hgemm", stage_hgemm), ("pmpp", stage_pmpp), ("pmpp-counters", stage_pmpp_counters),
+              ("decode", stage_decode), ("profiles", stage_profiles)]  # fmt: skip
 CPU_STAGES = [("rooflines", stage_rooflines), ("compile", stage_compile_report),
               ("pmpp-compile", stage_pmpp_compile), ("interpreter", stage_interpreter)]  # fmt: skip
 
