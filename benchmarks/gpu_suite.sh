@@ -24,7 +24,8 @@
 #   of the 200 s of the others. Parts e and f assert on the times they measure: one process.
 #
 #   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # about 4 minutes on an H100
-#   bash benchmarks/gpu_suite.sh c p e                              # about 7 minutes
+#   bash benchmarks/gpu_suite.sh c          # the lab's quick run on the GPU is most of it
+#   bash benchmarks/gpu_suite.sh p e
 #   GPU_SUITE_WORKERS=6 bash benchmarks/gpu_suite.sh f h            # one call each if need be
 #
 # Each part's log, with its 25 slowest tests, goes to $OUT (or the current folder) as
