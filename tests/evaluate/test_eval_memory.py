@@ -1,14 +1,16 @@
 """The judge sizes itself to the device: a problem's memory learnt from fake tensors before
-anything is allocated, the timed calls' input pool shrunk to fit a stated share of the free
-memory (the verdict says how many sets it used, and every sampled timed output is still
-checked), and a problem that cannot fit even once skipped with what it needs and what the
-device has, never a set-up traceback. The device's free memory is a stand-in here
+anything is allocated, the correctness sets made one at a time when they are checked (never
+held together, so the seeds do not add up), the timed calls' input pool shrunk to fit a
+stated share of the free memory (the verdict says how many sets it used, and every sampled
+timed output is still checked), and a problem that cannot fit even once skipped with what it
+needs and what the device has, never a set-up traceback. The device's free memory is a stand-in here
 (monkeypatched); the problems are large on paper only."""
 
 from __future__ import annotations
 
 import json
 import resource
+import weakref
 from pathlib import Path
 
 import pytest
@@ -62,20 +64,58 @@ def test_fake_tensors_give_a_problems_size_without_allocating_it(tmp_path):
 
 def test_the_issue_problem_on_an_h200_needs_more_than_the_card_and_says_how_much():
     one = footprint.SetSize(inputs=BIG, inputs64=2 * BIG, output=BIG, output64=2 * BIG)
-    # kept by the judge: three test seeds and the re-check, one pool set (inputs, output,
-    # output in float64: 4 tensors each); for a moment, checking an output in float64 (5);
-    # on the card the worker's pool, its call tree, three kept outputs plus the one being
-    # made, and the fingerprint's scratch (8)
-    expected = 4 * 4 * BIG + 4 * BIG + 5 * BIG + 8 * BIG
-    need = footprint.need_bytes([one] * 4, [one], 1, on_gpu=True, min_kept=POOL_SETS)
+    # kept by the judge (inputs, output, output in float64: 4 tensors each): the re-check and
+    # one pool set, and one correctness set at a time whatever the seeds; for a moment,
+    # checking an output in float64 (5); on the card the worker's pool, its call tree, three
+    # kept outputs plus the one being made, and the fingerprint's scratch (8)
+    expected = 3 * 4 * BIG + 5 * BIG + 8 * BIG  # 25 tensors: 161.1 GB
+    need = footprint.need_bytes([one], [one], 1, on_gpu=True, min_kept=POOL_SETS)
     assert need == expected
+    # three seeds held together, as the judge once did, were 33 tensors: 212.6 GB
+    assert expected + 2 * 4 * BIG == 212_600_881_152
     with pytest.raises(footprint.DoesNotFit) as found:
-        footprint.plan([one] * 4, [one], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+        footprint.plan([one], [one], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
                        kept_cap=4 << 30, on_gpu=True, available=(139 * 10**9, "free device "
                        "memory"), how="from fake tensors")  # fmt: skip
     assert str(found.value).startswith(
         f"skipped: needs {expected / 1e9:.1f} GB, card has 139.0 GB free device memory"
     )
+    assert "--scale below 1 needs less" in str(found.value)  # --seeds no longer would
+
+
+def _plan_on(one: footprint.SetSize, card_gb: int, seeds: int = 3):
+    """The plan for a one-case problem of set `one` with `seeds` seeds, or None where it
+    does not fit a card with `card_gb` GB free."""
+    try:
+        return footprint.plan([one] * seeds, [one], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                              kept_cap=4 << 30, on_gpu=True,
+                              available=(card_gb * 10**9, "free device memory"), how="x")  # fmt: skip
+    except footprint.DoesNotFit:
+        return None
+
+
+def test_the_seeds_do_not_add_up_so_larger_problems_fit_an_80_gb_card_and_an_h200():
+    def softmax(cols: int) -> footprint.SetSize:  # 4096 rows of fp32, in and out
+        tensor = BIG_ROWS * cols * 4
+        return footprint.SetSize(tensor, 2 * tensor, tensor, 2 * tensor)
+
+    one = softmax(BIG_COLS)
+    assert footprint.need_bytes([one] * 3, [one], 1, on_gpu=True, min_kept=POOL_SETS) == (
+        footprint.need_bytes([one], [one], 1, on_gpu=True, min_kept=POOL_SETS)
+    )
+    # problem 23 itself (6.4 GB a tensor, 161.1 GB) fits neither an H200 nor an 80 GB card
+    assert _plan_on(one, 139) is None and _plan_on(one, 80) is None
+    # 4096 x 245,760 (4.0 GB a tensor): 100.7 GB with one pool set, within 80 % of an H200's
+    # 139 GB; three seeds held together needed 133 GB
+    h200 = _plan_on(softmax(245_760), 139)
+    assert h200 is not None and h200.pool_sets == 1 and h200.need_bytes == 25 * 4096 * 245_760 * 4
+    assert 33 * 4096 * 245_760 * 4 > footprint.MEMORY_SHARE * 139e9
+    # 4096 x 131,072 (a third of problem 23's columns, 2.1 GB a tensor): 53.7 GB with one
+    # pool set within 80 % of 80 GB (64 GB); three seeds held together needed 70.9 GB
+    card80 = _plan_on(softmax(131_072), 80)
+    assert card80 is not None and card80.pool_sets == 1
+    assert 33 * 4096 * 131_072 * 4 > footprint.MEMORY_SHARE * 80e9
+    assert _plan_on(softmax(131_072), 80, seeds=10).need_bytes == card80.need_bytes
 
 
 def test_the_plan_takes_the_most_input_sets_that_fit_and_gives_the_rest_to_kept_outputs():
@@ -122,7 +162,7 @@ def _timed(problem_path: Path) -> Evaluator:
 def test_short_memory_shrinks_the_pool_and_the_verdict_says_so(monkeypatch, as_h200, rotating):
     # softmax at 1/16: 128 x 256 fp32, 128 KiB in and out, 256 KiB each in float64
     one = footprint.SetSize(inputs=1 << 17, inputs64=1 << 18, output=1 << 17, output64=1 << 18)
-    need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
+    need_one = footprint.need_bytes([one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
     _free(monkeypatch, int((need_one + 1000) / footprint.MEMORY_SHARE))
     found = _timed(KB / "softmax.py")
     assert len(found.pools["default"]) == 1
@@ -138,7 +178,7 @@ def test_with_one_input_set_every_sampled_timed_output_is_still_checked(
     monkeypatch, as_h200, rotating
 ):
     one = footprint.SetSize(inputs=1 << 17, inputs64=1 << 18, output=1 << 17, output64=1 << 18)
-    need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
+    need_one = footprint.need_bytes([one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
     _free(monkeypatch, int((need_one + 1000) / footprint.MEMORY_SHARE))
     found = _timed(KB / "softmax.py")
     checked = []
@@ -165,7 +205,7 @@ def test_with_one_input_set_every_sampled_timed_output_is_still_checked(
 def test_with_one_input_set_a_cheat_on_timed_calls_still_fails(monkeypatch, as_h200, rotating):
     problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
     one = footprint.fake_set_size(problem, problem.timing_cases()[0])
-    need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
+    need_one = footprint.need_bytes([one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
     _free(monkeypatch, int((need_one + 1000) / footprint.MEMORY_SHARE))
     found = _timed(KB / "relu.py")
     assert len(found.pools["default"]) == 1
@@ -176,7 +216,7 @@ def test_with_one_input_set_a_cheat_on_timed_calls_still_fails(monkeypatch, as_h
 def test_with_a_set_per_call_short_memory_keeps_no_pool_and_no_rotation_note(monkeypatch, as_h200):
     problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
     one = footprint.fake_set_size(problem, problem.timing_cases()[0])
-    need_one = footprint.need_bytes([one, one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
+    need_one = footprint.need_bytes([one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
     _free(monkeypatch, int((need_one + 1000) / footprint.MEMORY_SHARE))
     found = _timed(KB / "relu.py")
     assert found.fresh == {"default": True} and found.pools == {"default": []}
@@ -189,23 +229,24 @@ def test_with_a_set_per_call_short_memory_keeps_no_pool_and_no_rotation_note(mon
 
 
 def test_a_problem_that_cannot_fit_once_is_skipped_with_the_sizes(monkeypatch, tmp_path):
-    _free(monkeypatch, 139 * 10**9)
+    # problem 23 on the host alone (no worker on the device) needs 17 tensors, 109.5 GB
+    _free(monkeypatch, 80 * 10**9)
     outcome = run_problem(_big_softmax(tmp_path), [_solution()], device="cpu", scale=1.0,
                           options=Options(seeds=3), timeout=60)  # fmt: skip
     assert outcome.setup_error is None
     [judged] = outcome.verdicts.values()
     assert judged["status"] == "skipped"
     assert judged["message"].startswith("skipped: needs ")
-    assert "GB, machine has 139.0 GB free device memory" in judged["message"]
+    assert "GB, machine has 80.0 GB free device memory" in judged["message"]
     assert "Traceback" not in judged["message"] and outcome.skipped == judged["message"]
     plan = judged["memory"]  # the sums behind the skip, with one input set
     assert plan["pool_sets"] == 1 and plan["need_bytes"] > plan["budget_bytes"]
-    assert plan["budget_bytes"] == int(footprint.MEMORY_SHARE * 139 * 10**9)
+    assert plan["budget_bytes"] == int(footprint.MEMORY_SHARE * 80 * 10**9)
     assert f"needs {plan['need_bytes'] / 1e9:.1f} GB" in judged["message"]
 
 
 def test_the_cli_reports_a_skip_as_its_own_status_and_exit_3(monkeypatch, tmp_path, capsys):
-    _free(monkeypatch, 139 * 10**9)
+    _free(monkeypatch, 80 * 10**9)
     problem = _big_softmax(tmp_path)
     code = main(["eval", str(problem), str(_solution()), "--device", "cpu", "--json"])
     judged = json.loads(capsys.readouterr().out)
@@ -256,3 +297,133 @@ def test_a_problem_fake_tensors_cannot_run_is_measured_on_one_real_set_up(tmp_pa
     found.prepare()
     assert found.memory.how.startswith("measured on one real set-up per case (fake tensors ")
     assert found.memory.to_dict()["need_bytes"] > 0 and found.memory.pool_sets == POOL_SETS
+
+
+# --- the correctness sets, one at a time ---------------------------------------------------
+
+
+def _watched(monkeypatch, found: Evaluator) -> list:
+    """Weak references to every Expected the evaluator makes from now on."""
+    made: list[weakref.ref] = []
+    expect = found._expect
+
+    def counting(case, seed, buffers=None):
+        expected = expect(case, seed, buffers=buffers)
+        made.append(weakref.ref(expected))
+        return expected
+
+    monkeypatch.setattr(found, "_expect", counting)
+    return made
+
+
+def _alive(made: list) -> list:
+    return [e for e in (ref() for ref in made) if e is not None]
+
+
+def test_one_correctness_set_is_alive_at_a_time_and_set_up_keeps_only_their_seeds(monkeypatch):
+    import random
+
+    found = Evaluator(load_problem(KB / "softmax.py", device="cpu", scale=SCALE),
+                      Options(seeds=3, seed=11, repeat_calls=2))  # fmt: skip
+    made = _watched(monkeypatch, found)
+    found.prepare()
+    kept = [*found.rechecks.values(), *(e for pool in found.pools.values() for e in pool)]
+    # set-up made each correctness set once (its failures are set-up's) and kept only the
+    # sets timing needs; the seeds come from --seed's generator in the order they always did
+    assert len(made) >= len(found.checks) + len(kept)
+    assert {id(e) for e in _alive(made)} == {id(e) for e in kept}
+    draw = random.Random(11)
+    assert [check.seed for check in found.checks] == [draw.randrange(2**31) for _ in range(3)]
+    assert all(check.input_bytes > 0 for check in found.checks)
+
+    def correctness_alive() -> int:
+        return len([e for e in _alive(made) if not any(e is k for k in kept)])
+
+    alive_at_make, alive_at_check = [], []
+    expect, check = found._expect, found._check
+
+    def making(case, seed, buffers=None):
+        alive_at_make.append(correctness_alive())
+        return expect(case, seed, buffers=buffers)
+
+    def watching(worker, expected, kind):
+        if kind in ("test", "benchmark"):
+            alive_at_check.append(correctness_alive())
+        return check(worker, expected, kind)
+
+    monkeypatch.setattr(found, "_expect", making)
+    monkeypatch.setattr(found, "_check", watching)
+    made.clear()
+    judged = found.evaluate(_solution())
+    assert judged.status == "pass", judged.message
+    assert alive_at_make == [0, 0, 0]  # the previous set is gone before the next is made
+    assert alive_at_check == [1, 1, 1]  # the one being checked, no other
+    assert [(c.case, c.seed) for c in judged.cases if c.kind == "test"] == [
+        (check.case.label, check.seed) for check in found.checks
+    ]
+    assert len(made) == 3 and not _alive(made)  # each made for its check, and gone after
+
+
+def test_a_reference_that_fails_at_one_seed_fails_set_up_as_before(monkeypatch):
+    from kernelab.errors import KernelabError
+
+    found = Evaluator(load_problem(KB / "softmax.py", device="cpu", scale=SCALE),
+                      Options(seeds=3, seed=11))  # fmt: skip
+    import random
+
+    draw = random.Random(11)
+    _, second, _ = (draw.randrange(2**31) for _ in range(3))
+    problem = found.problem
+    generate, reference, last = problem.generate, problem.reference, []
+
+    def generating(case, seed):
+        last.append(seed)
+        return generate(case, seed)
+
+    def failing(data):
+        if last[-1] == second:
+            raise RuntimeError("not at this seed")
+        return reference(data)
+
+    monkeypatch.setattr(problem, "generate", generating)
+    monkeypatch.setattr(problem, "reference", failing)
+    with pytest.raises(KernelabError) as failed:  # judge.open_problem: the setup_error
+        found.prepare()
+    assert str(failed.value) == (
+        f"{problem.name} default seed {second}: the reference failed: RuntimeError: not at "
+        "this seed"
+    )
+
+
+def test_a_set_that_cannot_be_made_again_when_checked_is_the_problems_not_the_solutions(
+    monkeypatch,
+):
+    import torch
+
+    found = Evaluator(load_problem(KB / "softmax.py", device="cpu", scale=SCALE),
+                      Options(seeds=2, seed=3, repeat_calls=2))  # fmt: skip
+    found.prepare()
+    problem, first = found.problem, found.checks[0]
+
+    def failing(data):  # a reference that worked at set-up and no longer does
+        raise RuntimeError("not reproducible")
+
+    monkeypatch.setattr(problem, "reference", failing)
+    judged = found.evaluate(_solution())
+    assert judged.status == "error" and not judged.cases
+    assert judged.message == (
+        f"{problem.name} default seed {first.seed}: the reference failed: RuntimeError: not "
+        "reproducible"
+    )
+
+    def short(data):
+        raise torch.OutOfMemoryError("Tried to allocate 6.00 GiB")
+
+    monkeypatch.setattr(problem, "reference", short)
+    judged = found.evaluate(_solution())
+    assert judged.status == "skipped" and not judged.cases
+    assert judged.message.startswith("skipped: needs more than the "), judged.message
+    assert judged.message.endswith(
+        f"making the references of default seed {first.seed} ran out of memory "
+        "(OutOfMemoryError: Tried to allocate 6.00 GiB)"
+    )

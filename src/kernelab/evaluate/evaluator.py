@@ -14,7 +14,12 @@ Correctness, for every case and several seeds (each test case at its own seed an
    into are output buffers (GPU MODE preallocates them): those it changed, and those it
    overwrites when handed them full of NaN (an empty buffer may already hold the answer).
    The candidate may write those, and receives them filled with NaN, so an element it
-   forgets cannot hold the right answer.
+   forgets cannot hold the right answer. Each such set (an Expected) is made once at set-up,
+   before any solution loads, to learn its output buffers and its size and to report a
+   problem whose generator or reference fails as the problem's failure; then it is dropped,
+   and only its seed is kept (a Check). For each solution the set is made again from that
+   seed just before it is checked and dropped after, so the judge holds one correctness set
+   at a time (the memory plan: kernelab.evaluate.footprint).
 2. The candidate receives its own copy (sent to its worker; on a CPU, in pages the judge
    shares and reads back itself: kernelab.evaluate.arena), with torch's allocator poisoned
    there until timing starts (new tensors hold NaN:
@@ -62,6 +67,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,14 +167,41 @@ def _odd_tensor(out, ref) -> str | None:
     return None
 
 
+ERROR_BLOCK = 1 << 24  # elements: the eager reference's error is summed a block at a time
+
+
 def _relative_error(out, ref) -> float:
+    """||out - ref|| / ||ref|| over the elements finite in both, in float64, summed a block of
+    about ERROR_BLOCK elements at a time (along the first dimension, or the flat elements of
+    contiguous tensors): its float64 copies are a block's, never a whole output's."""
     import torch
 
-    out64, ref64 = out.detach().to(torch.float64), ref.detach().to(torch.float64)
-    finite = torch.isfinite(ref64) & torch.isfinite(out64)
-    difference = float((out64[finite] - ref64[finite]).norm())
-    scale = float(ref64[finite].norm())
+    out, ref = out.detach(), ref.detach()
+    if out.dim() == 0 or (out.is_contiguous() and ref.is_contiguous()):
+        out, ref = out.reshape(-1), ref.reshape(-1)
+    row = max(1, out[0].numel()) if len(out) else 1
+    step = max(1, ERROR_BLOCK // row)
+    difference = scale = 0.0  # sums of squares
+    for start in range(0, len(out), step):
+        out64 = out[start : start + step].to(torch.float64)
+        ref64 = ref[start : start + step].to(torch.float64)
+        finite = torch.isfinite(ref64) & torch.isfinite(out64)
+        difference += float((out64[finite] - ref64[finite]).square().sum())
+        scale += float(ref64[finite].square().sum())
+    difference, scale = math.sqrt(difference), math.sqrt(scale)
     return difference / scale if scale > 0 else difference
+
+
+@dataclass(frozen=True)
+class Check:
+    """A correctness set as the judge keeps it between set-up and checking: its case and
+    seed (the set is made from them when it is checked), and what making it at set-up found:
+    the output buffers and the inputs' bytes (the CPU arena is sized from them)."""
+
+    case: Case
+    seed: int
+    buffers: frozenset
+    input_bytes: int
 
 
 class Evaluator(TimedPhase):
@@ -180,7 +213,8 @@ class Evaluator(TimedPhase):
         self.device = problem.device
         self.on_gpu = self.device.type == "cuda"
         self.timing = self.options.timing and self.on_gpu
-        self.expected: list[Expected] = []
+        self.checks: list[Check] = []  # the correctness sets, in the order they are checked
+        self.prepared = False
         self.rechecks: dict[str, Expected] = {}  # timing case label -> unseen inputs
         self.pools: dict[str, list[Expected]] = {}  # timing case label -> rotated input sets
         self.fresh: dict[str, bool] = {}  # timing case label -> a new input set per timed call
@@ -203,16 +237,19 @@ class Evaluator(TimedPhase):
 
     def prepare(self) -> None:
         """Generate every input and compute the references (before any solution loads),
-        within the memory plan (footprint.DoesNotFit when even one input set is too many)."""
+        within the memory plan (footprint.DoesNotFit when even one input set is too many).
+        The correctness sets are made one at a time and dropped, their seeds kept (Check);
+        the sets timing needs (re-checks, pools) are kept, and the baselines timed."""
         self.memory = self._plan_memory()
+        self.checks = []
         rng = self._seeds()
         for case in self.problem.tests:
             first = case.seed if case.seed is not None else rng.randrange(2**31)
             seeds = [first] + [rng.randrange(2**31) for _ in range(self.options.seeds - 1)]
-            self.expected.extend(self._expect(case, seed) for seed in seeds)
+            self.checks.extend(self._dry_run(case, seed) for seed in seeds)
         for case in self.problem.benchmarks:
             seed = case.seed if case.seed is not None else rng.randrange(2**31)
-            self.expected.append(self._expect(case, seed))
+            self.checks.append(self._dry_run(case, seed))
         for case in self.problem.timing_cases():
             self.rechecks[case.label] = self._expect(case, rng.randrange(2**31))
             self.costs[case.label] = self._cost(self.rechecks[case.label])
@@ -236,6 +273,24 @@ class Evaluator(TimedPhase):
             # Before any worker exists: nothing a solution starts can slow these down
             self.measure_baselines()
             self.measure_loops()
+        self.prepared = True
+
+    def _dry_run(self, case: Case, seed: int) -> Check:
+        """Make the set of `case` at `seed` as it will be checked, and keep only what making
+        it found: a generator or reference that fails, fails here, at set-up (the problem's
+        failure, before any solution loads), as does an allocation that does not fit."""
+        expected = self._expect(case, seed)
+        return Check(case, seed, frozenset(expected.buffers), tree_bytes(expected.data))
+
+    def expectations(self):
+        """The correctness sets in the order they are checked, each made from its seed when
+        the next is asked for (with the output buffers set-up found for it): hold one, and
+        drop it before asking for the next, and one set at a time is alive."""
+        for check in self.checks:
+            yield self._make(check)
+
+    def _make(self, check: Check) -> Expected:
+        return self._expect(check.case, check.seed, buffers=set(check.buffers))
 
     def _set_sizes(self, cases: list[Case]) -> tuple[list[SetSize], str]:
         """The size of one set of each case: from fake tensors, else from one real set-up."""
@@ -275,13 +330,11 @@ class Evaluator(TimedPhase):
         timing = problem.timing_cases()
         sizes, how = self._set_sizes(cases)
         size_of = {(c.kind, c.label): s for c, s in zip(cases, sizes, strict=True)}
-        fixed = [
-            size_of[(c.kind, c.label)] for c in problem.tests for _ in range(self.options.seeds)
-        ]
-        fixed += [size_of[(c.kind, c.label)] for c in problem.benchmarks]
+        # the correctness sets: one at a time, whatever the seeds (footprint.need_bytes)
+        checked = [size_of[(c.kind, c.label)] for c in cases]
+        # each timing case's re-check on unseen inputs and its pool, kept throughout
         timed = [size_of[(c.kind, c.label)] for c in timing]
-        fixed += timed  # each timing case's re-check on unseen inputs
-        memory = plan(fixed, timed, wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+        memory = plan(checked, timed, wanted_sets=POOL_SETS, min_kept=POOL_SETS,
                       kept_cap=KEPT_OUTPUT_BYTES, on_gpu=self.on_gpu,
                       available=available_bytes(self.device), how=how)  # fmt: skip
         if memory.available_bytes is None:
@@ -363,6 +416,7 @@ class Evaluator(TimedPhase):
         if buffers is None:
             buffers = set(trees.changed_paths(data, scratch))
             buffers |= self._written_over_nan(data, skip=buffers)
+        del scratch  # the reference's copy of the inputs: not held while float64 runs
         eager = trees.clone(eager)  # the reference may return a buffer it reuses
         exact = self._exact(data, eager, where)
         input_dtype = trees.first_float_dtype(data)
@@ -555,7 +609,7 @@ class Evaluator(TimedPhase):
         Nothing the solution does raises out of here: an output the judge cannot compare, or
         any other exception while judging it, is this solution's "fail"."""
         solution_path = Path(solution_path)
-        if not self.expected:
+        if not self.prepared:
             self.prepare()
         verdict = Verdict(
             problem=self.problem.name,
@@ -604,13 +658,11 @@ class Evaluator(TimedPhase):
 
         if self.on_gpu:
             return None
-        sets = [
-            *self.expected,
-            *self.rechecks.values(),
-            *(e for p in self.pools.values() for e in p),
-        ]
+        sets = [*self.rechecks.values(), *(e for p in self.pools.values() for e in p)]
+        sizes = [check.input_bytes for check in self.checks]
+        sizes += [tree_bytes(expected.data) for expected in sets]
         try:
-            return Arena(max(tree_bytes(expected.data) for expected in sets))
+            return Arena(max(sizes))
         except Exception as exc:
             verdict.notes.append(
                 f"wall lowered: no shared memory for the inputs ({describe_exception(exc)}): the "
@@ -623,8 +675,15 @@ class Evaluator(TimedPhase):
         if "failed" in loaded:
             verdict.message = f"the solution failed to load: {loaded['failed']}"
             return
-        for expected in self.expected:
-            result = self._check(worker, expected, expected.case.kind)
+        for check in self.checks:
+            # made now and dropped after its check: one correctness set alive at a time
+            try:
+                expected = self._make(check)
+            except Exception as exc:
+                self._making_failed(verdict, check, exc)
+                return
+            result = self._check(worker, expected, check.case.kind)
+            del expected
             verdict.cases.append(result)
             if not result.ok:
                 verdict.message = self._where(result) + result.message
@@ -647,6 +706,29 @@ class Evaluator(TimedPhase):
                 return
 
         self._conclude(verdict)
+
+    def _making_failed(self, verdict: Verdict, check: Check, exc: Exception) -> None:
+        """A correctness set that set-up made could not be made again (a generator or
+        reference that is not reproducible, memory the plan did not foresee): the problem's
+        failure or a skip, never the solution's fail; the messages set-up would give."""
+        if is_out_of_memory(exc):
+            memory = self.memory
+            free, what = available_bytes(self.device)
+            has = f"{free / GB:.1f} GB {what} now" if free is not None else what
+            planned = f"more than the {memory.need_bytes / GB:.1f} GB planned" if memory else "more"
+            device = "card" if self.on_gpu else "machine"
+            verdict.status = "skipped"
+            verdict.message = (
+                f"skipped: needs {planned}, {device} has {has}: making the references of "
+                f"{check.case.label} seed {check.seed} ran out of memory "
+                f"({describe_exception(exc)[:120]})"
+            )
+            return
+        verdict.status = "error"
+        verdict.message = (
+            str(exc) if isinstance(exc, KernelabError)
+            else f"setting up the problem raised {describe_exception(exc)}"
+        )  # fmt: skip
 
     def _conclude(self, verdict: Verdict) -> None:
         checked = [c for c in verdict.cases if c.error is not None]

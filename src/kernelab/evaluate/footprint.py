@@ -1,25 +1,29 @@
 """How much memory judging a problem takes, learnt before any of it is allocated, and the
 plan that makes it fit the device.
 
-What the judge keeps for one (case, seed) set (an `Expected`): its inputs, the reference's
-output and the same output in float64 (every floating leaf at 8 bytes an element). It keeps
-one such set per test seed, per benchmark case and per timing case's re-check, and one per
-input set of the timed-call pool. While it computes a set it also holds, for a moment, a
-scratch copy of the inputs and the inputs upcast to float64. On a GPU the worker shares the
-device: it holds the pool's inputs again, the one tree every timed call receives, and the
-outputs of a batch until the judge chooses which to see (at least POOL_SETS of them) with
-the fingerprint's scratch; the judge fetches the chosen outputs one at a time and checks
-each in float64. Where every timed call gets an input set of its own (the evaluator decides,
-only when the pool could hold POOL_SETS sets), the worker keeps no pool and the judge makes
-each checked call's set again, one at a time: at most one set more on the judge's side,
-against the two or more the worker no longer keeps.
+What the judge holds of one (case, seed) set (an `Expected`): its inputs, the reference's
+output and the same output in float64 (every floating leaf at 8 bytes an element). It keeps,
+from set-up to the end, one such set per timing case's re-check and one per input set of the
+timed-call pool (the baselines are timed on them before any solution runs). The correctness
+sets (each test seed, each benchmark case) it makes one at a time, when each is checked, and
+drops each before it makes the next: at most one of them, the largest, is held beside the
+kept sets. While it computes a set it also holds, for a moment, a scratch copy of the inputs
+and the inputs upcast to float64. On a GPU the worker shares the device: it holds the pool's
+inputs again, the one tree every timed call receives, and the outputs of a batch until the
+judge chooses which to see (at least POOL_SETS of them) with the fingerprint's scratch; the
+judge fetches the chosen outputs one at a time and checks each in float64. Where every timed
+call gets an input set of its own (the evaluator decides, only when the pool could hold
+POOL_SETS sets), the worker keeps no pool and the judge makes each checked call's set again,
+one at a time: at most one set more on the judge's side, against the two or more the worker
+no longer keeps.
 
 The sizes come from the problem itself, run on fake tensors (torch's FakeTensorMode: shapes
 and dtypes, no memory), or, where the problem cannot run on fake tensors, from one real
 set-up. The plan keeps all of it within MEMORY_SHARE of the device's free memory (of the
 available RAM on a CPU): the pool shrinks from POOL_SETS input sets towards one, the batch's
 kept outputs get what is left (at most KEPT_OUTPUT_BYTES), and a problem that does not fit
-with a single input set is skipped, with what it needs and what the device has.
+with a single input set is skipped, with what it needs and what the device has. The number
+of seeds does not change the need: the correctness sets are never held together.
 """
 
 from __future__ import annotations
@@ -152,15 +156,18 @@ class MemoryPlan:
 
 
 def need_bytes(
-    fixed: list[SetSize], timed: list[SetSize], pool_sets: int, *, on_gpu: bool, min_kept: int
+    checked: list[SetSize], timed: list[SetSize], pool_sets: int, *, on_gpu: bool, min_kept: int
 ) -> int:
     """Peak bytes of judging with `pool_sets` input sets per timing case: the judge's kept
-    sets (`fixed`: test seeds, benchmark cases, re-checks; then the pools), the largest
-    set's transient, and on a GPU the worker's pool, its call tree, `min_kept` outputs and
-    the one being made, and the fingerprint's scratch (at most a contiguous and a padded
-    copy of an output: two outputs' worth; the digest's folds add 1/128 of one)."""
-    every = [*fixed, *timed]
-    judge = sum(s.kept for s in fixed) + pool_sets * sum(s.kept for s in timed)
+    sets (per timing case in `timed`, its re-check and its pool of `pool_sets` sets), one
+    correctness set (`checked`: a test seed's or a benchmark case's, made when it is checked
+    and dropped after, so the largest one counts, not their sum), the largest set's
+    transient, and on a GPU the worker's pool, its call tree, `min_kept` outputs and the one
+    being made, and the fingerprint's scratch (at most a contiguous and a padded copy of an
+    output: two outputs' worth; the digest's folds add 1/128 of one)."""
+    every = [*checked, *timed]
+    judge = max((s.kept for s in checked), default=0)
+    judge += (1 + pool_sets) * sum(s.kept for s in timed)
     judge += max((s.transient for s in every), default=0)
     if not on_gpu or not timed:
         return judge
@@ -171,7 +178,7 @@ def need_bytes(
 
 
 def plan(
-    fixed: list[SetSize],
+    checked: list[SetSize],
     timed: list[SetSize],
     *,
     wanted_sets: int,
@@ -181,16 +188,17 @@ def plan(
     available: tuple[int | None, str],
     how: str,
 ) -> MemoryPlan:
-    """The most input sets (wanted_sets down to 1) whose need fits MEMORY_SHARE of the
-    available memory; DoesNotFit when one does not."""
+    """The most input sets (wanted_sets down to 1) whose need (need_bytes: `checked`, the
+    correctness sets, one at a time; `timed`, one set per timing case) fits MEMORY_SHARE of
+    the available memory; DoesNotFit when one does not."""
     free, what = available
     largest_output = max((s.output for s in timed), default=0)
     if free is None:
-        need = need_bytes(fixed, timed, wanted_sets, on_gpu=on_gpu, min_kept=min_kept)
+        need = need_bytes(checked, timed, wanted_sets, on_gpu=on_gpu, min_kept=min_kept)
         return MemoryPlan(wanted_sets, kept_cap, need, None, what, how)
     budget = int(MEMORY_SHARE * free)
     for sets in range(wanted_sets, 0, -1):
-        need = need_bytes(fixed, timed, sets, on_gpu=on_gpu, min_kept=min_kept)
+        need = need_bytes(checked, timed, sets, on_gpu=on_gpu, min_kept=min_kept)
         if need <= budget:
             spare = budget - need + min_kept * largest_output  # the kept outputs may grow
             return MemoryPlan(sets, min(kept_cap, spare), need, free, what, how)
@@ -199,6 +207,6 @@ def plan(
     raise DoesNotFit(
         f"skipped: needs {need / GB:.1f} GB, {device} has {free / GB:.1f} GB {what} (the judge "
         f"plans within {MEMORY_SHARE:.0%} of it: {budget / GB:.1f} GB) with one input set for "
-        f"the timed calls; sizes {how}; --seeds 1 or --scale below 1 needs less",
+        f"the timed calls; sizes {how}; --scale below 1 needs less",
         details,
     )
