@@ -40,7 +40,7 @@ set -u -o pipefail
 
 cd "$(dirname "$0")/.."
 logs=${OUT:-.}
-export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 export PATH=/usr/local/cuda/bin:$PATH
 export KERNELAB_CACHE=${KERNELAB_CACHE:-$PWD/.kernelab-cache}
 export KERNELAB_TRITON_AUTOTUNE=0

@@ -198,3 +198,20 @@ def test_a_judge_killed_from_outside_takes_its_launcher_and_worker_along():
     while time.monotonic() < deadline and (_alive(pids["launcher"]) or _alive(pids["worker"])):
         time.sleep(0.05)
     assert not _alive(pids["launcher"]) and not _alive(pids["worker"])
+
+
+def test_the_workers_import_path_is_absolute_and_finds_this_kernelab(monkeypatch, tmp_path):
+    """The launcher and the worker start in the worker's scratch folder: a relative
+    PYTHONPATH entry (gpu_suite.sh's src) would name a folder in there, so every entry is
+    made absolute against the judge's folder, after the folder that holds this kernelab."""
+    import os
+
+    import kernelab
+    from kernelab.evaluate import wall
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["src", "", "/opt/x"]))
+    entries = wall.import_path().split(os.pathsep)
+    assert entries[0] == os.path.dirname(os.path.dirname(os.path.realpath(kernelab.__file__)))
+    assert entries[1:] == [str(tmp_path / "src"), "/opt/x"]
+    assert wall.worker_environment(str(tmp_path / "scratch"))["PYTHONPATH"] == wall.import_path()

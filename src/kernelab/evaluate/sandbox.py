@@ -251,7 +251,7 @@ class Worker:
                 stderr=log_write,
                 pass_fds=(child_reads, child_writes, report_write, *self.pass_fds),
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": wall.import_path()},
                 # `python -m` puts its working folder first on sys.path, and the launcher
                 # runs as root before any namespace: a folder an earlier worker could write
                 # (the judge's own, if anyone may write it) would lend it the launcher's

@@ -392,6 +392,20 @@ def python_command() -> list[str]:
     return [sys.executable, "-s"]
 
 
+def import_path() -> str:
+    """PYTHONPATH for the launcher and the worker, which start in the worker's scratch folder:
+    the folder that holds this kernelab first (the judge may have found it through its own
+    working folder), then the judge's PYTHONPATH, every entry made absolute against the
+    judge's working folder (a relative one would name a folder inside the scratch)."""
+    import kernelab
+
+    entries = [os.path.dirname(os.path.dirname(os.path.realpath(kernelab.__file__)))]
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if entry:
+            entries.append(os.path.abspath(entry))
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 def worker_environment(scratch: str) -> dict:
     """The judge's environment, less what the worker has no use for (tokens, keys), and the
     caches and home pointed into its own scratch directory."""
@@ -401,6 +415,7 @@ def worker_environment(scratch: str) -> dict:
         if key in ENVIRONMENT_KEPT or key.startswith(ENVIRONMENT_PREFIXES)
     }
     env.update(
+        PYTHONPATH=import_path(),
         HOME=scratch, TMPDIR=os.path.join(scratch, "tmp"), USER="kernelab-worker",
         LOGNAME="kernelab-worker", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
         XDG_CACHE_HOME=os.path.join(scratch, "cache"),
@@ -626,6 +641,7 @@ def run_behind(argv: list[str], *, read_only: list[str], on_gpu: bool = False,
             [*python_command(), "-m", "kernelab.evaluate.wall", json.dumps(plan_), str(write), "--",
              *argv],
             pass_fds=(write,), capture_output=True, text=True, timeout=timeout,
+            cwd=scratch, env={**os.environ, "PYTHONPATH": import_path()},
         )  # fmt: skip
     finally:
         os.close(write)
