@@ -366,3 +366,18 @@ def test_the_workers_log_keeps_its_head_and_tail_only():
 def test_a_solution_that_prints_megabytes_is_judged_as_usual():
     code, verdict = judged(CHEATS / "prints_a_lot.py")
     assert code == 0 and verdict["status"] == "pass", verdict["message"]
+
+
+def test_the_workers_snapshot_passes_an_odd_output_on_for_the_judge_to_refuse():
+    """On a GPU the worker copies each output before it synchronises; a sparse, meta or
+    subclass output has no storage to copy, and copying it raised in the worker ("Cannot
+    access storage of SparseTensorImpl") before the judge could say why it refuses it."""
+    import torch
+
+    from kernelab.evaluate.worker import _snapshot_of
+
+    dense = torch.arange(6.0).reshape(2, 3).t()
+    copy = _snapshot_of(dense)
+    assert copy is not dense and torch.equal(copy, dense) and copy.stride() == dense.stride()
+    for odd in (dense.to_sparse(), torch.empty(3, device="meta")):
+        assert _snapshot_of(odd) is odd

@@ -427,3 +427,28 @@ def test_a_set_that_cannot_be_made_again_when_checked_is_the_problems_not_the_so
         f"making the references of default seed {first.seed} ran out of memory "
         "(OutOfMemoryError: Tried to allocate 6.00 GiB)"
     )
+
+
+def test_inputs_that_run_out_of_memory_are_reported_not_made_elsewhere(tmp_path):
+    """A KernelBench get_inputs that fails under the device is run on the host from then on
+    (one that needs numpy); one that ran out of memory is not (kernelbench.generate): the
+    judge and the worker would then draw different inputs from one seed. The error goes up,
+    for the memory plan to report as a skip."""
+    import torch
+
+    from kernelab.evaluate import kernelbench
+
+    problem_file = tmp_path / "oom.py"
+    problem_file.write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return x\n\n"
+        "def get_inputs():\n"
+        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 6.40 GiB')\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    problem = load_problem(problem_file, device="cpu", scale=1.0)
+    [case] = problem.tests
+    with pytest.raises(torch.OutOfMemoryError):
+        problem.generate(case, 1)
+    assert kernelbench.is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not kernelbench.is_out_of_memory(TypeError("can't convert cuda tensor to numpy"))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kernelab.errors import KernelabError
 from kernelab.evaluate import trees
+from kernelab.evaluate.footprint import is_out_of_memory
 from kernelab.evaluate.problem import Case, Problem, describe_exception, import_file, scaled
 
 INIT_SEED = 42  # KernelBench's default seed_num
@@ -134,7 +135,12 @@ def load_kernelbench(path: Path, *, device, scale: float) -> Problem:
             try:
                 with torch.device(device):
                     return trees.to_device(list(module.get_inputs()), device)
-            except Exception:  # a get_inputs that needs the host (numpy, .tolist()): there
+            except Exception as exc:  # a get_inputs that needs the host (numpy, .tolist())
+                if is_out_of_memory(exc):
+                    # not a reason to make the inputs elsewhere: the judge and the worker would
+                    # then draw different inputs from one seed. The judge's memory plan
+                    # reports it (a skip), never a silent switch.
+                    raise
                 on_device[0] = False
         _seeded(seed)
         return trees.to_device(list(module.get_inputs()), device)

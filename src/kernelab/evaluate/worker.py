@@ -72,12 +72,23 @@ def _synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _snapshot_of(tensor):
+    """A copy of an output as it stands (layout and padding included); an output the judge
+    refuses as it is (sparse, meta, a subclass) is passed on uncopied, since it has no
+    storage to copy and the judge's refusal, with its reason, is the verdict."""
+    import torch
+
+    if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.is_meta:
+        return tensor
+    return trees.copy_with_layout(tensor)
+
+
 def _call(run, data, device, *, report_inputs: bool) -> dict:
     _synchronize(device)
     out = run(data)
     # Taken on the caller's stream before any synchronisation: work left on a stream it
     # never waits for is not in this copy.
-    snapshot = trees.clone(out) if device.type == "cuda" else None
+    snapshot = trees.map_tensors(_snapshot_of, out) if device.type == "cuda" else None
     _synchronize(device)
     answer = {"out": _plain(out), "snapshot": _plain(snapshot)}
     if report_inputs:
