@@ -18,7 +18,7 @@ from test_gate import (  # noqa: F401  (the fixture)
 )
 
 from kernelab.harness.records import save_records
-from kernelab.lab import decode
+from kernelab.lab import decode, decode_step
 from kernelab.lab.report import Report, to_markdown
 from kernelab.lab.results import load_results
 
@@ -93,7 +93,7 @@ def test_records_without_samples_are_shown_never_judged(tmp_path):
     (out / "decode" / "decode_step_run.json").write_text(json.dumps(
         {"gpu": "NVIDIA H200", "rows": [], "records": rows}))  # fmt: skip
     results = load_results(out)
-    met, evidence = decode.step_target(results.records)
+    met, evidence = decode_step.step_target(results.records)
     assert not met and evidence.startswith("not measured (")
     assert "not judged, no samples: 3 decode-step timings in decode/decode_step_run.json" in evidence
     text = _section(results, tmp_path)
@@ -117,8 +117,8 @@ def test_the_waterfall_shows_each_path_in_order_against_the_floor(folder, tmp_pa
 
 def test_without_records_the_step_and_sampling_are_not_measured(tmp_path):
     empty = load_results(tmp_path / "nothing")
-    for kind, judged in (("step", decode.step_target), ("torch", decode.sampling_torch_target),
-                         ("flashinfer", decode.sampling_flashinfer_target)):  # fmt: skip
+    for kind, judged in (("step", decode_step.step_target), ("torch", decode_step.sampling_torch_target),
+                         ("flashinfer", decode_step.sampling_flashinfer_target)):  # fmt: skip
         met, evidence = judged(empty.records)
         assert not met and evidence.startswith("not measured ("), kind
     text = _section(empty, tmp_path, on_gpu=False)
@@ -200,7 +200,7 @@ def _host(fn, median_ms):
 
 def test_the_step_is_checked_then_timed_and_a_path_that_cannot_run_is_a_line(tmp_path):
     lines = []
-    records, failed = decode.measure_step(
+    records, failed = decode_step.measure_step(
         IDENTITY, True, lines.append, config_name="tiny", device="cpu", dtype="fp32",
         paths=("eager", "compiled"), lengths=(5,), batches=(2,), timer=_timer, host_cost=_host,
     )  # fmt: skip
@@ -209,7 +209,7 @@ def test_the_step_is_checked_then_timed_and_a_path_that_cannot_run_is_a_line(tmp
     assert record.op == "decode_step" and record.shape == {"batch": 2, "length": 5,
                                                            "config": "tiny"}  # fmt: skip
     assert record.check["ok"] and record.check["error"] <= record.check["threshold"]
-    assert record.extra["suite"] == decode.STEP_SUITE and record.extra["host_us"] == 3.0
+    assert record.extra["suite"] == decode_step.STEP_SUITE and record.extra["host_us"] == 3.0
     assert len(failed) == 1 and "compiled batch=2 length=5" in failed[0]
     assert "needs a CUDA GPU" in failed[0]
     assert any("the block and its float64 reference" in line for line in lines)
@@ -223,7 +223,7 @@ def test_a_step_over_its_error_budget_is_not_timed(monkeypatch):
     from kernelab.ops import decode_step as ds
 
     monkeypatch.setattr(ds, "error_budget", lambda dtype, eager_error: -1.0)
-    records, failed = decode.measure_step(
+    records, failed = decode_step.measure_step(
         IDENTITY, True, lambda line: None, config_name="tiny", device="cpu", dtype="fp32",
         paths=("eager",), lengths=(3,), batches=(1,), timer=_timer, host_cost=_host,
     )  # fmt: skip
@@ -235,25 +235,25 @@ class _FlashInfer:
 
     @staticmethod
     def top_p_sampling_from_probs(probs, top_p):
-        return decode.torch_top_p(probs.log(), top_p)
+        return decode_step.torch_top_p(probs.log(), top_p)
 
 
 def test_sampling_checks_each_sampler_then_times_it():
     def ours(logits, top_p, seed, offset=0):
-        return decode.torch_top_p(logits, top_p)
+        return decode_step.torch_top_p(logits, top_p)
 
-    records, failed, line = decode.measure_sampling(
+    records, failed, line = decode_step.measure_sampling(
         IDENTITY, True, lambda line: None, vocab=300, batches=(1, 3), device="cpu",
         sampler=ours, flashinfer=_FlashInfer(), timer=_timer, host_cost=_host,
     )  # fmt: skip
     assert not failed
     names = {(r.implementation, r.shape["batch"]) for r in records}
     for batch in (1, 3):
-        for name in (decode.KERNELAB_SAMPLER, decode.TORCH_SAMPLER, decode.FLASHINFER_SAMPLER,
-                     decode.FLASHINFER_PROBS_ONLY):  # fmt: skip
+        for name in (decode_step.KERNELAB_SAMPLER, decode_step.TORCH_SAMPLER, decode_step.FLASHINFER_SAMPLER,
+                     decode_step.FLASHINFER_PROBS_ONLY):  # fmt: skip
             assert (name, batch) in names
     assert all(r.op == "top_p_sampling" and r.bytes == r.shape["batch"] * 300 * 4 for r in records)
-    assert all(r.extra["suite"] == decode.SAMPLING_SUITE for r in records)
+    assert all(r.extra["suite"] == decode_step.SAMPLING_SUITE for r in records)
 
 
 def test_a_sampler_that_draws_outside_the_nucleus_is_not_timed():
@@ -262,31 +262,31 @@ def test_a_sampler_that_draws_outside_the_nucleus_is_not_timed():
     def wrong(logits, top_p, seed, offset=0):
         return logits.argmin(dim=-1)  # the least likely token: never in the top-p set
 
-    records, failed, line = decode.measure_sampling(
+    records, failed, line = decode_step.measure_sampling(
         IDENTITY, True, lambda line: None, vocab=300, batches=(2,), device="cpu",
         sampler=wrong, flashinfer=None, timer=_timer, host_cost=_host,
     )  # fmt: skip
-    assert [r.implementation for r in records] == [decode.TORCH_SAMPLER]
+    assert [r.implementation for r in records] == [decode_step.TORCH_SAMPLER]
     assert failed == ["kernelab.sample batch=2: drew a token outside the nucleus, not timed"]
     assert line == "flashinfer not given" and torch.is_tensor(wrong(torch.zeros(1, 3), 0.9, 0))
 
 
 def test_another_vocabulary_is_not_the_targets(tmp_path):
     def ours(logits, top_p, seed, offset=0):
-        return decode.torch_top_p(logits, top_p)
+        return decode_step.torch_top_p(logits, top_p)
 
-    records, _, _ = decode.measure_sampling(
+    records, _, _ = decode_step.measure_sampling(
         IDENTITY, True, lambda line: None, vocab=300, batches=(1,), device="cpu",
         sampler=ours, flashinfer=None, timer=_timer, host_cost=_host,
     )  # fmt: skip
     save_records(records, tmp_path / "sampling_records.json")
-    met, evidence = decode.sampling_torch_target(load_results(tmp_path).records)
+    met, evidence = decode_step.sampling_torch_target(load_results(tmp_path).records)
     assert not met and evidence.startswith("not measured (")
     assert "other vocabularies not judged: 300" in evidence
 
 
 def test_flashinfer_status_names_what_it_found():
-    module, line = decode.flashinfer_status()
+    module, line = decode_step.flashinfer_status()
     assert (module is None) == line.startswith("flashinfer not importable here (")
 
 
@@ -305,13 +305,13 @@ def stage(tmp_path, monkeypatch):
         def part(*args, _name=name, **kwargs):
             if parts.get(_name) == "break":
                 raise RuntimeError(f"{_name} broke")
-            record = decode.timed_record(IDENTITY, "decode_step", _name, {"batch": 1}, "bf16",
+            record = decode_step.timed_record(IDENTITY, "decode_step", _name, {"batch": 1}, "bf16",
                                          _timer(lambda: None), flops=0, nbytes=0,
                                          check={"ok": True}, extra={})  # fmt: skip
             found = ([record], [])
             return (*found, "flashinfer not given") if _name == "measure_sampling" else found
 
-        monkeypatch.setattr(decode, name, part)
+        monkeypatch.setattr(decode if name == "measure" else decode_step, name, part)
     state = LabState(out=tmp_path, quick=True, gpu_id="h200", on_gpu=True)
     state.records_dir.mkdir(parents=True)
     return state, parts

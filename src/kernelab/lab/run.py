@@ -347,7 +347,8 @@ def stage_decode(state: LabState, progress: Progress) -> str:
     from kernelab.errors import KernelabError
     from kernelab.harness.ceilings import this_gpu
     from kernelab.harness.records import save_records
-    from kernelab.lab.decode import measure, measure_sampling, measure_step, plan
+    from kernelab.lab.decode import measure, plan
+    from kernelab.lab.decode_step import measure_sampling, measure_step
 
     identity = this_gpu("kernelab lab")
     max_time_s = 0.5 if state.quick else 1.0
