@@ -112,7 +112,7 @@ def test_without_ncu_the_stage_writes_why(tmp_path, monkeypatch):
 
 
 def test_the_report_shows_each_step_or_says_why_not(folder, tmp_path):  # noqa: F811
-    from kernelab.lab.compose import pmpp_counters_section
+    from kernelab.lab.counters import section as pmpp_counters_section
 
     report = Report("r")
     pmpp_counters_section(report, load_results(folder), True)

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from kernelab.lab import charts, decode
+from kernelab.lab import charts, counters, decode
 from kernelab.lab.gate import Criterion, rate_goal_note
 from kernelab.lab.pytorch_view import pytorch_section
 from kernelab.lab.report import Bullets, Heading, Image, Paragraph, Report, Table
@@ -748,28 +748,6 @@ def pmpp_section(report: Report, state, results: ResultSet, figures: Path) -> No
                 "beside its anchors and its ceiling); no committed records of it either.")  # fmt: skip
 
 
-def pmpp_counters_section(report: Report, results: ResultSet, on_gpu: bool) -> None:
-    """Each profiled PMPP ladder step's proof counter under Nsight Compute, against the step
-    before, with its verdict (lab.counters); or one line saying why there are none."""
-    from kernelab.lab import counters
-
-    report.add(Heading("PMPP ladders: the counter that proves each step", 3))
-    rows = counters.rows_for_report(results.folder)
-    if not rows:
-        why = counters.read_counters(results.folder).get("skipped")
-        where = "this run" if on_gpu else "the committed records"
-        report.add(Paragraph(f"{counters.NOT_MEASURED[0].upper()}{counters.NOT_MEASURED[1:]}; "
-                             f"none in {where}" + (f" ({why})." if why else ".")))  # fmt: skip
-        return
-    report.add(
-        Paragraph("One ncu run per ladder launches each step once and reads its proof metric; "
-                  "the verdict says whether it moved as the step claims against the step "
-                  "before (down, or to zero per shared load), recomputed from the values."),
-        Table(["ladder", "step", "proof metric", "step before", "value", "per load", "must go",
-               "verdict"], rows),
-    )  # fmt: skip
-
-
 def cpu_sections(report: Report, records_dir: Path) -> None:
     compile_data = _read(records_dir / "compile.json")
     if compile_data.get("compile"):
@@ -811,7 +789,7 @@ def compose(state, results: ResultSet, source_note: str, gate: list[Criterion]) 
     profiles_section(report, results)
     timeline_section(report, results)
     pmpp_section(report, state, results, figures)
-    pmpp_counters_section(report, results, state.on_gpu)
+    counters.section(report, results, state.on_gpu)
     decode.section(report, state.gpu_id, state.on_gpu, results, figures)
     cpu_sections(report, state.records_dir)
     if not state.on_gpu:

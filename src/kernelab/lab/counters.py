@@ -207,3 +207,25 @@ def rows_for_report(folder: Path | None) -> list[list]:
                          "-" if per_load is None else f"{per_load:.2f}", row.get("direction"),
                          _verdict(row, before)])  # fmt: skip
     return rows
+
+
+def section(report, results, on_gpu: bool) -> None:
+    """Each profiled PMPP ladder step's proof counter under Nsight Compute, against the step
+    before, with its verdict (lab.counters); or one line saying why there are none."""
+    from kernelab.lab.report import Heading, Paragraph, Table
+
+    report.add(Heading("PMPP ladders: the counter that proves each step", 3))
+    rows = rows_for_report(results.folder)
+    if not rows:
+        why = read_counters(results.folder).get("skipped")
+        where = "this run" if on_gpu else "the committed records"
+        report.add(Paragraph(f"{NOT_MEASURED[0].upper()}{NOT_MEASURED[1:]}; "
+                             f"none in {where}" + (f" ({why})." if why else ".")))  # fmt: skip
+        return
+    report.add(
+        Paragraph("One ncu run per ladder launches each step once and reads its proof metric; "
+                  "the verdict says whether it moved as the step claims against the step "
+                  "before (down, or to zero per shared load), recomputed from the values."),
+        Table(["ladder", "step", "proof metric", "step before", "value", "per load", "must go",
+               "verdict"], rows),
+    )  # fmt: skip
