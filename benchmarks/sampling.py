@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from kernelab.lab.decode_step import torch_top_p  # the eager sort-based baseline the lab times
+
 PARTS = ("plan", "topp", "probs")
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 QUICK_BATCHES = (1, 16, 64)
@@ -92,18 +94,6 @@ def plan_rows(batches, vocab: int, top_p: float) -> list[dict]:
                      "note": "pass 1 from HBM, the rest mostly from L2 (a row is "
                              f"{vocab * ITEMSIZE / 2**20:.2f} MiB)"})  # fmt: skip
     return rows
-
-
-def torch_top_p(logits, top_p: float):
-    """The eager sort-based nucleus sampler (Hugging Face's and vLLM's fallback form)."""
-    import torch
-
-    probs = torch.softmax(logits.float(), dim=-1)
-    sorted_probs, order = probs.sort(dim=-1, descending=True)
-    outside = sorted_probs.cumsum(dim=-1) - sorted_probs > top_p  # mass before it exceeds p
-    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-    choice = torch.multinomial(sorted_probs, 1)
-    return order.gather(-1, choice).squeeze(-1)
 
 
 class Run:
