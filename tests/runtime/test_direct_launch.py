@@ -14,7 +14,7 @@ from test_launch_plans import FakeKernel
 
 from kernelab.errors import KernelabError
 from kernelab.runtime import compiled_replay, direct_launch, launch_plans, tensor_maps
-from kernelab.runtime.launch_plans import LaunchPlans, launch
+from kernelab.runtime.launch_plans import LaunchPlans
 
 NAMES = ["x_ptr", "out_ptr", "n", "scale", "BLOCK"]
 SIGNATURE = {
@@ -225,7 +225,7 @@ def test_a_planned_call_launches_directly_and_honours_launch_hooks(monkeypatch, 
         x, out = torch.empty(1024), torch.empty(1024)
         if not plans.replay(key, (x, out)):
             with plans.recording(key, (x, out)):
-                launch(kernel, (8,), x, out, 1024, 0.5)
+                kernel[(8,)](x, out, 1024, 0.5)
     assert kernel.front_door_calls == 2 and plans.replays == 1
     [(launched, raw)] = driver.launches
     assert launched[4] == 5 and raw[:3] == [x.data_ptr(), out.data_ptr(), 1024]
@@ -384,7 +384,7 @@ def test_a_planned_tma_call_launches_directly_with_the_map_of_each_calls_tensor(
         descriptor = FakeDescriptor(a, [256, 512], [512, 1], [64, 64])
         if not plans.replay(key, (a,)):
             with plans.recording(key, (a,)):
-                launch(kernel, (4,), descriptor, 512)
+                kernel[(4,)](descriptor, 512)
     assert kernel.front_door_calls == 2 and plans.replays == 3
     assert kernel.compiled.through_triton == []
     maps = [int.from_bytes(raw[0][:8], "little") for _, raw in tma.driver.launches]

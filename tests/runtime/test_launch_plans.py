@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kernelab.runtime import launch_plans
-from kernelab.runtime.launch_plans import LaunchPlans, keep, launch, signature
+from kernelab.runtime.launch_plans import LaunchPlans, keep, signature, unrecorded, watched
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,8 @@ class FakeCompiled:
 
 
 class FakeKernel:
-    """A JIT function's face: parameters, and kernel[grid](...) returning the compiled kernel."""
+    """A JIT function's face: parameters, and kernel[grid](...) calling its run method, which
+    returns the compiled kernel; run is watched as launch_plans watches JITFunction.run."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -67,13 +68,17 @@ class FakeKernel:
         self.arg_names = [p.name for p in self.params]
         self.compiled = FakeCompiled()
         self.front_door_calls = 0
+        self.front_door_kwargs: list[dict] = []
+
+    def _front_door(self, *args, grid, warmup, **kwargs):
+        self.front_door_calls += 1
+        self.front_door_kwargs.append(kwargs)
+        return self.compiled
+
+    run = watched(_front_door)
 
     def __getitem__(self, grid):
-        def run(*args, **kwargs):
-            self.front_door_calls += 1
-            return self.compiled
-
-        return run
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
 
 
 # a plan key is (device index, stream, ...): replays launch on key[1]
@@ -97,7 +102,7 @@ def test_a_plan_is_installed_after_two_matching_calls_and_replays_the_new_tensor
     key = (KEY, 7)
 
     def body(x, out):
-        launch(kernel, lambda meta: (meta["n"] // meta["BLOCK"],), x, out, 1024, 0.5)
+        kernel[lambda meta: (meta["n"] // meta["BLOCK"],)](x, out, 1024, 0.5)
 
     for _ in range(2):
         x, out = torch.empty(1024), torch.empty(1024)
@@ -128,7 +133,7 @@ def test_a_tensor_given_once_fills_every_parameter_it_was_passed_to():
     key = (KEY, "shared")
 
     def body(x, w, out):
-        launch(kernel, (1,), x, w, w, out, 64)
+        kernel[(1,)](x, w, w, out, 64)
 
     for _ in range(2):
         _call(plans, key, (torch.empty(64), torch.empty(64), torch.empty(64)), body)
@@ -147,7 +152,7 @@ def test_without_launch_hooks_a_replay_calls_the_launcher_directly(lean):
     plans = LaunchPlans("test.direct")
     for _ in range(3):
         x, out = torch.empty(64), torch.empty(64)
-        _call(plans, KEY, (x, out), lambda x, out: launch(kernel, (4, 2), x, out, 64, 2.0))
+        _call(plans, KEY, (x, out), lambda x, out: kernel[(4, 2)](x, out, 64, 2.0))
     assert kernel.compiled.launches == []
     [(grid, args, stream)] = kernel.compiled.direct
     assert grid == (4, 2, 1) and stream == KEY[1]
@@ -159,7 +164,7 @@ def test_scalars_that_change_between_calls_never_install_a_plan():
     plans = LaunchPlans("test.turns")
     for turn in range(4):
         tensors = (torch.empty(16), torch.empty(16))
-        _call(plans, KEY, tensors, lambda x, out, t=turn: launch(kernel, (1,), x, out, 16, t))
+        _call(plans, KEY, tensors, lambda x, out, t=turn: kernel[(1,)](x, out, 16, t))
     assert not plans.installed(KEY)
     assert kernel.front_door_calls == 4
 
@@ -170,7 +175,7 @@ def test_an_undeclared_tensor_leaves_the_call_unplanned():
 
     def body(x, out):
         scratch = torch.zeros(16)  # a per-call fill the plan could not repeat
-        launch(kernel, (1,), x, scratch, 16, 1.0)
+        kernel[(1,)](x, scratch, 16, 1.0)
 
     for _ in range(3):
         _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
@@ -183,7 +188,7 @@ def test_a_key_that_keeps_failing_is_given_up_and_no_longer_recorded(monkeypatch
     plans = LaunchPlans("test.given_up")
 
     def refused(x, out):
-        launch(kernel, (1,), x, torch.zeros(16), 16, 1.0)  # an undeclared per-call tensor
+        kernel[(1,)](x, torch.zeros(16), 16, 1.0)  # an undeclared per-call tensor
 
     for call in range(launch_plans.MOST_FAILED_RECORDINGS):
         assert not plans.given_up(KEY), call
@@ -207,7 +212,7 @@ def test_launches_that_differ_call_to_call_give_the_key_up_too():
     plans = LaunchPlans("test.turns_given_up")
     for turn in range(launch_plans.MOST_FAILED_RECORDINGS + 1):
         _call(plans, KEY, (torch.empty(16), torch.empty(16)),
-              lambda x, out, t=turn: launch(kernel, (1,), x, out, 16, t))  # fmt: skip
+              lambda x, out, t=turn: kernel[(1,)](x, out, 16, t))  # fmt: skip
     assert plans.given_up(KEY)  # the first call had nothing to differ from
 
 
@@ -218,7 +223,7 @@ def test_a_key_that_plans_after_a_tuning_call_is_not_held_against_it():
 
     def body(x, out):
         for _ in range(launch_plans.MOST_LAUNCHES_PER_CALL + 1 if tuning.pop() else 1):
-            launch(kernel, (1,), x, out, 16, 1.0)
+            kernel[(1,)](x, out, 16, 1.0)
         tuning.append(False)
 
     for _ in range(3):
@@ -234,7 +239,7 @@ def test_a_view_of_a_declared_workspace_is_held_and_passed_again():
 
     def body(x, out):
         keep(words)
-        launch(kernel, (1,), x, words[32:], 16, 1.0)
+        kernel[(1,)](x, words[32:], 16, 1.0)
 
     for _ in range(2):
         _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
@@ -250,7 +255,7 @@ def test_a_call_that_launches_too_often_is_tuning_and_is_not_planned():
 
     def body(x, out):
         for _ in range(launch_plans.MOST_LAUNCHES_PER_CALL + 1):
-            launch(kernel, (1,), x, out, 16, 1.0)
+            kernel[(1,)](x, out, 16, 1.0)
 
     for _ in range(3):
         _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
@@ -271,7 +276,7 @@ def test_unknown_argument_types_refuse_instead_of_being_replayed_blind():
     plans = LaunchPlans("test.other")
     for _ in range(3):
         _call(plans, KEY, (torch.empty(16), torch.empty(16)),
-              lambda x, out: launch(kernel, (1,), x, out, 16, object()))  # fmt: skip
+              lambda x, out: kernel[(1,)](x, out, 16, object()))  # fmt: skip
     assert not plans.installed(KEY)
     assert "argument of type object" in plans.last_refusal
 
@@ -288,7 +293,7 @@ def test_descriptors_of_the_calls_tensors_are_rebased_on_replay():
     plans = LaunchPlans("test.descriptors")
 
     def body(x, out):
-        launch(kernel, (2,), Descriptor(x, [4, 4], [2, 4]), out, 16, 1.0)
+        kernel[(2,)](Descriptor(x, [4, 4], [2, 4]), out, 16, 1.0)
 
     for _ in range(2):
         _call(plans, KEY, (torch.empty(4, 4), torch.empty(16)), body)
@@ -299,19 +304,50 @@ def test_descriptors_of_the_calls_tensors_are_rebased_on_replay():
     assert descriptor.base is x and descriptor.block_shape == [2, 4]
 
 
-def test_autotuned_kernels_take_their_best_configs_meta_parameters():
+def _scale_kernel(x_ptr, out_ptr, n, scale, BLOCK=64, EXTRA=3):
+    pass
+
+
+def test_an_autotuned_kernel_is_recorded_with_its_configs_meta_parameters():
+    """Triton's Autotuner launches the kernel under it through that kernel's run, with the
+    chosen config among the keyword arguments: the recording sees the launch as it is made."""
     triton = pytest.importorskip("triton")
+    kernel = FakeKernel(_scale_kernel)
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=2)], key=["n"])(
+        kernel
+    )
+    plans = LaunchPlans("test.autotuned")
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)),
+              lambda x, out: tuned[(1,)](x, out, 16, 1.0))  # fmt: skip
+    assert plans.installed(KEY) and plans.replays == 1
+    assert kernel.front_door_calls == 2 and kernel.front_door_kwargs[0]["BLOCK"] == 256
+    (_, args, _) = kernel.compiled.launches[0]
+    assert args[2:] == (16, 1.0, 256, 3)  # the config's BLOCK, EXTRA's default
 
-    def scale_kernel(x_ptr, out_ptr, n, scale, BLOCK=64, EXTRA=3):
-        pass
 
-    kernel = FakeKernel(scale_kernel)
-    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 256})]
-    tuned = triton.autotune(configs=configs, key=["n"])(kernel)
-    tuned.best_config = configs[1]
-    jit_function, config = launch_plans._unwrapped(tuned)
-    assert jit_function is kernel
-    assert config == {"BLOCK": 256}
+def test_a_warm_up_and_an_unrecorded_launch_are_left_out_of_the_plan():
+    kernel = FakeKernel(_kernel)
+    plans = LaunchPlans("test.unrecorded")
+
+    def body(x, out):
+        kernel.run(x, out, 16, 1.0, grid=(1,), warmup=True)  # compiles, launches nothing
+        with unrecorded():  # a tuner timing a candidate inside the call
+            kernel[(2,)](x, out, 16, 2.0)
+        kernel[(1,)](x, out, 16, 1.0)
+
+    for _ in range(3):
+        _call(plans, KEY, (torch.empty(16), torch.empty(16)), body)
+    assert plans.installed(KEY)
+    (grid, args, _) = kernel.compiled.launches[-1]
+    assert grid == (1, 1, 1) and args[2:] == (16, 1.0, 128)  # the one recorded launch
+
+
+def test_tritons_own_kernels_are_watched():
+    """Every JITFunction's run (what kernel[grid] and an autotuner call) adds its launches to
+    the recording: a kernel launched without our help cannot be left out of a plan."""
+    jit = pytest.importorskip("triton.runtime.jit")
+    assert getattr(jit.JITFunction.run, "watched_by_launch_plans", False)
 
 
 def test_recording_nests_into_the_outer_call_only():
@@ -320,7 +356,7 @@ def test_recording_nests_into_the_outer_call_only():
 
     def body(x, out):
         with inner.recording("inner", (x, out)):
-            launch(kernel, (1,), x, out, 16, 1.0)
+            kernel[(1,)](x, out, 16, 1.0)
 
     for _ in range(2):
         _call(outer, "outer", (torch.empty(16), torch.empty(16)), body)
@@ -386,7 +422,7 @@ def test_call_runs_the_front_door_every_time_where_nothing_is_planned():
     plans = LaunchPlans("test.cpu")
     x, out = torch.empty(16), torch.empty(16)
     for _ in range(3):
-        plans.call(x.device, (x, out), lambda: launch(kernel, (1,), x, out, 16, 1.0))
+        plans.call(x.device, (x, out), lambda: kernel[(1,)](x, out, 16, 1.0))
     assert kernel.front_door_calls == 3 and plans.replays == 0
 
 
@@ -395,7 +431,7 @@ def test_forget_all_drops_every_ops_plans():
     plans = LaunchPlans("test.forget")
     for _ in range(2):
         _call(plans, KEY, (torch.empty(16), torch.empty(16)),
-              lambda x, out: launch(kernel, (1,), x, out, 16, 1.0))  # fmt: skip
+              lambda x, out: kernel[(1,)](x, out, 16, 1.0))  # fmt: skip
     assert plans.installed(KEY)
     launch_plans.forget_all()
     assert not plans.installed(KEY)

@@ -31,9 +31,17 @@ Scalars are replayed as recorded, so each op's key must hold every scalar its ca
 (eps, flags): callers build keys with signature(...) plus those.
 
 An op uses it from outside: it writes a plain launch function, `launch(*tensors, *options)`
-calling `launch(kernel, grid, ...)` (this module's, in place of `kernel[grid](...)`) and
-keep(), and decorates it with @planned(op, tensors=N); the decorator builds the key, replays
-a plan or records the call. The op's file holds no plan object and no lambda.
+that launches its kernels as Triton has them launched (`kernel[grid](...)`, an autotuned
+kernel too), declares its workspaces with keep(), and decorates it with
+@planned(op, tensors=N); the decorator builds the key, replays a plan or records the call.
+The op's file holds no plan object and no lambda.
+
+A recording sees the launches through Triton's own front door: this module wraps
+JITFunction.run once, when it is imported (watched()), so that every launch a thread makes
+while it records is added to its recording: an autotuner's chosen config arrives with its
+meta-parameters, since Triton's Autotuner and Heuristics call the wrapped run of the kernel
+under them. Outside a recording the wrapper costs a thread-local lookup per launch. A launch
+that must not be replayed (a tuner timing candidates inside a call) runs under unrecorded().
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from functools import update_wrapper
+from functools import update_wrapper, wraps
 
 # at module level: an import statement in a function runs on every call (0.4 us on the CPU
 # here), and every op that plans launches has imported torch already
@@ -163,13 +171,16 @@ class _Recording:
     def _launch(self, kernel, grid, args, kwargs, compiled) -> _Launch:
         if compiled is None or not hasattr(compiled, "packed_metadata"):
             raise _Refused("the launch returned no compiled kernel")
-        jit_function, config = _unwrapped(kernel)
-        names = [p.name for p in jit_function.params]
+        if not hasattr(kernel, "params"):
+            raise _Refused(f"cannot see the parameters of {type(kernel).__name__}")
+        names = [p.name for p in kernel.params]
         bound = dict(zip(names, args, strict=False))
-        for name, value in {**config, **kwargs}.items():
+        # an autotuner's config arrives here among the keyword arguments (num_warps and the
+        # like are options, not parameters)
+        for name, value in kwargs.items():
             if name in names:
                 bound[name] = value
-        for param in jit_function.params:
+        for param in kernel.params:
             if param.name not in bound:
                 if not param.has_default:
                     raise _Refused(f"no value for {param.name}")
@@ -233,20 +244,6 @@ class _Recording:
         raise _Refused("a tensor that is neither the call's nor a declared workspace")
 
 
-def _unwrapped(kernel) -> tuple[object, dict]:
-    """The JITFunction under autotuner wrappers and the meta-parameters its best config set."""
-    from triton.runtime.autotuner import Autotuner
-
-    config: dict = {}
-    while isinstance(kernel, Autotuner):
-        best = kernel.best_config
-        config = {**best.kwargs, **config}
-        kernel = kernel.fn
-    if not hasattr(kernel, "params"):
-        raise _Refused(f"cannot see the parameters of {type(kernel).__name__}")
-    return kernel, config
-
-
 def _direct_launch(step: _Launch):
     """The step's direct launch (direct_launch.py), or None: off, not a plain launch, or
     anything about it this process cannot check."""
@@ -301,14 +298,47 @@ def _active() -> _Recording | None:
     return getattr(_local, "recording", None)
 
 
-def launch(kernel, grid, *args, **kwargs):
-    """kernel[grid](*args, **kwargs), recorded when a plan is being recorded; returns what
-    Triton returns (the compiled kernel)."""
-    compiled = kernel[grid](*args, **kwargs)
+def watched(front_door):
+    """A kernel's run method (JITFunction.run: `run(self, *args, grid, warmup, **kwargs)`,
+    what `kernel[grid](...)` calls and returns the compiled kernel of) that also adds each
+    launch to the thread's recording, if one is under way. A warm-up compiles and launches
+    nothing, so it is not recorded."""
+
+    @wraps(front_door)
+    def run(self, *args, grid, warmup, **kwargs):
+        compiled = front_door(self, *args, grid=grid, warmup=warmup, **kwargs)
+        recording = getattr(_local, "recording", None)
+        if recording is not None and not warmup:
+            recording.add(self, grid, args, kwargs, compiled)
+        return compiled
+
+    run.watched_by_launch_plans = True
+    return run
+
+
+def _watch_triton() -> None:
+    """Wrap Triton's JITFunction.run in watched(), once per process."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:  # no Triton: nothing launches through it, nothing to record
+        return
+    if not getattr(JITFunction.run, "watched_by_launch_plans", False):
+        JITFunction.run = watched(JITFunction.run)
+
+
+_watch_triton()
+
+
+@contextmanager
+def unrecorded():
+    """Launch without recording: a tuner's candidates timed inside a call are not part of
+    the call's plan."""
     recording = _active()
-    if recording is not None:
-        recording.add(kernel, grid, args, kwargs, compiled)
-    return compiled
+    _local.recording = None
+    try:
+        yield
+    finally:
+        _local.recording = recording
 
 
 def keep(*workspaces) -> None:

@@ -311,9 +311,7 @@ def launch_row_tiles(kernel, args: tuple, kwargs: dict, n_rows: int, config: dic
         grid = persistent_grid(kernel, args, kwargs, n_tiles)
     else:
         grid = (n_tiles,)
-    from kernelab.runtime.launch_plans import launch
-
-    launch(kernel, grid, *args, **kwargs)
+    kernel[grid](*args, **kwargs)
 
 
 # --- autotuning ----------------------------------------------------------------------------
@@ -354,10 +352,20 @@ def first_pass_ms(fn) -> float:
 
 
 def _brief_cold_timing(fn):
-    """The tuners' timing of one candidate: kernelab's cold timer, briefly."""
+    """The tuners' timing of one candidate: kernelab's cold timer, briefly. Its launches are
+    unrecorded: a call that tunes records only the launches it makes with its choice."""
     from kernelab.harness.timing import benchmark
 
-    return benchmark(fn, mode="cold", max_time_s=0.2, warmup_ms=5.0)
+    with unrecorded():
+        return benchmark(fn, mode="cold", max_time_s=0.2, warmup_ms=5.0)
+
+
+def unrecorded():
+    """launch_plans.unrecorded(), imported when first asked for (this module imports no
+    Triton or torch at import time)."""
+    from kernelab.runtime.launch_plans import unrecorded
+
+    return unrecorded()
 
 
 def autotuner_bench(kernel_call, quantiles=None, **_ignored):
@@ -413,7 +421,8 @@ def fastest(run, candidates: list[dict], ranking: list | None = None) -> dict:
     finalists = [c for c in finalists if c is candidates[0]] + [
         c for c in finalists if c is not candidates[0]
     ]
-    return final_round(run, finalists[:FINAL_ROUND_SIZE], ranking)
+    with unrecorded():
+        return final_round(run, finalists[:FINAL_ROUND_SIZE], ranking)
 
 
 def final_round(run, finalists: list[dict], ranking: list | None = None, compare=None) -> dict:
@@ -515,7 +524,8 @@ def settle_close_choices(tuner, before: tuple, run, *, op: str) -> None:
         close = [c for c, t in ranked if _median_of(t) <= best_ms * (1 + FINAL_ROUND_MARGIN)]
         finalists = [config_as_dict(c) for c in close[:FINAL_ROUND_SIZE]]
         ranking = [{"config": config_as_dict(c), "ms": _median_of(t)} for c, t in ranked]
-        winner = final_round(run, finalists, ranking)
+        with unrecorded():  # the candidates' launches are no part of the call's plan
+            winner = final_round(run, finalists, ranking)
         cache[key] = close[finalists.index(winner)]
         TUNING_LOG[(op, key)] = ranking
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernelab.runtime.launch_plans import launch
 from kernelab.runtime.tuner import autotuner_bench, interpreting
 
 GROUP_M = 8
@@ -115,13 +114,13 @@ def _launch_plain(a, b, c, *, config: dict | None) -> None:
     fixed = _fixed_launch(config)
     if fixed is not None:
         grid = (triton.cdiv(M, fixed["BM"]) * triton.cdiv(N, fixed["BN"]),)
-        launch(_matmul_kernel, grid, *args, **fixed, GROUP_M=GROUP_M)
+        _matmul_kernel[grid](*args, **fixed, GROUP_M=GROUP_M)
         return
 
     def grid(meta):
         return (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
 
-    launch(_plain_tuned, grid, *args, GROUP_M=GROUP_M)
+    _plain_tuned[grid](*args, GROUP_M=GROUP_M)
 
 
 def _plain_part(config: dict) -> dict:

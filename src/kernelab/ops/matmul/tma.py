@@ -16,7 +16,7 @@ import triton.language as tl
 from kernelab.ops.matmul.plain import GROUP_M, _fixed_launch, _grouped_tile
 from kernelab.ops.matmul.tiles import _prune_tma, _triton_config, candidates_for, tma_candidates
 from kernelab.runtime import tuner as _runtime
-from kernelab.runtime.launch_plans import keep, launch
+from kernelab.runtime.launch_plans import keep
 from kernelab.runtime.tuner import autotuner_bench, sm_count
 
 
@@ -203,7 +203,7 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
         meta = {"EPILOGUE_SPLIT": False, "WARP_SPECIALIZE": bool(warp_specialize), **fixed}
         if meta.get("SPLIT_K", 1) & (meta.get("SPLIT_K", 1) - 1):
             raise ValueError(f"SPLIT_K must be a power of two, not {meta['SPLIT_K']}")
-        _launch_fixed(descriptors, (M, N, K), common, meta, launch)
+        _launch_fixed(descriptors, (M, N, K), common, meta)
         return
 
     def grid(meta):
@@ -218,12 +218,12 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
     args = (*descriptors, partials, arrivals, M, N, K)
     fallback = _tma_autotuner(itemsize, False, small_tiles=False)
     if warp_specialize is None and itemsize in _DEFAULT_SET_FAILED:
-        launch(fallback, grid, *args, **common)
+        fallback[grid](*args, **common)
         return
     tuner = _tma_autotuner(itemsize, warp_specialize)
     before = _runtime.tuner_state(tuner)
     try:
-        launch(tuner, grid, *args, **common)
+        tuner[grid](*args, **common)
     except Exception as exc:  # Triton raises compiler errors of many types
         if warp_specialize is not None:
             raise
@@ -235,7 +235,7 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
             RuntimeWarning,
             stacklevel=3,
         )
-        launch(fallback, grid, *args, **common)
+        fallback[grid](*args, **common)
         return
     _runtime.settle_close_choices(
         tuner,
@@ -246,11 +246,11 @@ def _launch_tma(a, b, c, *, warp_specialize: bool | None, config: dict | None) -
 
 
 def _launch_candidate(descriptors, mnk, common: dict, meta: dict) -> None:
-    """One candidate of the final round, launched at Triton's front door (unrecorded)."""
-    _launch_fixed(descriptors, mnk, common, meta, _raw_launch)
+    """One candidate of the final round (settle_close_choices launches it unrecorded)."""
+    _launch_fixed(descriptors, mnk, common, meta)
 
 
-def _launch_fixed(descriptors, mnk, common: dict, meta: dict, launcher) -> None:
+def _launch_fixed(descriptors, mnk, common: dict, meta: dict) -> None:
     """One launch of the TMA kernel with the launch configuration `meta` (a candidate dict)."""
     a_desc, b_desc, c_desc = descriptors
     M, N, K = mnk
@@ -258,10 +258,5 @@ def _launch_fixed(descriptors, mnk, common: dict, meta: dict, launcher) -> None:
     partials, arrivals = _split_k_workspace(a_desc.base.device, [meta], M, N)
     work = triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]) * meta.get("SPLIT_K", 1)
     args = (a_desc, b_desc, c_desc, partials, arrivals, M, N, K)
-    launcher(_matmul_tma_persistent_kernel, (min(common["NUM_PROGRAMS"], work),), *args,
-             **common, **meta)  # fmt: skip
-
-
-def _raw_launch(kernel, grid, *args, **kwargs) -> None:
-    """Triton's front door, never recorded into a launch plan (the tuner's final round)."""
-    kernel[grid](*args, **kwargs)
+    grid = (min(common["NUM_PROGRAMS"], work),)
+    _matmul_tma_persistent_kernel[grid](*args, **common, **meta)

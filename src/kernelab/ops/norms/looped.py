@@ -9,7 +9,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernelab.runtime.launch_plans import launch as launch_kernel
 from kernelab.runtime.tuner import interpreting
 
 LOOP_BLOCK = 4096
@@ -69,9 +68,7 @@ def launch(x2d, weight, bias, bias_arg, out, eps, is_rms) -> None:
     n_rows, n_cols = x2d.shape
     flags = {"IS_RMS": is_rms, "HAS_BIAS": bias is not None}
     block = INTERPRETER_LOOP_BLOCK if interpreting() else LOOP_BLOCK
-    launch_kernel(
-        _norm_looped_kernel,
-        (n_rows,),
+    _norm_looped_kernel[(n_rows,)](
         x2d,
         weight,
         bias_arg,

@@ -40,7 +40,7 @@ from kernelab.ops.softmax.primitives import (
     _exp2,
     _prefetch_to_l2,
 )
-from kernelab.runtime import launch_plans, turn_words
+from kernelab.runtime import turn_words
 from kernelab.runtime.tuner import compiled_occupancy, interpreting, resident_programs, sm_count
 
 
@@ -564,7 +564,7 @@ def launch(x2d, out, config: dict) -> bool:
     n_groups = min(x2d.shape[0], resident // n_chunks)
     if n_groups < 1:
         return False
-    launch_plans.launch(kernel, (n_groups * n_chunks,), *args, n_groups, **kwargs)
+    kernel[(n_groups * n_chunks,)](*args, n_groups, **kwargs)
     return True
 
 

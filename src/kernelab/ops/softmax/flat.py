@@ -60,7 +60,7 @@ from kernelab.ops.softmax.exchange import (
     _publish,
 )
 from kernelab.ops.softmax.primitives import _prefetch_to_l2
-from kernelab.runtime import launch_plans, turn_words
+from kernelab.runtime import turn_words
 from kernelab.runtime.tuner import compiled_occupancy, interpreting, resident_programs
 
 # The tuner's candidates, measured in alternating pairs against the tuned library on the H200
@@ -274,7 +274,7 @@ def launch(x2d, out, config: dict) -> bool:
     programs = _programs(x2d, kwargs, args, n_units)
     if programs < 1:
         return False
-    launch_plans.launch(_softmax_flat_kernel, (programs,), *args, programs, **kwargs)
+    _softmax_flat_kernel[(programs,)](*args, programs, **kwargs)
     return True
 
 

@@ -51,7 +51,7 @@ import torch
 from kernelab.ops.softmax.exchange import _packed, _turn_bit
 from kernelab.ops.softmax.primitives import _chunk_scale, _combine_stats
 from kernelab.ops.softmax.shared import works_or_warn
-from kernelab.runtime import launch_plans, turn_words
+from kernelab.runtime import turn_words
 from kernelab.runtime.tuner import (
     compiled_occupancy,
     interpreting,
@@ -366,9 +366,7 @@ def _launch(x2d, out, config: dict) -> bool:
     if continued:
         kwargs = {**kwargs, "bases_ptr": bases}
     x, out, _, n_rows, x_stride, out_stride, _, _ = probe
-    launch_plans.launch(
-        _softmax_held_kernel,
-        (n_groups * n_chunks,),
+    _softmax_held_kernel[(n_groups * n_chunks,)](
         x,
         out,
         words,

@@ -21,7 +21,6 @@ from kernelab.ops.softmax.exchange import (
     _publish_tagged,
 )
 from kernelab.ops.softmax.primitives import LOG2E, _exp2
-from kernelab.runtime import launch_plans
 from kernelab.runtime.tuner import (
     interpreting,
     l2_cache_bytes,
@@ -284,5 +283,5 @@ def launch(x2d, out, config: dict) -> bool:
     n_groups, _ = groups(x2d, config, kwargs, args, n_slices)
     if n_groups < 1:
         return False
-    launch_plans.launch(_softmax_l2_kernel, (n_groups * n_slices,), *args, n_groups, **kwargs)
+    _softmax_l2_kernel[(n_groups * n_slices,)](*args, n_groups, **kwargs)
     return True

@@ -44,7 +44,6 @@ try:
 except ImportError:  # a Triton without Gluon: the path is never offered
     gluon = None
 
-from kernelab.runtime import launch_plans
 from kernelab.runtime.tuner import interpreting
 
 # A TMA box spans at most 256 values along each dimension: a row is seen as lines of 256,
@@ -244,9 +243,7 @@ def _launch_row(x2d, out, config: dict) -> None:
     x_desc = TensorDescriptor(
         view, list(view.shape), list(view.stride()), [sub, LINE_VALUES], layout
     )
-    launch_plans.launch(
-        _softmax_shared_row_kernel,
-        (n_rows,),
+    _softmax_shared_row_kernel[(n_rows,)](
         x_desc, out, out.stride(0), LINES=lines, SUB=sub, VEC=16 // itemsize,
         num_warps=config["num_warps"],
     )  # fmt: skip

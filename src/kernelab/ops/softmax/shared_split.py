@@ -29,7 +29,6 @@ import torch
 from kernelab.ops.softmax import shared as shared
 from kernelab.ops.softmax.exchange import _packed
 from kernelab.ops.softmax.primitives import _chunk_scale, _combine_stats
-from kernelab.runtime import launch_plans
 from kernelab.runtime.tuner import interpreting
 
 if shared.gluon is not None:
@@ -164,9 +163,7 @@ def launch(x2d, out, config: dict) -> None:
     x_desc = TensorDescriptor(view, list(view.shape), list(view.stride()), box, layout)
     # the ticket counter and one word per chunk, zeroed: no word carries the tag yet
     words = torch.zeros(1 + n_rows * n_chunks, device=x2d.device, dtype=torch.int64)
-    launch_plans.launch(
-        _softmax_shared_split_kernel,
-        (n_rows * n_chunks,),
+    _softmax_shared_split_kernel[(n_rows * n_chunks,)](
         x_desc, out, out.stride(0), words, n_chunks, LINES=lines, SUB=config["SUB"],
         VEC=16 // itemsize, BLOCK_CHUNKS=max(2, 1 << (n_chunks - 1).bit_length()),
         MAX_SPINS=MAX_SPINS, num_warps=config["num_warps"],

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from kernelab.ops.softmax.primitives import _chunk_stats, _combine_stats
-from kernelab.runtime import launch_plans
+from kernelab.runtime.launch_plans import keep
 from kernelab.runtime.tuner import interpreting
 
 INTERPRETER_CHUNK = 32
@@ -66,10 +66,8 @@ def launch(x2d, out, chunk: int) -> None:
     # workspace: (max, sum) per chunk, 8 bytes x rows x chunks, tiny next to the row itself
     stats = torch.empty((n_rows, n_chunks, 2), device=x2d.device, dtype=torch.float32)
     warps = 1 if interpreting() else 4
-    launch_plans.keep(stats)  # written whole by the first kernel before the second reads it
-    launch_plans.launch(
-        _softmax_chunk_stats_kernel,
-        (n_rows, n_chunks),
+    keep(stats)  # written whole by the first kernel before the second reads it
+    _softmax_chunk_stats_kernel[(n_rows, n_chunks)](
         x2d,
         stats,
         n_cols,
@@ -78,9 +76,7 @@ def launch(x2d, out, chunk: int) -> None:
         CHUNK=chunk,
         num_warps=warps,
     )
-    launch_plans.launch(
-        _softmax_chunk_normalize_kernel,
-        (n_rows, n_chunks),
+    _softmax_chunk_normalize_kernel[(n_rows, n_chunks)](
         x2d,
         out,
         stats,

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernelab.runtime import tuner as _runtime
-from kernelab.runtime.launch_plans import launch, planned
+from kernelab.runtime.launch_plans import planned
 from kernelab.runtime.tuner import autotuner_bench, interpreting
 
 # the dtypes it takes; a module constant, not a tuple built on every call
@@ -89,7 +89,7 @@ def _launch(x_flat, y_flat, out) -> None:
     grid = functools.partial(_grid, n)
     tuner = _vector_add_tuned
     before = _runtime.tuner_state(tuner)
-    launch(tuner, grid, x_flat, y_flat, out, n)
+    tuner[grid](x_flat, y_flat, out, n)
     # Triton's tuner timed the configs one after another; the close ones meet again in
     # alternating pairs (as triton.matmul's), launched at Triton's front door, unrecorded
     _runtime.settle_close_choices(
