@@ -81,3 +81,37 @@ def test_the_winner_tables_are_keyed_by_itemsize_and_padded_length_once_each():
         keys = [(w["itemsize"], w["cols"]) for w in WINNERS[table]]
         assert len(keys) == len(set(keys)), table
         assert all(cols & (cols - 1) == 0 for _, cols in keys), table  # powers of two
+
+
+# --- the cooperative kernel's candidates (ops/softmax/cooperative_candidates.json) ----------
+
+CANDIDATES = json.loads(
+    (ROOT / "src/kernelab/ops/softmax/cooperative_candidates.json").read_text()
+)["candidates"]
+
+
+@pytest.mark.parametrize("entry", CANDIDATES, ids=lambda e: json.dumps(e["config"], sort_keys=True))
+def test_every_cooperative_candidate_says_why_and_names_a_record_that_holds_its_chunk(entry):
+    assert entry["why"] and entry["figure"] and set(entry["itemsizes"]) <= {2, 4}
+    assert entry["record"].startswith("benchmarks/results/")
+    assert str(entry["config"]["CHUNK"]) in _record_text(entry)
+
+
+def test_the_cooperative_candidates_follow_the_table_by_itemsize_and_dtype():
+    from kernelab.ops.softmax import cooperative
+
+    by_dtype = {d: cooperative.candidates(d) for d in (torch.float32, torch.bfloat16, torch.float16)}
+    waiting = [c for c in by_dtype[torch.float32] if not c.get("DEFER")]
+    assert all(by_dtype[d][: len(waiting)] == waiting for d in by_dtype)  # the waiting kernel's first
+    assert len(waiting) == 2 and all(c.get("DEFER") for c in by_dtype[torch.float32][2:])
+    # bf16 pairs in words: bf16 only (an fp16 is not the top half of its fp32)
+    assert any(c.get("PAIRS") for c in by_dtype[torch.bfloat16])
+    assert not any(c.get("PAIRS") for c in by_dtype[torch.float16] + by_dtype[torch.float32])
+    # the two-warp c2048 is fp32's; the one-warp c2048 the 2-byte dtypes'
+    two_warp = {"CHUNK": 2048, "num_warps": 2}
+    one_warp = {"CHUNK": 2048, "num_warps": 1}
+    assert any(two_warp.items() <= c.items() for c in by_dtype[torch.float32])
+    assert not any(one_warp.items() <= c.items() for c in by_dtype[torch.float32])
+    assert any(one_warp.items() <= c.items() for c in by_dtype[torch.float16])
+    expected = [e["config"] for e in CANDIDATES if 2 in e["itemsizes"] and "dtypes" not in e]
+    assert by_dtype[torch.float16] == expected

@@ -11,6 +11,9 @@ the compiled kernel allows, and a bounded wait turns a broken assumption into Na
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 import triton
 import triton.language as tl
@@ -329,115 +332,26 @@ def _softmax_coop_deferred_kernel(
             tl.store(bases_ptr + group, (last_turn % TURN_PERIOD).to(tl.int64))
 
 
-# The bf16 deferred kernel's pairs-in-words loads and its loop unrolled by two (see
-# _load_pairs and the UNROLL constexpr): offered as one candidate (candidates).
-PAIRED_STEPS = {"PAIRS": True, "UNROLL": 2}
-# The row a bf16 deferred program finishes, held as its input pairs in words and its exps
-# taken again at the finish (RECOMPUTE): offered as one candidate (candidates).
-HELD_INPUT_PAIRS = {"PAIRS": True, "RECOMPUTE": True}
-# A config that reads pairs needs this many chunks per row or fewer (candidates).
+# A config that reads pairs needs this many chunks per row or fewer (offered).
 PAIRED_STEPS_MAX_CHUNKS = 128
 # A config that prefetches only part of each chunk into L2 (L2_PART) is offered up to this
-# many chunks per row, by itemsize: it won at 64 in bf16 (65K) and 128 in fp32 (131K); it
-# lost at 128 and 256 in bf16 and in fp32's two-warp 2048-value chunks at 262K
-# (softmax_long_rows_v30-v31).
+# many chunks per row, by itemsize: where it was measured to win (cooperative_candidates.json).
 HALF_PREFETCH_MAX_CHUNKS = {2: 64, 4: 128}
+# The candidates, in the order they are tried, each with what it measured and its record.
+CANDIDATES = json.loads((Path(__file__).parent / "cooperative_candidates.json").read_text())
 
 
 def candidates(dtype) -> list[dict]:
-    """Configurations of the cooperative kernel to try: 4096 values per program at 4 warps
-    and 8192 at 8 (32 values per thread), each prefetching the next row's chunk, with the
-    tagged exchange and the exps in base 2 (primitives._exp_shifted); then the deferred kernel's.
-
-    On the H200 (softmax_long_rows_v1) these two won or came within 1 % of the winner at
-    65K-131K columns; 2048-value chunks, no prefetch and the bf16 chunks held at fp32's bytes
-    never won. An arrival counter with release/acquire instead of the tagged words was the
-    slowest everywhere (1.5-2.5 TB/s) and raced in bf16.
-    """
-    waiting = [
-        {"CHUNK": 4096, "num_warps": 4, "PREFETCH": True},
-        {"CHUNK": 8192, "num_warps": 8, "PREFETCH": True},
+    """The cooperative configurations to try for `dtype`, in order: those of
+    cooperative_candidates.json offered to its itemsize (and name, where an entry names
+    dtypes). The waiting kernel's come first, then the deferred kernel's (DEFER)."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    name = str(dtype).removeprefix("torch.")
+    return [
+        dict(entry["config"])
+        for entry in CANDIDATES["candidates"]
+        if itemsize in entry["itemsizes"] and name in entry.get("dtypes", [name])
     ]
-    # DEFER (softmax_long_rows_v4-v7): one warp per program (no block barriers) won at every
-    # long row, 4 warps (4096 values) only where one warp had to poll 256 chunks.
-    # L2_AHEAD (softmax_long_rows_v9-v11): one-warp programs also ask the L2 for the row after
-    # the one in registers (prefetch, no registers held): +0.05-0.1 TB/s at 65K-131K fp32 and
-    # 32K-65K bf16, a loss elsewhere, so it is a candidate of its own.
-    # PACKED + EARLY_POLL (softmax_long_rows_v12-v14): one word per chunk's partials and the
-    # poll issued before the exps. One-warp configs gained most where the groups are long:
-    # 262K fp32 in 1024-value chunks (256 per row) from 2.5 to 4.01-4.06 TB/s, where the
-    # 4-warp c4096 held 3.4-3.8; bf16 131K-262K in 2048-value chunks from 2.93-3.46 to
-    # 3.59-3.66. The plain one-warp and the 4-warp deferred configs never beat them.
-    fast_exchange = {"DEFER": True, "PACKED": True, "EARLY_POLL": True}
-    deferred = [
-        {"CHUNK": 1024, "num_warps": 1, **fast_exchange},
-        {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange},
-    ]
-    # EVEN (softmax_long_rows_v15): rows of whole chunks run without masks, which cut the
-    # bf16 c2048 kernel from 1,520 to 1,368 SASS instructions and 241 to 209 registers, and
-    # the c1024 ones by 4-23 registers (Triton 3.6 for sm_90): bf16 131K in 1024-value chunks
-    # went from 3.43-3.50 to 3.97 TB/s (16 programs per SM instead of 12).
-    if torch.empty((), dtype=dtype).element_size() == 4:
-        # 2048 values at two warps with the L2 prefetch (softmax_long_rows_v22):
-        # half the chunks per row of c1024, so half the words each program polls per row
-        # (128 x 8 bytes at 262K columns, against 4 KiB of its own values). fp32 262K: 4.140
-        # TB/s against 4.006 for c1024 l2a1 in the same run; 131K 4.042 (4.079), 65K 3.957
-        # (4.031). 160 registers, no spill, 6 programs per SM. In bf16 it lost everywhere
-        # (3.45-3.60 against 3.78-3.96): there the poll was not what held c1024 back.
-        deferred.append({"CHUNK": 2048, "num_warps": 2, "L2_AHEAD": 1, **fast_exchange})
-        # c1024 l2a1 with half of each chunk prefetched into L2 (L2_PART: fewer lines cross
-        # the L2 fabric twice; fp32 131K 4.105 twice against 4.082 / 4.073 in the same runs,
-        # softmax_long_rows_v30-v31); up to HALF_PREFETCH_MAX_CHUNKS chunks per row
-        deferred.append(
-            {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "L2_PART": 2}
-        )
-    if torch.empty((), dtype=dtype).element_size() == 2:
-        # 2048 values at one warp: the bf16 winner at 262K columns; in fp32 it needs 255
-        # registers and spills (24-40 bytes on the H200, softmax_long_rows_v6/v7 plans). It
-        # also runs with its masks (MASKED), which measured faster at 131K-262K (3.75 vs
-        # 3.52 TB/s, v15, one run). Both fit 8 programs per SM; the SASS suggests why: without
-        # masks ptxas issues the next row's loads halfway through the exps, not first.
-        deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange})
-        deferred.append({"CHUNK": 2048, "num_warps": 1, **fast_exchange, "MASKED": True})
-        # 1024 values with the L2 prefetch capped at 128 registers (softmax_long_rows_v19): at
-        # 256 chunks per row ptxas gives it 141 (12 programs per SM); capped, 127 with no
-        # spill on the H200 and 16 per SM: 3.76-3.79 TB/s at 262K against 3.58-3.59 uncapped
-        # and 3.73-3.74 for the masked c2048, in the same runs. Offered past 128 chunks only
-        # (offered): below, the uncapped kernel already fits in 128.
-        deferred.append(
-            {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, "maxnreg": 128}
-        )
-        # 1024 values read as bf16 pairs in words, two steps per loop iteration
-        # (softmax_long_rows_v23-v26): 14-18 % fewer instructions per step (494 -> 404 SASS
-        # per bf16 step at 64 chunks, Triton 3.6 for sm_90), the same registers. Faster than
-        # the same config without them in every paired run, by little: 65K +0.1 to +0.4 %,
-        # 131K +0.4 to +0.8 % (four runs each). Rows of whole chunks only, up to 128 chunks
-        # (offered): at 256 ptxas needs 143 registers (12 programs per SM; 3.53 TB/s against
-        # 3.78 for the capped c1024, v23). bf16 only: an fp16 is not the top half of its fp32.
-        if dtype == torch.bfloat16:
-            deferred.append(
-                {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS}
-            )
-            # the same with half of each chunk prefetched into L2 (L2_PART, as fp32's above)
-            deferred.append(
-                {"CHUNK": 1024, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange, **PAIRED_STEPS,
-                 "L2_PART": 2}
-            )  # fmt: skip
-            # 2048 values holding the row to finish as its input pairs, its exps taken again
-            # at the finish (HELD_INPUT_PAIRS): 160 registers, 12 programs per SM
-            # (the c2048 above holds fp32 exps in 184-209), 4 KiB of the row a program as the
-            # fp32 c1024 has, half the peers per byte of the bf16 c1024. Rows of whole chunks,
-            # up to 128 a row; with and without half of each chunk prefetched (up to 64).
-            # In alternating pairs against the tuned library (softmax_paired_configs_v1):
-            # 262K 103.6 %, 131K 99.8 % (99.9 % with the half prefetch), 65K 100.2 % (101.0 %).
-            # Its output stored evict_first (STREAM_STORE): 262K 100.48 % of the tuned library
-            # (then the plain one) in pairs (softmax_paired_configs_v3; one run).
-            held = {"CHUNK": 2048, "num_warps": 1, "L2_AHEAD": 1, **fast_exchange}
-            deferred.append({**held, **HELD_INPUT_PAIRS})
-            deferred.append({**held, **HELD_INPUT_PAIRS, "L2_PART": 2})
-            deferred.append({**held, **HELD_INPUT_PAIRS, "STREAM_STORE": True})
-    return waiting + deferred
-
 
 
 # Deferred cooperative programs poll every peer's partials at each row: one-warp ones with
@@ -450,7 +364,8 @@ DEFERRED_MAX_CHUNKS = 256
 # The early poll holds up to 8 polled words per lane through the exps, and at 256 chunks
 # ptxas spills a few bytes: 4 for the 262K fp32 winner (c1024 l2a1: 4.006 TB/s, where the
 # same kernel without the L2 prefetch spills none and ran 3.939), 2 for bf16 c1024 at 262K
-# and c2048 at 32K (softmax_long_rows_v14 plans). Tens of bytes (a register cap) lost.
+# and c2048 at 32K. Tens of bytes (a register cap) lost. The ptxas reports: git show
+# f7bfe57:benchmarks/results/h200/experiments/softmax_long_rows_v14.json
 MOST_SPILLED_BYTES = 8
 
 
@@ -497,7 +412,7 @@ def setup(x2d, out, config: dict) -> tuple[dict, tuple, int]:
             # whole chunks: no masks, unless the config asks for them (MASKED, see the bf16
             # c2048 candidate)
             EVEN=not config.get("MASKED", False) and n_cols % chunk == 0,
-            # the output stored evict_first (a bf16 candidate: softmax_paired_configs_v3)
+            # the output stored evict_first (a bf16 candidate, cooperative_candidates.json)
             STREAM_STORE=config.get("STREAM_STORE", False),
             # two steps per loop iteration: the held exps change registers without moves
             UNROLL=config.get("UNROLL", 1),
