@@ -2,10 +2,12 @@
 
     PYTHONPATH=src python3 benchmarks/cute_dsl.py [--out DIR] [--dry-run]
 
-1. Softmax and RMSNorm forward, rows of 1K..256K columns, fp32 and bf16: cute.softmax /
-   cute.rmsnorm against triton.softmax / triton.rmsnorm, QuACK's softmax / rmsnorm (when
-   `quack` imports; else one line) and the copy ceiling (torch's clone of the same bytes,
-   read + write). Each kernel is checked against the float64 reference before it is timed.
+1. Softmax and RMSNorm, forward and backward, rows of 1K..256K columns, fp32 and bf16:
+   cute.<op> against triton.<op>, QuACK's softmax / rmsnorm forward (when `quack` imports;
+   else one line) and the copy ceiling (torch's clone of the input, read + write). Each
+   kernel is checked against the float64 reference before it is timed; its % of copy is its
+   bandwidth over the op's minimal bytes (roofline.costs: forward 2, backward 3 tensors of
+   the row data) against the copy's.
 2. GEMM bf16 at 4096^3 and 8192^3: cute.gemm against cuBLAS (torch.mm), the CUDA C++
    ladder's top step and triton.matmul.
 3. Compile time per language: the first call in this process (CuTe-DSL: its in-memory cache
@@ -19,7 +21,8 @@
 
 Timer: kernelab.harness.timing.benchmark, cold (L2 flushed before every call), median.
 Targets (ratios inside one run): softmax >= 90 % of copy at every row length, >= Triton at
->= 64K columns, >= QuACK; RMSNorm forward >= 90 % of copy; GEMM >= 95 % of cuBLAS.
+>= 64K columns, >= QuACK; RMSNorm forward >= 90 % of copy, backward >= 80 %; GEMM >= 95 % of
+cuBLAS. The softmax backward has no target: it is measured beside Triton's.
 Writes cute_dsl.json under --out (a measured run without it: under $OUT, else under this
 GPU's benchmarks/results/<card>/cute_dsl/); --dry-run prints the cases and line counts (no
 GPU) and writes only where --out is given.
@@ -39,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "kernelab"
 ROW_COLS = (1024, 4096, 16384, 32768, 65536, 131072, 262144)
+ROW_OPS = ("softmax", "rmsnorm", "softmax_backward", "rmsnorm_backward")
 ROW_BYTES = 256 * 1024 * 1024  # rows per case: about this many input bytes
 GEMM_SIZES = (4096, 8192)
 TARGETS = {
@@ -48,18 +52,29 @@ TARGETS = {
     "gemm_pct_of_cublas": 95.0,
     "softmax_vs_triton_from_cols": 65536,
 }
+# the % of copy each row op is judged by (None: measured, not judged)
+ROW_TARGET = {
+    "softmax": "softmax_pct_of_copy",
+    "rmsnorm": "rmsnorm_fwd_pct_of_copy",
+    "softmax_backward": None,
+    "rmsnorm_backward": "rmsnorm_bwd_pct_of_copy",
+}
 # kernel files per language and op: what the line counts are taken from (the CUDA C++ top
 # step's headers are followed from its #include lines)
 KERNEL_FILES = {
     "cute-dsl": {
         "softmax": ["ops/softmax/cute_dsl_kernel.py", "ops/cute_cluster.py"],
         "rmsnorm": ["ops/norms/cute_dsl_kernel.py", "ops/cute_cluster.py"],
+        "softmax_backward": ["ops/softmax/cute_dsl_backward_kernel.py", "ops/cute_cluster.py"],
+        "rmsnorm_backward": ["ops/norms/cute_dsl_backward_kernel.py", "ops/cute_cluster.py"],
         "gemm": ["ladders/hgemm/cute_dsl_kernel.py"],
     },
     "triton": {
         "softmax": ["ops/softmax/rows.py", "ops/softmax/cooperative.py",
                     "ops/softmax/exchange.py", "ops/softmax/chunks.py"],
         "rmsnorm": ["ops/norms/rows.py", "ops/norms/looped.py"],
+        "softmax_backward": ["ops/softmax/backward.py"],
+        "rmsnorm_backward": ["ops/norms/backward.py"],
         "gemm": ["ops/matmul/tma.py", "ops/matmul/plain.py"],
     },
 }  # fmt: skip
@@ -143,7 +158,7 @@ def line_counts() -> dict:
 
 def row_cases() -> list[dict]:
     cases = []
-    for op in ("softmax", "rmsnorm"):
+    for op in ROW_OPS:
         for dtype, itemsize in (("fp32", 4), ("bf16", 2)):
             for cols in ROW_COLS:
                 rows = max(1, ROW_BYTES // (cols * itemsize))
@@ -197,8 +212,9 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
         inputs = OPS[op].make_inputs(shape, dtype, seed=0, device="cuda")
         x = inputs[0].contiguous()
         inputs = (x, *inputs[1:])
-        moved = 2 * x.numel() * x.element_size()
-        row = {**case, "bytes": moved, "copy_ms": _time(max_time_s, x.clone)}
+        copied = 2 * x.numel() * x.element_size()  # the clone reads and writes x
+        moved = OPS[op].cost(shape, dtype).bytes  # the op's minimal bytes
+        row = {**case, "bytes": copied, "op_bytes": moved, "copy_ms": _time(max_time_s, x.clone)}
         for column, name in (("cute", f"cute.{op}"), ("triton", f"triton.{op}")):
             fn, failure = _checked(name, op, shape, dtype)
             row[f"{column}_ms"] = _time(max_time_s, fn, *inputs) if fn else None
@@ -208,11 +224,17 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
             args = inputs if op == "rmsnorm" else inputs[:1]
             row["quack_ms"] = _time(max_time_s, quack[op], *args)
         for column in ("cute", "triton", "quack"):
-            ms = row.get(f"{column}_ms")
-            row[f"{column}_pct_of_copy"] = 100 * row["copy_ms"] / ms if ms else None
+            row[f"{column}_pct_of_copy"] = pct_of_copy(row, row.get(f"{column}_ms"))
         out.append(row)
         torch.cuda.empty_cache()
     return out
+
+
+def pct_of_copy(row: dict, ms: float | None) -> float | None:
+    """A kernel's bandwidth over the op's minimal bytes as a % of the copy's bandwidth."""
+    if not ms:
+        return None
+    return 100 * (row["op_bytes"] / ms) / (row["bytes"] / row["copy_ms"])
 
 
 def run_gemm(max_time_s: float, notes: list[str]) -> list[dict]:
@@ -256,6 +278,12 @@ def compile_times() -> dict:
     cases = {
         "softmax": ({"rows": 4, "cols": 4096}, ("cute.softmax", "triton.softmax")),
         "rmsnorm": ({"rows": 4, "cols": 4096}, ("cute.rmsnorm", "triton.rmsnorm")),
+        "softmax_backward": (
+            {"rows": 4, "cols": 4096}, ("cute.softmax_backward", "triton.softmax_backward"),
+        ),
+        "rmsnorm_backward": (
+            {"rows": 4, "cols": 4096}, ("cute.rmsnorm_backward", "triton.rmsnorm_backward"),
+        ),
         "gemm": ({"m": 256, "n": 256, "k": 256}, ("cute.gemm", top, "triton.matmul")),
     }
     for op, (shape, names) in cases.items():
@@ -379,9 +407,9 @@ def row_table(record: dict) -> str:
     lines = ["| op | dtype | cols | copy TB/s | CuTe-DSL | Triton | QuACK | target |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in record.get("rows", []):
-        floor = t["softmax_pct_of_copy" if r["op"] == "softmax" else "rmsnorm_fwd_pct_of_copy"]
+        target = ROW_TARGET.get(r["op"])
         cute = r.get("cute_pct_of_copy")
-        ok = None if cute is None else cute >= floor
+        ok = None if cute is None or target is None else cute >= t[target]
         if r["op"] == "softmax" and ok is not None:
             if r["cols"] >= t["softmax_vs_triton_from_cols"] and r.get("triton_ms"):
                 ok = ok and r["cute_ms"] <= r["triton_ms"]

@@ -14,9 +14,9 @@ def script():
     return load_script("cute_dsl")
 
 
-def test_cases_cover_1k_to_256k_both_dtypes(script):
+def test_cases_cover_1k_to_256k_both_dtypes_forward_and_backward(script):
     cases = script.row_cases()
-    for op in ("softmax", "rmsnorm"):
+    for op in ("softmax", "rmsnorm", "softmax_backward", "rmsnorm_backward"):
         for dtype in ("fp32", "bf16"):
             cols = sorted(c["cols"] for c in cases if c["op"] == op and c["dtype"] == dtype)
             assert cols[0] == 1024 and cols[-1] == 262144
@@ -104,6 +104,26 @@ def test_row_table_judges_each_target(script):
     assert "4.00" in table[0]  # copy TB/s: 4 GB in 1 ms
     text = script.tables(record)
     assert "nvidia-cutlass-dsl 4.2.1" in text and "- QuACK not measured" in text
+
+
+def test_a_backward_is_judged_by_its_three_tensors_against_the_copys_two(script):
+    """A backward moving 3 tensors of row data in 1.5x the copy's time runs at the copy's
+    bandwidth: 100 %, not the 66.7 % a ratio of times would say."""
+    from kernelab.spec.reference import OPS
+
+    shape = {"rows": 8, "cols": 1024}
+    tensor = 8 * 1024 * 2  # bf16 bytes of one [rows, cols] tensor
+    assert OPS["softmax_backward"].cost(shape, "bf16").bytes == 3 * tensor  # y, dy; dx
+    row = {"bytes": 2 * tensor, "op_bytes": 3 * tensor, "copy_ms": 1.0}
+    assert script.pct_of_copy(row, 1.5) == pytest.approx(100.0)
+    assert script.pct_of_copy(row, None) is None
+
+
+def test_the_row_table_judges_rmsnorm_backward_at_80_and_leaves_softmax_backward_unjudged(script):
+    record = _record(script, **{"rmsnorm_backward:4096": (1.2, 1.3, None),  # 83 %: met
+                                "softmax_backward:4096": (1.2, 1.3, None)})  # fmt: skip
+    verdicts = [line.rsplit("|", 2)[-2].strip() for line in script.row_table(record).splitlines()[2:]]
+    assert verdicts == ["met", "-"]
 
 
 def test_gemm_and_cost_tables(script):
