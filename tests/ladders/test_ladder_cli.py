@@ -83,7 +83,11 @@ def no_compile(monkeypatch):
                          ("histogram", "compile_histogram"), ("scan", "compile_scan")):  # fmt: skip
         monkeypatch.setattr(importlib.import_module(f"kernelab.ladders.{ladder}.ladder"), name,
                             compiled)  # fmt: skip
-    for module in ("kernelab.commands.ladder", "kernelab.commands.ladder_primitives"):
+    for module in (
+        "kernelab.commands.ladder",
+        "kernelab.commands.ladder_hgemm",
+        "kernelab.commands.ladder_primitives",
+    ):
         monkeypatch.setattr(f"{module}._has_gpu", lambda: False)
 
 

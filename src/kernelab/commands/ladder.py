@@ -12,12 +12,19 @@ and checks that the metric each step claims to improve moved the right way again
 before: per step, the metric, the previous and the new value, the expected direction and
 PASS/FAIL. --import REPORT does the same from a saved report, without a GPU.
 
-`kernelab ladder hgemm` (the engine is ladders/hgemm/ladder.py): without a GPU the
-compile report and each step's pipeline lens (Little's law at its tiles, on the H200 or the
-detected GPU); with one, every step checked at the awkward shapes and the timed sizes, then
-timed beside cuBLAS bf16 in each --mode (default cold and graph), one table per mode with the
-lens beside each step. --profile: each step once under ncu at one size (tensor pipe, top
-stall, bottleneck) beside the evidence the step claims.
+--prebuild compiles every step and every tile candidate, then stops (no GPU used); --tune
+is the tile search of the tunable steps (the winners become this GPU's tiles; --save writes
+them in the committed file's form); --no-time checks every step and times nothing. Exit
+status 1 when a step gave wrong answers (ladder_gemm.py reads these options).
+
+`kernelab ladder hgemm` (ladder_hgemm.py; the engine is ladders/hgemm/ladder.py): without a
+GPU, or with --prebuild, the compile report and each step's pipeline lens (Little's law at
+its tiles, on the H200 or the detected GPU); with one, every step checked at the awkward
+shapes and the timed sizes, then timed beside cuBLAS bf16 in each --mode (default cold and
+graph), one table per mode with the lens beside each step; --bracket, --rounds N and --pairs
+N add the measures that cancel the card's drift, and --save writes the run as summary.json
+and records.json where `kernelab lab` reads them. --profile: each step once under ncu at one
+size (tensor pipe, top stall, bottleneck) beside the evidence the step claims.
 
 `kernelab ladder transpose|histogram` (engines in ladders/transpose/ladder.py and
 ladders/histogram/ladder.py): without a GPU the compile report and one line on what needs a
@@ -44,6 +51,19 @@ from typing import Annotated
 
 import typer
 
+from kernelab.commands.ladder_gemm import (
+    SAVE_HELP,
+    GemmRun,
+    gemm_run,
+    given_options,
+    listed_are,
+    nothing_saved,
+    render_candidates,
+    render_checks,
+    render_tuning,
+    save_tuning,
+)
+from kernelab.commands.ladder_hgemm import run_hgemm
 from kernelab.commands.ladder_primitives import (
     PRIMITIVE_DEFAULT_SIZES,
     PRIMITIVE_LADDERS,
@@ -260,7 +280,12 @@ def _render_compile(rows: list[dict], console) -> None:
 
 def _render_timing(result: dict, console) -> None:
     columns = ("step", "technique", "ms", "GFLOP/s", "% cuBLAS", "speedup", "expected")
-    for size in result["sizes"]:
+    if not result.get("timed", True):
+        by_step: dict[str, list[dict]] = {}
+        for c in result["checks"]:
+            by_step.setdefault(c["step"], []).append(c)
+        render_checks(by_step, console)
+    for size in result["sizes"] if result["rows"] else ():
         cells = [
             [
                 r["step"],
@@ -335,9 +360,63 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--pairs",
                 help="hgemm: then time each step against cuBLAS in N alternating pairs of calls "
-                "per size, cold (the drift-free measure the gate judges; 0: none).",
+                "per size, cold unless --pair-modes (the drift-free measure the gate judges; "
+                "0: none).",
             ),
         ] = 0,
+        prebuild: Annotated[
+            bool,
+            typer.Option(
+                "--prebuild",
+                help="sgemm, hgemm: compile every step (sgemm: and every tile candidate of a "
+                "tunable step) into the kernel cache, show what ptxas says, and stop; no GPU "
+                "needed or used (with KERNELAB_CACHE in the working tree, the cubins travel "
+                "to a GPU machine without nvcc).",
+            ),
+        ] = False,
+        tune: Annotated[
+            bool,
+            typer.Option(
+                "--tune",
+                help="sgemm: the tile search. Every candidate of the tunable steps is checked, "
+                "then timed cold (--max-time each) at each --sizes (default 4096,1024: a large "
+                "and a small shape class); the winners become this GPU's tiles.",
+            ),
+        ] = False,
+        no_time: Annotated[
+            bool,
+            typer.Option(
+                "--no-time", help="sgemm, hgemm: check every step at every shape, time nothing."
+            ),
+        ] = False,
+        rounds: Annotated[
+            int,
+            typer.Option(
+                "--rounds",
+                help="hgemm: then N interleaved rounds per size, cold (cuBLAS, every step, "
+                "cuBLAS again; each step against the faster cuBLAS timing around it; 0: none).",
+            ),
+        ] = 0,
+        bracket: Annotated[
+            bool,
+            typer.Option(
+                "--bracket",
+                help="hgemm: time cuBLAS again after the steps (row 'torch.mm (again)'): how "
+                "far the card's clocks drifted over the run.",
+            ),
+        ] = False,
+        pair_modes: Annotated[
+            str | None,
+            typer.Option(
+                "--pair-modes",
+                help="hgemm: the modes of the --pairs pairs, cold and/or hot (default cold).",
+            ),
+        ] = None,
+        save: Annotated[bool, typer.Option("--save", help=SAVE_HELP)] = False,
+        save_dir: Annotated[
+            str | None,
+            typer.Option("--save-dir", metavar="DIR", help="--save, into this folder."),
+        ] = None,
         dtype: Annotated[
             str | None,
             typer.Option(
@@ -376,6 +455,12 @@ def register(app: typer.Typer) -> None:
         spread = spread_from_options(
             gpus, ray_address, resume, tasks_path, timeout, profile=profile, plot=plot
         )
+        given = given_options(prebuild=prebuild, tune=tune, no_time=no_time, rounds=rounds,
+                              bracket=bracket, pair_modes=pair_modes, save=save,
+                              save_dir=save_dir)  # fmt: skip
+        if given and name in ("reduce", "scan", *PRIMITIVE_LADDERS):
+            raise KernelabError(f"{listed_are(given)} for the GEMM ladders (sgemm, hgemm), "
+                                f"not the {name} ladder")  # fmt: skip
         if name == "scan":
             if plot is not None or import_path is not None or pairs or bins is not None:
                 raise KernelabError(
@@ -416,10 +501,21 @@ def register(app: typer.Typer) -> None:
                 "--dtype is for the reduce, transpose, histogram and scan ladders; the GEMM "
                 "ladders fix theirs (sgemm fp32, hgemm bf16)"
             )
+        run = gemm_run(
+            name, given, rounds=rounds, pair_modes=pair_modes, save_dir=save_dir, pairs=pairs,
+            profile=profile, spread=spread,
+            others={"--sizes": sizes is not None, "--out": out is not None,
+                    "--plot": plot is not None, "--mode": bool(mode), "--pairs": pairs != 0,
+                    "--import": import_path is not None},
+        )  # fmt: skip
         if name == "hgemm":
             if plot is not None or import_path is not None:
                 raise KernelabError("--plot and --import are for the sgemm ladder only")
-            _hgemm(sizes, steps, mode, max_time, out, profile, as_json, pairs, spread=spread)
+            size_list = parse_sizes(
+                _or_default(sizes, DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES)
+            )
+            run_hgemm(size_list, steps, mode, max_time, out, profile, as_json, pairs,
+                      spread=spread, run=run)  # fmt: skip
             return
         if pairs:
             raise KernelabError("--pairs is for the hgemm ladder only")
@@ -428,67 +524,123 @@ def register(app: typer.Typer) -> None:
         mode = mode[0] if mode else "cold"
         if import_path is not None and not profile:
             raise KernelabError("--import goes with --profile: it verifies a saved ncu report")
-        size_list = parse_sizes(
-            _or_default(sizes, DEFAULT_PROFILE_SIZE if profile else DEFAULT_SIZES)
-        )
+        if run.tune:
+            default_sizes = ",".join(str(size) for size in sgemm_ladder.TUNE_SIZES)
+        else:
+            default_sizes = DEFAULT_PROFILE_SIZE if profile else DEFAULT_SIZES
+        size_list = parse_sizes(_or_default(sizes, default_sizes))
         chosen = sgemm_ladder.parse_steps(steps)
         if profile:
             _verify(sgemm_ladder, chosen, size_list, import_path, out, as_json)
             return
-        if spread is not None:
-            spread.start()
-        compiled = sgemm_ladder.compile_report(chosen, progress=note)
-        from kernelab.harness.timing import MODES
-
-        if spread is not None:
-            if mode not in MODES:
-                raise unknown("timing mode", mode, MODES)
-            run_spread(
-                name, spread, size_list, steps=steps, mode=mode, max_time=max_time, options={},
-                out=out, as_json=as_json, base={"ladder": name, "compile": compiled},
-                render=_render_timing,
-            )  # fmt: skip
+        if run.prebuild:
+            _prebuild(sgemm_ladder, chosen, as_json)
             return
-        if not _has_gpu():
-            note("timing and checking need a CUDA GPU; showing the compile report only")
-            _nothing_to_write(out, plot)
-            emit(
-                {"ladder": name, "gpu": None, "compile": compiled, "timed": False},
-                as_json,
-                lambda console: _render_compile(compiled, console),
-            )
+        if run.tune:
+            _tune(sgemm_ladder, chosen, size_list, max_time, run, as_json)
             return
+        _sgemm(sgemm_ladder, chosen, size_list, steps, mode, max_time, out, plot, as_json,
+               spread, run)  # fmt: skip
 
+
+def _sgemm(sgemm_ladder, chosen, size_list: list[int], steps, mode: str, max_time: float, out,
+           plot, as_json: bool, spread, run: GemmRun) -> None:  # fmt: skip
+    """The SGEMM ladder: compile report; with a GPU every step checked, then timed beside
+    cuBLAS fp32 (or, --no-time, only checked); spread over GPUs when asked."""
+    from kernelab.harness.timing import MODES
+
+    name = "sgemm"
+    if spread is not None:
+        spread.start()
+    compiled = sgemm_ladder.compile_report(chosen, progress=note)
+    if spread is not None:
         if mode not in MODES:
             raise unknown("timing mode", mode, MODES)
-        shapes = [{"m": s, "n": s, "k": s} for s in size_list]
-        checks = sgemm_ladder.check_steps(chosen, shapes, progress=note)
-        bad = {c["step"] for c in checks if not c["ok"]}
-        if bad:
-            note(f"not timing steps that gave wrong answers: {', '.join(sorted(bad))}")
-        timed_steps = [s for s in chosen if s.name not in bad]
+        run_spread(
+            name, spread, size_list, steps=steps, mode=mode, max_time=max_time, options={},
+            out=out, as_json=as_json, base={"ladder": name, "compile": compiled},
+            render=_render_timing,
+        )  # fmt: skip
+        return
+    if not _has_gpu():
+        note("timing and checking need a CUDA GPU; showing the compile report only")
+        _nothing_to_write(out, plot)
+        nothing_saved(run)
+        emit(
+            {"ladder": name, "gpu": None, "compile": compiled, "timed": False},
+            as_json,
+            lambda console: _render_compile(compiled, console),
+        )
+        return
+
+    if mode not in MODES:
+        raise unknown("timing mode", mode, MODES)
+    shapes = [{"m": s, "n": s, "k": s} for s in size_list]
+    checks = sgemm_ladder.check_steps(chosen, shapes, progress=note)
+    bad = {c["step"] for c in checks if not c["ok"]}
+    if bad and not run.no_time:
+        note(f"not timing steps that gave wrong answers: {', '.join(sorted(bad))}")
+    timed_steps = [s for s in chosen if s.name not in bad]
+    rows, records = [], []
+    if not run.no_time:
         # Steps 1-3 take seconds per call above 4096^3; their story is told by then.
         rows, records = sgemm_ladder.time_ladder(
             timed_steps, size_list, mode=mode, max_time_s=max_time, progress=note,
             skip_slow_above=4096,
         )  # fmt: skip
-        result = {
-            "ladder": name,
-            "gpu": records[0].gpu if records else None,
-            "mode": mode,
-            "sizes": size_list,
-            "compile": compiled,
-            "checks": checks,
-            "rows": rows,
-            "timed": True,
-        }
-        if out is not None:
-            from kernelab.harness.records import save_records
+    result = {
+        "ladder": name,
+        "gpu": records[0].gpu if records else _gpu_name(),
+        "mode": mode,
+        "sizes": size_list,
+        "compile": compiled,
+        "checks": checks,
+        "rows": rows,
+        "timed": not run.no_time,
+    }
+    if out is not None:
+        from kernelab.harness.records import save_records
 
-            result["records"] = str(save_records(records, out))
-        if plot is not None:
-            result["plot"] = str(sgemm_ladder.plot(rows, plot))
-        emit(result, as_json, lambda console: _render_timing(result, console))
+        result["records"] = str(save_records(records, out))
+    if plot is not None:
+        result["plot"] = str(sgemm_ladder.plot(rows, plot))
+    emit(result, as_json, lambda console: _render_timing(result, console))
+    if bad:
+        raise typer.Exit(1)
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
+
+
+def _prebuild(sgemm_ladder, chosen, as_json: bool) -> None:
+    """--prebuild: the compile report and every tile candidate compiled; nothing runs."""
+    compiled = sgemm_ladder.compile_report(chosen, progress=note)
+    candidates = sgemm_ladder.prebuild(chosen, progress=note)
+    result = {"ladder": "sgemm", "gpu": None, "compile": compiled, "candidates": candidates,
+              "timed": False, "prebuilt": True}  # fmt: skip
+
+    def show(console) -> None:
+        _render_compile(compiled, console)
+        render_candidates(candidates, console)
+
+    emit(result, as_json, show)
+
+
+def _tune(sgemm_ladder, chosen, size_list: list[int], max_time: float, run: GemmRun,
+          as_json: bool) -> None:  # fmt: skip
+    """--tune: the tile search of the tunable steps among `chosen`, on this GPU."""
+    sgemm_ladder.tunable_steps(chosen)  # a list without one is refused before the GPU is asked
+    if not _has_gpu():
+        raise NoGPUError("ladder sgemm --tune needs a CUDA GPU; none found (--prebuild "
+                         "compiles every candidate without one)")  # fmt: skip
+    document = sgemm_ladder.tune_ladder(chosen, size_list, max_time_s=max_time, progress=note)
+    result = {"ladder": "sgemm", "tuned": True, "sizes": size_list, **document}
+    if run.save:
+        result["saved_to"] = str(save_tuning(run, document))
+    emit(result, as_json, lambda console: render_tuning(result, console))
 
 
 def _verify(sgemm_ladder, chosen, size_list: list[int], import_path, out, as_json: bool) -> None:
@@ -512,262 +664,3 @@ def _verify(sgemm_ladder, chosen, size_list: list[int], import_path, out, as_jso
 
         result["records"] = str(save_records(records, out))
     emit(result, as_json, lambda console: _render_verification(result, console))
-
-
-# --- the Hopper bf16 ladder (`kernelab ladder hgemm`) ----------------------------------------
-
-
-def _lens_spec():
-    """The GPU the pipeline lens describes: this one when it is in the catalog, else the
-    default card every command describes."""
-    from kernelab.hardware import get_gpu, resolve_gpu
-    from kernelab.hardware.detect import DEFAULT_GPU
-
-    if _has_gpu():
-        try:
-            return resolve_gpu("auto")
-        except KernelabError as exc:
-            note(f"{exc}; the pipeline lens describes the default card, {DEFAULT_GPU}")
-    return get_gpu(DEFAULT_GPU)
-
-
-def _hgemm(sizes, steps, modes, max_time: float, out, profile: bool, as_json: bool,
-           pairs: int = 0, spread=None) -> None:  # fmt: skip
-    from kernelab.ladders.hgemm import ladder as hgemm_ladder
-
-    size_list = parse_sizes(
-        _or_default(sizes, DEFAULT_PROFILE_SIZE if profile else HGEMM_DEFAULT_SIZES)
-    )
-    chosen = hgemm_ladder.parse_steps(steps)
-    for given in modes or ():
-        comma_items(given, "--mode", "cold,graph")  # a blank is refused, not skipped
-    mode_list = hgemm_ladder.parse_modes(modes)
-    if pairs < 0 or (pairs and profile):
-        raise KernelabError("--pairs takes a count >= 0 and does not go with --profile")
-    if profile and len(size_list) != 1:
-        raise KernelabError("--profile runs the ladder at one size; give one, e.g. --sizes 4096")
-    if profile and not _has_gpu():
-        raise NoGPUError("ladder hgemm --profile needs a CUDA GPU and ncu; none found")
-    if spread is not None:
-        spread.start()
-
-    compiled = hgemm_ladder.compile_report(chosen, progress=note)
-    spec = _lens_spec()
-    lenses = hgemm_ladder.ladder_lenses(chosen, spec, compiled)
-    result = {
-        "ladder": "hgemm",
-        "gpu": None,
-        "lens_gpu": spec.id,
-        "steps": [s.name for s in chosen],
-    }
-    if profile:
-        rows = hgemm_ladder.profile_steps(chosen, size_list[0], progress=note)
-        result.update(
-            gpu=next((r["device"] for r in rows if r.get("device")), None),
-            size=size_list[0],
-            profile=rows,
-            lens=lenses,
-        )
-        emit(result, as_json, lambda console: _render_hgemm_profile(result, console))
-        return
-    if spread is not None:
-        result.update(compile=compiled, lens=lenses)
-        run_spread(
-            "hgemm", spread, size_list, steps=steps, mode=mode_list[0], max_time=max_time,
-            options={"modes": mode_list, "pairs": pairs}, out=out, as_json=as_json, base=result,
-            render=_render_hgemm_timing,
-        )  # fmt: skip
-        return
-    if not _has_gpu():
-        note("timing and checking need a CUDA GPU; showing the compile report and the lens only")
-        _nothing_to_write(out, None)
-        result.update(compile=compiled, lens=lenses, timed=False)
-        emit(result, as_json, lambda console: _render_hgemm_compile(result, console))
-        return
-
-    import torch
-
-    checks = hgemm_ladder.check_steps(
-        chosen, progress=note, shapes=hgemm_ladder.check_shapes(size_list)
-    )
-    good = hgemm_ladder.correct_steps(chosen, checks)
-    wrong = [s.name for s in chosen if s not in good]
-    if wrong:
-        note(f"not timing steps that gave wrong answers: {', '.join(wrong)}")
-    grids = hgemm_ladder.persistent_grids(good, size_list, progress=note)
-    rows, records = hgemm_ladder.time_ladder(
-        good, size_list, mode_list, max_time_s=max_time, progress=note
-    )
-    if pairs:
-        result["paired"] = [row for size in size_list
-                            for row in hgemm_ladder.time_paired(good, size, pairs, progress=note)]  # fmt: skip
-    result.update(
-        gpu=records[0].gpu if records else torch.cuda.get_device_name(),
-        sizes=size_list,
-        modes=mode_list,
-        compile=compiled,
-        lens=lenses,
-        checks=checks,
-        all_correct=not wrong,
-        wrong=wrong,
-        grids=grids,
-        timing=rows,
-        timed=True,
-    )
-    if out is not None and records:
-        from kernelab.harness.records import save_records
-
-        result["records"] = str(save_records(records, out))
-    emit(result, as_json, lambda console: _render_hgemm_timing(result, console))
-
-
-_LENS_COLUMNS = ("stages", "KiB/SM in flight", "x Little", "stages for HBM/L2", "load TB/s (L2)")
-
-
-def _lens_cells(lens: dict | None) -> list[str]:
-    if not lens or "error" in lens:
-        return ["-" if lens else ""] * len(_LENS_COLUMNS)
-    cover = "" if lens["covers_hbm_latency"] else " [red]short[/red]"
-    return [
-        f"{lens['stages']} x {lens['blocks_per_sm']} blk",
-        f"{lens['bytes_in_flight_per_sm'] / 1024:.0f}",
-        f"{lens['in_flight_over_needed']:.1f}",
-        f"{lens['stages_needed_hbm']}/{lens['stages_needed_l2']}{cover}",
-        f"{lens['load_tbps_demanded']:.1f} ({lens['l2_load_tbps_demanded']:.1f})",
-    ]
-
-
-def _lens_footnote(result: dict, console) -> None:
-    some = next((v for v in result["lens"].values() if "error" not in v), None)
-    if some is None:
-        return
-    console.print(
-        f"pipeline lens on {result['lens_gpu']}: HBM latency {some['hbm_latency_ns']:.0f} ns, "
-        f"L2 {some['l2_latency_ns']:.0f} ns ({some['latency_source']}); Little's law needs "
-        f"{some['hbm_in_flight_needed_per_sm'] / 1024:.1f} KiB in flight per SM; 'load TB/s' is "
-        "what the tiles read at the full MMA rate, all SMs together"
-    )
-
-
-def _render_hgemm_compile(result: dict, console) -> None:
-    from kernelab.output import Table
-
-    columns = ("step", "technique", "regs", "threads", "smem static/dyn", "spills", "SASS")
-    cells = []
-    for r in result["compile"]:
-        claims = r["sass_claims"]
-        sass = (
-            ", ".join(c if ok else f"[red]no {c}[/red]" for c, ok in claims.items())
-            if claims
-            else "- (no cuobjdump)"
-        )
-        spills = r["spill_store_bytes"] + r["spill_load_bytes"]
-        cells.append([
-            r["step"], r["technique"], str(r["registers"]), str(r["threads"]),
-            f"{r['static_smem_bytes']}/{r['dynamic_smem_bytes']}",
-            f"[red]{spills}[/red]" if spills else "0", sass,
-        ])  # fmt: skip
-    _print_fitted(
-        console, "Hopper bf16 GEMM ladder: what ptxas and the SASS say (sm_90a)", columns, cells,
-        left=("step", "technique", "SASS"),
-    )  # fmt: skip
-
-    lens = Table(title=f"pipeline lens at each step's block tile ({result['lens_gpu']})")
-    for column in ("step", "block tile", *_LENS_COLUMNS, "HBM bandwidth kept"):
-        lens.add_column(column, justify="left" if column == "step" else "right")
-    for name, entry in result["lens"].items():
-        if "error" in entry:
-            lens.add_row(name, "-", *_lens_cells(entry), "-")
-            continue
-        tile = "x".join(str(x) for x in entry["block_tile"])
-        lens.add_row(name, tile, *_lens_cells(entry), f"{entry['hbm_bandwidth_kept_pct']:.0f} %")
-    console.print(lens)
-    for entry in (e for e in result["lens"].values() if "error" in e):
-        console.print(f"[yellow]{entry['error']}[/yellow]")
-    _lens_footnote(result, console)
-
-
-def _render_hgemm_timing(result: dict, console) -> None:
-    from kernelab.ladders.hgemm.ladder import same_mode
-    from kernelab.output import Table
-
-    names = list(dict.fromkeys(r["impl"] for r in result["timing"]))
-    for mode in result["modes"]:
-        fallback = any(r["mode"] == "batch" for r in result["timing"] if same_mode(r, mode))
-        title = (
-            f"bf16 GEMM on {result['gpu']}, {mode} mode"
-            + (" (graph capture failed: a plain back-to-back loop)" if fallback else "")
-            + ": TFLOP/s (% of cuBLAS, same mode)"
-        )
-        columns = ("step", *(f"{size}^3" for size in result["sizes"]), *_LENS_COLUMNS)
-        rows = []
-        for name in names:
-            cells = []
-            for size in result["sizes"]:
-                row = next(
-                    (r for r in result["timing"]
-                     if (r["impl"], r["size"]) == (name, size) and same_mode(r, mode)),
-                    None,
-                )  # fmt: skip
-                if row is None:
-                    cells.append("-")
-                elif row["tflops"] is None:  # the B transpose alone: a time and a rate
-                    cells.append(f"{row['median_ms'] * 1e3:.0f} us, {row['gbps']:.0f} GB/s")
-                else:
-                    cells.append(f"{row['tflops']:.0f} ({row['pct_of_cublas']:.1f} %)")
-            rows.append([name, *cells, *_lens_cells(result["lens"].get(name))])
-        _print_fitted(console, title, columns, rows, left=("step",), drop=_LENS_COLUMNS)
-    _lens_footnote(result, console)
-    if result["grids"]:
-        console.print(
-            "persistent grids (blocks): "
-            + "; ".join(f"{step} {grid}" for step, grid in result["grids"].items())
-        )
-    for step, checks in result["checks"].items():
-        for c in (c for c in checks if not c["ok"]):
-            console.print(f"[red]{step} wrong at {c['shape']}: {c['message']}[/red]")
-    if result.get("paired"):
-        table = Table(title="cold, in alternating pairs of calls: % of cuBLAS (cuBLAS time / "
-                      "step time, median over pairs)")  # fmt: skip
-        for column in ("step", "size", "median %", "95 % interval", "pairs ahead"):
-            table.add_column(column, justify="left" if column == "step" else "right")
-        for r in result["paired"]:
-            low, high = r["pct_ci95"]
-            table.add_row(r["impl"], f"{r['size']}^3", f"{r['pct_median']:.1f}",
-                          f"{low:.1f} - {high:.1f}", f"{r['pairs_ahead']} / {r['pairs']}")  # fmt: skip
-        console.print(table)
-    if result.get("records"):
-        console.print(f"records: {result['records']}")
-
-
-def _render_hgemm_profile(result: dict, console) -> None:
-    from kernelab.output import Table
-
-    table = Table(
-        title=f"Hopper bf16 GEMM ladder under Nsight Compute at {result['size']}^3 on "
-        f"{result['gpu'] or 'an unnamed GPU'} (one launch each, caches flushed)"
-    )
-    columns = ("step", "ms", "TFLOP/s", "speedup", "expected", "tensor %", "wgmma %",
-               "top stall", "bottleneck", "DRAM GB/s", "L2 hit %")  # fmt: skip
-    for column in columns:
-        table.add_column(
-            column, justify="left" if column in ("step", "top stall", "bottleneck") else "right"
-        )
-    for r in result["profile"]:
-        if not r["found"]:
-            table.add_row(r["step"], *["-"] * 4, "[red]no kernel in the report[/red]", *[""] * 5)
-            continue
-        where = "/".join(x for x in (r["bottleneck"], r["unit"]) if x) or "-"
-        table.add_row(
-            r["step"], _fmt(r["duration_ms"], ".3f"), _fmt(r["tflops"], ".0f"),
-            _fmt(r["speedup_vs_prev"], ".2f"), _fmt(r["expected_speedup"], ".2f"),
-            _fmt(r["tensor_pct"], ".1f"), _fmt(r["wgmma_pct"], ".1f"), r["top_stall"] or "-",
-            where, _fmt(r["dram_gbps"], ".0f"), _fmt(r["l2_hit_pct"], ".1f"),
-        )  # fmt: skip
-    console.print(table)
-    for r in result["profile"]:
-        console.print(f"{r['step']} claims: {r['claimed_evidence']}")
-    _lens_footnote(result, console)
-    report = next((r.get("report") for r in result["profile"] if r.get("report")), None)
-    if report:
-        console.print(f"ncu report: {report}")

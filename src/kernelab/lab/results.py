@@ -9,7 +9,7 @@ may hold, by file content rather than by name:
   - the SGEMM ladder's summary (its correctness checks and tuning runs);
   - a `kernelab hierarchy` record (latencies and bandwidths of each memory level);
   - in subfolders by name: hgemm/summary.json and hgemm/records.json
-    (benchmarks/hgemm_ladder.py) and timeline/timeline_example.json
+    (`kernelab ladder hgemm --save`) and timeline/timeline_example.json
     (benchmarks/timeline_example.py);
   - anything else, which is listed as "not understood" rather than dropped silently.
 A file that cannot be read (not JSON, or a record in it malformed) is listed as unreadable,

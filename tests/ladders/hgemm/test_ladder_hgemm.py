@@ -294,7 +294,7 @@ def _pretend_gpu(monkeypatch):
     from the stubs below, so the flow, the JSON and the tables are exercised on the CPU."""
     from types import SimpleNamespace
 
-    from kernelab.commands import ladder as command
+    from kernelab.commands import ladder_hgemm as command
 
     monkeypatch.setattr(command, "_has_gpu", lambda: True)
     monkeypatch.setattr(command, "_lens_spec", lambda: H200)
@@ -305,8 +305,8 @@ def _pretend_gpu(monkeypatch):
         return {s.name: [{"shape": sh, **(bad if s.number == 5 else ok)} for sh in shapes]
                 for s in steps}  # fmt: skip
 
-    def time_ladder(steps, sizes, modes, max_time_s, progress):
-        timed = [hl.CUBLAS, *(s.name for s in steps)]
+    def time_ladder(steps, sizes, modes, max_time_s, progress, bracket=False):
+        timed = [hl.CUBLAS, *(s.name for s in steps), *([hl.CUBLAS_AGAIN] if bracket else [])]
         rows = [{"impl": name, "size": size, "mode": "batch" if mode == "graph" else mode,
                  "median_ms": 1.0 + i, "tflops": 100.0 / (1 + i), "pct_of_cublas": 100 / (1 + i)}
                 for size in sizes for mode in modes for i, name in enumerate(timed)]  # fmt: skip
@@ -323,13 +323,13 @@ def test_cli_gpu_branch_with_the_gpu_work_stubbed(monkeypatch, capsys):
 
     _pretend_gpu(monkeypatch)
     args = ["ladder", "hgemm", "--steps", "5,6", "--sizes", "256", "--mode", "cold,graph"]
-    assert main([*args, "--json"]) == 0
+    assert main([*args, "--json"]) == 1  # a step gave wrong answers: the run says so
     result = json.loads(capsys.readouterr().out)
     assert result["timed"] and result["wrong"] == ["hgemm:05"] and not result["all_correct"]
     assert len(result["checks"]["hgemm:06"]) == len(CHECK_SHAPES) + 1  # and 256^3
     assert set(result["lens"]) == {"hgemm:05", "hgemm:06"} and result["modes"] == ["cold", "graph"]
     assert {r["impl"] for r in result["timing"]} == {"torch.mm", "hgemm:06"}  # 05 not timed
-    assert main(args) == 0
+    assert main(args) == 1
     text = capsys.readouterr().out
     assert "cold mode" in text and "graph mode" in text and "hgemm:05 wrong at" in text
 
@@ -341,20 +341,20 @@ def test_cli_pairs_each_correct_step_with_cublas_when_asked(monkeypatch, capsys)
     _pretend_gpu(monkeypatch)
     seen = []
 
-    def time_paired(steps, size, pairs, progress):
+    def time_paired(steps, size, pairs, progress, mode="cold"):
         seen.append(([s.name for s in steps], size, pairs))
-        return [{"impl": s.name, "size": size, "mode": "cold", "pairs": pairs,
+        return [{"impl": s.name, "size": size, "mode": mode, "pairs": pairs,
                  "pct_median": 100.3, "pct_ci95": [100.2, 100.4], "pairs_ahead": 7}
                 for s in steps]  # fmt: skip
 
     monkeypatch.setattr(hl, "time_paired", time_paired)
     args = ["ladder", "hgemm", "--steps", "5,6", "--sizes", "256,512", "--pairs", "50"]
-    assert main([*args, "--json"]) == 0
+    assert main([*args, "--json"]) == 1  # step 05 is wrong
     result = json.loads(capsys.readouterr().out)
     # the step that gave wrong answers is not paired; every size is
     assert seen == [(["hgemm:06"], 256, 50), (["hgemm:06"], 512, 50)]
     assert [r["size"] for r in result["paired"]] == [256, 512]
-    assert main(args) == 0
+    assert main(args) == 1
     assert "alternating pairs" in capsys.readouterr().out
     for bad in (["--pairs", "-1"], ["--pairs", "5", "--profile"]):
         assert main(["ladder", "hgemm", "--steps", "6", *bad]) == 2
@@ -406,7 +406,7 @@ def _keep(name: str, result: dict, render) -> None:
 @pytest.mark.gpu
 def test_cli_checks_and_times_a_step_beside_cublas_on_gpu(capsys, tmp_path):
     from kernelab.cli import main
-    from kernelab.commands.ladder import _render_hgemm_timing
+    from kernelab.commands.ladder_hgemm import _render_hgemm_timing
     from kernelab.harness.records import load_records
 
     records = Path(os.environ.get("OUT") or tmp_path) / "ladder_hgemm_records.json"
@@ -446,7 +446,7 @@ def test_bracketed_timing_times_cublas_again_after_the_steps():
 @pytest.mark.gpu
 def test_cli_profiles_a_step_under_ncu_on_gpu(capsys):
     from kernelab.cli import main
-    from kernelab.commands.ladder import _render_hgemm_profile
+    from kernelab.commands.ladder_hgemm import _render_hgemm_profile
 
     args = ["ladder", "hgemm", "--profile", "--sizes", "2048", "--steps", "06", "--json"]
     assert main(args) == 0

@@ -2,13 +2,15 @@
 needed), then check every step, time every correct step beside cuBLAS bf16 in the same run
 and turn the timings into rows and records; or profile every step once under Nsight Compute.
 
-`kernelab ladder hgemm` and benchmarks/hgemm_ladder.py both drive it:
+`kernelab ladder hgemm` (kernelab.commands.ladder_hgemm) and the lab's hgemm stage drive it:
 
     compile_report(steps, progress) -> [row]                  registers, smem, spills, SASS claims
     pipeline_lens(step, spec, *, blocks_per_sm, latencies)    Little's law at the step's tiles
     check_steps(steps, progress, shapes) -> {step: [check]}   hgemm.CHECK_SHAPES + timed sizes
     persistent_grids(steps, sizes, progress) -> {step: {size: blocks}}
-    time_ladder(steps, sizes, modes, max_time_s, progress) -> (rows, records)
+    time_ladder(steps, sizes, modes, max_time_s, progress, bracket) -> (rows, records)
+    time_rounds(steps, size, rounds, progress) -> [row]       interleaved rounds (--rounds)
+    time_paired(steps, size, pairs, mode, progress) -> [row]  alternating pairs (--pairs)
     profile_steps(steps, size, progress) -> [per-step profile row]
 
 Every "% of cuBLAS" compares two medians taken in the same process and the same timing mode

@@ -758,8 +758,9 @@ STEPS = (
     ),
 )
 
-# What the benchmark times when no --steps are given: the measured story's landmarks and the
-# candidates (09, clusters of 4, lost everywhere it was measured: 50-86 % of cuBLAS).
+# The measured story's landmarks and the candidates: every step from 03 but 09 (clusters of 4,
+# lost everywhere it was measured: 50-86 % of cuBLAS), what `kernelab ladder hgemm --steps
+# 3-8,10-19` times; the last is the ladder's top step (benchmarks/cute_dsl.py compares it).
 DEFAULT_BENCHMARK_STEPS = (3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
 
 

@@ -290,6 +290,86 @@ def tune(step: Step, m: int, n: int, k: int, *, time_ms, candidates=None, check=
     return {"winner": best["defines"], "results": results, "shape_class": cls, "gpu": gpu}
 
 
+# A "large" and a "small" shape class on an H200 (tuning.shape_class): the square sizes the
+# tile search (`kernelab ladder sgemm --tune`) times when no --sizes are given.
+TUNE_SIZES = (4096, 1024)
+# Shapes every candidate must get right before it is timed: the edges of every tile and
+# rows that no 16-byte load aligns.
+TUNE_CHECK_SHAPES = ((127, 257, 31), (300, 130, 70))
+
+
+def prebuild(steps: list[Step], progress: Callable[[str], None] = lambda _: None) -> list[dict]:
+    """Compile every step and every tile candidate of a tunable step into the kernel cache (no
+    GPU needed): a machine without nvcc then finds each cubin there (KERNELAB_CACHE). A row
+    per build: step, defines, registers, spill bytes (stores + loads), cached."""
+    rows = []
+    for step in steps:
+        for defines in step.candidates or ({},):
+            progress(f"compiling {step.name} {defines or ''}".rstrip())
+            built = build_step(step, defines)
+            report = built.report(step.kernel)
+            rows.append({
+                "step": step.name, "defines": dict(defines), "registers": report.registers,
+                "spill_bytes": report.spill_store_bytes + report.spill_load_bytes,
+                "cached": built.cached,
+            })  # fmt: skip
+    return rows
+
+
+def tune_ladder(
+    steps: list[Step],
+    sizes=TUNE_SIZES,
+    *,
+    max_time_s: float = 1.5,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict:
+    """The tile search: every candidate of each tunable step in `steps` at each square size,
+    checked first at TUNE_CHECK_SHAPES (a wrong candidate is never timed), then timed cold
+    (`max_time_s` each). Each winner goes to this GPU's tuning file (tuning.store_winner), used
+    from then on. Returns the winners in the committed file's form (tuned_h200.json) with
+    "runs": every candidate's result per step and size."""
+    tunable = tunable_steps(steps)
+
+    def check(candidate) -> bool:
+        shapes = ({"m": m, "n": n, "k": k} for m, n, k in TUNE_CHECK_SHAPES)
+        return all(check_implementation(candidate, "gemm", s, "fp32").ok for s in shapes)
+
+    def time_ms(fn) -> float:
+        return benchmark(fn, mode="cold", min_samples=10, max_time_s=max_time_s).median_ms
+
+    winners: dict = {}
+    runs: list[dict] = []
+    gpu = None
+    for step in tunable:
+        for size in sizes:
+            progress(f"tuning {step.name} at {size}^3: {len(step.candidates)} candidates")
+            result = tune(step, size, size, size, time_ms=time_ms, check=check)
+            gpu = result["gpu"]
+            best = max(r["gflops"] or 0 for r in result["results"])
+            progress(f"  winner ({result['shape_class']}): {result['winner']}")
+            runs.append({"step": step.name, "size": size, **result})
+            winners.setdefault(f"{step.number:02d}", {})[result["shape_class"]] = {
+                "defines": result["winner"], "shape": [size, size, size], "gflops": best,
+            }  # fmt: skip
+    return {
+        "gpu": gpu,
+        "measured": True,
+        "source": "kernelab ladder sgemm --tune",
+        "winners": winners,
+        "runs": runs,
+    }
+
+
+def tunable_steps(steps: list[Step]) -> list[Step]:
+    """The steps of `steps` that have tile candidates; one KernelabError line when none has."""
+    tunable = [s for s in steps if s.tunable]
+    if not tunable:
+        known = ", ".join(s.name for s in parse_steps(None) if s.tunable)
+        raise KernelabError(f"none of {', '.join(s.name for s in steps)} has tile candidates "
+                            f"to tune; the tunable steps are {known}")  # fmt: skip
+    return tunable
+
+
 # --- verification with the profiler (`kernelab ladder sgemm --profile`) ----------------------
 
 
