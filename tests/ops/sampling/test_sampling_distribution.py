@@ -75,6 +75,20 @@ def test_top_p_and_min_p_draws_fit_the_exact_probabilities(sampling):
     assert p_value > ALPHA, (stat, dof)
 
 
+@pytest.mark.slow
+def test_top_p_draws_fit_the_exact_probabilities(sampling):
+    """top-p alone: the first candidate comes from the setup pass's reservoir over the tiles
+    (threshold._max_and_mass), then the check and the redraws."""
+    row, temperature, top_p = _row(5, VOCAB, 2.0), 0.9, 0.65
+    assert _margin(row, temperature, top_p, 1e-30) > 1e-3
+    probs = reference_probs_row(row, temperature, 0, top_p, 0.0)
+    assert 5 <= int((probs > 0).sum()) < VOCAB
+    assert len({int(i) // 256 for i in probs.nonzero()}) >= 2  # the nucleus spans tiles
+    tokens = _draws(sampling.sample, row, 600, 11, temperature=temperature, top_p=top_p)
+    stat, dof, p_value = goodness_of_fit(tokens, probs)
+    assert p_value > ALPHA, (stat, dof)
+
+
 def test_a_sampler_that_ignores_top_p_is_rejected(sampling):
     row, temperature, top_p = _row(3, VOCAB, 3.0), 0.8, 0.6
     probs = reference_probs_row(row, temperature, 0, top_p, 0.0)
@@ -88,6 +102,8 @@ def test_the_wrong_temperature_on_the_same_support_is_rejected(sampling):
     row[::15] = _row(4, VOCAB, 1.5)[::15]  # 40 drawable tokens at any temperature
     probs = reference_probs_row(row, 1.0, 0, 1.0, 0.0)
     right = _draws(sampling.sample, row, 500, 9, temperature=1.0)
-    wrong = _draws(sampling.sample, row, 500, 9, temperature=1.4)
+    # 1,000 draws: at temperature 1.4 the chi-square's noncentrality is 0.118 a draw, so 500
+    # draws reach p < 1e-6 only 79 % of the time (simulated), 1,000 every time
+    wrong = _draws(sampling.sample, row, 1000, 9, temperature=1.4)
     assert goodness_of_fit(right, probs)[2] > ALPHA
     assert goodness_of_fit(wrong, probs)[2] < 1e-6

@@ -17,8 +17,9 @@ the mass still in play, a round accepts with probability >= p (0.9 -> 1.1 rounds
 and each rejection strictly shrinks the set, so the loop ends.
 
 Bytes: each pass reads the row, vocab x itemsize (a 128K fp32 row: 512 KiB, then from L2).
-top-p sampling = online max and normaliser (1 pass) + per round a draw (half a pass on
-average) and a check (1 pass): about 2.7 passes at p = 0.9. top-k adds up to 32 counting
+top-p sampling = online max and normaliser, which draws the first candidate as it goes (1
+pass), + per round a check (1 pass) and, after a rejection (probability <= 1 - p), a redraw
+(half a pass on average): about 2.2 passes at p = 0.9. top-k adds up to 32 counting
 passes and one summing pass; min-p one summing pass; the exact probabilities up to 32
 summing passes and one write of fp32[vocab].
 """
@@ -65,13 +66,35 @@ def _tile(row_ptr, start, vocab, inf_row, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _max_and_mass(row_ptr, vocab, scale, BLOCK: tl.constexpr):
+def _pick(cols, w, weight, total, u_pick, u_within, candidate):
+    """One step of a weighted reservoir: the tile whose weights `w` sum to `weight` replaces
+    the candidate with probability weight / total (total: the mass seen so far, this tile's
+    included), its token drawn by inverse CDF within the tile. Every token then ends up the
+    candidate with probability w / (the row's mass): exact, whatever the order of the tiles.
+    A tile of no weight (0 / 0 is NaN) is never picked."""
+    if u_pick < weight / total:
+        cum = tl.cumsum(w, 0)
+        hit = tl.min(tl.where(cum > u_within * weight, cols, INDEX_NONE))
+        last = tl.max(tl.where(w > 0.0, cols, -1))  # the draw rounded past the tile's sum
+        candidate = tl.where(hit < INDEX_NONE, hit, last)
+    return candidate
+
+
+@triton.jit
+def _max_and_mass(row_ptr, vocab, scale, seed, offset, DRAW: tl.constexpr, BLOCK: tl.constexpr):
     """One pass: the largest logit, its first index and sum(exp2((x - max) * scale)), the
     sum rescaled as the maximum grows (online softmax). NaN is -inf; +inf is left to the
-    caller (the sum is then NaN). Two tiles an iteration, as in _mass_ge."""
+    caller (the sum is then NaN). Two tiles an iteration, as in _mass_ge.
+
+    DRAW: the same pass also draws a token from the whole row's distribution (a weighted
+    reservoir over the tiles, _pick; the rescaling as the max grows changes every weight by
+    one factor, so the picks stay exact), with the uniforms tl.rand(seed, offset + 2 * tile
+    + 0 or 1). Without top-k, min-p or a +inf logit that is the sampler's first candidate,
+    and top-p sampling needs one pass less. -1 without DRAW or a drawable token."""
     top = tl.full((), float("-inf"), tl.float32)
     mass = tl.full((), 0.0, tl.float32)
     first = tl.full((), 0, tl.int32)
+    candidate = tl.full((), -1, tl.int32)
     for start in range(0, vocab, 2 * BLOCK):
         ca, xa = _tile(row_ptr, start, vocab, False, BLOCK)
         cb, xb = _tile(row_ptr, start + BLOCK, vocab, False, BLOCK)
@@ -81,10 +104,22 @@ def _max_and_mass(row_ptr, vocab, scale, BLOCK: tl.constexpr):
         first = tl.where(tile_top > top, at, first)
         new_top = tl.maximum(top, tile_top)
         base = tl.where(new_top == float("-inf"), 0.0, new_top)
-        tiles = tl.sum(tl.exp2((xa - base) * scale)) + tl.sum(tl.exp2((xb - base) * scale))
-        mass = mass * tl.exp2((top - base) * scale) + tiles
+        wa = tl.exp2((xa - base) * scale)
+        wb = tl.exp2((xb - base) * scale)
+        sum_a = tl.sum(wa)
+        sum_b = tl.sum(wb)
+        mass = mass * tl.exp2((top - base) * scale)
+        if DRAW:
+            tile = start // BLOCK
+            u = tl.rand(seed, offset + 2 * tile)  # 4 uniforms per iteration
+            u_within = tl.rand(seed, offset + 2 * tile + 1)
+            candidate = _pick(ca, wa, sum_a, mass + sum_a, u, u_within, candidate)
+            u = tl.rand(seed, offset + 2 * tile + 2)
+            u_within = tl.rand(seed, offset + 2 * tile + 3)
+            candidate = _pick(cb, wb, sum_b, mass + sum_a + sum_b, u, u_within, candidate)
+        mass = mass + sum_a + sum_b
         top = new_top
-    return top, mass, first
+    return top, mass, first, candidate
 
 
 @triton.jit
@@ -164,15 +199,17 @@ def _draw(row_ptr, vocab, inf_row, top, scale, floor, min_p, target, BLOCK: tl.c
 
 
 @triton.jit
-def _row_setup(x_ptr, t_ptr, k_ptr, row, stride, vocab, T_ROWS: tl.constexpr,
-               K_ROWS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+def _row_setup(x_ptr, t_ptr, k_ptr, row, stride, vocab, seed, offset, T_ROWS: tl.constexpr,
+               K_ROWS: tl.constexpr, DRAW: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
     """(row pointer, temperature, scale, max, normaliser, first argmax, +inf row?, top-k
-    floor key, the mass above it); the +inf row already mapped to logits 0 / -inf."""
+    floor key, the mass above it, a token drawn from the whole row or -1); the +inf row
+    already mapped to logits 0 / -inf. DRAW, seed and offset: _max_and_mass's; the drawn
+    token holds only where the floor stayed KEY_MIN and the row has no +inf."""
     row_ptr = x_ptr + row.to(tl.int64) * stride
     t = _param(t_ptr, row, T_ROWS, tl.float32)
     k = _param(k_ptr, row, K_ROWS, tl.int32)
     scale = LOG2E / tl.where(t == 0.0, 1.0, t)
-    top, mass, first = _max_and_mass(row_ptr, vocab, scale, BLOCK)
+    top, mass, first, drawn = _max_and_mass(row_ptr, vocab, scale, seed, offset, DRAW, BLOCK)
     inf_row = top == float("inf")
     floor = tl.full((), KEY_MIN, tl.int32)
     if inf_row:
@@ -181,7 +218,7 @@ def _row_setup(x_ptr, t_ptr, k_ptr, row, stride, vocab, T_ROWS: tl.constexpr,
     if (k > 0) & (k < vocab) & (t > 0.0) & (top > float("-inf")):
         floor = _top_k_floor(row_ptr, vocab, inf_row, k, top, BLOCK)
         mass, _ = _mass_ge(row_ptr, vocab, inf_row, top, scale, floor, 0.0, BLOCK)
-    return row_ptr, t, scale, top, mass, first, inf_row, floor
+    return row_ptr, t, scale, top, mass, first, inf_row, floor, drawn
 
 
 @triton.jit
@@ -190,8 +227,8 @@ def probs_kernel(x_ptr, out_ptr, t_ptr, k_ptr, p_ptr, mp_ptr, vocab, stride,
                  MP_ROWS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
     """The exact filtered distribution of one row: fp32[vocab] written once."""
     row = tl.program_id(0)
-    row_ptr, t, scale, top, mass, first, inf_row, floor = _row_setup(
-        x_ptr, t_ptr, k_ptr, row, stride, vocab, T_ROWS, K_ROWS, BLOCK)  # fmt: skip
+    row_ptr, t, scale, top, mass, first, inf_row, floor, no_draw = _row_setup(
+        x_ptr, t_ptr, k_ptr, row, stride, vocab, 0, 0, T_ROWS, K_ROWS, False, BLOCK)  # fmt: skip
     p = _param(p_ptr, row, P_ROWS, tl.float32)
     min_p = _param(mp_ptr, row, MP_ROWS, tl.float32)
     total = mass
