@@ -2,10 +2,12 @@
 
 teaching.py is the kernel to read first; split_k.py is the fast path (all rows of x per W
 tile, K split when the column blocks cannot fill the GPU, an atomic-free second pass);
-roofline_walk.py says where the op sits against the roofline as m grows. The tile choices
-below are starting points derived from register and occupancy arithmetic, not measured
-winners: no record under benchmarks/results/ backs them yet (benchmarks/decode_kernels.py
-measures them on a GPU).
+roofline_walk.py says where the op sits against the roofline as m grows. The launch (tiles,
+kernel form, warps, pipeline stages, K split) comes from tiles.json per itemsize, batch bucket
+and, where one was measured, exact weight shape (tiles.py). An entry is a measured winner only
+where its status says "measured" and it names its record under benchmarks/results/
+(benchmarks/gemv_tiles.py sweeps the candidates and proposes the entries); the others are
+GPU_TILES below, starting points derived from register and occupancy arithmetic.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 import triton
 
 from kernelab.errors import KernelabError
+from kernelab.ops.gemv import tiles
 from kernelab.ops.gemv.split_k import gemv_split_kernel, sum_splits_kernel
 from kernelab.runtime.tuner import interpreting
 
@@ -23,7 +26,9 @@ SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_M = 64  # the decode batches this path is for; larger m is a GEMM (triton.matmul)
 
 # m -> (BLOCK_M, BLOCK_N, BLOCK_K, use tl.dot): at most 8192 products per program in the
-# broadcast form (64 fp32 values a thread at 4 warps); tensor cores from 16 rows on.
+# broadcast form (64 fp32 values a thread at 4 warps); tensor cores from 16 rows on. The
+# table's "derived, not measured" entries hold these; the quantized GEMVs and the fused
+# gate/up GEMV, whose kernels the sweep does not time, plan from them directly.
 GPU_TILES = {1: (1, 64, 128, False), 2: (2, 64, 64, False), 4: (4, 32, 64, False),
              8: (8, 32, 32, False), 16: (16, 64, 128, True), 32: (32, 64, 128, True),
              64: (64, 64, 64, True)}  # fmt: skip
@@ -38,26 +43,59 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
-         k_scale: int = 1) -> dict:  # fmt: skip
-    """The launch parameters for one shape on a GPU of `sms` SMs (None: the interpreter, which
-    splits K in three where it can so the tests see the split path): tiles, tl.dot, K split.
-
-    k_scale widens BLOCK_K for weights narrower than 2 bytes (4 for int4: the same bytes of W
-    per step as bf16)."""
+def heuristic_launch(m: int) -> dict:
+    """GPU_TILES' launch for a batch of m: 4 warps, the dot form's K loop pipelined in 3
+    stages (Triton's default), the broadcast forms' not, K split by the fill rule."""
     bucket = min(b for b in GPU_TILES if b >= m)
     block_m, block_n, block_k, use_dot = GPU_TILES[bucket]
-    block_k *= k_scale
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "USE_DOT": use_dot,
+            "LATE_SUM": False, "num_warps": 4, "num_stages": 3 if use_dot else 1,
+            "split": "heuristic"}  # fmt: skip
+
+
+def split_k(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, sms: int | None,
+            *, wanted: int | None = None, programs_per_sm: int = PROGRAMS_PER_SM,
+            interpreter: bool = False) -> tuple[int, int]:  # fmt: skip
+    """(split, k_per_split): `wanted` slices of K (None: enough programs for programs_per_sm
+    a SM, or three slices a column block on the interpreter), at least MIN_K_STEPS_PER_SPLIT
+    steps each on a GPU and at most MAX_SPLIT; k_per_split a multiple of block_k."""
+    programs = triton.cdiv(n, block_n) * triton.cdiv(m, block_m)
+    if wanted is None:
+        target = programs_per_sm * sms if sms else 3 * programs
+        wanted = target // programs
+    max_split = max(1, k // (block_k * (1 if interpreter else MIN_K_STEPS_PER_SPLIT)))
+    split = max(1, min(wanted, max_split, MAX_SPLIT))
+    k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k
+    return triton.cdiv(k, k_per_split), k_per_split
+
+
+def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
+         k_scale: int = 1, itemsize: int | None = None, table: dict | None = None) -> dict:  # fmt: skip
+    """The launch parameters for one shape on a GPU of `sms` SMs (None: the interpreter, which
+    splits K in three where it can so the tests see the split path): tiles, kernel form
+    (tl.dot, LATE_SUM), warps, pipeline stages, K split.
+
+    itemsize: bytes of an element of x and W; the launch then comes from the tile table
+    (`table`, default tiles.json; tiles.lookup), GPU_TILES where it has no entry. None: GPU_TILES.
+    On the interpreter the entry's form is kept and its tiles shrink to INTERPRETER_TILE.
+    k_scale widens BLOCK_K for weights narrower than 2 bytes (4 for int4: the same bytes of W
+    per step as bf16)."""
+    entry = None
+    if itemsize is not None:
+        entry = tiles.lookup(table if table is not None else tiles.load_table(), itemsize, m, n, k)
+    launch = dict(entry["launch"]) if entry else heuristic_launch(m)
+    block_m, block_n, block_k = launch["BLOCK_M"], launch["BLOCK_N"], launch["BLOCK_K"] * k_scale
     if interpreter:
         block_n, block_k = INTERPRETER_TILE
         block_m = min(block_m, 16)
-    programs = triton.cdiv(n, block_n) * triton.cdiv(m, block_m)
-    target = PROGRAMS_PER_SM * sms if sms else 3 * programs
-    max_split = max(1, k // (block_k * (1 if interpreter else MIN_K_STEPS_PER_SPLIT)))
-    split = max(1, min(target // programs, max_split, MAX_SPLIT))
-    k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k
-    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "USE_DOT": use_dot,
-            "split": triton.cdiv(k, k_per_split), "k_per_split": k_per_split}  # fmt: skip
+    measured = launch["split"] if launch["split"] != "heuristic" and not interpreter else None
+    split, k_per_split = split_k(m, n, k, block_m, block_n, block_k, sms, wanted=measured,
+                                 programs_per_sm=launch.get("programs_per_sm", PROGRAMS_PER_SM),
+                                 interpreter=interpreter)  # fmt: skip
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+            "USE_DOT": launch["USE_DOT"], "LATE_SUM": launch["LATE_SUM"],
+            "num_warps": launch["num_warps"], "num_stages": launch["num_stages"],
+            "split": split, "k_per_split": k_per_split}  # fmt: skip
 
 
 def _validate(x, w) -> None:
@@ -77,7 +115,8 @@ def _validate(x, w) -> None:
 def gemv(x, w, *, launch: dict | None = None):
     """x[m, k] @ w[n, k]^T -> y[m, n] in x's dtype, fp32 accumulation; any strides.
 
-    launch: a plan() dict to use instead of the heuristic one (the tests pin both forms).
+    launch: a plan() dict to use instead of the table's (the tests and the tile sweep pin
+    every form).
     """
     _validate(x, w)
     (m, k), n = x.shape, w.shape[0]
@@ -89,15 +128,20 @@ def gemv(x, w, *, launch: dict | None = None):
     interp = interpreting()
     if launch is None:
         sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
-        launch = plan(m, n, k, sms, interpreter=interp)
+        launch = plan(m, n, k, sms, interpreter=interp, itemsize=x.element_size())
+    late, use_dot = launch.get("LATE_SUM", False), launch["USE_DOT"]
+    if late and use_dot:
+        raise KernelabError("gemv: LATE_SUM is a form of the broadcast product, not of tl.dot")
+    stages = launch.get("num_stages", 3 if use_dot else 1)
     split = launch["split"]
     out = y if split == 1 else torch.empty((split, m, n), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(n, launch["BLOCK_N"]), split, triton.cdiv(m, launch["BLOCK_M"]))
     gemv_split_kernel[grid](
         x, w, out, m, n, k, launch["k_per_split"], x.stride(0), x.stride(1), w.stride(0),
         w.stride(1), m * n if split > 1 else 0, n, BLOCK_M=launch["BLOCK_M"],
-        BLOCK_N=launch["BLOCK_N"], BLOCK_K=launch["BLOCK_K"], USE_DOT=launch["USE_DOT"],
-        IEEE=x.dtype == torch.float32 or interp, num_warps=4,
+        BLOCK_N=launch["BLOCK_N"], BLOCK_K=launch["BLOCK_K"], USE_DOT=use_dot,
+        IEEE=x.dtype == torch.float32 or interp, LATE_SUM=late, STAGES=stages,
+        num_warps=launch.get("num_warps", 4), num_stages=stages,
     )  # fmt: skip
     if split > 1:
         block = 64 if interp else 1024

@@ -22,6 +22,21 @@ BLOCK_M >= 16 uses tl.dot (tensor cores, fp32 accumulation; fp32 inputs in ieee 
 not tf32). The CPU interpreter multiplies bf16 dot operands as raw 16-bit integers (Triton
 3.9), so there the operands are widened to fp32 first (IEEE): the interpreter checks the tiling
 and masks of the dot path, and the GPU tests check its bf16 tensor-core form.
+
+Where the broadcast product is summed (LATE_SUM): False sums each step's products along K
+at once, so every step ends in a reduction across the lanes that share a row of W (shuffles,
+and a layout change through shared memory for the 3-d product). True keeps the products
+elementwise in an fp32 accumulator of the W tile's own layout and sums along K once, after
+the loop: each thread then owns contiguous 16-byte runs of K and the loop body is loads and
+FMAs only. At BLOCK_M = 1 the accumulator is the [BLOCK_N, BLOCK_K] tile itself and x is
+loaded as a [1, BLOCK_K] row of that layout; above it is [BLOCK_M, BLOCK_N, BLOCK_K], which
+costs BLOCK_M times the registers.
+
+STAGES: the K loop's software pipeline (tl.range num_stages). Above 1, Triton stages the x
+and W tiles through shared memory with asynchronous copies, STAGES - 1 steps ahead, in every
+form (a plain range pipelines only the loads that feed tl.dot: the broadcast forms' loads
+stayed synchronous, Triton 3.9); 1: no pipeline. The launch's num_warps and num_stages come
+with the tile (ops/gemv.plan); the launch's num_stages is STAGES.
 """
 
 from __future__ import annotations
@@ -34,14 +49,19 @@ import triton.language as tl
 def gemv_split_kernel(x_ptr, w_ptr, out_ptr, M, N, K, k_per_split,
                       sxm, sxk, swn, swk, s_split, som,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      USE_DOT: tl.constexpr, IEEE: tl.constexpr):  # fmt: skip
+                      USE_DOT: tl.constexpr, IEEE: tl.constexpr, LATE_SUM: tl.constexpr,
+                      STAGES: tl.constexpr):  # fmt: skip
     pid_n, split, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     k_start = split * k_per_split  # k_per_split is a multiple of BLOCK_K
     k_end = tl.minimum(k_start + k_per_split, K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_start, k_end, BLOCK_K):
+    if LATE_SUM and BLOCK_M == 1:
+        wide = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)  # the products, summed at the end
+    elif LATE_SUM:
+        wide = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in tl.range(k_start, k_end, BLOCK_K, num_stages=STAGES):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < k_end
         x = tl.load(x_ptr + rows[:, None] * sxm + ks[None, :] * sxk,
@@ -54,11 +74,20 @@ def gemv_split_kernel(x_ptr, w_ptr, out_ptr, M, N, K, k_per_split,
                 acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
             else:
                 acc = tl.dot(x, tl.trans(w), acc)
+        elif LATE_SUM and BLOCK_M == 1:
+            # x's [1, BLOCK_K] row broadcasts down the tile: no reduction inside the loop
+            wide += w.to(tl.float32) * x.to(tl.float32)
+        elif LATE_SUM:
+            wide += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
         else:
             # fp32 before the multiply: exact products, and right under the interpreter,
             # whose bf16 arithmetic works on raw 16-bit integers
             prod = x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
             acc += tl.sum(prod, axis=2)
+    if LATE_SUM and BLOCK_M == 1:
+        acc = tl.sum(wide, axis=1)[None, :]
+    elif LATE_SUM:
+        acc = tl.sum(wide, axis=2)
     out = out_ptr + split.to(tl.int64) * s_split + rows[:, None] * som + cols[None, :]
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 

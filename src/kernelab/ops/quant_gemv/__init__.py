@@ -3,9 +3,9 @@
 teaching.py (int8, one program per column block) is the kernel to read first; kernels.py holds
 the split-K fast paths that dequantize int8, int4 (group scales, symmetric or with zero
 points) and fp8 e4m3 in registers; packing.py the formats and their float64 references. The
-launch plan is the bf16 GEMV's (ops/gemv.plan), BLOCK_K doubled for int4 (registers, not
-bytes, bound the step: see INT4_K_SCALE): untuned, no record under benchmarks/results/ backs
-it yet.
+launch plan is the GEMV's heuristic (ops/gemv.plan without an itemsize: GPU_TILES, not the
+swept tiles.json), BLOCK_K doubled for int4 (registers, not bytes, bound the step: see
+INT4_K_SCALE): untuned, no record under benchmarks/results/ backs it yet.
 """
 
 from __future__ import annotations

@@ -1,0 +1,102 @@
+"""The decode GEMV's tile table (tiles.json): which launch plan() uses, per itemsize of x and
+W, batch bucket and, where one was measured, exact weight shape.
+
+Each entry: "itemsize" (2 for bf16 and fp16, 4 for fp32), "m" (the bucket: it serves the
+batches above the next smaller bucket up to m), "n" and "k" (an exact weight shape, or null
+for every shape), "launch" (BLOCK_M, BLOCK_N, BLOCK_K, USE_DOT, LATE_SUM, num_warps,
+num_stages, and "split": a K split count, or "heuristic" for plan()'s fill-the-GPU rule, with
+"programs_per_sm" its target where the entry sets one), "status" ("measured", or "derived, not
+measured" for a choice from register and occupancy arithmetic), and for a measured entry
+"figure" (what it measured) and "record" (the file under benchmarks/results/ that holds it).
+An exact-shape entry wins over its bucket's general one. benchmarks/gemv_tiles.py sweeps the
+candidates on a GPU and writes the measured entries (docs/ops/gemv.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from kernelab.errors import KernelabError
+
+TABLE_PATH = Path(__file__).with_name("tiles.json")
+DERIVED = "derived, not measured"
+MEASURED = "measured"
+LAUNCH_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "USE_DOT", "LATE_SUM", "num_warps", "num_stages",
+               "split")  # fmt: skip
+
+
+def _power_of_two(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and (
+        value & (value - 1)) == 0  # fmt: skip
+
+
+def check_launch(launch: dict, where: str = "launch") -> dict:
+    """`launch` when its keys and values are a form gemv_split_kernel takes; else a one-line
+    KernelabError naming what is wrong."""
+    missing = [key for key in LAUNCH_KEYS if key not in launch]
+    if missing:
+        raise KernelabError(f"{where} lacks {', '.join(missing)}")
+    for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"):
+        if not _power_of_two(launch[key]):
+            raise KernelabError(f"{where}: {key} must be a power of two, got {launch[key]!r}")
+    if not isinstance(launch["num_stages"], int) or not 1 <= launch["num_stages"] <= 8:
+        raise KernelabError(f"{where}: num_stages must be 1 to 8, got {launch['num_stages']!r}")
+    split = launch["split"]
+    if split != "heuristic" and not (isinstance(split, int) and split >= 1):
+        raise KernelabError(f"{where}: split must be a count >= 1 or 'heuristic', got {split!r}")
+    if launch["USE_DOT"] and launch["LATE_SUM"]:
+        raise KernelabError(f"{where}: LATE_SUM is a form of the broadcast product, not of tl.dot")
+    if launch["USE_DOT"] and launch["BLOCK_M"] < 16:
+        raise KernelabError(f"{where}: tl.dot needs BLOCK_M >= 16, got {launch['BLOCK_M']}")
+    return launch
+
+
+def check_table(table: dict, where: str = "tiles.json") -> dict:
+    """The table when every entry is well formed and no two entries claim one key."""
+    entries = table.get("entries") if isinstance(table, dict) else None
+    if not isinstance(entries, list):
+        raise KernelabError(f"{where} holds no list of entries")
+    seen = set()
+    for i, entry in enumerate(entries):
+        what = f"{where} entry {i}"
+        for key in ("itemsize", "m", "launch", "status"):
+            if key not in entry:
+                raise KernelabError(f"{what} lacks {key}")
+        key = (entry["itemsize"], entry["m"], entry.get("n"), entry.get("k"))
+        if key in seen:
+            raise KernelabError(f"{what} repeats itemsize, m, n, k = {key}")
+        seen.add(key)
+        if (entry.get("n") is None) != (entry.get("k") is None):
+            raise KernelabError(f"{what}: n and k are both a shape or both null")
+        check_launch(entry["launch"], what)
+        if entry["status"] == MEASURED and not entry.get("record"):
+            raise KernelabError(f"{what} is measured but names no record")
+    return table
+
+
+@functools.cache
+def _load(path: str) -> dict:
+    try:
+        table = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise KernelabError(f"cannot read the GEMV tile table {path}: {exc}") from None
+    return check_table(table, Path(path).name)
+
+
+def load_table(path: str | Path | None = None) -> dict:
+    """The tile table at `path` (default: tiles.json beside this file), checked, read once."""
+    return _load(str(path or TABLE_PATH))
+
+
+def lookup(table: dict, itemsize: int, m: int, n: int, k: int) -> dict | None:
+    """The entry for one call: the smallest bucket >= m among the itemsize's entries, its
+    exact (n, k) entry if it has one, else its general one; None when the table has neither."""
+    mine = [e for e in table["entries"] if e["itemsize"] == itemsize and e["m"] >= m]
+    if not mine:
+        return None
+    bucket = min(e["m"] for e in mine)
+    exact = [e for e in mine if e["m"] == bucket and (e.get("n"), e.get("k")) == (n, k)]
+    general = [e for e in mine if e["m"] == bucket and e.get("n") is None]
+    return (exact or general or [None])[0]
