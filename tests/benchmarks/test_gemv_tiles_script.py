@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -65,9 +66,9 @@ def test_propose_turns_a_record_into_a_table_plan_accepts(script, tmp_path, caps
     assert "114 % of torch" in out  # 14.0 us of cuBLAS against 12.3
     table = check_table(json.loads(target.read_text()))
     measured = [e for e in table["entries"] if e["status"] == "measured"]
-    # the fixture sits under tests/, not benchmarks/results/: named where it is to go
+    # the fixture sits under tests/: named where it is to go (a path, not a citation)
     assert {e["record"] for e in measured} == {
-        "benchmarks/results/h100/gemv_tiles/gemv_tiles_record.json"
+        str(Path("benchmarks", "results", "h100", "gemv_tiles", "gemv_tiles_record.json"))
     }
     assert plan(1, 4096, 4096, 132, itemsize=2, table=table)["split"] == 2
 
@@ -82,12 +83,10 @@ def test_propose_refuses_a_file_that_is_no_record(script, tmp_path, capsys):
 
 def test_the_record_is_named_where_it_is_to_be_committed(script, tmp_path):
     inside = BENCHMARKS / "results" / "h100" / "gemv_tiles" / "run.json"
-    assert (
-        script.committed_path(inside, "h100-sxm") == "benchmarks/results/h100/gemv_tiles/run.json"
-    )
-    assert script.committed_path(tmp_path / "run.json", "h200") == (
-        "benchmarks/results/h200/gemv_tiles/run.json"
-    )
+    for card, path in (("h100-sxm", inside), ("h200", tmp_path / "run.json")):
+        folder = "h200" if card == "h200" else "h100"
+        expected = Path("benchmarks", "results", folder, "gemv_tiles", "run.json")
+        assert script.committed_path(path, card) == str(expected)
 
 
 def test_the_timed_run_needs_a_gpu(script, capsys):

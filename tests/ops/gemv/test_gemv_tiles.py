@@ -261,7 +261,7 @@ def test_the_proposed_table_gives_plan_the_winners(gemv, sweep, fixture_records)
     from kernelab.ops.gemv import tiles
 
     base = json.loads(tiles.TABLE_PATH.read_text())
-    record = "benchmarks/results/h100/gemv_tiles/gemv_tiles_fixture.json"
+    record = str(Path("benchmarks", "results", "h100", "gemv_tiles", "gemv_tiles_fixture.json"))
     table = tiles.check_table(sweep.propose_table(fixture_records, copy.deepcopy(base), record,
                                                   132, "h100-sxm"))  # fmt: skip
     measured = [e for e in table["entries"] if e["status"] == tiles.MEASURED]
