@@ -32,6 +32,12 @@
 # gpu-suite-part-<p>.log; the exit status is the first failing part's. The tests run with
 # autotuning off (KERNELAB_TRITON_AUTOTUNE=0: every candidate is still checked, none timed).
 #
+# Parts joined by commas (c,p) run one after the other as a group. GPU_SUITE_CARDS=N (default 1)
+# on a machine of N GPUs runs the groups at once, group i on card i (CUDA_VISIBLE_DEVICES), so
+# the parts that must be alone on a GPU (c, e, f, p: they time or profile) each get a card:
+#   GPU_SUITE_CARDS=5 GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d,a,b,t,g,l,h c p,e f
+# With one card (or GPU_SUITE_CARDS=1) the groups run one after another, as the parts do.
+#
 # GPU_SUITE_WORKERS=N (default 1) runs parts a, b, d, g, h, l and t in N pytest-xdist processes.
 # Their time is mostly Triton compiling kernels or a judge starting, on one CPU core each, and
 # none asserts a speed, so sharing the GPU cannot change a result; the kernels take turns on it.
@@ -70,7 +76,8 @@ fi
 # Runs pytest once, its log appended to the part's; exit status 5 (nothing collected) is no failure.
 run_pytest() {
     local part=$1; shift
-    echo "== part $part: $*" | tee -a "$logs/gpu-suite-part-$part.log"
+    echo "== part $part${GPU_SUITE_CARD:+ on card $GPU_SUITE_CARD}: $*" \
+        | tee -a "$logs/gpu-suite-part-$part.log"
     # Part c's ladder tests write their records under $OUT; keep those out of the logs' folder.
     OUT=$(mktemp -d) "${pytest[@]}" "$@" 2>&1 | tee -a "$logs/gpu-suite-part-$part.log"
     local code=${PIPESTATUS[0]}
@@ -78,8 +85,9 @@ run_pytest() {
     return "$code"
 }
 
-status=0
-for part in "${@:-a}"; do
+# Runs one part; returns its exit status.
+run_part() {
+    local part=$1
     # the parallel parts' -m and test paths; the serial parts' whole pytest arguments
     shared=()
     case $part in
@@ -126,6 +134,59 @@ for part in "${@:-a}"; do
             run_pytest "$part" "${timeouts[@]}" "${only_gpu[@]}" "${shared[@]}" || code=$?
         fi
     fi
-    if [ "$status" -eq 0 ] && [ "$code" -ne 0 ]; then status=$code; fi
+    return "$code"
+}
+
+# Runs a group's parts (a,b,c) one after another; returns the first failing part's status.
+run_group() {
+    local group_status=0 part code
+    for part in ${1//,/ }; do
+        code=0
+        run_part "$part" || code=$?
+        if [ "$group_status" -eq 0 ] && [ "$code" -ne 0 ]; then group_status=$code; fi
+    done
+    return "$group_status"
+}
+
+# every part named, before anything runs: a typo fails at once, not after the other parts
+for group in "${@:-a}"; do
+    for part in ${group//,/ }; do
+        case $part in
+            a|b|c|d|e|f|g|h|l|p|t) ;;
+            *) echo "gpu_suite.sh: unknown part '$part' (a, b, c, d, e, f, g, h, l, p or t)" >&2
+               exit 2 ;;
+        esac
+    done
 done
+
+cards=${GPU_SUITE_CARDS:-1}
+status=0
+if [ "$cards" -gt 1 ] && [ "$#" -gt 1 ]; then
+    if [ "$#" -gt "$cards" ]; then
+        echo "gpu_suite.sh: $# groups for $cards cards (GPU_SUITE_CARDS): one group a card" >&2
+        exit 2
+    fi
+    pids=()
+    card=0
+    for group in "$@"; do
+        (
+            export CUDA_VISIBLE_DEVICES=$card GPU_SUITE_CARD=$card
+            run_group "$group"
+        ) > "$logs/gpu-suite-group-$card.out" 2>&1 &
+        pids+=("$!")
+        card=$((card + 1))
+    done
+    for pid in "${pids[@]}"; do
+        code=0
+        wait "$pid" || code=$?
+        if [ "$status" -eq 0 ] && [ "$code" -ne 0 ]; then status=$code; fi
+    done
+    cat "$logs"/gpu-suite-group-*.out
+else
+    for group in "${@:-a}"; do
+        code=0
+        run_group "$group" || code=$?
+        if [ "$status" -eq 0 ] && [ "$code" -ne 0 ]; then status=$code; fi
+    done
+fi
 exit "$status"

@@ -58,3 +58,22 @@ def test_the_parts_hold_every_gpu_marked_test_once(tmp_path):
     unmarked = {test: part for test, part in seen.items() if test not in gpu_marked}
     assert set(unmarked.values()) <= {"t"}, sorted(unmarked.items())[:20]
     assert all("teaching" in test for test in unmarked)
+
+
+def test_groups_run_at_once_one_card_each_and_a_bad_part_fails_before_any_runs(tmp_path):
+    """GPU_SUITE_CARDS=N: each group (parts joined by commas) on a card of its own, at once;
+    a group more than cards, or an unknown part, refused before anything runs."""
+    env = {**os.environ, "OUT": str(tmp_path), "GPU_SUITE_COLLECT": "1", "GPU_SUITE_CARDS": "2"}
+    script = str(ROOT / "benchmarks" / "gpu_suite.sh")
+    done = subprocess.run(["bash", script, "d,t", "e"], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    heads = {part: (tmp_path / f"gpu-suite-part-{part}.log").read_text().splitlines()[0]
+             for part in "dte"}  # fmt: skip
+    assert "on card 0" in heads["d"] and "on card 0" in heads["t"] and "on card 1" in heads["e"]
+    assert _node_ids((tmp_path / "gpu-suite-part-e.log").read_text())
+    for argv, why in ((["a", "b", "c"], "3 groups for 2 cards"), (["a,x"], "unknown part 'x'")):
+        refused = subprocess.run(["bash", script, *argv], env=env, capture_output=True,
+                                 text=True, timeout=60, cwd=ROOT)  # fmt: skip
+        assert refused.returncode == 2 and why in refused.stderr, refused.stderr
+        assert not (tmp_path / "gpu-suite-part-a.log").exists()
