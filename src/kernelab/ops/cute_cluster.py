@@ -6,9 +6,16 @@ A row split over the C CTAs of a cluster is reduced in three levels:
   warp     butterfly shuffles, every lane ends with the warp's value
   CTA      lane 0 of each warp writes one slot of a shared array; every thread folds them
   cluster  thread r of each CTA writes the CTA's value into slot [own rank] of CTA r's
-           shared array (mapa + st.shared::cluster: 4 or 8 bytes over the SM-to-SM network),
-           then one cluster barrier (arrive has release, wait acquire semantics) and every
-           thread folds the C slots from its own shared memory.
+           shared array (mapa + a store over the SM-to-SM network: 4 or 8 bytes), and every
+           thread folds the C slots from its own shared memory once all have landed. Two ways
+           to know they have:
+             mbarrier  (the default) the store is st.async with complete_tx on the receiving
+                       CTA's mbarrier, armed at the kernel's start for C values' bytes: each
+                       CTA waits for its own C arrivals only, never for the whole cluster;
+             barrier   st.shared::cluster, then one cluster barrier (arrive has release, wait
+                       acquire semantics): every CTA waits for every other's stores.
+           Either way one cluster barrier at the start (after the mbarrier's init) makes every
+           CTA's shared memory and mbarrier live before the first remote store.
 Softmax carries (max, sum of exp(x - max)) pairs, folded online, so one exchange serves
 both statistics; RMSNorm carries one sum of squares.
 """
@@ -39,11 +46,10 @@ def row_copy(element_type, vec, threads):
     )
 
 
-@dsl_user_op
-def store_to_peer(smem_ptr: cute.Pointer, value: Float32, peer: Int32, *, loc=None, ip=None):
-    """st.shared::cluster.f32 of `value` at the address `smem_ptr` has in CTA `peer`."""
+def _in_peer(smem_ptr: cute.Pointer, peer: Int32, *, loc=None, ip=None):
+    """The 32-bit shared::cluster address that `smem_ptr` (this CTA's) has in CTA `peer`."""
     local = smem_ptr.toint(loc=loc, ip=ip).ir_value()
-    remote = llvm.inline_asm(
+    return llvm.inline_asm(
         T.i32(),
         [local, Int32(peer).ir_value(loc=loc, ip=ip)],
         "mapa.shared::cluster.u32 $0, $1, $2;",
@@ -52,6 +58,12 @@ def store_to_peer(smem_ptr: cute.Pointer, value: Float32, peer: Int32, *, loc=No
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
+
+
+@dsl_user_op
+def store_to_peer(smem_ptr: cute.Pointer, value: Float32, peer: Int32, *, loc=None, ip=None):
+    """st.shared::cluster.f32 of `value` at the address `smem_ptr` has in CTA `peer`."""
+    remote = _in_peer(smem_ptr, peer, loc=loc, ip=ip)
     llvm.inline_asm(
         None,
         [remote, Float32(value).ir_value(loc=loc, ip=ip)],
@@ -61,6 +73,47 @@ def store_to_peer(smem_ptr: cute.Pointer, value: Float32, peer: Int32, *, loc=No
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
+
+
+@dsl_user_op
+def store_async_to_peer(
+    smem_ptr: cute.Pointer, values: tuple, mbar_ptr: cute.Pointer, peer: Int32, *, loc=None,
+    ip=None,
+):
+    """st.async of one or two fp32 `values` at the address `smem_ptr` has in CTA `peer`,
+    completing their 4 or 8 bytes of the transaction that CTA's mbarrier (at the address
+    `mbar_ptr` has there) expects."""
+    remote = _in_peer(smem_ptr, peer, loc=loc, ip=ip)
+    remote_bar = _in_peer(mbar_ptr, peer, loc=loc, ip=ip)
+    floats = [Float32(v).ir_value(loc=loc, ip=ip) for v in values]
+    if len(floats) == 2:
+        asm = "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [$0], {$1, $2}, [$3];"
+        constraints = "r,f,f,r"
+    else:
+        asm = "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [$0], $1, [$2];"
+        constraints = "r,f,r"
+    llvm.inline_asm(
+        None,
+        [remote, *floats, remote_bar],
+        asm,
+        constraints,
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@cute.jit
+def arm_exchange(mbar: cute.Pointer, exchange_bytes: cutlass.Constexpr):
+    """At the kernel's start, before its first cluster barrier: thread 0 makes the CTA's
+    mbarrier (one arrival) and arms it for the exchange's bytes, so that the phase completes
+    only when every peer's values have landed; the fence makes the init visible to the
+    cluster by the time the barrier's wait returns in the peers."""
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        cute.arch.mbarrier_init(mbar, 1)
+        cute.arch.mbarrier_init_fence()
+        cute.arch.mbarrier_arrive_and_expect_tx(mbar, exchange_bytes)
 
 
 def fold_pair(m_a, s_a, m_b, s_b):
@@ -131,6 +184,36 @@ def cluster_pair(m, s, peers: cute.Tensor, rank, cluster: cutlass.Constexpr):
     for c in cutlass.range_constexpr(1, cluster):
         m, s = fold_pair(m, s, peers[c, 0], peers[c, 1])
     return m, s
+
+
+@cute.jit
+def cluster_pair_async(m, s, peers: cute.Tensor, mbar: cute.Pointer, rank,
+                       cluster: cutlass.Constexpr):  # fmt: skip
+    """cluster_pair through st.async: each CTA waits on its own mbarrier (armed by
+    arm_exchange for cluster x 8 bytes) for its peers' pairs, not on a cluster barrier."""
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx < cluster:
+        store_async_to_peer(peers.iterator + rank * 2, (m, s), mbar, tidx)
+    cute.arch.mbarrier_wait(mbar, 0)
+    m = peers[0, 0]
+    s = peers[0, 1]
+    for c in cutlass.range_constexpr(1, cluster):
+        m, s = fold_pair(m, s, peers[c, 0], peers[c, 1])
+    return m, s
+
+
+@cute.jit
+def cluster_sum_async(v, peers: cute.Tensor, mbar: cute.Pointer, rank,
+                      cluster: cutlass.Constexpr):  # fmt: skip
+    """cluster_sum through st.async and the CTA's own mbarrier (cluster x 4 bytes)."""
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx < cluster:
+        store_async_to_peer(peers.iterator + rank, (v,), mbar, tidx)
+    cute.arch.mbarrier_wait(mbar, 0)
+    v = peers[0]
+    for c in cutlass.range_constexpr(1, cluster):
+        v = v + peers[c]
+    return v
 
 
 @cute.jit

@@ -28,10 +28,11 @@ def test_build_says_why_in_one_line_when_unusable():
 
 
 @needs_package
+@pytest.mark.parametrize("mbarrier", [True, False], ids=["mbarrier", "barrier"])
 @pytest.mark.parametrize(
     "cols, dtype", [(4096, "bfloat16"), (1009, "float32"), (262144, "float32")]
 )
-def test_lowers_for_sm90a_without_a_gpu(cols, dtype, tmp_path):
+def test_lowers_for_sm90a_without_a_gpu(cols, dtype, mbarrier, tmp_path):
     import cuda.bindings.driver as cuda
     import torch
     from cutlass import Float32
@@ -44,10 +45,14 @@ def test_lowers_for_sm90a_without_a_gpu(cols, dtype, tmp_path):
     path = tmp_path / "rmsnorm.cubin"
     cute_dsl.lower_to_cubin(cute_dsl_kernel.rmsnorm_launch, *tensors, Float32(1e-6),
                             cuda.CUstream(0), plan.vec, plan.threads, plan.tile_cols,
-                            plan.cluster, path=path)  # fmt: skip
+                            plan.cluster, mbarrier, path=path)  # fmt: skip
     ops = sass_opcodes(path)
     assert has_opcode(ops, "MUFU.RSQ") and not has_opcode(ops, "LDL")
-    assert has_opcode(ops, "UCGABAR_WAIT") == (plan.cluster > 1)
+    split = plan.cluster > 1
+    # the mbarrier exchange: one st.async a CTA and one cluster barrier (the start's); the
+    # barrier exchange: a second cluster barrier instead
+    assert ops.get("UCGABAR_WAIT", 0) == (0 if not split else 1 if mbarrier else 2)
+    assert has_opcode(ops, "STAS") == (split and mbarrier)
 
 
 @pytest.mark.gpu
@@ -62,3 +67,19 @@ def test_gpu_matches_float64_reference(cols, dtype):
         report = check_implementation(fn, "rmsnorm", {"rows": rows, "cols": cols}, dtype,
                                       trials=2, device="cuda")  # fmt: skip
         assert report.ok, report.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("cols", [65536, 262144])
+def test_gpu_the_barrier_exchange_matches_float64_reference(cols, dtype):
+    usable_or_skip()
+    import functools
+
+    from kernelab.harness.check import check_implementation
+    from kernelab.ops.norms import cute_dsl as cute_norms
+
+    fn = functools.partial(cute_norms.rmsnorm, mbarrier=False)
+    report = check_implementation(fn, "rmsnorm", {"rows": 37, "cols": cols}, dtype, trials=2,
+                                  device="cuda")  # fmt: skip
+    assert report.ok, report.message

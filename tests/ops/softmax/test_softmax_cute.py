@@ -78,7 +78,7 @@ def test_unusable_reasons():
     assert cute_dsl.unusable_reason(capability=(9, 0)) is None
 
 
-def _lower_softmax(cols: int, dtype, tmp_path):
+def _lower_softmax(cols: int, dtype, tmp_path, mbarrier: bool = True):
     import cuda.bindings.driver as cuda
     import torch
 
@@ -87,9 +87,9 @@ def _lower_softmax(cols: int, dtype, tmp_path):
     x = torch.empty(3, cols, dtype=dtype)
     plan = cute_rows.row_plan(cols, x.element_size())
     tensors = cute_rows.row_tensors(plan, x, torch.empty_like(x))
-    path = tmp_path / f"softmax_{cols}.cubin"
+    path = tmp_path / f"softmax_{cols}_{mbarrier}.cubin"
     cute_dsl.lower_to_cubin(cute_dsl_kernel.softmax_launch, *tensors, cuda.CUstream(0),
-                            plan.vec, plan.threads, plan.tile_cols, plan.cluster,
+                            plan.vec, plan.threads, plan.tile_cols, plan.cluster, mbarrier,
                             path=path)  # fmt: skip
     return plan, sass_opcodes(path)
 
@@ -107,12 +107,28 @@ def test_lowers_for_sm90a_without_a_gpu(cols, dtype, tmp_path):
 
 
 @needs_package
-def test_long_row_lowers_with_a_cluster_barrier(tmp_path):
+def test_a_long_rows_pairs_land_on_an_mbarrier_after_one_cluster_barrier(tmp_path):
+    """The default exchange: st.async of each (max, sum) pair to its CTA (STAS.64), completing
+    bytes on that CTA's mbarrier (SYNCS.*), which each CTA waits on for its own peers; the
+    only cluster barrier is the one at the start that makes every mbarrier live."""
     import torch
 
     plan, ops = _lower_softmax(262144, torch.float32, tmp_path)
     assert plan.cluster == 8
-    assert has_opcode(ops, "UCGABAR_ARV") and has_opcode(ops, "UCGABAR_WAIT")
+    assert ops["STAS.64"] == 1 and has_opcode(ops, "SYNCS.ARRIVE.TRANS64")
+    assert has_opcode(ops, "SYNCS.PHASECHK")
+    assert ops["UCGABAR_ARV"] == 1 and ops["UCGABAR_WAIT"] == 1
+    assert not has_opcode(ops, "MEMBAR")  # no fence over the whole GPU, as the barrier needs
+    assert not has_opcode(ops, "LDL") and not has_opcode(ops, "STL")
+
+
+@needs_package
+def test_a_long_rows_exchange_can_close_with_a_second_cluster_barrier(tmp_path):
+    import torch
+
+    plan, ops = _lower_softmax(262144, torch.float32, tmp_path, mbarrier=False)
+    assert ops["UCGABAR_ARV"] == 2 and ops["UCGABAR_WAIT"] == 2
+    assert not has_opcode(ops, "STAS") and not has_opcode(ops, "SYNCS")
     assert not has_opcode(ops, "LDL") and not has_opcode(ops, "STL")
 
 
@@ -123,7 +139,7 @@ def test_gpu_matches_float64_reference(cols, dtype):
     usable_or_skip()
     from kernelab.harness.check import check_implementation
 
-    fn = registry.get("cute.softmax").build()
+    fn = registry.get("cute.softmax").build()  # the mbarrier exchange
     for rows in (1, 37):
         report = check_implementation(fn, "softmax", {"rows": rows, "cols": cols}, dtype,
                                       trials=2, device="cuda")  # fmt: skip
@@ -167,3 +183,19 @@ def test_records_name_the_dsl_version_where_installed():
     versions = software_versions()
     assert versions.get("nvidia-cutlass-dsl") == cute_dsl.installed_version()
     assert ("nvidia-cutlass-dsl" in versions) == (cute_dsl.installed_version() is not None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("cols", [65536, 262144, 70001])
+def test_gpu_the_barrier_exchange_matches_float64_reference(cols, dtype):
+    usable_or_skip()
+    import functools
+
+    from kernelab.harness.check import check_implementation
+    from kernelab.ops.softmax import cute_dsl as cute_softmax
+
+    fn = functools.partial(cute_softmax.softmax, mbarrier=False)
+    report = check_implementation(fn, "softmax", {"rows": 37, "cols": cols}, dtype, trials=2,
+                                  device="cuda")  # fmt: skip
+    assert report.ok, report.message

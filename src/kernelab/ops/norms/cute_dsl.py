@@ -17,9 +17,11 @@ __all__ = ["rmsnorm", "row_plan"]
 _compiled: dict[tuple, object] = {}
 
 
-def rmsnorm(x, weight, eps: float = 1e-6):
+def rmsnorm(x, weight, eps: float = 1e-6, *, mbarrier: bool = True):
     """RMSNorm of x[rows, cols] over cols with weight[cols]; a new tensor of x's dtype.
-    A strided x is copied to contiguous rows first (inside the call)."""
+    A strided x is copied to contiguous rows first (inside the call). mbarrier: a cluster's
+    sums land on each CTA's mbarrier (st.async), else a cluster barrier closes the exchange
+    (ops/cute_cluster.py)."""
     import torch
 
     x = check_rows("cute rmsnorm", x)
@@ -33,7 +35,7 @@ def rmsnorm(x, weight, eps: float = 1e-6):
         return out
     plan = row_plan(x.shape[1], x.element_size())
     tensors = row_tensors(plan, x, aligned(weight).view(1, -1), out)
-    key = (plan, x.dtype)
+    key = (plan, x.dtype, mbarrier)
     if key not in _compiled:
         import cutlass.cute as cute
         from cutlass import Float32
@@ -42,7 +44,7 @@ def rmsnorm(x, weight, eps: float = 1e-6):
 
         _compiled[key] = cute.compile(
             cute_dsl_kernel.rmsnorm_launch, *tensors, Float32(eps), current_stream(),
-            plan.vec, plan.threads, plan.tile_cols, plan.cluster,
+            plan.vec, plan.threads, plan.tile_cols, plan.cluster, mbarrier,
         )  # fmt: skip
     _compiled[key](*tensors, float(eps), current_stream())
     return out

@@ -3,7 +3,8 @@
 y = x * rsqrt(mean(x^2) + eps) * w, one row per cluster of C CTAs (C = 1 for rows one CTA
 holds), the row slice held in registers between the statistic and the output:
   read  cols x itemsize (x) + cols x itemsize (w, shared by every row: L2-resident after the
-  first rows), write cols x itemsize per row; 4 bytes per CTA pair over DSMEM, once.
+  first rows), write cols x itemsize per row; 4 bytes per CTA pair over DSMEM, once, landing
+  on the receiving CTA's mbarrier (MBARRIER, the default) or closed by a cluster barrier.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import cluster_sum, cta_sum, row_copy
+from kernelab.ops.cute_cluster import (
+    arm_exchange,
+    cluster_sum,
+    cluster_sum_async,
+    cta_sum,
+    row_copy,
+)
 
 
 @cute.kernel
@@ -26,6 +33,7 @@ def rmsnorm_kernel(
     tile_cols: cutlass.Constexpr,
     num_warps: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()  # block x = row x cluster + rank, as the softmax's
@@ -35,7 +43,10 @@ def rmsnorm_kernel(
     smem = cutlass.utils.SmemAllocator()
     slots = smem.allocate_tensor(Float32, cute.make_layout(num_warps), 16)
     peers = smem.allocate_tensor(Float32, cute.make_layout(cluster), 16)
+    arrived = smem.allocate_array(cutlass.Int64, num_elems=1)  # the exchange's mbarrier
     if cutlass.const_expr(cluster > 1):
+        if cutlass.const_expr(mbarrier):
+            arm_exchange(arrived, cluster * 4)  # a sum of squares from each CTA
         cute.arch.cluster_arrive_relaxed()
 
     gX = cute.local_tile(mX, (1, tile_cols), (row, rank))
@@ -61,7 +72,10 @@ def rmsnorm_kernel(
     v = cta_sum(v, slots, num_warps)
     if cutlass.const_expr(cluster > 1):
         cute.arch.cluster_wait()
-        v = cluster_sum(v, peers, rank, cluster)
+        if cutlass.const_expr(mbarrier):
+            v = cluster_sum_async(v, peers, arrived, rank, cluster)
+        else:
+            v = cluster_sum(v, peers, rank, cluster)
     rstd = cute.math.rsqrt(v / mX.shape[1] + eps, fastmath=True)
 
     # w one vector at a time: holding it whole beside x would spill at 32 values a thread
@@ -86,10 +100,13 @@ def rmsnorm_launch(
     threads: cutlass.Constexpr,
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr = True,
 ):
     tiled_copy = row_copy(mX.element_type, vec, threads)
     rows = cute.size(mX, mode=[0])
-    rmsnorm_kernel(mX, mW, mO, eps, tiled_copy, tile_cols, threads // 32, cluster).launch(
+    kernel = rmsnorm_kernel(mX, mW, mO, eps, tiled_copy, tile_cols, threads // 32, cluster,
+                            mbarrier)  # fmt: skip
+    kernel.launch(
         grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),
         cluster=(cluster, 1, 1),

@@ -18,9 +18,11 @@ __all__ = ["row_plan", "softmax"]
 _compiled: dict[tuple, object] = {}
 
 
-def softmax(x):
+def softmax(x, *, mbarrier: bool = True):
     """Softmax over the last dimension of a 2-D CUDA tensor (fp32, bf16, fp16); a new tensor.
-    A strided x is copied to contiguous rows first (inside the call)."""
+    A strided x is copied to contiguous rows first (inside the call). mbarrier: a cluster's
+    (max, sum) pairs land on each CTA's mbarrier (st.async), else a cluster barrier closes
+    the exchange (ops/cute_cluster.py)."""
     import torch
 
     x = check_rows("cute softmax", x)
@@ -29,7 +31,7 @@ def softmax(x):
         return out
     plan = row_plan(x.shape[1], x.element_size())
     tensors = row_tensors(plan, x, out)
-    key = (plan, x.dtype)
+    key = (plan, x.dtype, mbarrier)
     if key not in _compiled:
         import cutlass.cute as cute
 
@@ -37,7 +39,7 @@ def softmax(x):
 
         _compiled[key] = cute.compile(
             cute_dsl_kernel.softmax_launch, *tensors, current_stream(),
-            plan.vec, plan.threads, plan.tile_cols, plan.cluster,
+            plan.vec, plan.threads, plan.tile_cols, plan.cluster, mbarrier,
         )  # fmt: skip
     _compiled[key](*tensors, current_stream())
     return out

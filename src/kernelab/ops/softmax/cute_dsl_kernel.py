@@ -5,7 +5,9 @@ of cols_per_cta values in registers, read once by 128-bit loads and written once
   read  cols x itemsize, write cols x itemsize per row (the ideal traffic, nothing more);
   on the SM-to-SM network 2 x 4 bytes per CTA pair of the cluster, once.
 The statistics are folded online in the log2 domain: each thread's (max, sum 2^(x-max)),
-then warp, CTA and cluster (../cute_cluster.py), so one exchange gives both max and sum.
+then warp, CTA and cluster (../cute_cluster.py), so one exchange gives both max and sum. The
+cluster exchange lands on an mbarrier (MBARRIER, the default: each CTA waits for its peers'
+pairs only) or is closed by a cluster barrier.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import FINITE_LOWEST, LOG2_E, cluster_pair, cta_pair, row_copy
+from kernelab.ops.cute_cluster import (
+    FINITE_LOWEST,
+    LOG2_E,
+    arm_exchange,
+    cluster_pair,
+    cluster_pair_async,
+    cta_pair,
+    row_copy,
+)
 
 
 @cute.kernel
@@ -26,6 +36,7 @@ def softmax_kernel(
     tile_cols: cutlass.Constexpr,
     num_warps: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     # clusters group consecutive blocks along x: block x = row x cluster + rank (rows along
@@ -37,7 +48,10 @@ def softmax_kernel(
     smem = cutlass.utils.SmemAllocator()
     slots = smem.allocate_tensor(Float32, cute.make_layout((num_warps, 2), stride=(2, 1)), 16)
     peers = smem.allocate_tensor(Float32, cute.make_layout((cluster, 2), stride=(2, 1)), 16)
+    arrived = smem.allocate_array(cutlass.Int64, num_elems=1)  # the exchange's mbarrier
     if cutlass.const_expr(cluster > 1):
+        if cutlass.const_expr(mbarrier):
+            arm_exchange(arrived, cluster * 8)  # a (max, sum) pair from each CTA
         cute.arch.cluster_arrive_relaxed()  # waited on before the first remote store
 
     # this CTA's slice of the row: one (1, tile_cols) tile, and the coordinates for bounds
@@ -67,7 +81,10 @@ def softmax_kernel(
     m, s = cta_pair(m, s, slots, num_warps)
     if cutlass.const_expr(cluster > 1):
         cute.arch.cluster_wait()
-        m, s = cluster_pair(m, s, peers, rank, cluster)
+        if cutlass.const_expr(mbarrier):
+            m, s = cluster_pair_async(m, s, peers, arrived, rank, cluster)
+        else:
+            m, s = cluster_pair(m, s, peers, rank, cluster)
     # e was taken against this thread's own max: rescale to the row's (a row of only -inf
     # gives 0 x inf = NaN, as torch.softmax does)
     scale = cute.math.exp2(local - cute.arch.fmax(m, Float32(FINITE_LOWEST)), fastmath=True)
@@ -89,10 +106,11 @@ def softmax_launch(
     threads: cutlass.Constexpr,
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr = True,
 ):
     tiled_copy = row_copy(mX.element_type, vec, threads)
     rows = cute.size(mX, mode=[0])
-    softmax_kernel(mX, mO, tiled_copy, tile_cols, threads // 32, cluster).launch(
+    softmax_kernel(mX, mO, tiled_copy, tile_cols, threads // 32, cluster, mbarrier).launch(
         grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),
         cluster=(cluster, 1, 1),
