@@ -3,7 +3,8 @@
     PYTHONPATH=src python3 benchmarks/cute_dsl.py [--out DIR] [--dry-run]
 
 1. Softmax and RMSNorm, forward and backward, rows of 1K..256K columns, fp32 and bf16:
-   cute.<op> against triton.<op>, QuACK's softmax / rmsnorm forward (when `quack` imports;
+   cute.<op> against triton.<op> (and cute.softmax with bulk=True, its slices loaded by the
+   TMA unit, as a column of its own), QuACK's softmax / rmsnorm forward (when `quack` imports;
    else one line) and the copy ceiling (torch's clone of the input, read + write). Each
    kernel is checked against the float64 reference before it is timed; its % of copy is its
    bandwidth over the op's minimal bytes (roofline.costs: forward 2, backward 3 tensors of
@@ -220,14 +221,35 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
             row[f"{column}_ms"] = _time(max_time_s, fn, *inputs) if fn else None
             if failure:
                 row[f"{column}_note"] = failure
+        if op == "softmax" and row.get("cute_ms") and cols_of_whole_vectors(case):
+            # the same kernel with each CTA's slice brought in by the TMA unit (bulk=True)
+            row["cute_bulk_ms"] = _checked_variant(max_time_s, op, shape, dtype, inputs,
+                                                   bulk=True)  # fmt: skip
         if op in quack:
             args = inputs if op == "rmsnorm" else inputs[:1]
             row["quack_ms"] = _time(max_time_s, quack[op], *args)
-        for column in ("cute", "triton", "quack"):
+        for column in ("cute", "cute_bulk", "triton", "quack"):
             row[f"{column}_pct_of_copy"] = pct_of_copy(row, row.get(f"{column}_ms"))
         out.append(row)
         torch.cuda.empty_cache()
     return out
+
+
+def cols_of_whole_vectors(case: dict) -> bool:
+    """Whether the row is whole 16-byte vectors (what cute.softmax's bulk loads need)."""
+    return case["cols"] * (4 if case["dtype"] == "fp32" else 2) % 16 == 0
+
+
+def _checked_variant(max_time_s: float, op: str, shape: dict, dtype: str, inputs, **options):
+    """cute.softmax with `options`: its median ms if it passes the float64 check, else None."""
+    import functools
+
+    from kernelab.harness.check import check_implementation
+    from kernelab.ops.softmax import cute_dsl as cute_softmax
+
+    fn = functools.partial(cute_softmax.softmax, **options)
+    report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
+    return _time(max_time_s, fn, inputs[0]) if report.ok else None
 
 
 def pct_of_copy(row: dict, ms: float | None) -> float | None:
@@ -404,8 +426,8 @@ def _verdict(ok) -> str:
 def row_table(record: dict) -> str:
     """Softmax / RMSNorm: the copy ceiling and each language as % of it, with the targets."""
     t = record["targets"]
-    lines = ["| op | dtype | cols | copy TB/s | CuTe-DSL | Triton | QuACK | target |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| op | dtype | cols | copy TB/s | CuTe-DSL | CuTe bulk | Triton | QuACK | target |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in record.get("rows", []):
         target = ROW_TARGET.get(r["op"])
         cute = r.get("cute_pct_of_copy")
@@ -418,6 +440,7 @@ def row_table(record: dict) -> str:
         tbs = r["bytes"] / (r["copy_ms"] * 1e9)
         lines.append(
             f"| {r['op']} | {r['dtype']} | {r['cols']:,} | {tbs:.2f} | {_pct(cute)} | "
+            f"{_pct(r.get('cute_bulk_pct_of_copy'))} | "
             f"{_pct(r.get('triton_pct_of_copy'))} | {_pct(r.get('quack_pct_of_copy'))} | "
             f"{_verdict(ok)} |"
         )

@@ -152,3 +152,9 @@ def test_tables_option_prints_a_record(script, tmp_path, capsys):
     path.write_text(json.dumps(_record(script)))
     assert script.main(["--tables", str(path)]) == 0
     assert "| op | dtype | cols |" in capsys.readouterr().out
+
+
+def test_the_bulk_column_is_measured_on_rows_of_whole_vectors_only(script):
+    assert script.cols_of_whole_vectors({"cols": 1024, "dtype": "bf16"})
+    assert not script.cols_of_whole_vectors({"cols": 1009, "dtype": "fp32"})
+    assert all(script.cols_of_whole_vectors(c) for c in script.row_cases())  # the targets' rows

@@ -103,6 +103,25 @@ def store_async_to_peer(
     )
 
 
+@dsl_user_op
+def bulk_load(smem_ptr: cute.Pointer, gmem_ptr: cute.Pointer, size: Int32,
+              mbar_ptr: cute.Pointer, *, loc=None, ip=None):  # fmt: skip
+    """cp.async.bulk of `size` bytes (a multiple of 16, both addresses 16-byte aligned) from
+    global memory into this CTA's shared memory by the TMA unit, completing that many bytes
+    of the transaction the CTA's mbarrier expects: one instruction for the whole slice, no
+    registers held while it flies."""
+    llvm.inline_asm(
+        None,
+        [smem_ptr.toint(loc=loc, ip=ip).ir_value(), gmem_ptr.toint(loc=loc, ip=ip).ir_value(),
+         Int32(size).ir_value(loc=loc, ip=ip), mbar_ptr.toint(loc=loc, ip=ip).ir_value()],
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
+        "r,l,r,r",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )  # fmt: skip
+
+
 @cute.jit
 def arm_exchange(mbar: cute.Pointer, exchange_bytes: cutlass.Constexpr):
     """At the kernel's start, before its first cluster barrier: thread 0 makes the CTA's

@@ -78,7 +78,7 @@ def test_unusable_reasons():
     assert cute_dsl.unusable_reason(capability=(9, 0)) is None
 
 
-def _lower_softmax(cols: int, dtype, tmp_path, mbarrier: bool = True):
+def _lower_softmax(cols: int, dtype, tmp_path, mbarrier: bool = True, bulk: bool = False):
     import cuda.bindings.driver as cuda
     import torch
 
@@ -87,10 +87,10 @@ def _lower_softmax(cols: int, dtype, tmp_path, mbarrier: bool = True):
     x = torch.empty(3, cols, dtype=dtype)
     plan = cute_rows.row_plan(cols, x.element_size())
     tensors = cute_rows.row_tensors(plan, x, torch.empty_like(x))
-    path = tmp_path / f"softmax_{cols}_{mbarrier}.cubin"
+    path = tmp_path / f"softmax_{cols}_{mbarrier}_{bulk}.cubin"
     cute_dsl.lower_to_cubin(cute_dsl_kernel.softmax_launch, *tensors, cuda.CUstream(0),
                             plan.vec, plan.threads, plan.tile_cols, plan.cluster, mbarrier,
-                            path=path)  # fmt: skip
+                            bulk, path=path)  # fmt: skip
     return plan, sass_opcodes(path)
 
 
@@ -120,6 +120,32 @@ def test_a_long_rows_pairs_land_on_an_mbarrier_after_one_cluster_barrier(tmp_pat
     assert ops["UCGABAR_ARV"] == 1 and ops["UCGABAR_WAIT"] == 1
     assert not has_opcode(ops, "MEMBAR")  # no fence over the whole GPU, as the barrier needs
     assert not has_opcode(ops, "LDL") and not has_opcode(ops, "STL")
+
+
+@needs_package
+@pytest.mark.parametrize("cols, dtype", [(262144, "float32"), (70000, "bfloat16"),
+                                         (4096, "bfloat16")])  # fmt: skip
+def test_bulk_loads_bring_each_slice_in_by_the_tma_unit(cols, dtype, tmp_path):
+    """bulk=True: one UBLKCP (cp.async.bulk) a CTA on an mbarrier, then the thread's vectors
+    from shared memory (LDS.128, one per vector more than the exchange's own), no LDG."""
+    import torch
+
+    plan, ops = _lower_softmax(cols, getattr(torch, dtype), tmp_path, bulk=True)
+    _, plain = _lower_softmax(cols, getattr(torch, dtype), tmp_path)
+    assert ops["UBLKCP.S.G"] == 1 and not has_opcode(ops, "LDG")
+    assert ops["LDS.128"] - plain.get("LDS.128", 0) == plan.held // plan.vec
+    assert has_opcode(ops, "SYNCS.PHASECHK") and not has_opcode(ops, "LDL")
+
+
+@pytest.mark.gpu
+def test_gpu_bulk_loads_refuse_rows_of_partial_vectors_in_one_line():
+    usable_or_skip()  # the refusal comes after the checks that need the GPU
+    import torch
+
+    from kernelab.ops.softmax import cute_dsl as cute_softmax
+
+    with pytest.raises(KernelabError, match="16-byte vectors"):
+        cute_softmax.softmax(torch.empty(2, 1009, device="cuda"), bulk=True)
 
 
 @needs_package
@@ -199,3 +225,20 @@ def test_gpu_the_barrier_exchange_matches_float64_reference(cols, dtype):
     report = check_implementation(fn, "softmax", {"rows": 37, "cols": cols}, dtype, trials=2,
                                   device="cuda")  # fmt: skip
     assert report.ok, report.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("cols", [4096, 65536, 262144, 70000])
+def test_gpu_bulk_loads_match_float64_reference(cols, dtype):
+    usable_or_skip()
+    import functools
+
+    from kernelab.harness.check import check_implementation
+    from kernelab.ops.softmax import cute_dsl as cute_softmax
+
+    fn = functools.partial(cute_softmax.softmax, bulk=True)
+    for rows in (1, 37):
+        report = check_implementation(fn, "softmax", {"rows": rows, "cols": cols}, dtype,
+                                      trials=2, device="cuda")  # fmt: skip
+        assert report.ok, report.message

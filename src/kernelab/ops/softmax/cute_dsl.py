@@ -11,6 +11,7 @@ ops/cute_rows.py; this file launches. Importing it imports neither cutlass nor t
 
 from __future__ import annotations
 
+from kernelab.errors import KernelabError
 from kernelab.ops.cute_rows import check_rows, current_stream, row_plan, row_tensors
 
 __all__ = ["row_plan", "softmax"]
@@ -18,11 +19,12 @@ __all__ = ["row_plan", "softmax"]
 _compiled: dict[tuple, object] = {}
 
 
-def softmax(x, *, mbarrier: bool = True):
+def softmax(x, *, mbarrier: bool = True, bulk: bool = False):
     """Softmax over the last dimension of a 2-D CUDA tensor (fp32, bf16, fp16); a new tensor.
     A strided x is copied to contiguous rows first (inside the call). mbarrier: a cluster's
     (max, sum) pairs land on each CTA's mbarrier (st.async), else a cluster barrier closes
-    the exchange (ops/cute_cluster.py)."""
+    the exchange (ops/cute_cluster.py). bulk: each CTA's slice comes into shared memory by one
+    cp.async.bulk (the TMA unit), for rows of whole 16-byte vectors."""
     import torch
 
     x = check_rows("cute softmax", x)
@@ -30,8 +32,13 @@ def softmax(x, *, mbarrier: bool = True):
     if x.numel() == 0:
         return out
     plan = row_plan(x.shape[1], x.element_size())
+    if bulk and plan.vec * plan.itemsize != 16:
+        raise KernelabError(
+            f"cute softmax: bulk loads need rows of whole 16-byte vectors; {x.shape[1]} values "
+            f"of {plan.itemsize} bytes are not"
+        )
     tensors = row_tensors(plan, x, out)
-    key = (plan, x.dtype, mbarrier)
+    key = (plan, x.dtype, mbarrier, bulk)
     if key not in _compiled:
         import cutlass.cute as cute
 
@@ -39,7 +46,7 @@ def softmax(x, *, mbarrier: bool = True):
 
         _compiled[key] = cute.compile(
             cute_dsl_kernel.softmax_launch, *tensors, current_stream(),
-            plan.vec, plan.threads, plan.tile_cols, plan.cluster, mbarrier,
+            plan.vec, plan.threads, plan.tile_cols, plan.cluster, mbarrier, bulk,
         )  # fmt: skip
     _compiled[key](*tensors, current_stream())
     return out

@@ -7,7 +7,9 @@ of cols_per_cta values in registers, read once by 128-bit loads and written once
 The statistics are folded online in the log2 domain: each thread's (max, sum 2^(x-max)),
 then warp, CTA and cluster (../cute_cluster.py), so one exchange gives both max and sum. The
 cluster exchange lands on an mbarrier (MBARRIER, the default: each CTA waits for its peers'
-pairs only) or is closed by a cluster barrier.
+pairs only) or is closed by a cluster barrier. BULK: the CTA's slice comes into shared memory
+by one cp.async.bulk (the TMA unit) on an mbarrier, then into registers (LDS.128), instead of
+each thread's 128-bit global loads; rows of whole 16-byte vectors only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kernelab.ops.cute_cluster import (
     FINITE_LOWEST,
     LOG2_E,
     arm_exchange,
+    bulk_load,
     cluster_pair,
     cluster_pair_async,
     cta_pair,
@@ -37,6 +40,7 @@ def softmax_kernel(
     num_warps: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
     mbarrier: cutlass.Constexpr,
+    bulk: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     # clusters group consecutive blocks along x: block x = row x cluster + rank (rows along
@@ -68,9 +72,31 @@ def softmax_kernel(
     for i in cutlass.range_constexpr(cute.size(tXpX)):
         tXpX[i] = cute.elem_less(tXcX[0, 0, i][1], mX.shape[1])
     tXrX.fill(float("-inf"))  # the tail past the row end: no effect on max or sum
-    for i in cutlass.range_constexpr(cute.size(tXpX)):
-        if tXpX[i]:
-            cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
+    if cutlass.const_expr(bulk):
+        # the slice through shared memory: thread 0 makes an mbarrier, arms it for the slice's
+        # bytes (fewer in the row's last CTA) and has the TMA unit copy them; every thread
+        # waits for the bytes, then reads its vectors from shared memory
+        sX = smem.allocate_tensor(mX.element_type, cute.make_layout((1, tile_cols)), 128)
+        loaded = smem.allocate_array(cutlass.Int64, num_elems=1)
+        if tidx == 0:
+            width = mX.element_type.width // 8
+            cols_here = mX.shape[1] - rank * tile_cols
+            if cols_here > tile_cols:
+                cols_here = tile_cols
+            cute.arch.mbarrier_init(loaded, 1)
+            cute.arch.mbarrier_init_fence()
+            cute.arch.mbarrier_arrive_and_expect_tx(loaded, cols_here * width)
+            bulk_load(sX.iterator, gX.iterator, cols_here * width, loaded)
+        cute.arch.sync_threads()  # no thread waits on the mbarrier before it is made
+        cute.arch.mbarrier_wait(loaded, 0)
+        tXsX = thr.partition_S(sX)
+        for i in cutlass.range_constexpr(cute.size(tXpX)):
+            if tXpX[i]:
+                cute.copy(tiled_copy, tXsX[None, None, i], tXrX[None, None, i])
+    else:
+        for i in cutlass.range_constexpr(cute.size(tXpX)):
+            if tXpX[i]:
+                cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
 
     # log2 domain: 2^(x log2e - m) = e^(x - m/log2e); one FMUL saved per exp
     x = tXrX.load().to(Float32) * LOG2_E
@@ -107,10 +133,12 @@ def softmax_launch(
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
     mbarrier: cutlass.Constexpr = True,
+    bulk: cutlass.Constexpr = False,
 ):
     tiled_copy = row_copy(mX.element_type, vec, threads)
     rows = cute.size(mX, mode=[0])
-    softmax_kernel(mX, mO, tiled_copy, tile_cols, threads // 32, cluster, mbarrier).launch(
+    kernel = softmax_kernel(mX, mO, tiled_copy, tile_cols, threads // 32, cluster, mbarrier, bulk)
+    kernel.launch(
         grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),
         cluster=(cluster, 1, 1),
