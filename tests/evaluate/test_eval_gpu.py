@@ -241,7 +241,7 @@ def _eval_on_gpu(problem: Path, solution: Path, *extra: str) -> tuple[int, dict]
 @pytest.mark.gpu
 def test_gpu_problem_23_at_full_size_is_skipped_with_what_it_needs(tmp_path):
     # 4096 x 393,216 fp32: 6.4 GB a tensor; even with one correctness set at a time the
-    # plan needs 25 of them (161 GB), more than any one card holds
+    # plan needs 23 of them (148 GB), more than any one card holds
     code, verdict = _eval_on_gpu(*_softmax_problem(tmp_path, 4096))
     assert code == 3 and verdict["status"] == "skipped", verdict
     assert verdict["message"].startswith("skipped: needs "), verdict["message"]
@@ -262,9 +262,13 @@ def test_gpu_a_problem_that_fits_one_input_set_is_judged_with_a_set_per_call(tmp
     from kernelab.evaluate.footprint import MEMORY_SHARE
 
     free, _ = torch.cuda.mem_get_info()
-    # With --seeds 1 a tensor of T bytes needs 25 T with one pool set and 30 T with two
-    # (footprint.need_bytes): T between them, so the plan must take one set.
-    tensor = MEMORY_SHARE * free / 27.5
+    # With --seeds 1 a tensor of T bytes needs 23 T with one pool set and 28 T with two
+    # (footprint.need_bytes, and 128 MiB of comparison blocks): T between them, so the plan
+    # must take one set. T is near the one-set edge (the judge's own context takes some of
+    # the free memory measured here): the plan is an upper bound of the judge's and the
+    # worker's peaks, so the run must fit with what the plan leaves to the CUDA contexts
+    # and the allocator.
+    tensor = MEMORY_SHARE * free / 24
     rows = int(tensor // (4 * SOFTMAX_COLS))
     code, verdict = _eval_on_gpu(*_softmax_problem(tmp_path, rows), "--seeds", "1")
     assert code == 0 and verdict["status"] == "pass", verdict["message"]

@@ -72,10 +72,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelab.errors import KernelabError
-from kernelab.evaluate import trees
+from kernelab.evaluate import blocked, trees
 from kernelab.evaluate.arena import Arena, tree_bytes
 from kernelab.evaluate.footprint import (
     GB,
+    LivePeak,
     MemoryPlan,
     SetSize,
     available_bytes,
@@ -101,7 +102,6 @@ from kernelab.evaluate.verdict import (
     Options,
     Verdict,
 )
-from kernelab.harness.check import compare
 from kernelab.harness.tolerances import threshold
 from kernelab.spec.op_spec import name_of
 
@@ -165,31 +165,6 @@ def _odd_tensor(out, ref) -> str | None:
     if out.device.type != ref.device.type:
         return f"is on {out.device.type}; the reference's is on {ref.device.type}"
     return None
-
-
-ERROR_BLOCK = 1 << 24  # elements: the eager reference's error is summed a block at a time
-
-
-def _relative_error(out, ref) -> float:
-    """||out - ref|| / ||ref|| over the elements finite in both, in float64, summed a block of
-    about ERROR_BLOCK elements at a time (along the first dimension, or the flat elements of
-    contiguous tensors): its float64 copies are a block's, never a whole output's."""
-    import torch
-
-    out, ref = out.detach(), ref.detach()
-    if out.dim() == 0 or (out.is_contiguous() and ref.is_contiguous()):
-        out, ref = out.reshape(-1), ref.reshape(-1)
-    row = max(1, out[0].numel()) if len(out) else 1
-    step = max(1, ERROR_BLOCK // row)
-    difference = scale = 0.0  # sums of squares
-    for start in range(0, len(out), step):
-        out64 = out[start : start + step].to(torch.float64)
-        ref64 = ref[start : start + step].to(torch.float64)
-        finite = torch.isfinite(ref64) & torch.isfinite(out64)
-        difference += float((out64[finite] - ref64[finite]).square().sum())
-        scale += float(ref64[finite].square().sum())
-    difference, scale = math.sqrt(difference), math.sqrt(scale)
-    return difference / scale if scale > 0 else difference
 
 
 @dataclass(frozen=True)
@@ -303,7 +278,8 @@ class Evaluator(TimedPhase):
         for case in cases:
             where = f"{self.problem.name} {case.label}"
             try:
-                data = self.problem.generate(case, 0)
+                with LivePeak() as made:
+                    data = self.problem.generate(case, 0)
             except Exception as exc:
                 if is_out_of_memory(exc):
                     raise
@@ -311,14 +287,18 @@ class Evaluator(TimedPhase):
                     f"{where}: generating the inputs failed: {describe_exception(exc)}"
                 ) from None
             try:
-                output = self.problem.reference(trees.clone(data))
+                scratch = trees.clone(data)
+                with LivePeak() as ran:
+                    output = self.problem.reference(scratch)
             except Exception as exc:
                 if is_out_of_memory(exc):
                     raise
                 raise KernelabError(
                     f"{where}: the reference failed: {describe_exception(exc)}"
                 ) from None
-            sizes.append(set_size(data, output))
+            del scratch
+            sizes.append(set_size(data, output, make=made.peak, run=ran.peak,
+                                  checker_outputs=self.problem.checker_outputs))  # fmt: skip
             del data, output
         return sizes, f"measured on one real set-up per case (fake tensors failed: {why})"
 
@@ -413,18 +393,18 @@ class Evaluator(TimedPhase):
             raise KernelabError(
                 f"{where}: the reference failed: {describe_exception(exc)}"
             ) from None
-        if buffers is None:
-            buffers = set(trees.changed_paths(data, scratch))
-            buffers |= self._written_over_nan(data, skip=buffers)
-        del scratch  # the reference's copy of the inputs: not held while float64 runs
+        written = set(trees.changed_paths(data, scratch)) if buffers is None else None
+        del scratch  # the reference's copy of the inputs: not held from here on
         eager = trees.clone(eager)  # the reference may return a buffer it reuses
+        if buffers is None:
+            buffers = written | self._written_over_nan(data, skip=written)
         exact = self._exact(data, eager, where)
         input_dtype = trees.first_float_dtype(data)
         dtype = _dtype_name(input_dtype) if input_dtype is not None else None
         eager_error = 0.0
         for (_, out), (_, ref) in zip(trees.tensors(eager), trees.tensors(exact), strict=True):
             if out.is_floating_point():
-                eager_error = max(eager_error, _relative_error(out, ref))
+                eager_error = max(eager_error, blocked.relative_error(out, ref))
         return Expected(
             case, seed, data, eager, exact, buffers, dtype, EAGER_ERROR_MARGIN * eager_error
         )
@@ -538,7 +518,7 @@ class Evaluator(TimedPhase):
                     return False, None, None, f"{name}: {differ} of {e.numel()} elements differ"
                 continue
             dtype = expected.dtype or _dtype_name(e.dtype) or "fp32"
-            result = compare(o, x, dtype=dtype)
+            result = blocked.compare(o, x, dtype=dtype)
             allowance = max(result.threshold, expected.allowance)
             relaxed = (
                 not result.ok
@@ -553,27 +533,36 @@ class Evaluator(TimedPhase):
             limit = allowance if relaxed else result.threshold
         return True, worst, limit, f"relative norm error {worst:.3g} <= {limit or 0:.3g}"
 
-    def _check(self, worker, expected: Expected, kind: str) -> CaseResult:
+    def _given(self, expected: Expected):
+        """The candidate's copy of a set's inputs, its output buffers filled with NaN."""
         given = trees.clone(expected.data)
         trees.poison(given, expected.buffers)
+        return given
+
+    def _check(self, worker, expected: Expected, kind: str) -> CaseResult:
+        """One call of the candidate on a copy of `expected`'s inputs, judged. What the judge
+        holds beside the set is one copy of the inputs, the output and its snapshot at most,
+        and the comparisons' blocks (footprint.SetSize.transient): the copy sent is dropped
+        once sent, the inputs sent back once checked, the snapshot once judged."""
         result = CaseResult(expected.case.label, kind, expected.seed, False, None, None, "")
         if self.arena is not None:
-            layout = self.arena.write(given)
+            layout = self.arena.write(self._given(expected))
             reply = worker.ask({"kind": "call", "layout": layout})
             given = self.arena.read(layout)  # the judge's own reading of the shared pages
         else:
-            reply = worker.ask({"kind": "call", "data": given})
-            given = reply.get("given")
+            reply = worker.ask_made(lambda: {"kind": "call", "data": self._given(expected)})
+            given = reply.pop("given", None)
         if "raised" in reply:
             result.message = f"the solution raised {reply['raised']}"
             return result
-        out, snapshot = reply.get("out"), reply.get("snapshot")
+        out, snapshot = reply.pop("out", None), reply.pop("snapshot", None)
         if self.on_gpu and snapshot is None:
             snapshot = out  # nothing to compare: the output itself must be right
         if not _same_structure(given, expected.data):
             result.message = "the worker did not send back the inputs it was given"
             return result
         mutation = trees.mutation_message(expected.data, given, expected.buffers)
+        del given
         if mutation:
             result.message = mutation
             return result
@@ -587,6 +576,7 @@ class Evaluator(TimedPhase):
                     f"(work on another stream not synchronised with it): {late}"
                 )
                 return result
+        del snapshot
         if self.problem.checker is not None:
             try:
                 own_ok, own_message = self.problem.checker(trees.clone(expected.data), out)

@@ -1,5 +1,6 @@
 """How much memory judging a problem takes, learnt before any of it is allocated, and the
-plan that makes it fit the device.
+plan that makes it fit the device: an upper bound of what the judge (and on a GPU its
+worker) holds at its peak, step by step (tests/evaluate/test_eval_peaks.py measures each).
 
 What the judge holds of one (case, seed) set (an `Expected`): its inputs, the reference's
 output and the same output in float64 (every floating leaf at 8 bytes an element). It keeps,
@@ -7,34 +8,49 @@ from set-up to the end, one such set per timing case's re-check and one per inpu
 timed-call pool (the baselines are timed on them before any solution runs). The correctness
 sets (each test seed, each benchmark case) it makes one at a time, when each is checked, and
 drops each before it makes the next: at most one of them, the largest, is held beside the
-kept sets. While it computes a set it also holds, for a moment, a scratch copy of the inputs
-and the inputs upcast to float64. On a GPU the worker shares the device: it holds the pool's
-inputs again, the one tree every timed call receives, and the outputs of a batch until the
-judge chooses which to see (at least POOL_SETS of them) with the fingerprint's scratch; the
-judge fetches the chosen outputs one at a time and checks each in float64. Where every timed
-call gets an input set of its own (the evaluator decides, only when the pool could hold
-POOL_SETS sets), the worker keeps no pool and the judge makes each checked call's set again,
-one at a time: at most one set more on the judge's side, against the two or more the worker
-no longer keeps.
+kept sets. Beside those it holds, for a moment, the largest of (SetSize.transient): what
+making a set takes beyond what it keeps (the generator's peak; a scratch copy of the inputs
+and the reference run on it; the inputs in float64 and the float64 run; the outputs' copies);
+a second set made beside a first; a baseline's call tree with a set being made or the
+reference running; checking an output (the inputs sent back, the output and its snapshot,
+or a copy of the inputs and the reference run for the format's own check); fingerprinting a
+fetched output. Every float64 comparison works a block of blocked.CHECK_BLOCK elements at a
+time (kernelab.evaluate.blocked), so it adds the blocks' scratch, never a float64 copy of a whole
+output. On a CPU the judge also maps the pages the inputs are shared through (the largest
+inputs). On a GPU the worker shares the device: it holds the pool's inputs again and, for
+the case being timed, a batch (SetSize.batch): the one tree every timed call receives, the
+outputs kept until the judge chooses which to see (at least POOL_SETS of them), a set being
+made, the call's own output and the fingerprint's scratch; the judge fetches the chosen
+outputs one at a time. The judge's own timed loops (the baselines, the loop's cost) run
+before any worker exists, within the worker's share. Where every timed call gets an input
+set of its own (the evaluator decides, only when the pool could hold POOL_SETS sets), the
+worker keeps no pool and the judge makes each checked call's set again, one at a time: at
+most one set more on the judge's side, against the two or more the worker no longer keeps.
 
 The sizes come from the problem itself, run on fake tensors (torch's FakeTensorMode: shapes
 and dtypes, no memory), or, where the problem cannot run on fake tensors, from one real
-set-up. The plan keeps all of it within MEMORY_SHARE of the device's free memory (of the
-available RAM on a CPU): the pool shrinks from POOL_SETS input sets towards one, the batch's
-kept outputs get what is left (at most KEPT_OUTPUT_BYTES), and a problem that does not fit
-with a single input set is skipped, with what it needs and what the device has. The number
-of seeds does not change the need: the correctness sets are never held together.
+set-up; the generator's and the reference's peaks come from the same run (LivePeak: the
+storages torch ops make, counted until they are freed). The plan keeps all of it within
+MEMORY_SHARE of the device's free memory (of the available RAM on a CPU): the pool shrinks
+from POOL_SETS input sets towards one, the batch's kept outputs get what is left (at most
+KEPT_OUTPUT_BYTES), and a problem that does not fit with a single input set is skipped, with
+what it needs and what the device has. The number of seeds does not change the need: the
+correctness sets are never held together. What the plan leaves out comes from the other
+1 - MEMORY_SHARE: the CUDA contexts, the allocator's rounding and fragmentation, the
+interpreter's own objects, torch.compile's workspace, the L2 flush buffer, the float64 copy
+of a KernelBench model's weights, and whatever a solution allocates of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelab.errors import KernelabError
-from kernelab.evaluate import trees
+from kernelab.evaluate import blocked, trees
 
 MEMORY_SHARE = 0.8  # of the free memory at set-up: room for the allocator's rounding, CUDA
 # contexts of judge and worker, torch.compile's workspace and the L2 flush buffer
@@ -61,12 +77,19 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class SetSize:
-    """The bytes of one (case, seed) set, from its inputs and output (real or fake tensors)."""
+    """The bytes of one (case, seed) set, from its inputs and output (real or fake tensors),
+    and the peaks of making it: `make`, the most the generator holds while it makes the
+    inputs (a `torch.randn(n) * 3.0` holds two tensors for a moment); `run`, the most the
+    eager reference makes while it runs (its output and the intermediates alive with it).
+    0 stands for the least they can be: the inputs, the output."""
 
     inputs: int
     inputs64: int  # the inputs upcast to float64 for the exact reference
     output: int
     output64: int  # the output in float64: the exact answer the judge keeps
+    make: int = 0
+    run: int = 0
+    checker: int = 0  # what the problem's own checker holds beside its reference run
 
     @property
     def kept(self) -> int:
@@ -74,11 +97,74 @@ class SetSize:
         return self.inputs + self.output + self.output64
 
     @property
+    def making(self) -> int:
+        return max(self.make, self.inputs)
+
+    @property
+    def running(self) -> int:
+        return max(self.run, self.output)
+
+    @property
+    def running64(self) -> int:
+        """The float64 reference's peak: its output, and the eager run's intermediates
+        widened as the output is (an estimate: a fake float64 run could build state)."""
+        widen = self.output64 / self.output if self.output else 1.0
+        return self.output64 + int((self.running - self.output) * max(1.0, widen))
+
+    @property
+    def blocks(self) -> int:
+        """The scratch of a comparison done a block at a time (blocked.CHECK_BLOCK elements)."""
+        elements = max(self.output64, self.inputs64) // FLOAT64_BYTES
+        return min(elements, blocked.CHECK_BLOCK) * blocked.CHECK_BYTES_PER_ELEMENT
+
+    @property
+    def making_peak(self) -> int:
+        """The most the judge holds while it makes this set (Evaluator._expect), the set's
+        own inputs and outputs included: the generator; the inputs, a scratch copy and the
+        reference run on it; the inputs, the eager output, a probe copy of the inputs and
+        the reference run on it (the search for output buffers); the eager output and its
+        copy; the inputs upcast to float64 and the float64 reference; the exact output and
+        its copy; the eager error, a block at a time."""
+        i, o = self.inputs, self.output
+        return max(
+            self.making,
+            2 * i + o + self.running,
+            2 * i + o + self.blocks,
+            i + 2 * o,
+            i + o + self.inputs64 + self.running64,
+            i + o + 2 * self.output64,
+            i + o + self.output64 + self.blocks,
+        )
+
+    @property
     def transient(self) -> int:
-        """What the judge holds for a moment beside what it keeps: computing a set (a scratch
-        copy of the inputs, the inputs in float64), or checking an output against it (the
-        output, the output in float64, their difference in float64), whichever is more."""
-        return max(self.inputs + self.inputs64, self.output + 2 * self.output64)
+        """What the judge holds for a moment beside the sets it keeps (this one counted as
+        kept while it is made or checked), whichever moment is the largest: making it, beyond
+        what it keeps; its cost recognised (a copy of the inputs and a reference run); a
+        second set made beside a first (whether a set per timed call can be had); a baseline
+        timed on sets made per call (the call tree, a set being made or a reference run);
+        checking an output (the inputs sent back, the output and its snapshot, the blocks of
+        the comparison; or a copy of the inputs, the reference run on it and what the
+        problem's own checker holds besides); fingerprinting a fetched output (its copy and
+        the padded words: three outputs)."""
+        i, o = self.inputs, self.output
+        return max(
+            self.making_peak - self.kept,
+            i + self.running,
+            i + self.making,
+            i + max(self.making, self.running),
+            i + 2 * o + self.blocks,
+            i + o + self.running + self.checker + self.blocks,
+            3 * o,
+        )
+
+    def batch(self, kept_outputs: int) -> int:
+        """What a timed batch holds on the device besides any pool (timed_calls.run_calls):
+        the tree every call is loaded into; while a set is made, the outputs kept so far
+        (all but the last); at the last call, the kept outputs, the call's own output and
+        the fingerprint's scratch (at most a contiguous and a padded copy: two outputs)."""
+        o = self.output
+        return self.inputs + max(self.making + (kept_outputs - 1) * o, (kept_outputs + 3) * o)
 
 
 def _bytes(tree: Any, *, as_float64: bool = False) -> int:
@@ -89,15 +175,83 @@ def _bytes(tree: Any, *, as_float64: bool = False) -> int:
     return total
 
 
-def set_size(data: Any, output: Any) -> SetSize:
-    return SetSize(_bytes(data), _bytes(data, as_float64=True), _bytes(output),
-                   _bytes(output, as_float64=True))  # fmt: skip
+def set_size(data: Any, output: Any, *, make: int = 0, run: int = 0,
+             checker_outputs: int = 0) -> SetSize:  # fmt: skip
+    out = _bytes(output)
+    return SetSize(_bytes(data), _bytes(data, as_float64=True), out,
+                   _bytes(output, as_float64=True), make, run, checker_outputs * out)  # fmt: skip
+
+
+class LivePeak:
+    """The peak of the bytes of the storages that torch ops make while it is on (fake or
+    real tensors): a storage counts from the op that made it until it is freed; storages
+    that existed before (inputs, weights) and views of them count nothing. Use it as a
+    context manager; `peak` after."""
+
+    def __init__(self):
+        self.live = 0
+        self.peak = 0
+        self._known: dict[int, int] = {}  # id(storage) -> the bytes it counts for
+        self._mode = None
+
+    def _note(self, value, count: bool) -> None:
+        import torch
+
+        try:
+            storage = value if isinstance(value, torch.UntypedStorage) else value.untyped_storage()
+        except Exception:  # no storage (sparse, nested): nothing to count
+            return
+        key = id(storage)
+        if key in self._known:
+            return
+        # a meta tensor holds no memory (a fake tensor, backed by meta storage, names the
+        # device it stands for)
+        count = count and getattr(value, "device", None) != torch.device("meta")
+        nbytes = storage.nbytes() if count else 0
+        self._known[key] = nbytes
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(storage, self._forget, key)
+
+    def _forget(self, key: int) -> None:
+        self.live -= self._known.pop(key, 0)
+
+    def __enter__(self) -> LivePeak:
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        counter = self
+
+        class Counting(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                for leaf in tree_leaves((args, kwargs)):
+                    if isinstance(leaf, (torch.Tensor, torch.UntypedStorage)):
+                        counter._note(leaf, count=False)
+                out = func(*args, **kwargs)
+                # a return the schema says aliases an argument (a view, an in-place op, set_)
+                # holds no new storage
+                if not any(r.alias_info is not None for r in func._schema.returns):
+                    for leaf in tree_leaves(out):
+                        if isinstance(leaf, torch.Tensor):
+                            counter._note(leaf, count=True)
+                return out
+
+        self._mode = Counting()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._mode = None
 
 
 def fake_set_size(problem, case) -> SetSize:
-    """The set's size from the problem run on fake tensors: its generator and reference see
-    shapes and dtypes only, nothing is allocated. Raises whatever the problem raises when it
-    cannot run that way (a .item(), a data-dependent shape, a custom kernel)."""
+    """The set's size from the problem run on fake tensors, with the peaks of making it
+    (LivePeak): its generator and reference see shapes and dtypes only, nothing is
+    allocated. Raises whatever the problem raises when it cannot run that way (a .item(), a
+    data-dependent shape, a custom kernel)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     # torch logs a traceback for every op that fails on fake tensors; the caller reports the
@@ -107,9 +261,13 @@ def fake_set_size(problem, case) -> SetSize:
     fake_log.setLevel(logging.CRITICAL)
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            data = problem.generate(case, 0)
-            output = problem.reference(trees.clone(data))
-            return set_size(data, output)
+            with LivePeak() as made:
+                data = problem.generate(case, 0)
+            scratch = trees.clone(data)
+            with LivePeak() as ran:
+                output = problem.reference(scratch)
+            return set_size(data, output, make=made.peak, run=ran.peak,
+                            checker_outputs=problem.checker_outputs)  # fmt: skip
     finally:
         fake_log.setLevel(level)
 
@@ -162,18 +320,22 @@ def need_bytes(
     sets (per timing case in `timed`, its re-check and its pool of `pool_sets` sets), one
     correctness set (`checked`: a test seed's or a benchmark case's, made when it is checked
     and dropped after, so the largest one counts, not their sum), the largest set's
-    transient, and on a GPU the worker's pool, its call tree, `min_kept` outputs and the one
-    being made, and the fingerprint's scratch (at most a contiguous and a padded copy of an
-    output: two outputs' worth; the digest's folds add 1/128 of one)."""
+    transient (SetSize.transient), and on a CPU the shared pages the inputs go through
+    (arena.Arena: the largest inputs). On a GPU the worker adds its pool of every timing
+    case and, for the one case timed at a time, its batch (SetSize.batch: the call tree,
+    `min_kept` outputs and the one being made, a set being made, the fingerprint's scratch).
+    The judge's own timed loops (the baselines, the loop's cost) run before any worker
+    exists, within the worker's share."""
     every = [*checked, *timed]
     judge = max((s.kept for s in checked), default=0)
     judge += (1 + pool_sets) * sum(s.kept for s in timed)
     judge += max((s.transient for s in every), default=0)
-    if not on_gpu or not timed:
+    if not on_gpu:
+        return judge + max((s.inputs for s in every), default=0)
+    if not timed:
         return judge
     worker = sum(pool_sets * s.inputs for s in timed)  # the worker keeps every case's pool
-    # one case is timed at a time: its call tree, its outputs, the fingerprint's scratch
-    worker += max(s.inputs + (min_kept + 1 + 2) * s.output for s in timed)
+    worker += max(s.batch(min_kept) for s in timed)  # one case is timed at a time
     return judge + worker
 
 

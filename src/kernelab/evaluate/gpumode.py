@@ -237,6 +237,9 @@ def load_gpumode(directory: Path, *, device, scale: float) -> Problem:
         load_solution=load_solution,
         checker=lambda data, output: _normalise_check(reference.check_implementation(data, output)),
         checker_name="the problem's check_implementation",
+        # its own allclose (GPU MODE's verbose_allclose): a difference, a tolerance and their
+        # masks, as large as the output, beside its reference run (an estimate)
+        checker_outputs=4,
         declared_cost=declared if callable(declared) else None,
         notes=scaled_note,
     )

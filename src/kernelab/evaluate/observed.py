@@ -46,12 +46,20 @@ def floor_ms(wall_ms: float, calls: int, loop_ms: float) -> float:
 
 
 def loop_cost_ms(
-    sets: Rotation | Fresh, *, buffers: set[str], calls: int, mode: str, output=None
+    sets: Rotation | Fresh,
+    *,
+    buffers: set[str],
+    calls: int,
+    mode: str,
+    output=None,
+    kept_calls: int | None = None,
 ) -> float:
     """The judge's wall time for the timed loop's own work over `calls` calls: the same input
     sets (made or rotated, as the worker's were), a call that returns `output` (the size of the
-    real one) at once, its copy kept and fingerprinted."""
-    measured = min(calls, NULL_CALLS_MAX)
+    real one) at once, its copy kept and fingerprinted. At most NULL_CALLS_MAX calls are run,
+    and at most `kept_calls` (the outputs a batch may keep: the memory plan's), so that the
+    kept copies fit where the worker's would; the time is scaled to `calls`."""
+    measured = min(calls, NULL_CALLS_MAX, max(1, kept_calls or NULL_CALLS_MAX))
     begin = time.perf_counter()
     run_calls(lambda data: output, sets, buffers=buffers, calls=measured, mode=mode)
     return (time.perf_counter() - begin) * 1e3 * calls / max(1, measured)

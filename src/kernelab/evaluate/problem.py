@@ -47,6 +47,9 @@ class Problem:
     load_solution: Callable[[Path], Callable[[Any], Any]]  # file -> data -> output
     checker: Callable[[Any, Any], tuple[bool, str]] | None = None  # the problem's own
     checker_name: str = ""
+    # outputs' worth the checker holds beside its own reference run, for the memory plan
+    # (footprint.SetSize.checker): an allclose that makes differences and masks of the output
+    checker_outputs: int = 0
     declared_cost: Callable[[Any], dict] | None = None  # data -> {"flops", "bytes", ...}
     notes: list[str] = field(default_factory=list)
     scale: float = 1.0  # the --scale it was loaded with (its workers load it the same way)

@@ -99,17 +99,39 @@ def _cost_of(name: str, args, out):
     return None
 
 
+def _shape_only(value):
+    """A tensor as a meta tensor of its shape, strides and dtype (what the table reads),
+    so that the record holds none of the reference's tensors alive; anything else as it is."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return value
+    try:
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    except Exception:  # no strides (sparse): the shape and dtype are enough
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+
+
 def recognise(run, data) -> Recognition:
-    """Run `run(data)` once, recording its aten ops; the cost of its one arithmetic op."""
+    """Run `run(data)` once, recording its aten ops; the cost of its one arithmetic op. The
+    record keeps the ops' shapes, never their tensors: the reference's intermediates are
+    freed as they would be, and nothing it made outlives the call."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
 
     seen: list[tuple[str, tuple, object]] = []
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            seen.append((func.overloadpacket.__name__, args, out))
+            seen.append(
+                (
+                    func.overloadpacket.__name__,
+                    tree_map(_shape_only, args),
+                    tree_map(_shape_only, out),
+                )
+            )
             return out
 
     with torch.no_grad(), Recorder():

@@ -310,6 +310,14 @@ class Worker:
         self._send(request)
         return self._receive(setting_up=False)
 
+    def ask_made(self, make: Callable[[], dict]) -> dict:
+        """ask(make()), the request made here and dropped once it is sent: tensors that only
+        travel in it (a call's inputs) are not held beside the reply while it is read."""
+        request = make()
+        self._send(request)
+        del request
+        return self._receive(setting_up=False)
+
     def _send(self, message: dict) -> None:
         try:
             send(self._to_worker, message, deadline=self.deadline)

@@ -175,7 +175,9 @@ def run_calls(
     keep: bool = True,
 ) -> tuple[list[float], list[Any], list[list[str]]]:
     """`calls` calls of `call`, call i on `sets(i)`; (the time of each in ms, and when `keep`
-    the output of each and its fingerprint, taken right after the call, outside the clock)."""
+    the output of each and its fingerprint, taken right after the call, outside the clock).
+    A call's own output is dropped once it is copied: it is not held while the next set is
+    made, nor during the next call (the memory plan: footprint.SetSize.batch)."""
     import torch
 
     if isinstance(sets, Fresh) and len(sets.seeds) < calls:
@@ -212,6 +214,7 @@ def run_calls(
             prints.append(fingerprint(outputs[-1]))
             if isinstance(sets, Streamed):
                 sets.after(index, prints[-1])
+        del out
     if on_gpu:
         torch.cuda.synchronize()
         samples = [start.elapsed_time(end) for start, end in pairs]

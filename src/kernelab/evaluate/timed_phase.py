@@ -151,6 +151,7 @@ class TimedPhase:
                     calls=observed.NULL_CALLS_MAX,
                     mode=self.options.mode,
                     output=template.eager,
+                    kept_calls=self._kept_calls(template),
                 )
                 / observed.NULL_CALLS_MAX
                 for _ in range(LOOP_RUNS)
@@ -250,9 +251,9 @@ class TimedPhase:
             return f"{during}: the worker did not fingerprint the outputs of its {calls} calls"
         chosen = self._chosen(calls, last=1 if seeds is not None else len(pool))
         for index in chosen:  # one at a time: one output on the judge's side, however large
-            outputs = worker.ask({"kind": "outputs", "indices": [index]}).get("outputs")
-            if not isinstance(outputs, dict) or set(outputs) != {index}:
-                return f"{during}: the worker did not send back the output of call {index + 1}"
+            # the set first, then the output: the previous call's output and set are gone
+            # before this set is made, and the output is not held while it is made
+            outputs = expected = None
             if seeds is not None:
                 expected = self._expect(template.case, seeds[index], buffers=template.buffers)
                 where = f"{during}, call {index + 1} (its own input set, seed {seeds[index]})"
@@ -262,6 +263,9 @@ class TimedPhase:
                     f"{during}, call {index + 1} (input set {index % len(pool)}, "
                     f"seed {expected.seed})"
                 )
+            outputs = worker.ask({"kind": "outputs", "indices": [index]}).get("outputs")
+            if not isinstance(outputs, dict) or set(outputs) != {index}:
+                return f"{during}: the worker did not send back the output of call {index + 1}"
             judged = fingerprint(outputs[index])
             if any(UNREADABLE in part for part in [*judged, *prints[index]]):
                 return (
@@ -294,6 +298,12 @@ class TimedPhase:
     def _output_bytes(self, template: Expected) -> int:
         return sum(t.numel() * t.element_size() for _, t in trees.tensors(template.eager))
 
+    def _kept_calls(self, template: Expected) -> int:
+        """The most outputs a batch keeps: the kept bytes the memory plan allows
+        (KEPT_OUTPUT_BYTES at most), never fewer than POOL_SETS outputs (the plan's least)."""
+        allowed = self.memory.kept_output_bytes if self.memory else KEPT_OUTPUT_BYTES
+        return max(POOL_SETS, allowed // max(1, self._output_bytes(template)))
+
     def _exercise(self, worker, case: Case, verdict: Verdict) -> str | None:
         """Time the candidate at `case` (GPU) or call it repeat_calls times (CPU), each call on
         new inputs, checking outputs; the failure message, or None."""
@@ -325,9 +335,7 @@ class TimedPhase:
         # Every output of the batch is kept until the judge chooses: outputs too large for
         # the kept bytes the memory plan allows (KEPT_OUTPUT_BYTES at most) shorten the
         # batch, below --min-samples if they must.
-        allowed = self.memory.kept_output_bytes if self.memory else KEPT_OUTPUT_BYTES
-        kept = allowed // max(1, self._output_bytes(template))
-        calls = max(POOL_SETS, min(calls, kept))
+        calls = max(POOL_SETS, min(calls, self._kept_calls(template)))
         seeds = self._call_seeds(label, calls)
         reply, wall_ms = self._calls(worker, label, calls, seeds)
         if "raised" in reply:

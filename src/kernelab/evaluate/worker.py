@@ -160,6 +160,7 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
             reply({"ok": True})
         elif kind == "calls":
             pool, buffers = pools[request["label"]]
+            outputs = []  # the last batch's outputs are not held while this one runs
             try:
                 if request.get("stream"):
                     case = cases[request["label"]]
