@@ -81,12 +81,15 @@ def test_lowers_for_sm90a_without_a_gpu(cols, dtype, tmp_path):
 
 
 @needs_package
-def test_long_row_lowers_with_a_cluster_barrier(tmp_path):
+def test_a_long_rows_dot_products_land_on_an_mbarrier(tmp_path):
     import torch
 
     plan, ops = _lower(131072, torch.float32, tmp_path)
     assert plan.cluster == 8
-    assert has_opcode(ops, "UCGABAR_ARV") and has_opcode(ops, "UCGABAR_WAIT")
+    # the partial dot products land on each CTA's mbarrier (st.async), after the one cluster
+    # barrier that makes every CTA's shared memory and mbarrier live
+    assert ops["UCGABAR_ARV"] == 1 and ops["UCGABAR_WAIT"] == 1
+    assert has_opcode(ops, "STAS") and has_opcode(ops, "SYNCS.PHASECHK")
     assert not has_opcode(ops, "LDL") and not has_opcode(ops, "STL")
 
 

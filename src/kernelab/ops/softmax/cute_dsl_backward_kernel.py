@@ -4,7 +4,8 @@ cutlass.
 dx = y * (dy - dy . y), one row per cluster of C CTAs (C = 1 for rows one CTA holds), the
 row slices of y and dy held in registers between the dot product and dx:
   read  cols x itemsize (y) + cols x itemsize (dy), write cols x itemsize (dx) per row: the
-  ideal traffic; 4 bytes per CTA pair over DSMEM, once.
+  ideal traffic; 4 bytes per CTA pair over DSMEM, once, landing on the receiving CTA's
+  mbarrier (MBARRIER, the default, as the forward's) or closed by a cluster barrier.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32
 
-from kernelab.ops.cute_cluster import cluster_sum, cta_sum, row_copy
+from kernelab.ops.cute_cluster import (
+    arm_exchange,
+    cluster_sum,
+    cluster_sum_async,
+    cta_sum,
+    row_copy,
+)
 
 
 @cute.kernel
@@ -26,6 +33,7 @@ def softmax_backward_kernel(
     tile_cols: cutlass.Constexpr,
     num_warps: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()  # block x = row x cluster + rank, as the forward's
@@ -35,7 +43,10 @@ def softmax_backward_kernel(
     smem = cutlass.utils.SmemAllocator()
     slots = smem.allocate_tensor(Float32, cute.make_layout(num_warps), 16)
     peers = smem.allocate_tensor(Float32, cute.make_layout(cluster), 16)
+    arrived = smem.allocate_array(cutlass.Int64, num_elems=1)  # the exchange's mbarrier
     if cutlass.const_expr(cluster > 1):
+        if cutlass.const_expr(mbarrier):
+            arm_exchange(arrived, cluster * 4)  # a partial dot product from each CTA
         cute.arch.cluster_arrive_relaxed()  # waited on before the first remote store
 
     gY = cute.local_tile(mY, (1, tile_cols), (row, rank))
@@ -65,7 +76,10 @@ def softmax_backward_kernel(
     dot = cta_sum(dot, slots, num_warps)
     if cutlass.const_expr(cluster > 1):
         cute.arch.cluster_wait()
-        dot = cluster_sum(dot, peers, rank, cluster)
+        if cutlass.const_expr(mbarrier):
+            dot = cluster_sum_async(dot, peers, arrived, rank, cluster)
+        else:
+            dot = cluster_sum(dot, peers, rank, cluster)
 
     tYrDX = cute.make_fragment_like(tYgDX)
     tYrDX.store((y * (dy - dot)).to(tYrDX.element_type))
@@ -84,10 +98,13 @@ def softmax_backward_launch(
     threads: cutlass.Constexpr,
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr = True,
 ):
     tiled_copy = row_copy(mY.element_type, vec, threads)
     rows = cute.size(mY, mode=[0])
-    softmax_backward_kernel(mY, mDY, mDX, tiled_copy, tile_cols, threads // 32, cluster).launch(
+    kernel = softmax_backward_kernel(mY, mDY, mDX, tiled_copy, tile_cols, threads // 32,
+                                     cluster, mbarrier)  # fmt: skip
+    kernel.launch(
         grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),
         cluster=(cluster, 1, 1),
