@@ -189,15 +189,32 @@ def cta_sum(v, slots: cute.Tensor, num_warps: cutlass.Constexpr):
 
 
 @cute.jit
-def cluster_pair(m, s, peers: cute.Tensor, rank, cluster: cutlass.Constexpr):
-    """The cluster's pair; `peers` is a shared [cluster, 2] fp32 array in every CTA, and the
-    cluster barrier that made every CTA's shared memory live has been waited on."""
+def _exchange(values: tuple, peers_slot: cute.Pointer, mbar: cute.Pointer, cluster,
+              mbarrier: cutlass.Constexpr):  # fmt: skip
+    """Thread r < cluster sends `values` to slot `peers_slot` of CTA r, then every thread
+    waits until its own CTA's peers' values have landed: on the CTA's mbarrier (mbarrier:
+    st.async, armed by arm_exchange) or, the other way, on a second cluster barrier after
+    plain remote stores. The cluster barrier that made every CTA's shared memory (and
+    mbarrier) live has been waited on."""
     tidx, _, _ = cute.arch.thread_idx()
-    if tidx < cluster:
-        store_to_peer((peers.iterator + rank * 2), m, tidx)
-        store_to_peer((peers.iterator + rank * 2 + 1), s, tidx)
-    cute.arch.cluster_arrive()
-    cute.arch.cluster_wait()
+    if cutlass.const_expr(mbarrier):
+        if tidx < cluster:
+            store_async_to_peer(peers_slot, values, mbar, tidx)
+        cute.arch.mbarrier_wait(mbar, 0)
+    else:
+        if tidx < cluster:
+            for i in cutlass.range_constexpr(len(values)):
+                store_to_peer(peers_slot + i, values[i], tidx)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+
+
+@cute.jit
+def cluster_pair(m, s, peers: cute.Tensor, mbar: cute.Pointer, rank,
+                 cluster: cutlass.Constexpr, mbarrier: cutlass.Constexpr):  # fmt: skip
+    """The cluster's pair; `peers` is a shared [cluster, 2] fp32 array in every CTA (_exchange
+    says how the pairs travel)."""
+    _exchange((m, s), peers.iterator + rank * 2, mbar, cluster, mbarrier)
     m = peers[0, 0]
     s = peers[0, 1]
     for c in cutlass.range_constexpr(1, cluster):
@@ -206,43 +223,10 @@ def cluster_pair(m, s, peers: cute.Tensor, rank, cluster: cutlass.Constexpr):
 
 
 @cute.jit
-def cluster_pair_async(m, s, peers: cute.Tensor, mbar: cute.Pointer, rank,
-                       cluster: cutlass.Constexpr):  # fmt: skip
-    """cluster_pair through st.async: each CTA waits on its own mbarrier (armed by
-    arm_exchange for cluster x 8 bytes) for its peers' pairs, not on a cluster barrier."""
-    tidx, _, _ = cute.arch.thread_idx()
-    if tidx < cluster:
-        store_async_to_peer(peers.iterator + rank * 2, (m, s), mbar, tidx)
-    cute.arch.mbarrier_wait(mbar, 0)
-    m = peers[0, 0]
-    s = peers[0, 1]
-    for c in cutlass.range_constexpr(1, cluster):
-        m, s = fold_pair(m, s, peers[c, 0], peers[c, 1])
-    return m, s
-
-
-@cute.jit
-def cluster_sum_async(v, peers: cute.Tensor, mbar: cute.Pointer, rank,
-                      cluster: cutlass.Constexpr):  # fmt: skip
-    """cluster_sum through st.async and the CTA's own mbarrier (cluster x 4 bytes)."""
-    tidx, _, _ = cute.arch.thread_idx()
-    if tidx < cluster:
-        store_async_to_peer(peers.iterator + rank, (v,), mbar, tidx)
-    cute.arch.mbarrier_wait(mbar, 0)
-    v = peers[0]
-    for c in cutlass.range_constexpr(1, cluster):
-        v = v + peers[c]
-    return v
-
-
-@cute.jit
-def cluster_sum(v, peers: cute.Tensor, rank, cluster: cutlass.Constexpr):
+def cluster_sum(v, peers: cute.Tensor, mbar: cute.Pointer, rank, cluster: cutlass.Constexpr,
+                mbarrier: cutlass.Constexpr):  # fmt: skip
     """The cluster's sum; `peers` is a shared [cluster] fp32 array in every CTA."""
-    tidx, _, _ = cute.arch.thread_idx()
-    if tidx < cluster:
-        store_to_peer(peers.iterator + rank, v, tidx)
-    cute.arch.cluster_arrive()
-    cute.arch.cluster_wait()
+    _exchange((v,), peers.iterator + rank, mbar, cluster, mbarrier)
     v = peers[0]
     for c in cutlass.range_constexpr(1, cluster):
         v = v + peers[c]

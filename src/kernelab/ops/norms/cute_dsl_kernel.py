@@ -17,7 +17,6 @@ from cutlass import Float32
 from kernelab.ops.cute_cluster import (
     arm_exchange,
     cluster_sum,
-    cluster_sum_async,
     cta_sum,
     row_copy,
 )
@@ -72,10 +71,7 @@ def rmsnorm_kernel(
     v = cta_sum(v, slots, num_warps)
     if cutlass.const_expr(cluster > 1):
         cute.arch.cluster_wait()
-        if cutlass.const_expr(mbarrier):
-            v = cluster_sum_async(v, peers, arrived, rank, cluster)
-        else:
-            v = cluster_sum(v, peers, rank, cluster)
+        v = cluster_sum(v, peers, arrived, rank, cluster, mbarrier)
     rstd = cute.math.rsqrt(v / mX.shape[1] + eps, fastmath=True)
 
     # w one vector at a time: holding it whole beside x would spill at 32 values a thread

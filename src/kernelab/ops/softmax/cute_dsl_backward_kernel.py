@@ -18,7 +18,6 @@ from cutlass import Float32
 from kernelab.ops.cute_cluster import (
     arm_exchange,
     cluster_sum,
-    cluster_sum_async,
     cta_sum,
     row_copy,
 )
@@ -76,10 +75,7 @@ def softmax_backward_kernel(
     dot = cta_sum(dot, slots, num_warps)
     if cutlass.const_expr(cluster > 1):
         cute.arch.cluster_wait()
-        if cutlass.const_expr(mbarrier):
-            dot = cluster_sum_async(dot, peers, arrived, rank, cluster)
-        else:
-            dot = cluster_sum(dot, peers, rank, cluster)
+        dot = cluster_sum(dot, peers, arrived, rank, cluster, mbarrier)
 
     tYrDX = cute.make_fragment_like(tYgDX)
     tYrDX.store((y * (dy - dot)).to(tYrDX.element_type))

@@ -25,7 +25,6 @@ from kernelab.ops.cute_cluster import (
     arm_exchange,
     bulk_load,
     cluster_pair,
-    cluster_pair_async,
     cta_pair,
     row_copy,
 )
@@ -107,10 +106,7 @@ def softmax_kernel(
     m, s = cta_pair(m, s, slots, num_warps)
     if cutlass.const_expr(cluster > 1):
         cute.arch.cluster_wait()
-        if cutlass.const_expr(mbarrier):
-            m, s = cluster_pair_async(m, s, peers, arrived, rank, cluster)
-        else:
-            m, s = cluster_pair(m, s, peers, rank, cluster)
+        m, s = cluster_pair(m, s, peers, arrived, rank, cluster, mbarrier)
     # e was taken against this thread's own max: rescale to the row's (a row of only -inf
     # gives 0 x inf = NaN, as torch.softmax does)
     scale = cute.math.exp2(local - cute.arch.fmax(m, Float32(FINITE_LOWEST)), fastmath=True)
