@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelab.ladders.engine import SHARED_LOADS, ZERO_ALLOWANCE_PER_LOAD
+from kernelab.ladders.transpose.steps import BANK_LD
 from kernelab.runtime.cuda import build as cuda_build
 
 ROOT = Path(__file__).parents[2]
@@ -135,9 +136,10 @@ def test_on_a_gpu_the_profile_fills_each_steps_proof_metric(dtype):
     assert all(r["value"] is not None for r in rows)
     by_step = {r["step"]: r for r in rows}
     # a column walk of step 2 conflicts 32-way (fp32) or 16-way (bf16): 31 or 15 extra
-    # wavefronts per shared load
-    plain = by_step["transpose:02"]
-    assert plain["value"] > 8 * plain["metrics"][SHARED_LOADS] > 0
+    # wavefronts per shared load. Step 2's own proof is its store sectors; the conflicts are
+    # step 3's proof, profiled in the same run, so every step's row carries them.
+    plain = by_step["transpose:02"]["metrics"]
+    assert plain[BANK_LD] > 8 * plain[SHARED_LOADS] > 0
     for fixed in ("transpose:03", "transpose:04"):
         assert by_step[fixed]["per_load"] <= ZERO_ALLOWANCE_PER_LOAD, by_step[fixed]
         assert by_step[fixed]["verdict"] == "PASS"

@@ -422,7 +422,8 @@ def test_cli_checks_and_times_a_step_beside_cublas_on_gpu(capsys, tmp_path):
     assert result["grids"]["hgemm:06"]["1024"] > 0  # JSON keys are strings
     for mode in ("cold", "graph"):
         rows = {r["impl"]: r for r in result["timing"] if hl.same_mode(r, mode)}
-        assert set(rows) == {"torch.mm", "hgemm:06"}, mode
+        # the other languages' GEMMs are columns too where they build and pass their check
+        assert {"torch.mm", "hgemm:06"} <= set(rows) <= {"torch.mm", "hgemm:06", *hl.OTHER_COLUMNS}
         assert rows["torch.mm"]["pct_of_cublas"] == pytest.approx(100.0)  # a ratio of rates
         step = rows["hgemm:06"]
         assert step["tflops"] > 0 and step["median_ms"] > 0
@@ -431,12 +432,16 @@ def test_cli_checks_and_times_a_step_beside_cublas_on_gpu(capsys, tmp_path):
         )
     assert result["lens"]["hgemm:06"]["stages"] == 4
     saved = load_records(records)
-    assert len(saved) == 4 and {r.implementation for r in saved} == {"torch.mm", "hgemm:06"}
+    saved_impls = {r.implementation for r in saved}
+    assert {"torch.mm", "hgemm:06"} <= saved_impls
+    assert len(saved) == 2 * len(saved_impls)  # one record per implementation and mode
 
 
 @pytest.mark.gpu
 def test_bracketed_timing_times_cublas_again_after_the_steps():
-    rows, records = hl.time_ladder([get_step(13)], [1024], ["cold"], 0.2, bracket=True)
+    rows, records = hl.time_ladder(
+        [get_step(13)], [1024], ["cold"], 0.2, bracket=True, other_columns=()
+    )
     assert [r["impl"] for r in rows] == [hl.CUBLAS, "hgemm:13", hl.CUBLAS_AGAIN]
     first, again = rows[0], rows[2]
     assert again["pct_of_cublas"] == pytest.approx(100 * first["median_ms"] / again["median_ms"])
