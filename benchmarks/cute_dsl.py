@@ -3,8 +3,8 @@
     PYTHONPATH=src python3 benchmarks/cute_dsl.py [--out DIR] [--dry-run]
 
 1. Softmax and RMSNorm, forward and backward, rows of 1K..256K columns, fp32 and bf16:
-   cute.<op> against triton.<op> (and cute.softmax with bulk=True, its slices loaded by the
-   TMA unit, as a column of its own), QuACK's softmax / rmsnorm forward (when `quack` imports;
+   cute.<op> against triton.<op> (and cute.softmax, cute.rmsnorm and cute.rmsnorm_backward
+   with bulk=True, their slices loaded by the TMA unit, as a column of their own), QuACK's softmax / rmsnorm forward (when `quack` imports;
    else one line) and the copy ceiling (torch's clone of the input, read + write). Each
    kernel is checked against the float64 reference before it is timed; its % of copy is its
    bandwidth over the op's minimal bytes (roofline.costs: forward 2, backward 3 tensors of
@@ -44,6 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "kernelab"
 ROW_COLS = (1024, 4096, 16384, 32768, 65536, 131072, 262144)
 ROW_OPS = ("softmax", "rmsnorm", "softmax_backward", "rmsnorm_backward")
+# the CuTe row kernels with a bulk=True option (module under kernelab.ops, function)
+BULK_OPS = {
+    "softmax": ("softmax.cute_dsl", "softmax"),
+    "rmsnorm": ("norms.cute_dsl", "rmsnorm"),
+    "rmsnorm_backward": ("norms.cute_dsl_backward", "rmsnorm_backward"),
+}
 ROW_BYTES = 256 * 1024 * 1024  # rows per case: about this many input bytes
 GEMM_SIZES = (4096, 8192)
 TARGETS = {
@@ -221,7 +227,7 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
             row[f"{column}_ms"] = _time(max_time_s, fn, *inputs) if fn else None
             if failure:
                 row[f"{column}_note"] = failure
-        if op == "softmax" and row.get("cute_ms") and cols_of_whole_vectors(case):
+        if op in BULK_OPS and row.get("cute_ms") and cols_of_whole_vectors(case):
             # the same kernel with each CTA's slice brought in by the TMA unit (bulk=True)
             row["cute_bulk_ms"] = _checked_variant(max_time_s, op, shape, dtype, inputs,
                                                    bulk=True)  # fmt: skip
@@ -236,20 +242,22 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
 
 
 def cols_of_whole_vectors(case: dict) -> bool:
-    """Whether the row is whole 16-byte vectors (what cute.softmax's bulk loads need)."""
+    """Whether the row is whole 16-byte vectors (what the CuTe kernels' bulk loads need)."""
     return case["cols"] * (4 if case["dtype"] == "fp32" else 2) % 16 == 0
 
 
 def _checked_variant(max_time_s: float, op: str, shape: dict, dtype: str, inputs, **options):
-    """cute.softmax with `options`: its median ms if it passes the float64 check, else None."""
+    """cute.<op> with `options`: its median ms if it passes the float64 check, else None."""
     import functools
+    import importlib
 
     from kernelab.harness.check import check_implementation
-    from kernelab.ops.softmax import cute_dsl as cute_softmax
 
-    fn = functools.partial(cute_softmax.softmax, **options)
+    module, function = BULK_OPS[op]
+    fn = functools.partial(getattr(importlib.import_module(f"kernelab.ops.{module}"), function),
+                           **options)  # fmt: skip
     report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
-    return _time(max_time_s, fn, inputs[0]) if report.ok else None
+    return _time(max_time_s, fn, *inputs) if report.ok else None
 
 
 def pct_of_copy(row: dict, ms: float | None) -> float | None:

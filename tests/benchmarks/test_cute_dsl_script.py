@@ -158,3 +158,13 @@ def test_the_bulk_column_is_measured_on_rows_of_whole_vectors_only(script):
     assert script.cols_of_whole_vectors({"cols": 1024, "dtype": "bf16"})
     assert not script.cols_of_whole_vectors({"cols": 1009, "dtype": "fp32"})
     assert all(script.cols_of_whole_vectors(c) for c in script.row_cases())  # the targets' rows
+
+
+def test_the_bulk_column_names_kernels_that_take_bulk(script):
+    import importlib
+    import inspect
+
+    assert set(script.BULK_OPS) == {"softmax", "rmsnorm", "rmsnorm_backward"}
+    for module, function in script.BULK_OPS.values():
+        fn = getattr(importlib.import_module(f"kernelab.ops.{module}"), function)
+        assert inspect.signature(fn).parameters["bulk"].default is False

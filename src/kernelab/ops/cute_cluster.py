@@ -123,6 +123,32 @@ def bulk_load(smem_ptr: cute.Pointer, gmem_ptr: cute.Pointer, size: Int32,
 
 
 @cute.jit
+def slice_cols(cols, rank, tile_cols: cutlass.Constexpr):
+    """The row's values in CTA `rank`'s slice: tile_cols, fewer in the last rank's, and none
+    where the plan's rounding of held values leaves the last rank past the row's end (70,000
+    bf16 values: 4 CTAs of 24,576 columns, the fourth starting at 73,728)."""
+    n = cols - rank * tile_cols
+    if n > tile_cols:
+        n = tile_cols
+    if n < 0:
+        n = 0
+    return n
+
+
+@cute.jit
+def bulk_slices(mbar: cute.Pointer, dsts: tuple, srcs: tuple, cols_here):
+    """Thread 0's part of a bulk load: arm the CTA's mbarrier (made, one arrival) for
+    `cols_here` values of each (shared `dsts[i]`, global `srcs[i]`) slice and have the TMA unit
+    copy them. An empty slice arms for no bytes and copies nothing (a zero-size or negative
+    cp.async.bulk is not a copy), so the phase still completes and the waiters go on."""
+    nbytes = cols_here * (dsts[0].element_type.width // 8)
+    cute.arch.mbarrier_arrive_and_expect_tx(mbar, nbytes * len(dsts))
+    if cols_here > 0:
+        for i in cutlass.range_constexpr(len(dsts)):
+            bulk_load(dsts[i].iterator, srcs[i].iterator, nbytes, mbar)
+
+
+@cute.jit
 def arm_exchange(mbar: cute.Pointer, exchange_bytes: cutlass.Constexpr):
     """At the kernel's start, before its first cluster barrier: thread 0 makes the CTA's
     mbarrier (one arrival) and arms it for the exchange's bytes, so that the phase completes

@@ -89,6 +89,17 @@ def row_plan(cols: int, itemsize: int, *, max_held: int = MAX_HELD) -> RowPlan:
                    held=held)  # fmt: skip
 
 
+def refuse_partial_vectors(kernel: str, plan: RowPlan, bulk: bool) -> None:
+    """One line when bulk loads are asked of rows that are not whole 16-byte vectors: a
+    cp.async.bulk moves multiples of 16 bytes between 16-byte aligned addresses, and every
+    slice but the first starts at row x cols x itemsize + rank x tile_cols x itemsize."""
+    if bulk and plan.vec * plan.itemsize != 16:
+        raise KernelabError(
+            f"{kernel}: bulk loads need rows of whole 16-byte vectors; {plan.cols} values "
+            f"of {plan.itemsize} bytes are not"
+        )
+
+
 def fits(plan: RowPlan, gpu: str = "h100-sxm") -> bool:
     """Whether the plan's CTA fits one SM of `gpu`: its held row in at most half the register
     file (the rest: addresses, loop state, the exp results), its threads, its shared bytes."""

@@ -20,6 +20,7 @@ from kernelab.ops.cute_rows import (
     aligned,
     check_rows,
     current_stream,
+    refuse_partial_vectors,
     row_plan,
     row_tensors,
 )
@@ -44,8 +45,10 @@ def backward_plan(cols: int, itemsize: int):
     return row_plan(cols, itemsize, max_held=BACKWARD_HELD)
 
 
-def rmsnorm_backward(x, weight, dy, eps: float = 1e-6):
-    """stack(dx, dweight) of rmsnorm(x, weight, eps) for the gradient dy; x's dtype."""
+def rmsnorm_backward(x, weight, dy, eps: float = 1e-6, *, bulk: bool = False):
+    """stack(dx, dweight) of rmsnorm(x, weight, eps) for the gradient dy; x's dtype. bulk: each
+    row's x and dy come into shared memory by cp.async.bulk (the TMA unit), the next row's
+    while this one's dx is written, for rows of whole 16-byte vectors."""
     import torch
 
     from kernelab.runtime.tuner import sm_count
@@ -64,6 +67,7 @@ def rmsnorm_backward(x, weight, dy, eps: float = 1e-6):
     if x.numel() == 0:
         return out.zero_()
     plan = backward_plan(cols, x.element_size())
+    refuse_partial_vectors("cute rmsnorm_backward", plan, bulk)
     grid = min(rows, CTAS_PER_SM * sm_count(x.device))
     partial = torch.empty((grid, cols), device=x.device, dtype=torch.float32)
     mx, mdy, mdx = row_tensors(plan, x, aligned(dy), out[:rows])
@@ -71,7 +75,7 @@ def rmsnorm_backward(x, weight, dy, eps: float = 1e-6):
     mp = from_dlpack(partial, assumed_align=16).mark_compact_shape_dynamic(
         mode=0, stride_order=(0, 1)
     )
-    key = (plan, x.dtype)
+    key = (plan, x.dtype, bulk)
     if key not in _compiled:
         import cutlass.cute as cute
         from cutlass import Float32
@@ -80,7 +84,7 @@ def rmsnorm_backward(x, weight, dy, eps: float = 1e-6):
 
         _compiled[key] = cute.compile(
             cute_dsl_backward_kernel.rmsnorm_backward_launch, mx, mw, mdy, mdx, mp, Float32(eps),
-            current_stream(), plan.vec, plan.threads, plan.tile_cols,
+            current_stream(), plan.vec, plan.threads, plan.tile_cols, bulk,
         )  # fmt: skip
     _compiled[key](mx, mw, mdy, mdx, mp, float(eps), current_stream())
     out[rows] = partial.sum(dim=0)  # grid x cols x 4 bytes read, cols written

@@ -7,6 +7,12 @@ held in registers, and keeps its fp32 dweight partial in registers across the ro
   (dx); per CTA: write cols x 4 bytes of dweight partial, once.
   rstd = rsqrt(mean(x^2) + eps); c = mean(w*dy*x) * rstd^2
   dx = rstd * (w*dy - x * c); dweight += dy * x * rstd
+BULK: the row's x and dy come into shared memory by two cp.async.bulk (the TMA unit) on one
+mbarrier, one phase a row, then into registers (LDS.128); rows of whole 16-byte vectors only.
+The next row's copies are issued as soon as the CTA's sums close (every thread has read the
+buffers by then), so they fly while this row's dx is computed and stored. Shared bytes:
+2 x tile_cols x itemsize, at most 2 x 8,192 x 4 = 64 KiB a CTA, 128 KiB for the two CTAs an
+SM runs (of 228 KiB). w keeps its global loads (from L2 after the first rows).
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32
+from cutlass import Float32, Int32
 
-from kernelab.ops.cute_cluster import row_copy, warp_sum
+from kernelab.ops.cute_cluster import bulk_slices, row_copy, warp_sum
 
 
 @cute.jit
@@ -50,6 +56,7 @@ def rmsnorm_backward_kernel(
     tiled_copy: cute.TiledCopy,
     tile_cols: cutlass.Constexpr,
     num_warps: cutlass.Constexpr,
+    bulk: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
@@ -76,9 +83,31 @@ def rmsnorm_backward_kernel(
     tXrP = cute.make_fragment_like(tXgP, Float32)
     tXrP.fill(0.0)
 
+    phase = Int32(0)  # the parity of the loads' mbarrier phase this row waits for
+    if cutlass.const_expr(bulk):
+        # x and dy through shared memory: thread 0 makes the mbarrier and has the TMA unit
+        # bring the first row (grid <= rows: every CTA has one)
+        sX = smem.allocate_tensor(mX.element_type, cute.make_layout((1, tile_cols)), 128)
+        sDY = smem.allocate_tensor(mX.element_type, cute.make_layout((1, tile_cols)), 128)
+        loaded = smem.allocate_array(cutlass.Int64, num_elems=1)
+        if tidx == 0:
+            cute.arch.mbarrier_init(loaded, 1)
+            cute.arch.mbarrier_init_fence()
+            bulk_slices(loaded, (sX, sDY), (cute.local_tile(mX, (1, tile_cols), (bidx, 0)),
+                        cute.local_tile(mDY, (1, tile_cols), (bidx, 0))), n)  # fmt: skip
+        cute.arch.sync_threads()  # no thread waits on the mbarrier before it is made
+        tXsX = thr.partition_S(sX)
+        tXsDY = thr.partition_S(sDY)
+
     for row in cutlass.range(bidx, rows, grid):
-        tXgX = thr.partition_S(cute.local_tile(mX, (1, tile_cols), (row, 0)))
-        tXgDY = thr.partition_S(cute.local_tile(mDY, (1, tile_cols), (row, 0)))
+        if cutlass.const_expr(bulk):
+            cute.arch.mbarrier_wait(loaded, phase)
+            phase = phase ^ 1
+            tXgX = tXsX  # the row's x and dy, read from shared memory below
+            tXgDY = tXsDY
+        else:
+            tXgX = thr.partition_S(cute.local_tile(mX, (1, tile_cols), (row, 0)))
+            tXgDY = thr.partition_S(cute.local_tile(mDY, (1, tile_cols), (row, 0)))
         tXgDX = thr.partition_D(cute.local_tile(mDX, (1, tile_cols), (row, 0)))
         tXrX.fill(0.0)  # the tail adds nothing to either sum
         tXrDY.fill(0.0)
@@ -98,6 +127,13 @@ def rmsnorm_backward_kernel(
                     cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0
                 )
         squares, products = cta_sums(squares, products, slots, num_warps)
+        if cutlass.const_expr(bulk):
+            # every thread has read this row's x and dy (cta_sums closes on a barrier): the
+            # buffers take the next row's while this one's dx is computed and stored
+            if tidx == 0 and row + grid < rows:
+                after = (row + grid, 0)
+                bulk_slices(loaded, (sX, sDY), (cute.local_tile(mX, (1, tile_cols), after),
+                            cute.local_tile(mDY, (1, tile_cols), after)), n)  # fmt: skip
         rstd = cute.math.rsqrt(squares / n + eps, fastmath=False)
         c = products / n * rstd * rstd
         for i in cutlass.range_constexpr(cute.size(tXpX)):
@@ -126,9 +162,10 @@ def rmsnorm_backward_launch(
     vec: cutlass.Constexpr,
     threads: cutlass.Constexpr,
     tile_cols: cutlass.Constexpr,
+    bulk: cutlass.Constexpr = False,
 ):
     tiled_copy = row_copy(mX.element_type, vec, threads)
     grid = cute.size(mP, mode=[0])  # one CTA per partial row (dynamic: one compile serves all)
-    rmsnorm_backward_kernel(mX, mW, mDY, mDX, mP, eps, tiled_copy, tile_cols, threads // 32).launch(
-        grid=(grid, 1, 1), block=(threads, 1, 1), stream=stream
-    )
+    kernel = rmsnorm_backward_kernel(mX, mW, mDY, mDX, mP, eps, tiled_copy, tile_cols,
+                                     threads // 32, bulk)  # fmt: skip
+    kernel.launch(grid=(grid, 1, 1), block=(threads, 1, 1), stream=stream)

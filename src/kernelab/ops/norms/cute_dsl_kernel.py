@@ -5,6 +5,11 @@ holds), the row slice held in registers between the statistic and the output:
   read  cols x itemsize (x) + cols x itemsize (w, shared by every row: L2-resident after the
   first rows), write cols x itemsize per row; 4 bytes per CTA pair over DSMEM, once, landing
   on the receiving CTA's mbarrier (MBARRIER, the default) or closed by a cluster barrier.
+BULK: the CTA's slice of x comes into shared memory by one cp.async.bulk (the TMA unit) on an
+mbarrier, then into registers (LDS.128), instead of each thread's 128-bit global loads; rows of
+whole 16-byte vectors only. Shared bytes: tile_cols x itemsize, at most 32,768 x 4 = 128 KiB
+(of the 227 KiB a CTA may take on sm_90). w keeps its global loads: its slice beside x's would
+be 256 KiB at that tile, and w is read from L2 after the first rows anyway.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from cutlass import Float32
 
 from kernelab.ops.cute_cluster import (
     arm_exchange,
+    bulk_slices,
     cluster_sum,
     cta_sum,
     row_copy,
+    slice_cols,
 )
 
 
@@ -33,6 +40,7 @@ def rmsnorm_kernel(
     num_warps: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
     mbarrier: cutlass.Constexpr,
+    bulk: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()  # block x = row x cluster + rank, as the softmax's
@@ -62,9 +70,26 @@ def rmsnorm_kernel(
     for i in cutlass.range_constexpr(cute.size(tXpX)):
         tXpX[i] = cute.elem_less(tXcX[0, 0, i][1], mX.shape[1])
     tXrX.fill(0.0)  # the tail adds nothing to the sum of squares
-    for i in cutlass.range_constexpr(cute.size(tXpX)):
-        if tXpX[i]:
-            cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
+    if cutlass.const_expr(bulk):
+        # the slice through shared memory, as the softmax's: thread 0 makes an mbarrier, arms
+        # it for the slice's bytes (fewer in the row's last CTA, none past the row's end) and
+        # has the TMA unit copy them; every thread waits, then reads its vectors
+        sX = smem.allocate_tensor(mX.element_type, cute.make_layout((1, tile_cols)), 128)
+        loaded = smem.allocate_array(cutlass.Int64, num_elems=1)
+        if tidx == 0:
+            cute.arch.mbarrier_init(loaded, 1)
+            cute.arch.mbarrier_init_fence()
+            bulk_slices(loaded, (sX,), (gX,), slice_cols(mX.shape[1], rank, tile_cols))
+        cute.arch.sync_threads()  # no thread waits on the mbarrier before it is made
+        cute.arch.mbarrier_wait(loaded, 0)
+        tXsX = thr.partition_S(sX)
+        for i in cutlass.range_constexpr(cute.size(tXpX)):
+            if tXpX[i]:
+                cute.copy(tiled_copy, tXsX[None, None, i], tXrX[None, None, i])
+    else:
+        for i in cutlass.range_constexpr(cute.size(tXpX)):
+            if tXpX[i]:
+                cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
 
     x = tXrX.load().to(Float32)
     v = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
@@ -97,11 +122,12 @@ def rmsnorm_launch(
     tile_cols: cutlass.Constexpr,
     cluster: cutlass.Constexpr,
     mbarrier: cutlass.Constexpr = True,
+    bulk: cutlass.Constexpr = False,
 ):
     tiled_copy = row_copy(mX.element_type, vec, threads)
     rows = cute.size(mX, mode=[0])
     kernel = rmsnorm_kernel(mX, mW, mO, eps, tiled_copy, tile_cols, threads // 32, cluster,
-                            mbarrier)  # fmt: skip
+                            mbarrier, bulk)  # fmt: skip
     kernel.launch(
         grid=(cluster * rows, 1, 1),
         block=(threads, 1, 1),

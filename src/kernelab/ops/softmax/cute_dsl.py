@@ -11,8 +11,13 @@ ops/cute_rows.py; this file launches. Importing it imports neither cutlass nor t
 
 from __future__ import annotations
 
-from kernelab.errors import KernelabError
-from kernelab.ops.cute_rows import check_rows, current_stream, row_plan, row_tensors
+from kernelab.ops.cute_rows import (
+    check_rows,
+    current_stream,
+    refuse_partial_vectors,
+    row_plan,
+    row_tensors,
+)
 
 __all__ = ["row_plan", "softmax"]
 
@@ -32,11 +37,7 @@ def softmax(x, *, mbarrier: bool = True, bulk: bool = False):
     if x.numel() == 0:
         return out
     plan = row_plan(x.shape[1], x.element_size())
-    if bulk and plan.vec * plan.itemsize != 16:
-        raise KernelabError(
-            f"cute softmax: bulk loads need rows of whole 16-byte vectors; {x.shape[1]} values "
-            f"of {plan.itemsize} bytes are not"
-        )
+    refuse_partial_vectors("cute softmax", plan, bulk)
     tensors = row_tensors(plan, x, out)
     key = (plan, x.dtype, mbarrier, bulk)
     if key not in _compiled:

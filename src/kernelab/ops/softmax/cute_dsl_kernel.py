@@ -23,10 +23,11 @@ from kernelab.ops.cute_cluster import (
     FINITE_LOWEST,
     LOG2_E,
     arm_exchange,
-    bulk_load,
+    bulk_slices,
     cluster_pair,
     cta_pair,
     row_copy,
+    slice_cols,
 )
 
 
@@ -73,19 +74,14 @@ def softmax_kernel(
     tXrX.fill(float("-inf"))  # the tail past the row end: no effect on max or sum
     if cutlass.const_expr(bulk):
         # the slice through shared memory: thread 0 makes an mbarrier, arms it for the slice's
-        # bytes (fewer in the row's last CTA) and has the TMA unit copy them; every thread
-        # waits for the bytes, then reads its vectors from shared memory
+        # bytes (fewer in the row's last CTA, none past the row's end) and has the TMA unit
+        # copy them; every thread waits for the bytes, then reads its vectors from shared memory
         sX = smem.allocate_tensor(mX.element_type, cute.make_layout((1, tile_cols)), 128)
         loaded = smem.allocate_array(cutlass.Int64, num_elems=1)
         if tidx == 0:
-            width = mX.element_type.width // 8
-            cols_here = mX.shape[1] - rank * tile_cols
-            if cols_here > tile_cols:
-                cols_here = tile_cols
             cute.arch.mbarrier_init(loaded, 1)
             cute.arch.mbarrier_init_fence()
-            cute.arch.mbarrier_arrive_and_expect_tx(loaded, cols_here * width)
-            bulk_load(sX.iterator, gX.iterator, cols_here * width, loaded)
+            bulk_slices(loaded, (sX,), (gX,), slice_cols(mX.shape[1], rank, tile_cols))
         cute.arch.sync_threads()  # no thread waits on the mbarrier before it is made
         cute.arch.mbarrier_wait(loaded, 0)
         tXsX = thr.partition_S(sX)
