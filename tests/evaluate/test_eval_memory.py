@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from kernelab.cli import main
-from kernelab.evaluate import blocked, evaluator, footprint, verdict
+from kernelab.evaluate import evaluator, footprint, verdict
 from kernelab.evaluate.evaluator import Evaluator
 from kernelab.evaluate.formats import load_problem
 from kernelab.evaluate.judge import run_problem
 from kernelab.evaluate.verdict import POOL_SETS, Options
+from kernelab.harness import blocks
 
 EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
@@ -64,13 +65,13 @@ def test_fake_tensors_give_a_problems_size_without_allocating_it(tmp_path):
 
 def test_the_issue_problem_on_an_h200_needs_more_than_the_card_and_says_how_much():
     one = footprint.SetSize(inputs=BIG, inputs64=2 * BIG, output=BIG, output64=2 * BIG)
-    blocks = blocked.CHECK_BLOCK * blocked.CHECK_BYTES_PER_ELEMENT
+    scratch = blocks.CHECK_BLOCK * blocks.CHECK_BYTES_PER_ELEMENT
     # kept by the judge (inputs, output, output in float64: 4 tensors each): the re-check and
     # one pool set, and one correctness set at a time whatever the seeds; for a moment,
     # checking an output (the inputs sent back, the output and its snapshot: 3) with the
     # comparison's float64 blocks; on the card the worker's pool, its call tree, three kept
     # outputs plus the one being made, and the fingerprint's scratch (8)
-    expected = 3 * 4 * BIG + 3 * BIG + blocks + 8 * BIG  # 23 tensors and 128 MiB: 148.3 GB
+    expected = 3 * 4 * BIG + 3 * BIG + scratch + 8 * BIG  # 23 tensors and 128 MiB: 148.3 GB
     need = footprint.need_bytes([one], [one], 1, on_gpu=True, min_kept=POOL_SETS)
     assert need == expected
     # three seeds held together, as the judge once did, were 33 tensors: 212.6 GB
@@ -97,7 +98,7 @@ def _plan_on(one: footprint.SetSize, card_gb: int, seeds: int = 3):
 
 
 def test_the_seeds_do_not_add_up_so_larger_problems_fit_an_80_gb_card_and_an_h200():
-    blocks = blocked.CHECK_BLOCK * blocked.CHECK_BYTES_PER_ELEMENT
+    scratch = blocks.CHECK_BLOCK * blocks.CHECK_BYTES_PER_ELEMENT
 
     def softmax(cols: int) -> footprint.SetSize:  # 4096 rows of fp32, in and out
         tensor = BIG_ROWS * cols * 4
@@ -114,7 +115,7 @@ def test_the_seeds_do_not_add_up_so_larger_problems_fit_an_80_gb_card_and_an_h20
     # 139 GB, not with two (28 tensors); three seeds held together needed 133 GB
     tensor = 4096 * 245_760 * 4
     h200 = _plan_on(softmax(245_760), 139)
-    assert h200 is not None and h200.pool_sets == 1 and h200.need_bytes == 23 * tensor + blocks
+    assert h200 is not None and h200.pool_sets == 1 and h200.need_bytes == 23 * tensor + scratch
     assert 28 * tensor > footprint.MEMORY_SHARE * 139e9 and 33 * tensor > 0.8 * 139e9
     # 4096 x 131,072 (a third of problem 23's columns, 2.1 GB a tensor): 60.3 GB with two
     # pool sets within 80 % of 80 GB (64 GB); three seeds held together needed 70.9 GB

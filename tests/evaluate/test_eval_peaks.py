@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelab.evaluate import blocked, evaluator, footprint, trees
+from kernelab.evaluate import evaluator, footprint, trees
 from kernelab.evaluate.evaluator import Evaluator
 from kernelab.evaluate.footprint import LivePeak
 from kernelab.evaluate.formats import load_problem
 from kernelab.evaluate.timed_calls import Fresh, run_calls
 from kernelab.evaluate.verdict import POOL_SETS, Options
+from kernelab.harness import blocks
 
 EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 KB = EVAL / "kernelbench"
@@ -28,7 +29,7 @@ BLOCK = 1 << 12  # elements a comparison takes at a time here: a few blocks per 
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    monkeypatch.setattr(blocked, "CHECK_BLOCK", BLOCK)
+    monkeypatch.setattr(blocks, "CHECK_BLOCK", BLOCK)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelab.evaluate import trees
-from kernelab.harness.check import _storage_bytes
+from kernelab.harness.blocks import storage_bytes
 
 ALIGN = 64
 
@@ -93,7 +93,7 @@ class Arena:
 
         def place(tensor):
             nonlocal cursor
-            raw = _storage_bytes(tensor.detach())
+            raw = storage_bytes(tensor.detach())
             nbytes = raw.numel()
             if cursor + nbytes > self.size:
                 raise ValueError(f"the inputs need more than the arena's {self.size} bytes")

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelab.errors import KernelabError
-from kernelab.evaluate import blocked, trees
+from kernelab.evaluate import trees
 from kernelab.evaluate.arena import Arena, tree_bytes
 from kernelab.evaluate.footprint import (
     GB,
@@ -102,6 +102,8 @@ from kernelab.evaluate.verdict import (
     Options,
     Verdict,
 )
+from kernelab.harness import blocks
+from kernelab.harness.check import compare
 from kernelab.harness.tolerances import threshold
 from kernelab.spec.op_spec import name_of
 
@@ -404,7 +406,7 @@ class Evaluator(TimedPhase):
         eager_error = 0.0
         for (_, out), (_, ref) in zip(trees.tensors(eager), trees.tensors(exact), strict=True):
             if out.is_floating_point():
-                eager_error = max(eager_error, blocked.relative_error(out, ref))
+                eager_error = max(eager_error, blocks.relative_error(out, ref))
         return Expected(
             case, seed, data, eager, exact, buffers, dtype, EAGER_ERROR_MARGIN * eager_error
         )
@@ -518,7 +520,7 @@ class Evaluator(TimedPhase):
                     return False, None, None, f"{name}: {differ} of {e.numel()} elements differ"
                 continue
             dtype = expected.dtype or _dtype_name(e.dtype) or "fp32"
-            result = blocked.compare(o, x, dtype=dtype)
+            result = compare(o, x, dtype=dtype)
             allowance = max(result.threshold, expected.allowance)
             relaxed = (
                 not result.ok

@@ -14,8 +14,8 @@ and the reference run on it; the inputs in float64 and the float64 run; the outp
 a second set made beside a first; a baseline's call tree with a set being made or the
 reference running; checking an output (the inputs sent back, the output and its snapshot,
 or a copy of the inputs and the reference run for the format's own check); fingerprinting a
-fetched output. Every float64 comparison works a block of blocked.CHECK_BLOCK elements at a
-time (kernelab.evaluate.blocked), so it adds the blocks' scratch, never a float64 copy of a whole
+fetched output. Every float64 comparison works a block of blocks.CHECK_BLOCK elements at a
+time (kernelab.harness.blocks), so it adds the blocks' scratch, never a float64 copy of a whole
 output. On a CPU the judge also maps the pages the inputs are shared through (the largest
 inputs). On a GPU the worker shares the device: it holds the pool's inputs again and, for
 the case being timed, a batch (SetSize.batch): the one tree every timed call receives, the
@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelab.errors import KernelabError
-from kernelab.evaluate import blocked, trees
+from kernelab.evaluate import trees
+from kernelab.harness import blocks
 
 MEMORY_SHARE = 0.8  # of the free memory at set-up: room for the allocator's rounding, CUDA
 # contexts of judge and worker, torch.compile's workspace and the L2 flush buffer
@@ -113,9 +114,9 @@ class SetSize:
 
     @property
     def blocks(self) -> int:
-        """The scratch of a comparison done a block at a time (blocked.CHECK_BLOCK elements)."""
+        """The scratch of a comparison done a block at a time (blocks.CHECK_BLOCK elements)."""
         elements = max(self.output64, self.inputs64) // FLOAT64_BYTES
-        return min(elements, blocked.CHECK_BLOCK) * blocked.CHECK_BYTES_PER_ELEMENT
+        return min(elements, blocks.CHECK_BLOCK) * blocks.CHECK_BYTES_PER_ELEMENT
 
     @property
     def making_peak(self) -> int:

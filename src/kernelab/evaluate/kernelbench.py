@@ -13,7 +13,7 @@ moved to the device.
 
 The format's own check, reported beside kernelab's: torch.allclose against the eager output
 with atol = rtol = 1e-4 for fp32 and 1e-2 for fp16/bf16 (KernelBench's current table), in
-float64 a block at a time (kernelab.evaluate.blocked.allclose).
+float64 a block at a time (kernelab.harness.blocks.allclose).
 
 A problem may declare its cost for the roofline with a module-level function
 `roofline_cost(*inputs) -> {"flops": F, "bytes": B}` (optional keys "dtype", "op").
@@ -26,9 +26,10 @@ import hashlib
 from pathlib import Path
 
 from kernelab.errors import KernelabError
-from kernelab.evaluate import blocked, trees
+from kernelab.evaluate import trees
 from kernelab.evaluate.footprint import is_out_of_memory
 from kernelab.evaluate.problem import Case, Problem, describe_exception, import_file, scaled
+from kernelab.harness import blocks
 
 INIT_SEED = 42  # KernelBench's default seed_num
 ALLCLOSE_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -83,7 +84,7 @@ def allclose_check(reference, data, output) -> tuple[bool, str]:
             return False, f"output{path} shape {tuple(out.shape)} != {tuple(ref.shape)}"
         tolerance = ALLCLOSE_TOLERANCE.get(str(ref.dtype).removeprefix("torch."), 1e-4)
         # in float64 a block at a time: the judge never holds float64 copies of a whole output
-        ok, worst = blocked.allclose(out, ref, tolerance=tolerance)
+        ok, worst = blocks.allclose(out, ref, tolerance=tolerance)
         if not ok:
             return False, f"allclose(atol=rtol={tolerance:g}) fails: max difference {worst:.3g}"
     return True, "allclose passes"

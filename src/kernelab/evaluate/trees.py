@@ -97,7 +97,7 @@ def first_float_dtype(tree: Any):
 def changed_paths(before: Any, after: Any) -> list[str]:
     """The tensor leaves whose bytes differ between two trees of the same structure."""
 
-    from kernelab.evaluate.blocked import same_bytes
+    from kernelab.harness.blocks import same_bytes
 
     old, new = tensors(before), tensors(after)
     return [
@@ -109,15 +109,15 @@ def changed_paths(before: Any, after: Any) -> list[str]:
 
 def mutation_message(before: Any, after: Any, allowed: set[str]) -> str | None:
     """How the candidate changed an input it should only read, or None (compared a block
-    at a time: kernelab.evaluate.blocked.mutation).
+    at a time: kernelab.harness.check.mutation).
 
     Leaves in `allowed` (the output buffers the reference itself writes) are skipped.
     """
-    from kernelab.evaluate.blocked import mutation
+    from kernelab.harness.check import mutation
 
     old = [None if path in allowed else leaf for path, leaf in tensors(before)]
     new = [None if path in allowed else leaf for path, leaf in tensors(after)]
-    return mutation(old, new)
+    return mutation(old, new, who="the solution")
 
 
 def poison(tree: Any, paths: set[str]) -> None:
