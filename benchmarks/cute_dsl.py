@@ -232,8 +232,10 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
             row["cute_bulk_ms"] = _checked_variant(max_time_s, op, shape, dtype, inputs,
                                                    bulk=True)  # fmt: skip
         if op in quack:
-            args = inputs if op == "rmsnorm" else inputs[:1]
-            row["quack_ms"] = _time(max_time_s, quack[op], *args)
+            fn, failure = _checked_quack(quack[op], op, shape, dtype)
+            row["quack_ms"] = _time(max_time_s, fn, *inputs) if fn else None
+            if failure:
+                row["quack_note"] = failure
         for column in ("cute", "cute_bulk", "triton", "quack"):
             row[f"{column}_pct_of_copy"] = pct_of_copy(row, row.get(f"{column}_ms"))
         out.append(row)
@@ -244,6 +246,25 @@ def run_rows(max_time_s: float, notes: list[str]) -> list[dict]:
 def cols_of_whole_vectors(case: dict) -> bool:
     """Whether the row is whole 16-byte vectors (what the CuTe kernels' bulk loads need)."""
     return case["cols"] * (4 if case["dtype"] == "fp32" else 2) % 16 == 0
+
+
+def _checked_quack(function, op: str, shape: dict, dtype: str):
+    """QuACK's `function` called with kernelab's inputs of `op` (softmax: x; rmsnorm: x,
+    weight, eps, where QuACK takes eps by keyword: its third parameter is a bias), if it
+    passes the float64 check, else (None, why)."""
+    from kernelab.harness.check import check_implementation
+
+    def fn(*inputs):
+        if op == "rmsnorm":
+            x, weight, eps = inputs
+            return function(x, weight, eps=eps)
+        return function(inputs[0])
+
+    try:
+        report = check_implementation(fn, op, shape, dtype, trials=1, device="cuda")
+    except Exception as exc:  # a third party's failure is a note beside its column
+        return None, f"QuACK's {op} raised {type(exc).__name__}: {exc}"
+    return (fn, None) if report.ok else (None, f"failed its check: {report.message}")
 
 
 def _checked_variant(max_time_s: float, op: str, shape: dict, dtype: str, inputs, **options):
