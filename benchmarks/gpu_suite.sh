@@ -23,10 +23,15 @@
 #   test may take up to EVAL_TEST_TIMEOUT s (900 s, the suite subprocess's own limit) instead
 #   of the 200 s of the others. Parts e and f assert on the times they measure: one process.
 #
-#   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # about 4 minutes on an H100
+#   GPU_SUITE_WORKERS=12 bash benchmarks/gpu_suite.sh d a b t g l   # about 7 minutes on an H100
 #   bash benchmarks/gpu_suite.sh c          # the lab's quick run on the GPU is most of it
 #   bash benchmarks/gpu_suite.sh p e
 #   GPU_SUITE_WORKERS=6 bash benchmarks/gpu_suite.sh f h            # one call each if need be
+#
+# Seconds a part takes on an H100 80GB HBM3 (pytest's own time; each pytest start adds 5-8 s),
+# with GPU_SUITE_WORKERS=12 where it applies, to plan calls of 10 minutes by:
+#   d 57   a 44   b 128   t 38   g 58   l 53 + its whole_card tests   h 50 + 166 (whole_card)
+#   p 63   c 325 (the lab's quick run 146)   e 333 (the KernelBench suite 327)   f over 140
 #
 # Each part's log, with its 25 slowest tests, goes to $OUT (or the current folder) as
 # gpu-suite-part-<p>.log; the exit status is the first failing part's. The tests run with
