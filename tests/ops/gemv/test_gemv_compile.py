@@ -1,0 +1,69 @@
+"""The decode GEMV's m = 1 forms compile for Hopper (sm_90) with this Triton, no GPU needed,
+as a launch at K a multiple of 16 specialises them (unit K strides, 16-byte aligned rows): what
+each K step of the loop costs besides W's loads. The step-summed form ends every step in a
+cross-lane reduction (shuffles, and the products' layout changed through shared memory between
+barriers); the late-summed form's step is W's 16-byte loads and the FMAs, with x's row brought
+into the W tile's layout through shared memory (a barrier or two) and no shuffle. Which is
+faster is the tile sweep's to measure (benchmarks/gemv_tiles.py); this is why it is asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+PROBE = Path(__file__).with_name("sass_probe.py")  # {form: {"loop": ..., "local": ...}}
+
+FORMS = {  # name: (LATE_SUM, BLOCK_N, BLOCK_K, num_warps, STAGES)
+    "step n64 k128": (False, 64, 128, 4, 1),  # the heuristic's m = 1 launch
+    "late n64 k128": (True, 64, 128, 4, 1),
+    "late n32 k256": (True, 32, 256, 4, 1),
+}
+
+
+def _total(loop: Counter, *prefixes: str) -> int:
+    return sum(n for op, n in loop.items() if op.startswith(prefixes))
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    from kernelab.runtime.cuda.sass import find_tool
+
+    if find_tool("cuobjdump") is None:
+        pytest.skip("needs cuobjdump (the Triton wheel carries it)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    probe = subprocess.run([sys.executable, str(PROBE), json.dumps(FORMS)], capture_output=True,
+                           text=True, env=env, timeout=600)  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    found = json.loads(probe.stdout.strip().splitlines()[-1])
+    return {name: (Counter(form["loop"]), form["local"]) for name, form in found.items()}
+
+
+@pytest.mark.slow
+def test_every_m1_form_streams_w_in_16_byte_loads_without_local_memory(compiled):
+    for name, (loop, local) in compiled.items():
+        assert loop, f"{name}: no K loop found in the SASS"
+        # 64 bf16 values of W a thread a step: 8 loads of 16 bytes, and one FMA each
+        assert _total(loop, "LDG.E.128") == 8, (name, loop)
+        assert _total(loop, "FFMA") == 64, (name, loop)
+        assert local == 0, f"{name} spills ({local} local-memory instructions)"
+
+
+@pytest.mark.slow
+def test_the_late_sum_takes_the_reduction_out_of_the_k_loop(compiled):
+    step, _ = compiled["step n64 k128"]
+    # the step form: a cross-lane reduction every K step
+    assert _total(step, "SHFL") >= 64 and _total(step, "BAR") >= 8, step
+    for name in ("late n64 k128", "late n32 k256"):
+        late, _ = compiled[name]
+        assert _total(late, "SHFL") == 0, (name, late)
+        assert _total(late, "BAR") <= 4 < _total(step, "BAR"), (name, late)  # x's row only
+        assert _total(late, "STS", "STSM", "LDS", "LDSM") < _total(step, "STS", "LDS", "LDSM")
