@@ -97,12 +97,12 @@ def parse(argv):
 
 
 def dry_run(args) -> int:
-    from kernelab.ops.gemv.tile_sweep import budget, sweep_points, tile_grid
+    from kernelab.ops.gemv.tile_sweep import FORMS, budget, sweep_points, tile_grid
 
     points = sweep_points(args.weight_rows, args.batches)
     for m in args.batches:
         grid = tile_grid(m)
-        forms = {form: sum(t.form == form for t in grid) for form in ("step", "late", "dot")}
+        forms = {form: sum(t.form == form for t in grid) for form in FORMS}
         print(
             f"m = {m}: {len(grid)} tiles ({', '.join(f'{v} {k}' for k, v in forms.items() if v)})"
         )

@@ -31,7 +31,7 @@ def k_loop(listing):
     return min(loops, key=len) if loops else []
 
 
-def build(late, block_n, block_k, warps, stages):
+def build(late, block_n, block_k, warps, stages, x_as_tile=False):
     # as a launch at k % 16 == 0 specialises it: unit K strides are constants, pointers and
     # multiples of 16 carry tt.divisibility 16
     index = gemv_split_kernel.arg_names.index
@@ -60,6 +60,7 @@ def build(late, block_n, block_k, warps, stages):
         "IEEE": False,
         "LATE_SUM": late,
         "STAGES": stages,
+        "X_AS_TILE": x_as_tile,
     }
     signature.update({name: "constexpr" for name in constants})
     aligned = {

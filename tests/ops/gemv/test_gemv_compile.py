@@ -3,8 +3,9 @@ as a launch at K a multiple of 16 specialises them (unit K strides, 16-byte alig
 each K step of the loop costs besides W's loads. The step-summed form ends every step in a
 cross-lane reduction (shuffles, and the products' layout changed through shared memory between
 barriers); the late-summed form's step is W's 16-byte loads and the FMAs, with x's row brought
-into the W tile's layout through shared memory (a barrier or two) and no shuffle. Which is
-faster is the tile sweep's to measure (benchmarks/gemv_tiles.py); this is why it is asked."""
+into the W tile's layout through shared memory (a barrier or two) and no shuffle; with x loaded
+as a tile in that layout (X_AS_TILE) the step is loads and FMAs only. Which is fastest is the
+tile sweep's to measure (benchmarks/gemv_tiles.py); this is why it asks."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 PROBE = Path(__file__).with_name("sass_probe.py")  # {form: {"loop": ..., "local": ...}}
 
-FORMS = {  # name: (LATE_SUM, BLOCK_N, BLOCK_K, num_warps, STAGES)
-    "step n64 k128": (False, 64, 128, 4, 1),  # the heuristic's m = 1 launch
-    "late n64 k128": (True, 64, 128, 4, 1),
-    "late n32 k256": (True, 32, 256, 4, 1),
+FORMS = {  # name: (LATE_SUM, BLOCK_N, BLOCK_K, num_warps, STAGES, X_AS_TILE)
+    "step n64 k128": (False, 64, 128, 4, 1, False),  # the heuristic's m = 1 launch
+    "late n64 k128": (True, 64, 128, 4, 1, False),
+    "late n32 k256": (True, 32, 256, 4, 1, False),
+    "late_x n64 k128": (True, 64, 128, 4, 1, True),
+    "late_x n32 k256": (True, 32, 256, 4, 1, True),
 }
 
 
@@ -51,8 +54,9 @@ def compiled():
 def test_every_m1_form_streams_w_in_16_byte_loads_without_local_memory(compiled):
     for name, (loop, local) in compiled.items():
         assert loop, f"{name}: no K loop found in the SASS"
-        # 64 bf16 values of W a thread a step: 8 loads of 16 bytes, and one FMA each
-        assert _total(loop, "LDG.E.128") == 8, (name, loop)
+        # 64 bf16 values of W a thread a step: 8 loads of 16 bytes, and one FMA each; x as a
+        # tile: its 64 values of the thread's K positions too, 8 more (L1 serves the repeats)
+        assert _total(loop, "LDG.E.128") == (16 if name.startswith("late_x") else 8), (name, loop)
         assert _total(loop, "FFMA") == 64, (name, loop)
         assert local == 0, f"{name} spills ({local} local-memory instructions)"
 
@@ -67,3 +71,10 @@ def test_the_late_sum_takes_the_reduction_out_of_the_k_loop(compiled):
         assert _total(late, "SHFL") == 0, (name, late)
         assert _total(late, "BAR") <= 4 < _total(step, "BAR"), (name, late)  # x's row only
         assert _total(late, "STS", "STSM", "LDS", "LDSM") < _total(step, "STS", "LDS", "LDSM")
+
+
+@pytest.mark.slow
+def test_x_as_a_tile_leaves_the_k_loop_loads_and_fmas(compiled):
+    for name in ("late_x n64 k128", "late_x n32 k256"):
+        loop, _ = compiled[name]
+        assert _total(loop, "BAR", "SHFL", "STS", "STSM", "LDS", "LDSM") == 0, (name, loop)

@@ -130,8 +130,12 @@ def test_a_programs_per_sm_entry_changes_the_split_rule(gemv):
         ({"split": 0}, "split"),
         ({"num_stages": 0}, "num_stages"),
         ({"num_warps": None}, "num_warps"),
+        ({"X_AS_TILE": True}, "X_AS_TILE is a form of LATE_SUM"),
+        ({"LATE_SUM": True, "BLOCK_M": 2, "X_AS_TILE": True}, "BLOCK_M = 1"),
+        ({"LATE_SUM": True, "X_AS_TILE": 1}, "true or false"),
     ],
-    ids=["not-pow2", "dot-and-late", "dot-below-16", "split-0", "stages-0", "no-warps"],
+    ids=["not-pow2", "dot-and-late", "dot-below-16", "split-0", "stages-0", "no-warps",
+         "x-tile-not-late", "x-tile-two-rows", "x-tile-not-bool"],  # fmt: skip
 )
 def test_the_table_refuses_a_malformed_launch_in_one_line(gemv, change, match):
     from kernelab.ops.gemv import tiles
@@ -153,6 +157,14 @@ def test_the_table_refuses_repeats_half_shapes_and_unbacked_measurements(gemv):
         tiles.check_table(_table(_entry(2, 1, launch, status="measured")))
     with pytest.raises(KernelabError, match="lacks"):
         tiles.check_table(_table({k: v for k, v in _entry(2, 1, launch).items() if k != "m"}))
+
+
+def test_gemv_refuses_x_as_a_tile_outside_the_late_sum_at_one_row(gemv):
+    x, w = torch.zeros(2, 8, device=DEVICE), torch.zeros(4, 8, device=DEVICE)
+    launch = {**gemv.plan(2, 4, 8, None, interpreter=True), "LATE_SUM": True, "X_AS_TILE": True}
+    assert launch["BLOCK_M"] == 2
+    with pytest.raises(KernelabError, match="X_AS_TILE"):
+        gemv.gemv(x, w, launch=launch)
 
 
 def test_gemv_refuses_a_late_sum_dot_launch(gemv):

@@ -94,6 +94,7 @@ def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
                                  interpreter=interpreter)  # fmt: skip
     return {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
             "USE_DOT": launch["USE_DOT"], "LATE_SUM": launch["LATE_SUM"],
+            "X_AS_TILE": launch.get("X_AS_TILE", False),
             "num_warps": launch["num_warps"], "num_stages": launch["num_stages"],
             "split": split, "k_per_split": k_per_split}  # fmt: skip
 
@@ -132,6 +133,9 @@ def gemv(x, w, *, launch: dict | None = None):
     late, use_dot = launch.get("LATE_SUM", False), launch["USE_DOT"]
     if late and use_dot:
         raise KernelabError("gemv: LATE_SUM is a form of the broadcast product, not of tl.dot")
+    x_as_tile = launch.get("X_AS_TILE", False)
+    if x_as_tile and not (late and launch["BLOCK_M"] == 1):
+        raise KernelabError("gemv: X_AS_TILE is a form of LATE_SUM at BLOCK_M = 1")
     stages = launch.get("num_stages", 3 if use_dot else 1)
     split = launch["split"]
     out = y if split == 1 else torch.empty((split, m, n), dtype=torch.float32, device=x.device)
@@ -141,6 +145,7 @@ def gemv(x, w, *, launch: dict | None = None):
         w.stride(1), m * n if split > 1 else 0, n, BLOCK_M=launch["BLOCK_M"],
         BLOCK_N=launch["BLOCK_N"], BLOCK_K=launch["BLOCK_K"], USE_DOT=use_dot,
         IEEE=x.dtype == torch.float32 or interp, LATE_SUM=late, STAGES=stages,
+        X_AS_TILE=x_as_tile,
         num_warps=launch.get("num_warps", 4), num_stages=stages,
     )  # fmt: skip
     if split > 1:

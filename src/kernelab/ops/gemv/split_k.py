@@ -32,6 +32,12 @@ FMAs only. At BLOCK_M = 1 the accumulator is the [BLOCK_N, BLOCK_K] tile itself 
 loaded as a [1, BLOCK_K] row of that layout; above it is [BLOCK_M, BLOCK_N, BLOCK_K], which
 costs BLOCK_M times the registers.
 
+X_AS_TILE (LATE_SUM at BLOCK_M = 1 only): x's row is loaded as a [BLOCK_N, BLOCK_K] tile, its
+pointers broadcast down the rows, so it arrives in the W tile's own layout: each thread loads
+the x values of its own W vectors (the repeats are L1 hits) and the K loop has no shared-memory
+exchange and no barrier. Off, x's [1, BLOCK_K] row is loaded once a program and brought into
+that layout through shared memory, two barriers a step (the SASS for sm_90: test_gemv_compile).
+
 STAGES: the K loop's software pipeline (tl.range num_stages). Above 1, Triton stages the x
 and W tiles through shared memory with asynchronous copies, STAGES - 1 steps ahead, in every
 form (a plain range pipelines only the loads that feed tl.dot: the broadcast forms' loads
@@ -50,7 +56,7 @@ def gemv_split_kernel(x_ptr, w_ptr, out_ptr, M, N, K, k_per_split,
                       sxm, sxk, swn, swk, s_split, som,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       USE_DOT: tl.constexpr, IEEE: tl.constexpr, LATE_SUM: tl.constexpr,
-                      STAGES: tl.constexpr):  # fmt: skip
+                      STAGES: tl.constexpr, X_AS_TILE: tl.constexpr = False):  # fmt: skip
     pid_n, split, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -64,8 +70,12 @@ def gemv_split_kernel(x_ptr, w_ptr, out_ptr, M, N, K, k_per_split,
     for k0 in tl.range(k_start, k_end, BLOCK_K, num_stages=STAGES):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < k_end
-        x = tl.load(x_ptr + rows[:, None] * sxm + ks[None, :] * sxk,
-                    mask=(rows[:, None] < M) & k_ok[None, :], other=0.0)  # BLOCK_M*BLOCK_K
+        if X_AS_TILE:  # x's row (BLOCK_M = 1) as a [BLOCK_N, BLOCK_K] tile
+            x = tl.load(x_ptr + rows[:, None] * sxm + cols[:, None] * 0 + ks[None, :] * sxk,
+                        mask=(rows[:, None] < M) & k_ok[None, :], other=0.0)
+        else:
+            x = tl.load(x_ptr + rows[:, None] * sxm + ks[None, :] * sxk,
+                        mask=(rows[:, None] < M) & k_ok[None, :], other=0.0)  # BLOCK_M*BLOCK_K
         w = tl.load(w_ptr + cols[:, None] * swn + ks[None, :] * swk,
                     mask=(cols[:, None] < N) & k_ok[None, :], other=0.0)  # BLOCK_N*BLOCK_K
         if USE_DOT:
@@ -75,7 +85,8 @@ def gemv_split_kernel(x_ptr, w_ptr, out_ptr, M, N, K, k_per_split,
             else:
                 acc = tl.dot(x, tl.trans(w), acc)
         elif LATE_SUM and BLOCK_M == 1:
-            # x's [1, BLOCK_K] row broadcasts down the tile: no reduction inside the loop
+            # x's [1, BLOCK_K] row broadcasts down the tile (X_AS_TILE: it is a tile already):
+            # no reduction inside the loop
             wide += w.to(tl.float32) * x.to(tl.float32)
         elif LATE_SUM:
             wide += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]

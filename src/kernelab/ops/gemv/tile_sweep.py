@@ -29,7 +29,7 @@ from kernelab.ops.gemv.tiles import DERIVED, MEASURED
 
 SUITE = "gemv_tiles"
 SWEEP_BATCHES = (1, 4, 16, 64)
-FORMS = ("step", "late", "dot")
+FORMS = ("step", "late", "late_x", "dot")
 SPLIT_RULES = (2, PROGRAMS_PER_SM, 8)  # programs a SM the refine pass also tries, with 1
 REFINE = 6  # tiles re-timed at their other splits, per shape and batch
 CONFIRM = 3  # launches re-timed with the longer timer, per shape and batch
@@ -44,7 +44,9 @@ LONG_TIMER = {"max_time_s": 0.2, "max_samples": 1000, "warmup_ms": 10.0}
 
 @dataclass(frozen=True)
 class Tile:
-    form: str  # "step": broadcast, summed each step; "late": summed once; "dot": tl.dot
+    # "step": broadcast, summed each step; "late": summed once; "late_x": summed once, x loaded
+    # as a tile in W's layout (X_AS_TILE, m = 1); "dot": tl.dot
+    form: str
     block_m: int
     block_n: int
     block_k: int
@@ -59,7 +61,8 @@ class Tile:
     def form_launch(self) -> dict:
         """The table's launch keys of this tile (the split is the caller's)."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
-                "USE_DOT": self.form == "dot", "LATE_SUM": self.form == "late",
+                "USE_DOT": self.form == "dot", "LATE_SUM": self.form in ("late", "late_x"),
+                "X_AS_TILE": self.form == "late_x",
                 "num_warps": self.num_warps, "num_stages": self.num_stages}  # fmt: skip
 
     def launch(self, m: int, n: int, k: int, split: int) -> dict:
@@ -87,7 +90,8 @@ class Tile:
 
 
 def tile_of(launch: dict) -> Tile:
-    form = "dot" if launch["USE_DOT"] else "late" if launch.get("LATE_SUM") else "step"
+    form = ("dot" if launch["USE_DOT"] else "late_x" if launch.get("X_AS_TILE")
+            else "late" if launch.get("LATE_SUM") else "step")  # fmt: skip
     return Tile(form, launch["BLOCK_M"], launch["BLOCK_N"], launch["BLOCK_K"],
                 launch.get("num_warps", 4), launch.get("num_stages", 3 if form == "dot" else 1))  # fmt: skip
 
@@ -110,6 +114,11 @@ def tile_grid(m: int) -> list[Tile]:
                 for warps in (2, 4, 8):
                     for stages in (1, 3):
                         tiles.append(Tile("late", 1, bn, bk, warps, stages))
+        # x as a tile in W's layout: no barrier in the loop, unpipelined (a pipelined loop
+        # stages x through shared memory, barriers and all), at 4 warps (the sweep's budget:
+        # the late form's 2- and 8-warp tiles say whether the warp count matters)
+        tiles += [Tile("late_x", 1, t.block_n, t.block_k, t.num_warps, 1)
+                  for t in tiles if t.num_stages == 1 and t.num_warps == 4]  # fmt: skip
         tiles = [t for t in tiles if _broadcast_ok(t)]
         tiles += [Tile("step", 1, bn, bk, 4, 1) for bn, bk in ((64, 128), (32, 128), (16, 256))]
     elif m <= 8:

@@ -48,6 +48,11 @@ def check_launch(launch: dict, where: str = "launch") -> dict:
         raise KernelabError(f"{where}: split must be a count >= 1 or 'heuristic', got {split!r}")
     if launch["USE_DOT"] and launch["LATE_SUM"]:
         raise KernelabError(f"{where}: LATE_SUM is a form of the broadcast product, not of tl.dot")
+    x_as_tile = launch.get("X_AS_TILE", False)  # optional: False where absent
+    if not isinstance(x_as_tile, bool):
+        raise KernelabError(f"{where}: X_AS_TILE must be true or false, got {x_as_tile!r}")
+    if x_as_tile and not (launch["LATE_SUM"] and launch["BLOCK_M"] == 1):
+        raise KernelabError(f"{where}: X_AS_TILE is a form of LATE_SUM at BLOCK_M = 1")
     if launch["USE_DOT"] and launch["BLOCK_M"] < 16:
         raise KernelabError(f"{where}: tl.dot needs BLOCK_M >= 16, got {launch['BLOCK_M']}")
     return launch
