@@ -149,6 +149,34 @@ def bulk_slices(mbar: cute.Pointer, dsts: tuple, srcs: tuple, cols_here):
 
 
 @cute.jit
+def load_row_slice(tiled_copy, thr, gX, tXgX, tXrX, tXpX, smem, cols, rank,
+                   tile_cols: cutlass.Constexpr, bulk: cutlass.Constexpr):  # fmt: skip
+    """This CTA's slice of a row (`gX`, rank `rank` of the cluster) into the registers `tXrX`,
+    each vector whose predicate in `tXpX` is set. Plain: from global memory, one 128-bit load
+    a vector. `bulk`: through shared memory. Thread 0 makes an mbarrier, arms it for the
+    slice's bytes (fewer in the row's last CTA, none past the row's end) and has the TMA unit
+    copy them; every thread waits for the bytes, then reads its vectors (LDS.128)."""
+    if cutlass.const_expr(bulk):
+        sX = smem.allocate_tensor(gX.element_type, cute.make_layout((1, tile_cols)), 128)
+        loaded = smem.allocate_array(cutlass.Int64, num_elems=1)
+        tidx, _, _ = cute.arch.thread_idx()
+        if tidx == 0:
+            cute.arch.mbarrier_init(loaded, 1)
+            cute.arch.mbarrier_init_fence()
+            bulk_slices(loaded, (sX,), (gX,), slice_cols(cols, rank, tile_cols))
+        cute.arch.sync_threads()  # no thread waits on the mbarrier before it is made
+        cute.arch.mbarrier_wait(loaded, 0)
+        tXsX = thr.partition_S(sX)
+        for i in cutlass.range_constexpr(cute.size(tXpX)):
+            if tXpX[i]:
+                cute.copy(tiled_copy, tXsX[None, None, i], tXrX[None, None, i])
+    else:
+        for i in cutlass.range_constexpr(cute.size(tXpX)):
+            if tXpX[i]:
+                cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
+
+
+@cute.jit
 def arm_exchange(mbar: cute.Pointer, exchange_bytes: cutlass.Constexpr):
     """At the kernel's start, before its first cluster barrier: thread 0 makes the CTA's
     mbarrier (one arrival) and arms it for the exchange's bytes, so that the phase completes

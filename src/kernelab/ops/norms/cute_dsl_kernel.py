@@ -21,11 +21,10 @@ from cutlass import Float32
 
 from kernelab.ops.cute_cluster import (
     arm_exchange,
-    bulk_slices,
     cluster_sum,
     cta_sum,
+    load_row_slice,
     row_copy,
-    slice_cols,
 )
 
 
@@ -70,26 +69,8 @@ def rmsnorm_kernel(
     for i in cutlass.range_constexpr(cute.size(tXpX)):
         tXpX[i] = cute.elem_less(tXcX[0, 0, i][1], mX.shape[1])
     tXrX.fill(0.0)  # the tail adds nothing to the sum of squares
-    if cutlass.const_expr(bulk):
-        # the slice through shared memory, as the softmax's: thread 0 makes an mbarrier, arms
-        # it for the slice's bytes (fewer in the row's last CTA, none past the row's end) and
-        # has the TMA unit copy them; every thread waits, then reads its vectors
-        sX = smem.allocate_tensor(mX.element_type, cute.make_layout((1, tile_cols)), 128)
-        loaded = smem.allocate_array(cutlass.Int64, num_elems=1)
-        if tidx == 0:
-            cute.arch.mbarrier_init(loaded, 1)
-            cute.arch.mbarrier_init_fence()
-            bulk_slices(loaded, (sX,), (gX,), slice_cols(mX.shape[1], rank, tile_cols))
-        cute.arch.sync_threads()  # no thread waits on the mbarrier before it is made
-        cute.arch.mbarrier_wait(loaded, 0)
-        tXsX = thr.partition_S(sX)
-        for i in cutlass.range_constexpr(cute.size(tXpX)):
-            if tXpX[i]:
-                cute.copy(tiled_copy, tXsX[None, None, i], tXrX[None, None, i])
-    else:
-        for i in cutlass.range_constexpr(cute.size(tXpX)):
-            if tXpX[i]:
-                cute.copy(tiled_copy, tXgX[None, None, i], tXrX[None, None, i])
+    load_row_slice(tiled_copy, thr, gX, tXgX, tXrX, tXpX, smem, mX.shape[1], rank, tile_cols,
+                   bulk)  # fmt: skip
 
     x = tXrX.load().to(Float32)
     v = (x * x).reduce(cute.ReductionOp.ADD, init_val=Float32(0.0), reduction_profile=0)
