@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sized_problems import sized_softmax
 
 EVAL = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 # One compiled baseline per KernelBench problem; the GPU MODE suite skips torch.compile to
@@ -213,12 +214,7 @@ SOFTMAX_COLS = 393_216  # KernelBench level 1 problem 23's row length
 
 
 def _softmax_problem(folder: Path, rows: int) -> tuple[Path, Path]:
-    problem = folder / f"softmax_{rows}.py"
-    problem.write_text(
-        (EVAL / "kernelbench" / "softmax.py").read_text()
-        .replace("batch_size = 2048", f"batch_size = {rows}")
-        .replace("dim = 4093  # not a multiple of any tile", f"dim = {SOFTMAX_COLS}")
-    )  # fmt: skip
+    problem = sized_softmax(folder, rows, SOFTMAX_COLS)
     solution = folder / "torch_softmax.py"
     solution.write_text(
         "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"

@@ -14,6 +14,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+from sized_problems import sized_softmax
 
 from kernelab.cli import main
 from kernelab.evaluate import evaluator, footprint, verdict
@@ -34,14 +35,7 @@ BIG = BIG_ROWS * BIG_COLS * 4
 
 
 def _big_softmax(folder: Path) -> Path:
-    problem = folder / "big_softmax.py"
-    problem.write_text(
-        (KB / "softmax.py")
-        .read_text()
-        .replace("batch_size = 2048", f"batch_size = {BIG_ROWS}")
-        .replace("dim = 4093  # not a multiple of any tile", f"dim = {BIG_COLS}")
-    )
-    return problem
+    return sized_softmax(folder, BIG_ROWS, BIG_COLS)
 
 
 def _free(monkeypatch, free_bytes: int, what: str = "free device memory") -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from sized_problems import sized_softmax
 
 from kernelab.evaluate import evaluator, footprint, trees
 from kernelab.evaluate.evaluator import Evaluator
@@ -40,17 +41,6 @@ def as_h200(monkeypatch):
     identity = DeviceIdentity(0, "NVIDIA H200", "h200", None, (9, 0))
     monkeypatch.setattr(ceilings, "this_gpu", lambda command="kernelab": identity)
     monkeypatch.setattr(ceilings, "measured_ceilings_for", lambda spec, path=None: None)
-
-
-def _softmax(folder: Path, rows: int, cols: int) -> Path:
-    problem = folder / f"softmax_{rows}x{cols}.py"
-    problem.write_text(
-        (KB / "softmax.py")
-        .read_text()
-        .replace("batch_size = 2048", f"batch_size = {rows}")
-        .replace("dim = 4093  # not a multiple of any tile", f"dim = {cols}")
-    )
-    return problem
 
 
 def _prepared(problem_path: Path, *, timing: bool = False, fresh: bool = True) -> Evaluator:
@@ -100,7 +90,7 @@ def test_a_storage_counts_until_it_is_freed_and_views_count_nothing():
 
 
 def test_a_baseline_holds_no_previous_output_while_the_next_set_is_made(tmp_path):
-    found = _prepared(_softmax(tmp_path, 256, 1024))  # 1 MiB a tensor
+    found = _prepared(sized_softmax(tmp_path, 256, 1024))  # 1 MiB a tensor
     size = _size(found)
     [case] = found.problem.tests
     sets = Fresh(lambda seed: found.problem.generate(case, seed), list(range(5)))
@@ -112,7 +102,7 @@ def test_a_baseline_holds_no_previous_output_while_the_next_set_is_made(tmp_path
 
 
 def test_a_timed_batch_holds_what_the_plan_gives_the_worker(tmp_path):
-    found = _prepared(_softmax(tmp_path, 256, 1024))
+    found = _prepared(sized_softmax(tmp_path, 256, 1024))
     size = _size(found)
     [case] = found.problem.tests
     sets = Fresh(lambda seed: found.problem.generate(case, seed), list(range(POOL_SETS)))
@@ -123,7 +113,7 @@ def test_a_timed_batch_holds_what_the_plan_gives_the_worker(tmp_path):
 
 
 def test_the_loops_own_cost_keeps_no_more_outputs_than_a_batch_would(tmp_path, as_h200):
-    found = _prepared(_softmax(tmp_path, 256, 1024), timing=True)
+    found = _prepared(sized_softmax(tmp_path, 256, 1024), timing=True)
     size = _size(found)
     found.memory.kept_output_bytes = POOL_SETS * size.output  # the plan's least
     found.loop_ms = {}
@@ -135,7 +125,7 @@ def test_the_loops_own_cost_keeps_no_more_outputs_than_a_batch_would(tmp_path, a
 
 
 def test_recognising_the_cost_keeps_nothing_the_reference_made(tmp_path):
-    found = _prepared(_softmax(tmp_path, 256, 1024))
+    found = _prepared(sized_softmax(tmp_path, 256, 1024))
     [recheck] = found.rechecks.values()
     gc.collect()
     gc.disable()  # what a reference cycle holds stays held, as between collections
@@ -149,7 +139,7 @@ def test_recognising_the_cost_keeps_nothing_the_reference_made(tmp_path):
 
 
 def test_making_a_set_holds_no_more_than_the_plan_says(tmp_path, small_blocks):
-    found = _prepared(_softmax(tmp_path, 64, 1024))  # 16 blocks an output
+    found = _prepared(sized_softmax(tmp_path, 64, 1024))  # 16 blocks an output
     size = _size(found)
     [case] = found.problem.tests
     for buffers in (None, set()):  # at set-up (output buffers searched), and when checked
@@ -161,7 +151,7 @@ def test_making_a_set_holds_no_more_than_the_plan_says(tmp_path, small_blocks):
 
 
 def test_judging_an_output_holds_blocks_not_float64_copies_of_it(tmp_path, small_blocks):
-    found = _prepared(_softmax(tmp_path, 64, 1024))
+    found = _prepared(sized_softmax(tmp_path, 64, 1024))
     size = _size(found)
     [recheck] = found.rechecks.values()
     wrong = recheck.eager * 1.01
@@ -205,7 +195,7 @@ def test_the_whole_judges_peak_is_within_its_plan(tmp_path, monkeypatch, as_h200
         _returned_when_freed()
     except (OSError, AttributeError):
         pytest.skip("the peak resident set cannot be measured here (/proc, glibc's mallopt)")
-    problem = _softmax(tmp_path, 1024, 8192)  # 32 MiB a tensor
+    problem = sized_softmax(tmp_path, 1024, 8192)  # 32 MiB a tensor
     loaded = load_problem(problem, device="cpu", scale=1.0)
     size = footprint.fake_set_size(loaded, loaded.tests[0])
     need = footprint.need_bytes([size], [size], 1, on_gpu=False, min_kept=POOL_SETS)
