@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelab.errors import KernelabError
-from kernelab.harness.check import copy_with_layout
+from kernelab.harness.blocks import same_bytes
+from kernelab.harness.check import copy_with_layout, mutation
 from kernelab.spec.op_spec import name_of
 
 
@@ -96,9 +97,6 @@ def first_float_dtype(tree: Any):
 
 def changed_paths(before: Any, after: Any) -> list[str]:
     """The tensor leaves whose bytes differ between two trees of the same structure."""
-
-    from kernelab.harness.blocks import same_bytes
-
     old, new = tensors(before), tensors(after)
     return [
         path
@@ -113,8 +111,6 @@ def mutation_message(before: Any, after: Any, allowed: set[str]) -> str | None:
 
     Leaves in `allowed` (the output buffers the reference itself writes) are skipped.
     """
-    from kernelab.harness.check import mutation
-
     old = [None if path in allowed else leaf for path, leaf in tensors(before)]
     new = [None if path in allowed else leaf for path, leaf in tensors(after)]
     return mutation(old, new, who="the solution")
