@@ -15,6 +15,7 @@ import triton
 
 from kernelab.errors import KernelabError
 from kernelab.ops.rope.teaching import rope_kernel
+from kernelab.runtime.launch_plans import planned
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 BYTES_PER_PROGRAM = 8192
@@ -41,19 +42,40 @@ def _validate(x, cos, sin, positions) -> None:
 
 def _launch(x, out, cos, sin, positions, interleaved: bool) -> None:
     tokens, heads, head_dim = x.shape
-    if x.numel() == 0:
-        return
     half = head_dim // 2
-    cos = cos if cos.stride(-1) == 1 else cos.contiguous()
-    sin = sin if sin.stride(-1) == 1 else sin.contiguous()
     block_half = triton.next_power_of_2(half)
     block_h = triton.next_power_of_2(max(1, min(heads, BYTES_PER_PROGRAM //
                                                  (head_dim * x.element_size()))))  # fmt: skip
     grid = (tokens, triton.cdiv(heads, block_h))
-    rope_kernel[grid](x, out, cos, sin, positions.contiguous(), heads, half, cos.shape[0],
+    rope_kernel[grid](x, out, cos, sin, positions, heads, half, cos.shape[0],
                       x.stride(0), x.stride(1), out.stride(0), out.stride(1), cos.stride(0),
                       sin.stride(0), INTERLEAVED=interleaved, BLOCK_H=block_h,
                       BLOCK_HALF=block_half, num_warps=4)  # fmt: skip
+
+
+# Planned (launch_plans): the tile arithmetic and Triton's binding run on the first calls of
+# a signature, later ones replay. `interleaved` is replayed as recorded, so it is in the key.
+@planned("triton.rope", tensors=4, untuned=None, fresh=0)
+def _planned_in_place(x, cos, sin, positions, interleaved: bool) -> None:
+    """rope_: x is read and written (the kernel's out pointer is x's)."""
+    _launch(x, x, cos, sin, positions, interleaved)
+
+
+@planned(_planned_in_place.plans, tensors=5, untuned=None)
+def _planned_out_of_place(x, cos, sin, positions, out, interleaved: bool) -> None:
+    """rope, rope_interleaved: out is new (the last tensor, left out of the key)."""
+    _launch(x, out, cos, sin, positions, interleaved)
+
+
+PLANS = _planned_in_place.plans  # the launch plans (tests read and reset them)
+
+
+def _tables(cos, sin, positions):
+    """cos and sin with contiguous columns, positions contiguous: made before the planned
+    launch, so the kernel only ever sees the call's tensors."""
+    cos = cos if cos.stride(-1) == 1 else cos.contiguous()
+    sin = sin if sin.stride(-1) == 1 else sin.contiguous()
+    return cos, sin, positions if positions.is_contiguous() else positions.contiguous()
 
 
 def rope_(x, cos, sin, positions, *, interleaved: bool = False):
@@ -61,7 +83,8 @@ def rope_(x, cos, sin, positions, *, interleaved: bool = False):
     _validate(x, cos, sin, positions)
     if x.numel() and x.stride(-1) != 1:
         raise KernelabError("rope_ rotates in place: x's head_dim must be contiguous")
-    _launch(x, x, cos, sin, positions, interleaved)
+    if x.numel():
+        _planned_in_place(x, *_tables(cos, sin, positions), bool(interleaved))
     return x
 
 
@@ -69,7 +92,8 @@ def _out_of_place(x, cos, sin, positions, interleaved: bool):
     _validate(x, cos, sin, positions)
     source = x if x.numel() == 0 or x.stride(-1) == 1 else x.contiguous()
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _launch(source, out, cos, sin, positions, interleaved)
+    if x.numel():
+        _planned_out_of_place(source, *_tables(cos, sin, positions), out, interleaved)
     return out
 
 

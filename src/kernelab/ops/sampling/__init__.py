@@ -23,6 +23,7 @@ import torch
 from kernelab.ops.sampling.params import philox_key, prepare, seed_of
 from kernelab.ops.sampling.rejection import sample_kernel
 from kernelab.ops.sampling.threshold import probs_kernel
+from kernelab.runtime.launch_plans import planned
 from kernelab.runtime.tuner import interpreting
 
 BLOCK = 4096
@@ -51,9 +52,32 @@ def sampling_probs(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, va
     logits, params = prepare(logits, temperature, top_k, top_p, min_p, per_row=False,
                              validate=validate)  # fmt: skip
     out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
-    if logits.shape[0]:
+    if not logits.shape[0]:
+        return out
+    rows = [isinstance(value, torch.Tensor) for value in params]
+    if not any(rows):  # Python numbers: replayed as recorded, so they are the plan's key
+        _probs_planned(logits, out, *params)
+    elif all(rows):  # tensors[batch]: slots of the plan like the logits
+        _probs_planned_per_row(logits, *params, out)
+    else:  # a mix: the front door (each mix would want a launch function of its own)
         _launch(probs_kernel, logits, out, params)
     return out
+
+
+# sampling_probs is planned (launch_plans): Triton's binding runs on the first calls of a
+# signature, later ones replay. Its parameters are fixed per call site, so a plan serves a
+# serving loop; `sample` is not planned: see there.
+@planned("triton.sampling_probs", tensors=2, untuned=None)
+def _probs_planned(logits, out, temperature, top_k, top_p, min_p) -> None:
+    _launch(probs_kernel, logits, out, (temperature, top_k, top_p, min_p))
+
+
+@planned(_probs_planned.plans, tensors=6)
+def _probs_planned_per_row(logits, temperature, top_k, top_p, min_p, out) -> None:
+    _launch(probs_kernel, logits, out, (temperature, top_k, top_p, min_p))
+
+
+PLANS = _probs_planned.plans  # the launch plans (tests read and reset them)
 
 
 def sample(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, seed=None, offset=0,
@@ -66,6 +90,10 @@ def sample(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, *, seed=None,
     if seed is None:
         seed = seed_of(generator if generator is not None else torch.default_generator)
     key = philox_key(seed, offset)
+    # Triton's front door, not a launch plan: the Philox key is a scalar of the launch that a
+    # plan would replay as recorded, and it changes every call (a decode loop passes its step
+    # as offset; without a seed one is drawn per call), so every call would be a new plan key,
+    # recorded and never replayed: the recording's host cost on every call for nothing
     out = torch.empty((logits.shape[0],), dtype=torch.int64, device=logits.device)
     if logits.shape[0]:
         _launch(sample_kernel, logits, out, params, (key, logits.shape[0]))
