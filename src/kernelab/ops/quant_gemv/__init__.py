@@ -198,8 +198,10 @@ def quant_gemv_int4(x, packed, scales, zeros, group: int, *, launch: dict | None
     if scales.shape[1] != k // group or (zeros is not None and zeros.shape != scales.shape):
         raise _shape_error(name, packed, scales, *([zeros] if zeros is not None else []))
     _check_x(name, x, k, packed, scales)
-    if packed.dtype != torch.uint8 or scales.dtype != torch.float16 or (
-        zeros is not None and zeros.dtype != torch.uint8
+    if (
+        packed.dtype != torch.uint8
+        or scales.dtype != torch.float16
+        or (zeros is not None and zeros.dtype != torch.uint8)
     ):
         raise KernelabError(f"{name} needs uint8 packed weights, fp16 scales, uint8 zeros, got "
                             f"{packed.dtype}, {scales.dtype}, "

@@ -50,10 +50,16 @@ def per_channel_kernel(x_ptr, q_ptr, scale_ptr, out_ptr, M, N, K, k_per_split,
     for k0 in range(k_start, k_end, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < k_end
-        x = tl.load(x_ptr + rows[:, None] * sxm + ks[None, :] * sxk,
-                    mask=(rows[:, None] < M) & k_ok[None, :], other=0.0)
-        q = tl.load(q_ptr + cols[:, None] * sqn + ks[None, :] * sqk,
-                    mask=(cols[:, None] < N) & k_ok[None, :], other=0.0)  # 1 byte per weight
+        x = tl.load(
+            x_ptr + rows[:, None] * sxm + ks[None, :] * sxk,
+            mask=(rows[:, None] < M) & k_ok[None, :],
+            other=0.0,
+        )
+        q = tl.load(
+            q_ptr + cols[:, None] * sqn + ks[None, :] * sqk,
+            mask=(cols[:, None] < N) & k_ok[None, :],
+            other=0.0,
+        )  # 1 byte per weight
         # int8 and e4m3 values are exact in bf16/fp16 and fp32: widening loses nothing
         acc = _product_half(acc, x, q.to(tl.float32), USE_DOT, FP32_DOT)
     scale = tl.load(scale_ptr + cols, mask=cols < N, other=0.0)
@@ -78,23 +84,34 @@ def int4_kernel(x_ptr, p_ptr, s_ptr, z_ptr, out_ptr, M, N, K, k_per_split,
     for k0 in range(k_start, k_end, BLOCK_K):
         even = k0 + 2 * tl.arange(0, BLOCK_K // 2)  # the low nibbles' columns; K is even
         k_ok = even < k_end
-        p = tl.load(p_ptr + cols[:, None] * spn + (even // 2)[None, :] * spk,
-                    mask=col_ok & k_ok[None, :], other=0)  # BLOCK_N * BLOCK_K / 2 bytes
+        p = tl.load(
+            p_ptr + cols[:, None] * spn + (even // 2)[None, :] * spk,
+            mask=col_ok & k_ok[None, :],
+            other=0,
+        )  # BLOCK_N * BLOCK_K / 2 bytes
         group = (even // GROUP)[None, :]
-        scale = tl.load(s_ptr + cols[:, None] * ssn + group * ssg, mask=col_ok & k_ok[None, :],
-                        other=0.0).to(tl.float32)  # fp16, one per GROUP columns (cached)
+        scale = tl.load(
+            s_ptr + cols[:, None] * ssn + group * ssg, mask=col_ok & k_ok[None, :], other=0.0
+        ).to(tl.float32)  # fp16, one per GROUP columns (cached)
         if HAS_ZEROS:
-            zero = tl.load(z_ptr + cols[:, None] * szn + group * szg,
-                           mask=col_ok & k_ok[None, :], other=0).to(tl.float32)
+            zero = tl.load(
+                z_ptr + cols[:, None] * szn + group * szg, mask=col_ok & k_ok[None, :], other=0
+            ).to(tl.float32)
         else:
             zero = ZERO
         # two nibbles per byte: and, shift, two subtracts and two multiplies per byte
         w_even = ((p & 0xF).to(tl.float32) - zero) * scale
         w_odd = ((p >> 4).to(tl.float32) - zero) * scale
-        x_even = tl.load(x_ptr + rows[:, None] * sxm + even[None, :] * sxk,
-                         mask=row_ok & k_ok[None, :], other=0.0)
-        x_odd = tl.load(x_ptr + rows[:, None] * sxm + (even + 1)[None, :] * sxk,
-                        mask=row_ok & k_ok[None, :], other=0.0)
+        x_even = tl.load(
+            x_ptr + rows[:, None] * sxm + even[None, :] * sxk,
+            mask=row_ok & k_ok[None, :],
+            other=0.0,
+        )
+        x_odd = tl.load(
+            x_ptr + rows[:, None] * sxm + (even + 1)[None, :] * sxk,
+            mask=row_ok & k_ok[None, :],
+            other=0.0,
+        )
         acc = _product_half(acc, x_even, w_even, USE_DOT, FP32_DOT)
         acc = _product_half(acc, x_odd, w_odd, USE_DOT, FP32_DOT)
     out = out_ptr + split.to(tl.int64) * s_split + rows[:, None] * som + cols[None, :]

@@ -16,6 +16,15 @@ Where K is split, the fp32 partial sums of both products go to a workspace
 [SPLIT, 2, M, N] and the second kernel adds them in a fixed order (the same bits on every
 run), then applies silu(g) * u: SwiGLU needs the whole sum, so it can only run after the
 reduction. Unsplit, the first kernel applies it and writes y directly.
+
+At m = 1 (bf16/fp16) gate_up_late_kernel runs instead: the late-summed form of ops/gemv's
+LATE_SUM with X_AS_TILE, for two weights. Each product stays elementwise in an fp32
+accumulator of the W tile's layout and is summed along K once, after the loop, with x's row
+loaded as a tile in that layout: a K step is 16-byte loads of both weights and of x, and FMAs,
+with no cross-lane reduction and no barrier (the step-summed form's every step ended in one,
+1.7-2.1x slower for the bf16 GEMV). Its launch comes from ops/quant_gemv/launches.json (kind
+"gate_up": derived, not measured, until ops/quant_gemv/sweep.py's candidates are timed).
+Calls replay their launches through runtime.launch_plans (planned).
 """
 
 from __future__ import annotations
@@ -25,9 +34,13 @@ import triton
 import triton.language as tl
 
 from kernelab.errors import KernelabError
-from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count
+from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count, split_k
 from kernelab.ops.gemv import plan as gemv_plan
+from kernelab.ops.quant_gemv import launches
+from kernelab.runtime.launch_plans import keep, planned
 from kernelab.runtime.tuner import interpreting
+
+INTERPRETER_TILE = (4, 16)  # BLOCK_N, BLOCK_K of the late form on the interpreter
 
 
 @triton.jit
@@ -87,6 +100,38 @@ def gate_up_split_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K, k_per_split,
 
 
 @triton.jit
+def gate_up_late_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, N, K, k_per_split, sxk, sgn, sgk, sun,
+                        suk, s_split, s_half, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        X_AS_TILE: tl.constexpr, STAGES: tl.constexpr, FUSE: tl.constexpr):  # fmt: skip
+    pid_n, split = tl.program_id(0), tl.program_id(1)
+    cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_start = split * k_per_split  # a multiple of BLOCK_K
+    k_end = tl.minimum(k_start + k_per_split, K)
+    w_rows = cols[:, None] < N
+    wide_g = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)  # the products, summed at the end
+    wide_u = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in tl.range(k_start, k_end, BLOCK_K, num_stages=STAGES):
+        ks = (k0 + tl.arange(0, BLOCK_K))[None, :]
+        k_ok = ks < k_end
+        if X_AS_TILE:  # x's row as a [BLOCK_N, BLOCK_K] tile in W's layout
+            x = tl.load(x_ptr + cols[:, None] * 0 + ks * sxk, mask=k_ok, other=0.0)
+        else:
+            x = tl.load(x_ptr + ks * sxk, mask=k_ok, other=0.0)
+        wg = tl.load(wg_ptr + cols[:, None] * sgn + ks * sgk, mask=w_rows & k_ok, other=0.0)
+        wu = tl.load(wu_ptr + cols[:, None] * sun + ks * suk, mask=w_rows & k_ok, other=0.0)
+        xf = x.to(tl.float32)
+        wide_g += wg.to(tl.float32) * xf
+        wide_u += wu.to(tl.float32) * xf
+    g, u = tl.sum(wide_g, axis=1), tl.sum(wide_u, axis=1)
+    if FUSE:  # K unsplit: the sums are whole, y written once
+        tl.store(out_ptr + cols, _silu_mul(g, u).to(out_ptr.dtype.element_ty), mask=cols < N)
+    else:  # fp32 partials of both products, [SPLIT, 2, 1, N]
+        out = out_ptr + split.to(tl.int64) * s_split + cols
+        tl.store(out, g, mask=cols < N)
+        tl.store(out + s_half, u, mask=cols < N)
+
+
+@triton.jit
 def swiglu_splits_kernel(part_ptr, y_ptr, count, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
     # reads SPLIT * 2 * BLOCK * 4 bytes of partials, writes BLOCK * itemsize of y
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -106,6 +151,26 @@ def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False) 
     if not interpreter:
         launch["BLOCK_N"] = max(16, launch["BLOCK_N"] // 2)
     return launch
+
+
+def late_plan(n: int, k: int, sms: int | None, *, interpreter: bool = False,
+              launch: dict | None = None) -> dict | None:  # fmt: skip
+    """The m = 1 late form's launch: `launch` (forced, kept as given) or launches.json's kind
+    "gate_up" (tiles shrunk on the interpreter), K split by ops/gemv's rule over both weights'
+    programs; None where the table has no entry."""
+    chosen = dict(launch) if launch is not None else launches.lookup("gate_up", 1, 2 * n, k)
+    if chosen is None:
+        return None
+    launches.check_launch(chosen)
+    block_n, block_k = chosen["BLOCK_N"], chosen["BLOCK_K"]
+    if interpreter and launch is None:
+        block_n, block_k = INTERPRETER_TILE
+    wanted = chosen["split"] if chosen["split"] != "heuristic" else None
+    # a program streams BLOCK_N rows of each weight: the GEMV's 2 * BLOCK_N of W_gate_up
+    split, k_per_split = split_k(1, 2 * n, k, 1, 2 * block_n, block_k, sms, wanted=wanted,
+                                 interpreter=interpreter)  # fmt: skip
+    return {**chosen, "BLOCK_N": block_n, "BLOCK_K": block_k, "split": split,
+            "k_per_split": k_per_split}  # fmt: skip
 
 
 def _validate(x, w_gate, w_up) -> None:
@@ -128,7 +193,8 @@ def gate_up_swiglu(x, w_gate, w_up, *, launch: dict | None = None):
     """silu(x @ w_gate^T) * (x @ w_up^T) -> y[m, n] in x's dtype, fp32 accumulation and
     activation; any strides (w_gate and w_up may be the halves of one W_gate_up).
 
-    launch: a plan() dict to use instead of the heuristic one (the tests pin both forms).
+    launch: a plan() dict (or, at m = 1, a launches.json launch) to use instead of the
+    table's or the heuristic's (the tests pin the forms, the sweep times them).
     """
     _validate(x, w_gate, w_up)
     (m, k), n = x.shape, w_gate.shape[0]
@@ -137,13 +203,31 @@ def gate_up_swiglu(x, w_gate, w_up, *, launch: dict | None = None):
         return y
     if k == 0:
         return y.zero_()  # silu(0) * 0
+    _dispatch(x, w_gate, w_up, y, launch)
+    return y
+
+
+@planned("triton.gate_up_swiglu", tensors=4, untuned=(None,))
+def _dispatch(x, w_gate, w_up, y, launch) -> None:
+    """Launch the form gate_up_swiglu() chose into y (launch: as gate_up_swiglu takes it)."""
+    (m, k), n = x.shape, w_gate.shape[0]
     interp = interpreting()
+    sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
+    forced_late = launch is not None and "BLOCK_M" not in launch  # a launches.json launch
+    if forced_late and not (m == 1 and x.element_size() == 2):
+        raise KernelabError("gate_up_swiglu: the late form is for m = 1 and bf16 or fp16 x")
+    if launch is None or forced_late:
+        late = m == 1 and x.element_size() == 2 and late_plan(n, k, sms, interpreter=interp,
+                                                                launch=launch)  # fmt: skip
+        if late:
+            _late(x, w_gate, w_up, y, late)
+            return
     if launch is None:
-        sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
         launch = plan(m, n, k, sms, interpreter=interp)
     split = launch["split"]
     fuse = split == 1
     out = y if fuse else torch.empty((split, 2, m, n), dtype=torch.float32, device=x.device)
+    keep(out)  # every split writes its whole slice before the reduction reads it
     grid = (triton.cdiv(n, launch["BLOCK_N"]), split, triton.cdiv(m, launch["BLOCK_M"]))
     gate_up_split_kernel[grid](
         x, w_gate, w_up, out, m, n, k, launch["k_per_split"], x.stride(0), x.stride(1),
@@ -153,7 +237,30 @@ def gate_up_swiglu(x, w_gate, w_up, *, launch: dict | None = None):
         IEEE=x.dtype == torch.float32 or interp, FUSE=fuse, num_warps=4,
     )  # fmt: skip
     if not fuse:
-        block = 64 if interp else 1024
-        swiglu_splits_kernel[(triton.cdiv(m * n, block),)](out, y, m * n, SPLIT=split,
-                                                           BLOCK=block)  # fmt: skip
-    return y
+        _reduce(out, y, split)
+
+
+PLANS = _dispatch.plans  # the launch plans (tests read and reset them)
+
+
+def _reduce(out, y, split: int) -> None:
+    count = y.numel()
+    block = 64 if interpreting() else 1024
+    swiglu_splits_kernel[(triton.cdiv(count, block),)](out, y, count, SPLIT=split, BLOCK=block)
+
+
+def _late(x, w_gate, w_up, y, p: dict) -> None:
+    """The m = 1 late form into y (through [SPLIT, 2, 1, N] fp32 partials when K is split)."""
+    (_, k), n = x.shape, w_gate.shape[0]
+    split = p["split"]
+    fuse = split == 1
+    out = y if fuse else torch.empty((split, 2, 1, n), dtype=torch.float32, device=x.device)
+    keep(out)
+    gate_up_late_kernel[(triton.cdiv(n, p["BLOCK_N"]), split)](
+        x, w_gate, w_up, out, n, k, p["k_per_split"], x.stride(1), w_gate.stride(0),
+        w_gate.stride(1), w_up.stride(0), w_up.stride(1), 0 if fuse else 2 * n,
+        0 if fuse else n, BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], X_AS_TILE=p["X_AS_TILE"],
+        STAGES=p["num_stages"], FUSE=fuse, num_warps=p["num_warps"], num_stages=p["num_stages"],
+    )  # fmt: skip
+    if not fuse:
+        _reduce(out, y, split)
