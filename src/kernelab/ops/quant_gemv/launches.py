@@ -1,7 +1,6 @@
-"""The m = 1 launches of the late-summed decode GEMVs beside the bf16 one (launches.json): the
-quantized GEMVs (late.py) and the fused gate/up GEMV (ops/swiglu/gate_up_gemv.py).
+"""The m = 1 launches of the late-summed quantized GEMVs (late.py), as data (launches.json).
 
-Each entry: "kind" ("int8", "fp8", "int4" or "gate_up"), "m" (the batch bucket: 1, the one
+Each entry: "kind" ("int8", "fp8" or "int4"), "m" (the batch bucket: 1, the one
 these forms serve), "n" and "k" (an exact weight shape, or null for every shape), "launch"
 (BLOCK_N, BLOCK_K in weights, X_AS_TILE, num_warps, num_stages, and "split": a K split count
 or "heuristic", ops/gemv's fill-the-GPU rule), "status" ("measured", or "derived, not
@@ -19,7 +18,7 @@ from pathlib import Path
 from kernelab.errors import KernelabError
 
 TABLE_PATH = Path(__file__).with_name("launches.json")
-KINDS = ("int8", "fp8", "int4", "gate_up")
+KINDS = ("int8", "fp8", "int4")
 MEASURED = "measured"
 LAUNCH_KEYS = ("BLOCK_N", "BLOCK_K", "X_AS_TILE", "num_warps", "num_stages", "split")
 

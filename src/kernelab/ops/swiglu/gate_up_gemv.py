@@ -22,25 +22,38 @@ LATE_SUM with X_AS_TILE, for two weights. Each product stays elementwise in an f
 accumulator of the W tile's layout and is summed along K once, after the loop, with x's row
 loaded as a tile in that layout: a K step is 16-byte loads of both weights and of x, and FMAs,
 with no cross-lane reduction and no barrier (the step-summed form's every step ended in one,
-1.7-2.1x slower for the bf16 GEMV). Its launch comes from ops/quant_gemv/launches.json (kind
-"gate_up": derived, not measured, until ops/quant_gemv/sweep.py's candidates are timed).
-Calls replay their launches through runtime.launch_plans (planned).
+1.7-2.1x slower for the bf16 GEMV). The launches come from gate_up_tiles.json beside this file,
+in ops/gemv's tile-table format and read through its plan() (the m = 1 entry: derived, not
+measured, until ops/quant_gemv/sweep.py's candidates are timed on a GPU); buckets without an
+entry take the GEMV's GPU_TILES. Calls replay their launches through runtime.launch_plans.
 """
 
 from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
 from kernelab.errors import KernelabError
-from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count, split_k
+from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count
 from kernelab.ops.gemv import plan as gemv_plan
-from kernelab.ops.quant_gemv import launches
 from kernelab.runtime.launch_plans import keep, planned
 from kernelab.runtime.tuner import interpreting
 
-INTERPRETER_TILE = (4, 16)  # BLOCK_N, BLOCK_K of the late form on the interpreter
+TABLE_PATH = Path(__file__).with_name("gate_up_tiles.json")
+
+
+@functools.cache
+def load_table() -> dict:
+    """gate_up_tiles.json (ops/gemv/tiles.json's format; tests check it with its check_table)."""
+    try:
+        return json.loads(TABLE_PATH.read_text())
+    except (OSError, ValueError) as exc:
+        raise KernelabError(f"cannot read the gate/up tile table {TABLE_PATH}: {exc}") from None
 
 
 @triton.jit
@@ -144,33 +157,20 @@ def swiglu_splits_kernel(part_ptr, y_ptr, count, SPLIT: tl.constexpr, BLOCK: tl.
     tl.store(y_ptr + offsets, _silu_mul(g, u).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False) -> dict:
+def plan(m: int, n: int, k: int, sms: int | None, *, interpreter: bool = False,
+         itemsize: int | None = None, table: dict | None = None) -> dict:  # fmt: skip
     """The GEMV's plan for the 2n rows of W_gate_up, each program's rows shared between the
-    two weights (BLOCK_N / 2 of each; the interpreter keeps its 16 to see several blocks)."""
-    launch = gemv_plan(m, 2 * n, k, sms, interpreter=interpreter)
+    two weights (BLOCK_N / 2 of each; the interpreter keeps its 16 to see several blocks).
+    itemsize: bytes of x's elements; the launch then comes from `table` (default
+    gate_up_tiles.json), GPU_TILES where it has no entry. None: GPU_TILES."""
+    if itemsize is not None and table is None:
+        table = load_table()
+    launch = gemv_plan(m, 2 * n, k, sms, interpreter=interpreter, itemsize=itemsize,
+                       table=table if itemsize is not None else None)  # fmt: skip
     if not interpreter:
-        launch["BLOCK_N"] = max(16, launch["BLOCK_N"] // 2)
+        floor = 1 if launch["LATE_SUM"] else 16
+        launch["BLOCK_N"] = max(floor, launch["BLOCK_N"] // 2)
     return launch
-
-
-def late_plan(n: int, k: int, sms: int | None, *, interpreter: bool = False,
-              launch: dict | None = None) -> dict | None:  # fmt: skip
-    """The m = 1 late form's launch: `launch` (forced, kept as given) or launches.json's kind
-    "gate_up" (tiles shrunk on the interpreter), K split by ops/gemv's rule over both weights'
-    programs; None where the table has no entry."""
-    chosen = dict(launch) if launch is not None else launches.lookup("gate_up", 1, 2 * n, k)
-    if chosen is None:
-        return None
-    launches.check_launch(chosen)
-    block_n, block_k = chosen["BLOCK_N"], chosen["BLOCK_K"]
-    if interpreter and launch is None:
-        block_n, block_k = INTERPRETER_TILE
-    wanted = chosen["split"] if chosen["split"] != "heuristic" else None
-    # a program streams BLOCK_N rows of each weight: the GEMV's 2 * BLOCK_N of W_gate_up
-    split, k_per_split = split_k(1, 2 * n, k, 1, 2 * block_n, block_k, sms, wanted=wanted,
-                                 interpreter=interpreter)  # fmt: skip
-    return {**chosen, "BLOCK_N": block_n, "BLOCK_K": block_k, "split": split,
-            "k_per_split": k_per_split}  # fmt: skip
 
 
 def _validate(x, w_gate, w_up) -> None:
@@ -193,8 +193,8 @@ def gate_up_swiglu(x, w_gate, w_up, *, launch: dict | None = None):
     """silu(x @ w_gate^T) * (x @ w_up^T) -> y[m, n] in x's dtype, fp32 accumulation and
     activation; any strides (w_gate and w_up may be the halves of one W_gate_up).
 
-    launch: a plan() dict (or, at m = 1, a launches.json launch) to use instead of the
-    table's or the heuristic's (the tests pin the forms, the sweep times them).
+    launch: a plan() dict to use instead of the table's (the tests pin the forms, the sweep
+    times them; LATE_SUM: the m = 1 late-summed form).
     """
     _validate(x, w_gate, w_up)
     (m, k), n = x.shape, w_gate.shape[0]
@@ -212,18 +212,14 @@ def _dispatch(x, w_gate, w_up, y, launch) -> None:
     """Launch the form gate_up_swiglu() chose into y (launch: as gate_up_swiglu takes it)."""
     (m, k), n = x.shape, w_gate.shape[0]
     interp = interpreting()
-    sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
-    forced_late = launch is not None and "BLOCK_M" not in launch  # a launches.json launch
-    if forced_late and not (m == 1 and x.element_size() == 2):
-        raise KernelabError("gate_up_swiglu: the late form is for m = 1 and bf16 or fp16 x")
-    if launch is None or forced_late:
-        late = m == 1 and x.element_size() == 2 and late_plan(n, k, sms, interpreter=interp,
-                                                                launch=launch)  # fmt: skip
-        if late:
-            _late(x, w_gate, w_up, y, late)
-            return
     if launch is None:
-        launch = plan(m, n, k, sms, interpreter=interp)
+        sms = None if interp or x.device.type != "cuda" else sm_count(x.device.index or 0)
+        launch = plan(m, n, k, sms, interpreter=interp, itemsize=x.element_size())
+    if launch.get("LATE_SUM"):
+        if m != 1 or launch["BLOCK_M"] != 1 or launch["USE_DOT"]:
+            raise KernelabError("gate_up_swiglu: the late-summed form is for m = 1, BLOCK_M = 1")
+        _late(x, w_gate, w_up, y, launch)
+        return
     split = launch["split"]
     fuse = split == 1
     out = y if fuse else torch.empty((split, 2, m, n), dtype=torch.float32, device=x.device)
@@ -259,8 +255,9 @@ def _late(x, w_gate, w_up, y, p: dict) -> None:
     gate_up_late_kernel[(triton.cdiv(n, p["BLOCK_N"]), split)](
         x, w_gate, w_up, out, n, k, p["k_per_split"], x.stride(1), w_gate.stride(0),
         w_gate.stride(1), w_up.stride(0), w_up.stride(1), 0 if fuse else 2 * n,
-        0 if fuse else n, BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], X_AS_TILE=p["X_AS_TILE"],
-        STAGES=p["num_stages"], FUSE=fuse, num_warps=p["num_warps"], num_stages=p["num_stages"],
+        0 if fuse else n, BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"],
+        X_AS_TILE=p.get("X_AS_TILE", False), STAGES=p["num_stages"], FUSE=fuse,
+        num_warps=p["num_warps"], num_stages=p["num_stages"],
     )  # fmt: skip
     if not fuse:
         _reduce(out, y, split)
