@@ -1,8 +1,8 @@
 // The entry point the scan tests call through ctypes: run one kernel of one step (STEP its
 // number, ELEM float or int, SFX f32 or i32) over a 1-D grid on the CPU. Each block's threads
-// are std::threads with a block barrier and one barrier per warp (the shuffles); blocks run
-// one after another, so step 4's look-back always finds its predecessor's inclusive prefix
-// already published. Arguments arrive as 64-bit words in the kernel's order.
+// are std::threads with a block barrier and one barrier per warp (the shuffles and votes);
+// blocks run one after another, so the look-back of steps 4 and 5 always finds its
+// predecessor's inclusive prefix already published. Arguments arrive as 64-bit words in the kernel's order.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -30,8 +30,10 @@ extern "C" void K(OFFSETS_KERNEL)(i64, ELEM *, const ELEM *);
 extern "C" void K(scan_reduce_tiles)(i64, const ELEM *, ELEM *);
 extern "C" void K(scan_tile_sums)(i64, ELEM *);
 extern "C" void K(scan_tiles_seeded)(i64, const ELEM *, ELEM *, const ELEM *, int);
-#else
+#elif STEP == 4
 extern "C" void K(scan_lookback)(i64, const ELEM *, ELEM *, u64 *, u64 *, int);
+#else
+extern "C" void K(scan_wide)(i64, const ELEM *, ELEM *, u64 *, u64 *, int);
 #endif
 
 static int run_grid(unsigned gx, unsigned bx, const std::function<void()> &body) {
@@ -91,11 +93,17 @@ extern "C" int emulate(const char *kernel, unsigned grid, unsigned block, const 
             K(scan_tiles_seeded)(a[0], ptr<const ELEM *>(a[1]), ptr<ELEM *>(a[2]),
                                  ptr<const ELEM *>(a[3]), static_cast<int>(a[4]));
         });
-#else
+#elif STEP == 4
     if (!std::strcmp(kernel, "scan_lookback"))
         return run_grid(grid, block, [=] {
             K(scan_lookback)(a[0], ptr<const ELEM *>(a[1]), ptr<ELEM *>(a[2]), ptr<u64 *>(a[3]),
                              ptr<u64 *>(a[4]), static_cast<int>(a[5]));
+        });
+#else
+    if (!std::strcmp(kernel, "scan_wide"))
+        return run_grid(grid, block, [=] {
+            K(scan_wide)(a[0], ptr<const ELEM *>(a[1]), ptr<ELEM *>(a[2]), ptr<u64 *>(a[3]),
+                         ptr<u64 *>(a[4]), static_cast<int>(a[5]));
         });
 #endif
     return -2;

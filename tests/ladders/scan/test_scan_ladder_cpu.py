@@ -38,7 +38,7 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C
 
 C_TYPE = {"fp32": ("float", "f32"), "int32": ("int", "i32")}
 NUMPY_TYPE = {"fp32": np.float32, "int32": np.int32}
-SIZES = (1, 2, 31, 33, 1023, 1025, 100003)
+SIZES = (1, 2, 31, 33, 1023, 1025, 4096, 100003)
 
 
 # ---- nvcc: every step builds for sm_90, both element types, no spills ---------------------
@@ -62,11 +62,14 @@ def test_step_compiles_for_sm90_without_spills(step):
 # ---- host emulation: the plan, run kernel by kernel -----------------------------------------
 
 
-def _emulator(step, dtype: str) -> ctypes.CDLL:
+def _emulator(step, dtype: str, items: int | None = None) -> ctypes.CDLL:
     elem, suffix = C_TYPE[dtype]
-    flags = [f"-DSTEP={step.number}", f"-DELEM={elem}", f"-DSFX={suffix}"]
-    lib = emulated_library(f"scan-{step.slug}-{dtype}", SOURCE_DIR,
-                           [SOURCE_DIR / step.file, HERE / "emulation_driver.cpp"], flags)  # fmt: skip
+    flags = [f"-DSTEP={step.number}", f"-DELEM={elem}", f"-DSFX={suffix}", "-include",
+             str(HERE / "warp_votes.hpp")]  # fmt: skip
+    flags += [f"-D{k}={v}" for k, v in (step.defines(items) or {}).items()]
+    lib = emulated_library(f"scan-{step.slug}-{dtype}-{items}", SOURCE_DIR,
+                           [SOURCE_DIR / step.file, HERE / "emulation_driver.cpp"], flags,
+                           depends=(HERE / "warp_votes.hpp",))  # fmt: skip
     lib.emulate.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     return lib
 
@@ -77,11 +80,13 @@ def _driver_name(step, kernel: str) -> str:
     return kernel
 
 
-def emulate_scan(lib, step, x: np.ndarray, exclusive: bool, state=None) -> np.ndarray:
-    """Run `plan(step, n, exclusive)` on host arrays, as launch.py runs it on a GPU."""
+def emulate_scan(lib, step, x: np.ndarray, exclusive: bool, state=None, items=None,
+                 out=None) -> np.ndarray:  # fmt: skip
+    """Run `plan(step, n, exclusive, items)` on host arrays, as launch.py runs it on a GPU."""
     n = x.size
-    launches = plan(step, n, exclusive)
-    out = np.full(n, 7, dtype=x.dtype)  # a value no prefix here takes by chance
+    launches = plan(step, n, exclusive, items)
+    if out is None:
+        out = np.full(n, 7, dtype=x.dtype)  # a value no prefix here takes by chance
     scratch = np.zeros(max(launches.scratch_elements, 1), dtype=x.dtype)
     if state is None:
         state = np.zeros(max(launches.state_words, 1), dtype=np.uint64)  # zeroed, as on a GPU
@@ -170,7 +175,7 @@ def test_look_back_adds_aggregates_until_an_inclusive_prefix():
     lib = _emulator(step, "int32")
     n = 5 * TILE
     x = _values(n, "int32", seed=4, integral=True)
-    tile_sums = [x[t * TILE:(t + 1) * TILE].astype(np.int64).sum() for t in range(5)]
+    tile_sums = [x[t * TILE : (t + 1) * TILE].astype(np.int64).sum() for t in range(5)]
     state = np.zeros(1 + 5, dtype=np.uint64)
     state[0] = 4  # the counter: the next tile id drawn is 4
     for t in range(4):
@@ -181,9 +186,69 @@ def test_look_back_adds_aggregates_until_an_inclusive_prefix():
     args = np.array([n, x.ctypes.data, out.ctypes.data, state.ctypes.data + 8,
                      state.ctypes.data, 0], dtype=np.int64)  # fmt: skip
     assert lib.emulate(b"scan_lookback", 1, THREADS, args.ctypes.data) == 0
-    assert np.array_equal(out[4 * TILE:], expected(x, False)[4 * TILE:])
+    assert np.array_equal(out[4 * TILE :], expected(x, False)[4 * TILE :])
     assert int(state[5]) >> 32 == 2  # tile 4 published its inclusive prefix
     assert np.uint32(int(state[5]) & 0xFFFFFFFF).view(np.int32) == expected(x, False)[-1]
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_wide_look_back_walks_two_windows_of_aggregates(dtype):
+    """Step 5's warp-wide look-back past one window: tiles 0-39 hand-published (tile 0 an
+    inclusive prefix, 1-39 aggregates only), the counter set so the one block draws tile 40.
+    Lanes 0-31 sum tiles 39..8 (no prefix among them), the next window 7..0 stops at tile 0."""
+    step = get_step(5)
+    lib = _emulator(step, dtype)
+    tile, tiles = step.tile, 41
+    n = tiles * tile
+    x = _values(n, dtype, seed=6, integral=True)
+    wide = x.astype(np.int64)
+    state = np.zeros(1 + tiles, dtype=np.uint64)
+    state[0] = tiles - 1  # the next tile id drawn is 40
+    for t in range(tiles - 1):
+        total = wide[t * tile : (t + 1) * tile].sum()
+        bits = np.array([total], dtype=np.int64).astype(x.dtype).view(np.uint32)[0]
+        state[1 + t] = ((2 if t == 0 else 1) << 32) | int(bits)
+    out = np.zeros(n, dtype=x.dtype)
+    args = np.array([n, x.ctypes.data, out.ctypes.data, state.ctypes.data + 8,
+                     state.ctypes.data, 0], dtype=np.int64)  # fmt: skip
+    assert lib.emulate(b"scan_wide", 1, THREADS, args.ctypes.data) == 0
+    want = expected(x, False).astype(x.dtype)
+    assert np.array_equal(out[-tile:], want[-tile:])
+    assert int(state[tiles]) >> 32 == 2  # tile 40 published its inclusive prefix
+
+
+@needs_gxx
+@pytest.mark.parametrize("items", [8, 24])
+def test_wide_tile_candidates_scan_exactly(items):
+    """Other tiles of step 5 (ITEM_CANDIDATES): full tiles through 16-byte loads, a partial
+    last tile through the scalar path, int32 wrapping exactly."""
+    step = get_step(5)
+    lib = _emulator(step, "int32", items)
+    n = 3 * THREADS * items + 5
+    x = _values(n, "int32", seed=items, integral=True)
+    for exclusive in (False, True):
+        got = emulate_scan(lib, step, x, exclusive, items=items)
+        assert np.array_equal(got, expected(x, exclusive)), (items, exclusive)
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_wide_scan_off_16_byte_alignment_takes_the_scalar_path(dtype):
+    """x and out one element past a 16-byte boundary (a tensor slice x[1:]): every tile goes
+    through the bounds-checked scalar loads and stores, still exact; nothing is written past
+    out's end (the guard element after it keeps its value)."""
+    step = get_step(5)
+    lib = _emulator(step, dtype)
+    n = 2 * step.tile + 3
+    backing = _values(n + 1, dtype, seed=11, integral=True)
+    x = backing[1:]
+    assert x.ctypes.data % 16 != 0
+    out_backing = np.full(n + 2, 7, dtype=x.dtype)
+    out = out_backing[1:-1]
+    got = emulate_scan(lib, step, x, False, out=out)
+    assert np.array_equal(got, expected(x, False).astype(x.dtype))
+    assert out_backing[0] == 7 and out_backing[-1] == 7
 
 
 # ---- plans, geometry and steps --------------------------------------------------------------
@@ -193,8 +258,10 @@ def test_plans_move_the_bytes_each_step_claims():
     """Launch counts and scratch for n = 2^26: steps 1-2 recurse, 3 is three kernels, 4 one."""
     n = 1 << 26
     counts = [len(plan(s, n, False).calls) for s in STEPS]
-    assert counts == [7, 5, 3, 1]  # 256^3 < 2^26 <= 256^4: 4 levels; 512: 3 levels
+    assert counts == [7, 5, 3, 1, 1]  # 256^3 < 2^26 <= 256^4: 4 levels; 512: 3 levels
     assert plan(STEPS[3], n, False).state_words == 1 + n // TILE
+    assert plan(STEPS[4], n, False).state_words == 1 + n // (2 * TILE)  # 4096-element tiles
+    assert plan(STEPS[4], n, False, items=24).calls[0].grid == -(-n // (THREADS * 24))
     assert plan(STEPS[2], n, True).scratch_elements == n // TILE
     for step in STEPS:
         for n in (1, TILE, TILE + 1):
@@ -204,7 +271,7 @@ def test_plans_move_the_bytes_each_step_claims():
 
 
 def test_steps_are_named_in_order_and_each_names_its_proof():
-    assert [s.name for s in STEPS] == ["scan:01", "scan:02", "scan:03", "scan:04"]
+    assert [s.name for s in STEPS] == ["scan:01", "scan:02", "scan:03", "scan:04", "scan:05"]
     assert [s.number for s in parse_steps("2-4")] == [2, 3, 4]
     for step in STEPS:
         assert (SOURCE_DIR / step.file).is_file()
@@ -212,7 +279,11 @@ def test_steps_are_named_in_order_and_each_names_its_proof():
         text = (SOURCE_DIR / step.file).read_text()
         assert all(kernel in text for kernel in step.kernels)
     with pytest.raises(KernelabError):
-        get_step("5")
+        get_step("6")
+    with pytest.raises(KernelabError, match="fixed tile"):
+        plan(get_step(4), 100, False, items=16)
+    with pytest.raises(KernelabError, match="items must be one of"):
+        plan(get_step(5), 100, False, items=10)
 
 
 def test_profiled_steps_sum_every_launch_of_their_kernels():
@@ -235,7 +306,7 @@ def test_profiled_steps_sum_every_launch_of_their_kernels():
         launch("scan_reduce_tiles_f32", 10, 20), launch("scan_tile_sums_f32", 5, 1),
         launch("scan_tiles_seeded_f32", 500, 40),
     ]  # fmt: skip
-    rows = step_totals(STEPS, kernels, "fp32", [DRAM_BYTES, SHARED_STORES])
+    rows = step_totals(STEPS[:4], kernels, "fp32", [DRAM_BYTES, SHARED_STORES])
     assert [r["launches"] for r in rows] == [3, 2, 3, 0]
     assert [r["value"] for r in rows] == [909, 480, 61, None]
     assert [r["previous"] for r in rows] == [None, 909, 80, 61]

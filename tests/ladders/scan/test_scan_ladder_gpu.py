@@ -9,8 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelab.ladders.scan import STEPS, scan  # noqa: E402
+from kernelab.ladders.scan import STEPS, get_step, scan  # noqa: E402
 from kernelab.ladders.scan.ladder import check_one, integral_fp32  # noqa: E402
+from kernelab.ladders.scan.steps import ITEM_CANDIDATES  # noqa: E402
 from kernelab.spec.reference import get_op  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -63,3 +64,22 @@ def test_more_than_2_to_the_31_elements(step):
     assert torch.equal(out[-6:], tail.to(torch.int32))
     assert int(out[(1 << 31) - 2]) == (1 << 31) - 1
     del out, x
+
+
+@pytest.mark.parametrize("items", [None, *ITEM_CANDIDATES])
+def test_wide_tile_candidates_and_unaligned_slices(items):
+    """Step 5 at every tile candidate: full 16-byte tiles, the partial last tile, and x[1:]
+    (off 16-byte alignment, the scalar path everywhere), int32 exact and fp32 integral exact;
+    a NaN poisons every prefix from its index on, never one before it."""
+    step = get_step(5)
+    spec = get_op("scan")
+    tile = step.tile_for(items)
+    for n in (1, tile - 1, tile, tile + 1, 7 * tile + 13, 100003):
+        (x, _) = spec.make_inputs({"n": n + 1}, "int32", seed=n, device="cuda")
+        for view in (x[:n], x[1:]):
+            assert torch.equal(scan(step, view, items=items), spec.reference(view, False)), n
+        assert check_one(step, integral_fp32(n, seed=n), True, items), n
+    y = integral_fp32(3 * tile + 5, seed=3)
+    y[tile + 7] = float("nan")
+    got = scan(step, y, items=items)
+    assert not got[: tile + 7].isnan().any() and got[tile + 7 :].isnan().all()

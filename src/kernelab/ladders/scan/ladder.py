@@ -20,7 +20,7 @@ from collections.abc import Callable
 from kernelab.errors import KernelabError
 from kernelab.ladders.engine import timed_rows, to_record
 from kernelab.ladders.scan.launch import build_step, scan
-from kernelab.ladders.scan.steps import DTYPES, Step, parse_steps
+from kernelab.ladders.scan.steps import DTYPES, ITEM_CANDIDATES, Step, parse_steps
 from kernelab.spec.primitives import scan_tolerance
 from kernelab.spec.reference import get_op
 
@@ -75,12 +75,12 @@ def integral_fp32(n: int, *, device="cuda", seed: int = 1):
     return torch.randint(-8, 9, (n,), generator=generator, device=device).to(torch.float32)
 
 
-def check_one(step: Step, x, exclusive: bool) -> bool:
+def check_one(step: Step, x, exclusive: bool, items: int | None = None) -> bool:
     """One call against the reference: exact for int32 and integer-valued fp32 (prefixes
     below 2^24), else within op scan's relative norm bound."""
     import torch
 
-    got = scan(step, x, exclusive)
+    got = scan(step, x, exclusive, items=items)
     ref = get_op("scan").reference(x, exclusive)
     if x.dtype == torch.int32:
         return bool(torch.equal(got, ref))
@@ -193,12 +193,14 @@ def time_ladder(
     progress: Callable[[str], None] = lambda _: None,
     do_bench: Callable | bool | None = None,
     host_cost: Callable | bool | None = None,
+    candidates: bool = False,
 ) -> tuple[list[dict], list, list[str]]:
     """Inclusive scans: every step beside torch.cumsum (and CUB where it imports) and the copy
     ceiling at each n; (rows, records, notes). Each row (and its record's extra) carries,
     beside the harness's median, the do_bench median and the host cost per call
     (engine.timed_rows; do_bench, host_cost: None for the real ones, False to leave one
-    out)."""
+    out). `candidates`: a tunable step (step 5) is also timed at every other
+    ITEM_CANDIDATES value, as rows named like "scan:05 items=24"."""
     import torch
 
     spec = get_op("scan")
@@ -214,6 +216,8 @@ def time_ladder(
         if cub is not None:
             entries.append((CUB, what, lambda x=x: cub(x)))
         entries += [(s.name, s.technique, lambda s=s, x=x: scan(s, x)) for s in steps]
+        if candidates:
+            entries += candidate_entries(steps, x)
         found = timed_rows(
             entries, bytes_moved=cost.bytes, copy=lambda d=dst, x=x: d.copy_(x),
             copy_bytes=cost.bytes, anchor=ANCHOR, mode=mode, max_time_s=max_time_s,
@@ -231,6 +235,22 @@ def time_ladder(
             records.append(to_record("scan", row, dtype, cost))
         rows += [{k: v for k, v in row.items() if k != "timing"} for row in found]
     return rows, records, notes
+
+
+def candidate_entries(steps: list[Step], x) -> list[tuple]:
+    """(name, technique, fn) for each tunable step at every ITEM_CANDIDATES value other than
+    the one its source is written with: the tile choice, timed beside the ladder."""
+    entries = []
+    for step in steps:
+        if not step.items_define:
+            continue
+        for items in ITEM_CANDIDATES:
+            if step.tile_for(items) == step.tile:
+                continue
+            what = f"{step.technique}; {items} elements a thread"
+            entries.append((f"{step.name} items={items}", what,
+                            lambda s=step, x=x, k=items: scan(s, x, items=k)))  # fmt: skip
+    return entries
 
 
 # --- profiling: every step's proof metric under Nsight Compute -------------------------------
@@ -298,7 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="fp32", choices=DTYPES)
     parser.add_argument("--exclusive", action="store_true")
     parser.add_argument("--steps", default=None)
+    parser.add_argument(
+        "--time-candidates",
+        action="store_true",
+        help="time every step and step 5's tile candidates (no launcher run)",
+    )
     args = parser.parse_args(argv)
+    if args.time_candidates:
+        return _time_candidates(args)
     try:
         import torch
 
@@ -309,6 +336,36 @@ def main(argv: list[str] | None = None) -> int:
     except KernelabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _time_candidates(args) -> int:
+    """Each chosen step and step 5's tile candidates beside the copy, torch and CUB at one n,
+    checked first: one device call settles the open tile choice."""
+    try:
+        steps = parse_steps(args.steps)
+        for row in check_steps(steps, (args.dtype,)):
+            if not row["ok"]:
+                print(f"error: {row['step']} {args.dtype} wrong at {row['wrong_at']}")
+                return 1
+        spec = get_op("scan")
+        for step in (s for s in steps if s.items_define):
+            for items in ITEM_CANDIDATES:
+                for n in CHECK_N:
+                    x = spec.make_inputs({"n": n}, args.dtype, seed=n, device="cuda")[0]
+                    if not check_one(step, x, False, items):
+                        print(f"error: {step.name} items={items} {args.dtype} wrong at n={n}")
+                        return 1
+        rows, _, notes = time_ladder(steps, [args.n], args.dtype, candidates=True)
+    except KernelabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for row in rows:
+        pct = row.get("pct_of_copy")
+        print(f"{row['step']:<24} {row['median_ms']:.4f} ms  "
+              f"{'' if pct is None else f'{pct:5.1f} % of copy'}")  # fmt: skip
+    for note in notes:
+        print(note)
     return 0
 
 

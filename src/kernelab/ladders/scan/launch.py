@@ -5,7 +5,8 @@ touches CUDA at import time.
 `scan(step, x, exclusive=False)` returns the prefix sums of a 1-D fp32 or int32 CUDA tensor
 in a new tensor of x's dtype: fp32 adds in fp32, int32 wraps modulo 2^32 (the int64 prefix
 sums cast to int32). A non-contiguous x is copied dense first; an empty x gives an empty
-answer. Indices are 64-bit, so n past 2^31 works (up to 2^38).
+answer. Indices are 64-bit, so n past 2^31 works (up to 2^38). `items` builds a tunable
+step (step 5) with that many elements a thread (steps.ITEM_CANDIDATES), for timing them.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ SOURCE_DIR = "ladders/scan"  # relative to the kernelab package
 _builds = StepBuilds(SOURCE_DIR)
 
 
-def build_step(step: Step, *, arch: str | None = None):
+def build_step(step: Step, *, arch: str | None = None, items: int | None = None):
     """Compile one step (every kernel, both element types, in one cubin); cached."""
-    return _builds.get(step, None, arch)
+    return _builds.get(step, step.defines(items), arch)
 
 
 def checked_input(x, exclusive, who: str = "scan"):
@@ -69,11 +70,12 @@ _scratch: dict[tuple, _Scratch] = {}
 _plans = PlanCache()
 
 
-def scan(step: Step | int | str, x, exclusive: bool = False):
+def scan(step: Step | int | str, x, exclusive: bool = False, *, items: int | None = None):
     """Inclusive (or exclusive) prefix sums of x with one ladder step, x's dtype and length."""
     import torch
 
     step = step if isinstance(step, Step) else get_step(step)
+    step.tile_for(items)  # a bad `items` is one line before anything else
     x, dtype = checked_input(x, exclusive)
     out = torch.empty_like(x)
     n = x.numel()
@@ -81,28 +83,28 @@ def scan(step: Step | int | str, x, exclusive: bool = False):
         return out
     device_index = x.device.index if x.device.index is not None else 0
     stream = current_stream_handle(device_index)
-    launches = plan(step, n, exclusive)
+    launches = plan(step, n, exclusive, items)
     scratch = _scratch.setdefault((device_index, stream, dtype), _Scratch())
     sums, state = scratch.ensure(launches.scratch_elements, launches.state_words, x.dtype,
                                  x.device)  # fmt: skip
     if launches.state_words:
         state[: launches.state_words].zero_()  # counter and descriptors start empty
-    key = (step.number, dtype, exclusive, device_index, n, x.data_ptr(), out.data_ptr(),
+    key = (step.number, items, dtype, exclusive, device_index, n, x.data_ptr(), out.data_ptr(),
            sums.data_ptr(), state.data_ptr())  # fmt: skip
     prepared = _plans.get(key)
     if prepared is None:
         pointers = {"x": x.data_ptr(), "out": out.data_ptr(), "scratch": sums.data_ptr(),
                     "state": state.data_ptr()}  # fmt: skip
-        prepared = _plans.put(key, _prepare(step, dtype, launches, pointers))
+        prepared = _plans.put(key, _prepare(step, dtype, launches, pointers, items))
     for launch in prepared:
         launch(stream)
     return out
 
 
-def _prepare(step: Step, dtype: str, launches, pointers: dict) -> list:
+def _prepare(step: Step, dtype: str, launches, pointers: dict, items: int | None = None) -> list:
     from kernelab.runtime.cuda.launch import Launch
 
-    built = build_step(step)
+    built = build_step(step, items=items)
     width = {"x": ITEMSIZE[dtype], "out": ITEMSIZE[dtype], "scratch": ITEMSIZE[dtype],
              "state": 8}  # fmt: skip
     prepared = []

@@ -8,7 +8,12 @@ Compute metric that proves it with the direction it must move against the step b
 role) without touching CUDA: launch.py binds them to a GPU's pointers, the CPU tests to host
 arrays under emulation, so both run the same sequence.
 Bytes: the floor reads n x 4 and writes n x 4; steps 1-2 move about 4n x 4, step 3 3n x 4,
-step 4 2n x 4 (each .cu file has its accounting).
+steps 4-5 2n x 4 (each .cu file has its accounting).
+
+Step 5's items a thread (its tile) is an open tuning choice: ITEM_CANDIDATES are the values
+of its SCAN05_ITEMS worth timing, and `plan(step, n, exclusive, items)` and launch.scan(...,
+items=) build and launch any of them, so one device call can time them all
+(ladder.time_ladder(..., candidates=True)).
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from kernelab.runtime.cuda.launch import cdiv
 
 THREADS = 256  # mirrors common.cuh
 TILE = 2048  # SCAN_TILE in common.cuh: 256 threads x 8 elements, steps 3 and 4
+WIDE_ITEMS = 16  # SCAN05_ITEMS's default in 05_wide_lookback.cu: a 4096-element tile
+# Step 5's candidates: multiples of 4 (16-byte loads); 8 is step 4's tile, 24 still fits 64
+# registers a thread (ladder.compile_scan reports each).
+ITEM_CANDIDATES = (8, 12, 16, 20, 24)
 # The add-offsets kernel of steps 1-2 is a grid-stride loop over at most this many blocks.
 MAX_OFFSET_BLOCKS = 4096
 # Step 1 launches one block per 256 elements; CUDA's gridDim.x limit (2^31 - 1) then caps n
@@ -32,6 +41,7 @@ ITEMSIZE = {"fp32": 4, "int32": 4}
 
 SHARED_STORES = "smsp__inst_executed_op_shared_st.sum"
 DRAM_BYTES = "dram__bytes.sum"
+GLOBAL_LOADS = "smsp__inst_executed_op_global_ld.sum"
 
 
 @dataclass(frozen=True)
@@ -47,10 +57,28 @@ class Step:
     fixes: str
     proof: str
     direction: str  # how `proof` must move against the step before: "down" or "reference"
+    items_define: str = ""  # the -D macro that sets items a thread, for a tunable step
 
     @property
     def name(self) -> str:
         return f"scan:{self.number:02d}"
+
+    def tile_for(self, items: int | None = None) -> int:
+        """Elements per tile: the step's own, or THREADS x items for a tunable step."""
+        if items is None:
+            return self.tile
+        if not self.items_define:
+            raise KernelabError(f"{self.name} has a fixed tile; items apply to a tunable step")
+        if items not in ITEM_CANDIDATES:
+            raise KernelabError(
+                f"{self.name}: items must be one of {ITEM_CANDIDATES}, got {items!r}"
+            )
+        return THREADS * items
+
+    def defines(self, items: int | None = None) -> dict | None:
+        """The -D defines that build the step with `items` a thread (None: as written)."""
+        self.tile_for(items)
+        return {self.items_define: items} if items is not None else None
 
     @property
     def kernel(self) -> str:
@@ -109,6 +137,15 @@ STEPS: tuple[Step, ...] = (
         "the second read of x: one pass, 2n x 4 bytes, the copy's traffic",
         DRAM_BYTES, "down",
     ),
+    Step(
+        5, "wide_lookback", "05_wide_lookback.cu",
+        ("scan_wide",), "lookback", THREADS * WIDE_ITEMS,
+        "a warp looks back over 32 predecessors a round trip; 16 elements a thread through "
+        "16-byte loads and stores (a 4096-element tile)",
+        "step 4's serial look-back (one L2 round trip per predecessor, no load in flight "
+        "meanwhile) and its 8 scalar loads a thread: the copy's traffic at the copy's pace",
+        GLOBAL_LOADS, "down", "SCAN05_ITEMS",
+    ),
 )  # fmt: skip
 
 
@@ -141,12 +178,13 @@ class Plan:
     state_words: int  # step 4: 1 + tiles, zeroed before the launch; 0 otherwise
 
 
-def plan(step: Step, n: int, exclusive: bool) -> Plan:
-    """The launches that scan n elements (1 <= n < MAX_N) with `step`."""
+def plan(step: Step, n: int, exclusive: bool, items: int | None = None) -> Plan:
+    """The launches that scan n elements (1 <= n < MAX_N) with `step` (a tunable step with
+    `items` elements a thread where given)."""
     if not 1 <= n < MAX_N:
         raise KernelabError(f"scan: no launch for {n} elements (1 to 2^38 - 1)")
     flag = ("i32", 1 if exclusive else 0)
-    tiles = cdiv(n, step.tile)
+    tiles = cdiv(n, step.tile_for(items))
     if step.structure == "lookback":
         (kernel,) = step.kernels
         args = (("i64", n), ("ptr", "x", 0), ("ptr", "out", 0), ("ptr", "state", 1),
