@@ -327,6 +327,23 @@ def record_from_row(row: dict, versions: dict | None = None) -> Record:
     )
 
 
+ROW_FIELDS = ("op", "implementation", "shape", "dtype", "mode", "samples_ms", "median_ms",
+              "rel_noise", "gpu", "versions", "clocks", "timestamp", "flops", "bytes",
+              "achieved_tbps", "achieved_tflops", "achieved_gbps", "check", "extra", "timer",
+              "throttled", "git_commit", "git_dirty")  # fmt: skip
+
+
+def flat_record(measurement: dict, versions: dict | None = None, **extra) -> Record:
+    """A benchmark's flat measurement (record_from_row's fields at the top level, beside its
+    own: host_us, the check's error, ...) as a Record, its own fields kept in extra with
+    `extra`; a boolean check becomes {"ok": check}."""
+    own = {k: v for k, v in measurement.items() if k not in ROW_FIELDS}
+    check = measurement.get("check")
+    row = {**measurement, "extra": {**(measurement.get("extra") or {}), **extra, **own},
+           "check": check if isinstance(check, dict) else {"ok": bool(check)}}  # fmt: skip
+    return record_from_row(row, versions)
+
+
 def records_from(items: list, versions: dict | None = None) -> list[Record]:
     """Records from a JSON list: Record dicts (they carry schema_version) and benchmark rows
     alike (record_from_row)."""

@@ -180,12 +180,13 @@ def test_a_case_runs_end_to_end_on_the_cpu_with_stand_in_timers(bench, tmp_path)
         kernel_module(name)
 
     def do_bench(fn, warmup, rep, return_mode):
+        assert return_mode == "all"  # every sample goes into the records
         fn()
-        return 0.25
+        return [0.24, 0.25, 0.26]
 
     def benchmark(fn, mode, min_samples, max_time_s):
         fn()
-        return types.SimpleNamespace(median_ms=0.5)
+        return types.SimpleNamespace(median_ms=0.5, samples_ms=[0.4, 0.5, 0.6])
 
     paths = ("eager", "kernelab", "kernelab-splitkv", "compiled")
     run = {"args": argparse.Namespace(paths=paths, quick=True), "torch": torch,
@@ -209,3 +210,26 @@ def test_a_case_runs_end_to_end_on_the_cpu_with_stand_in_timers(bench, tmp_path)
     assert {r["shape"]["config"] for r in run["records"]} == {"tiny"}
     saved = json.loads(run["path"].read_text())
     assert saved["config"] == "tiny" and len(saved["rows"]) == 4
+    samples = {r["timer"]: r["samples_ms"] for r in run["records"]}
+    assert samples == {"triton.testing.do_bench median": [0.24, 0.25, 0.26],
+                       "kernelab.harness.timing.benchmark cold median": [0.4, 0.5, 0.6]}  # fmt: skip
+
+
+def test_a_measurement_is_saved_in_the_one_record_schema(bench, tmp_path):
+    from kernelab.harness.records import load_records
+
+    cost = {"flops": 4.0e8, "bytes": 4.4e8}
+    measurements = [bench.make_record("compiled", 1, 8192, "bf16", cost, ms, timer, "H100",
+                                      check=True, error=0.004, samples_ms=[ms, ms * 1.01])
+                    for ms, timer in ((0.27, "triton.testing.do_bench median"),
+                                      (0.26, "kernelab.harness.timing.benchmark cold median"))]  # fmt: skip
+    path = tmp_path / "decode_step.json"
+    run = {"gpu": "H100", "copy_tbps": 3.0, "config": "llama3-8b", "rows": [], "path": path,
+           "records": measurements}  # fmt: skip
+    bench.save(run)
+    records = load_records(path)
+    assert [r.mode for r in records] == ["do_bench", "cold"]
+    assert records[0].stats["median"] == pytest.approx(0.27) and records[0].gpu == "H100"
+    assert records[1].extra["error"] == pytest.approx(0.004) and records[1].check == {"ok": True}
+    assert records[1].extra["suite"] == "decode_step" and records[1].shape["length"] == 8192
+    assert records[1].samples_ms == [0.26, 0.26 * 1.01]  # the lab recomputes the median
