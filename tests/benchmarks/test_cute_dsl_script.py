@@ -122,7 +122,9 @@ def test_a_backward_is_judged_by_its_three_tensors_against_the_copys_two(script)
 def test_the_row_table_judges_rmsnorm_backward_at_80_and_leaves_softmax_backward_unjudged(script):
     record = _record(script, **{"rmsnorm_backward:4096": (1.2, 1.3, None),  # 83 %: met
                                 "softmax_backward:4096": (1.2, 1.3, None)})  # fmt: skip
-    verdicts = [line.rsplit("|", 2)[-2].strip() for line in script.row_table(record).splitlines()[2:]]
+    verdicts = [
+        line.rsplit("|", 2)[-2].strip() for line in script.row_table(record).splitlines()[2:]
+    ]
     assert verdicts == ["met", "-"]
 
 
@@ -168,3 +170,24 @@ def test_the_bulk_column_names_kernels_that_take_bulk(script):
     for module, function in script.BULK_OPS.values():
         fn = getattr(importlib.import_module(f"kernelab.ops.{module}"), function)
         assert inspect.signature(fn).parameters["bulk"].default is False
+
+
+def test_a_shape_the_kernel_refuses_is_a_note_not_the_end_of_the_run(script, monkeypatch):
+    import types
+
+    from kernelab.errors import KernelabError
+    from kernelab.harness import check
+    from kernelab.spec import registry
+
+    refusal = "a row of 262144 values needs a cluster of 16 CTAs"
+
+    def refuse(*args, **kwargs):
+        raise KernelabError(refusal)
+
+    built = types.SimpleNamespace(build=lambda: lambda *inputs: None)
+    monkeypatch.setattr(registry, "get", lambda name: built)
+    monkeypatch.setattr(check, "check_implementation", refuse)
+    shape = {"rows": 1, "cols": 262144}
+    assert script._checked("cute.softmax_backward", "softmax_backward", shape, "bf16") == (
+        None, refusal)  # fmt: skip
+    assert script._checked_variant(0.1, "softmax", shape, "bf16", (), bulk=True) is None
