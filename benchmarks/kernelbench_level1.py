@@ -2,15 +2,17 @@
 reference as the solution (`ModelNew = Model`), at the published sizes.
 
     PYTHONPATH=src python3 benchmarks/kernelbench_level1.py --kernelbench PATH [--out DIR]
-        [--resume] [--only 1,23,95] [--budget-s 540] [--scale 1.0] [--timeout 600]
+        [--suite-dir DIR] [--resume] [--only 1,23,95] [--budget-s 540] [--scale 1.0] [--timeout 600]
 
 PATH is a KernelBench checkout (the repository root, its KernelBench/ folder or the level1/
 folder itself); `--fetch DEST` clones the public repository there first. The problems are
 not committed to kernelab: they are the benchmark's, fetched or pointed at.
 
 What it does:
-  1. writes a suite folder under --out: each level-1 problem as NNN_Name.py and, under
-     solutions/NNN_Name/, the problem's own source with `ModelNew = Model` appended;
+  1. writes a suite folder (under --out, or --suite-dir: a folder of its own, so that --out
+     holds only the verdicts and the summary, two files): each level-1 problem as
+     NNN_Name.py and, under solutions/NNN_Name/, the problem's own source with
+     `ModelNew = Model` appended;
   2. judges one problem at a time with `kernelab eval PROBLEM SOLUTION --json`, each in a
      process of its own (a problem that kills its process, or the CUDA context, cannot take
      the others with it), and appends its verdict to level1-verdicts.jsonl as it finishes;
@@ -56,6 +58,9 @@ def parse(argv):
                         "else benchmarks/results/<card>/kernelbench-level1 in a source "
                         "checkout, else ./kernelab-results/<gpu or cpu>/"
                         "kernelbench-level1)")  # fmt: skip
+    parser.add_argument("--suite-dir", default=None,
+                        help="folder for the suite's problem and solution files (default "
+                        "OUT/suite); --out then holds the verdicts and the summary alone")  # fmt: skip
     parser.add_argument("--resume", action="store_true", help="skip problems already judged")
     parser.add_argument("--only", default="", help="comma list of problem numbers")
     parser.add_argument("--budget-s", type=float, default=0.0,
@@ -123,7 +128,9 @@ def prepare_suite(folder: Path, suite: Path, only: set[int]) -> list[tuple[int, 
         solution.parent.mkdir(parents=True, exist_ok=True)
         text = source.read_text()
         problem.write_text(text)
-        solution.write_text(text.rstrip() + "\n\n\nModelNew = Model  # the reference judged as a solution\n")
+        solution.write_text(
+            text.rstrip() + "\n\n\nModelNew = Model  # the reference judged as a solution\n"
+        )
         prepared.append((number, problem, solution))
     return prepared
 
@@ -258,7 +265,8 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     source = fetch(Path(args.fetch)) if args.fetch else Path(args.kernelbench)
-    prepared = prepare_suite(level1_folder(source), out / "suite", args.only)
+    suite = Path(args.suite_dir) if args.suite_dir else out / "suite"
+    prepared = prepare_suite(level1_folder(source), suite, args.only)
     if not prepared:
         raise SystemExit(f"kernelbench_level1: no problem matches --only {sorted(args.only)}")
     verdict_file = out / VERDICTS

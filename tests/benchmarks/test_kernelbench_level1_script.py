@@ -85,6 +85,18 @@ def test_resume_skips_what_is_judged_and_the_budget_leaves_the_rest(checkout, tm
     assert [row["number"] for row in summary["rows"]] == [19, 23]
 
 
+def test_a_suite_dir_keeps_the_problem_copies_out_of_out(checkout, tmp_path):
+    script = _script()
+    out, suite = tmp_path / "out", tmp_path / "suite-elsewhere"
+    assert _run(script, checkout, out, "--only", "19", "--suite-dir", str(suite)) == 0
+    # --out holds the verdicts and the summary alone: two files to bring back
+    assert sorted(p.name for p in out.rglob("*")) == sorted([script.VERDICTS, script.SUMMARY])
+    assert (suite / "019_ReLU.py").is_file()
+    assert (suite / "solutions" / "019_ReLU" / "reference_as_solution.py").is_file()
+    summary = json.loads((out / script.SUMMARY).read_text())
+    assert [row["status"] for row in summary["rows"]] == ["pass"]
+
+
 def test_the_bar_takes_speed_outside_the_band_oom_and_missing_timing_as_faults():
     script = _script()
     passing = {"status": "pass", "message": "", "notes": []}

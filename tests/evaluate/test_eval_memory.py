@@ -454,3 +454,94 @@ def test_inputs_that_run_out_of_memory_are_reported_not_made_elsewhere(tmp_path)
         problem.generate(case, 1)
     assert kernelbench.is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
     assert not kernelbench.is_out_of_memory(TypeError("can't convert cuda tensor to numpy"))
+
+
+# KernelBench level 1 problem 5's shape: C = A * s, A 65,536 x 16,384 fp32 (4.3 GB in and out)
+SCALAR_ROWS, SCALAR_COLS = 16384 * 4, 4096 * 4
+SCALAR = SCALAR_ROWS * SCALAR_COLS * 4
+H100_FREE = int(84.5e9)  # what an H100 80GB HBM3 had free when problem 5 was skipped
+
+
+def _scalar_multiplication(folder: Path) -> Path:
+    path = folder / "scalar_multiplication.py"
+    path.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, A, s):\n        return A * s\n\n\n"
+        f"M = {SCALAR_ROWS}\nN = {SCALAR_COLS}\n\n\n"
+        "def get_inputs():\n    return [torch.rand(M, N), 3.14]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    return path
+
+
+def test_the_plan_of_a_problem_shaped_like_kernelbench_5_holds_each_term_once(tmp_path):
+    problem = load_problem(_scalar_multiplication(tmp_path), device="cpu", scale=1.0)
+    size = footprint.fake_set_size(problem, problem.tests[0])  # fake tensors: nothing allocated
+    i, o = SCALAR, SCALAR
+    assert (size.inputs, size.output, size.inputs64, size.output64) == (i, o, 2 * i, 2 * o)
+    assert size.kept == i + o + 2 * o  # the inputs, the eager output, the exact one
+    assert size.in_worker == i + 2 * o  # the worker's copy, its output and the snapshot
+    # the transient: checking an output (the inputs sent back, the output and its snapshot)
+    assert size.transient == i + 2 * o + size.blocks
+    # the batch: the call tree, 3 kept outputs, the call's own and the fingerprint's two
+    assert size.batch(POOL_SETS) == i + 6 * o
+
+    def need(sets: int) -> int:
+        return footprint.need_bytes([size], [size], sets, on_gpu=True, min_kept=POOL_SETS)
+
+    # one pool set: the judge keeps the re-check and the pool set throughout, and the timed
+    # phase (the worker's pool and batch) is larger than the correctness phase (a correctness
+    # set and the worker's share of its check); the phases never add up
+    assert need(1) == 2 * size.kept + size.transient + max(size.kept + size.in_worker,
+                                                           i + size.batch(POOL_SETS))  # fmt: skip
+    assert need(1) > int(footprint.MEMORY_SHARE * H100_FREE)  # 81.7 GB: more than 67.6
+    # a set per timed call: nothing kept throughout, one set made at a time beside the batch
+    assert need(0) == size.transient + size.kept + size.batch(POOL_SETS)
+    assert need(0) < 61e9 < 67e9  # it was planned at 98.9 GB: each term was summed
+
+    plan = footprint.plan([size], [size], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                          kept_cap=verdict.KEPT_OUTPUT_BYTES, on_gpu=True,
+                          available=(H100_FREE, "free device memory"), how="fake",
+                          fresh=True)  # fmt: skip
+    assert plan.pool_sets == 0 and plan.need_bytes == need(0)
+    assert plan.refusal.startswith(f"skipped: needs {need(1) / 1e9:.1f} GB")
+    with pytest.raises(footprint.DoesNotFit, match=f"needs {need(1) / 1e9:.1f} GB"):
+        footprint.plan([size], [size], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                       kept_cap=verdict.KEPT_OUTPUT_BYTES, on_gpu=True,
+                       available=(H100_FREE, "free device memory"), how="fake")  # fmt: skip
+
+
+def test_with_room_for_a_set_per_call_only_the_recheck_is_made_again_and_cheats_fail(
+    monkeypatch, as_h200
+):
+    problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
+    one = footprint.fake_set_size(problem, problem.timing_cases()[0])
+    need_none = footprint.need_bytes([one], [one], 0, on_gpu=False, min_kept=POOL_SETS)
+    need_one = footprint.need_bytes([one], [one], 1, on_gpu=False, min_kept=POOL_SETS)
+    assert need_none < need_one
+    _free(monkeypatch, int((need_none + 1000) / footprint.MEMORY_SHARE))
+    found = _timed(KB / "relu.py")
+    assert found.memory.pool_sets == 0 and found.fresh == {"default": True}
+    [shelved] = found.rechecks.values()
+    assert shelved.data[0].device.type == "meta"  # its seed kept, not its tensors
+    made = []
+    expect = found._expect
+    monkeypatch.setattr(found, "_expect", lambda *a, **k: made.append(a[1]) or expect(*a, **k))
+    judged = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert judged.status == "pass", judged.message
+    assert judged.cases[-1].kind == "recheck" and judged.cases[-1].ok
+    assert shelved.seed in made  # made again from its seed when it was checked
+    cheat = found.evaluate(EVAL / "cheats/skips_when_timed.py")
+    assert cheat.status == "fail" and "(its own input set, seed " in cheat.message
+
+
+def test_with_room_for_a_set_per_call_only_a_problem_that_cannot_have_one_is_skipped(
+    monkeypatch, as_h200, rotating
+):
+    problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
+    one = footprint.fake_set_size(problem, problem.timing_cases()[0])
+    need_none = footprint.need_bytes([one], [one], 0, on_gpu=False, min_kept=POOL_SETS)
+    _free(monkeypatch, int((need_none + 1000) / footprint.MEMORY_SHARE))
+    with pytest.raises(footprint.DoesNotFit, match="a set per timed call would fit, but") as no:
+        _timed(KB / "relu.py")
+    assert str(no.value).startswith("skipped: needs ") and no.value.plan["pool_sets"] == 1

@@ -76,6 +76,7 @@ from kernelab.evaluate import trees
 from kernelab.evaluate.arena import Arena, tree_bytes
 from kernelab.evaluate.footprint import (
     GB,
+    DoesNotFit,
     LivePeak,
     MemoryPlan,
     SetSize,
@@ -204,6 +205,7 @@ class Evaluator(TimedPhase):
         self.arena = None  # the inputs' shared pages while a solution is judged (CPU)
         self._timing_started = False  # the worker was told its calls are timed from now on
         self.memory: MemoryPlan | None = None  # how the judge fits the device (prepare)
+        self._shelved: set[str] = set()  # timing case labels whose re-check is made when checked
 
     # --- the references ------------------------------------------------------------------
 
@@ -231,6 +233,13 @@ class Evaluator(TimedPhase):
             self.rechecks[case.label] = self._expect(case, rng.randrange(2**31))
             self.costs[case.label] = self._cost(self.rechecks[case.label])
             why = self._why_not_fresh(case, rng) if self.timing else "not timed"
+            if why is not None and self.memory.pool_sets == 0:
+                # the plan fits only where no set of this case is kept (footprint.plan)
+                raise DoesNotFit(
+                    f"{self.memory.refusal}; a set per timed call would fit, but {case.label} "
+                    f"cannot have one: {why}",
+                    {**self.memory.to_dict(), "pool_sets": 1},
+                )
             self.fresh[case.label] = why is None
             self.pools[case.label] = [] if why is None else self._pool(case, rng)
             if self.timing and why is not None:
@@ -250,7 +259,35 @@ class Evaluator(TimedPhase):
             # Before any worker exists: nothing a solution starts can slow these down
             self.measure_baselines()
             self.measure_loops()
+        if self.memory.pool_sets == 0:
+            self._shelve_rechecks()
         self.prepared = True
+
+    def _shelve_rechecks(self) -> None:
+        """Where the plan keeps no set of a timing case (footprint.plan's pool_sets 0, every
+        timed call on a set of its own), keep of each re-check only its seed, its output
+        buffers and its tensors' shapes and dtypes (meta tensors): it is made again from its
+        seed when it is checked (_recheck), after the timed calls."""
+        import torch
+
+        def meta(tensor):
+            return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                       device="meta")  # fmt: skip
+
+        for label, kept in self.rechecks.items():
+            self.rechecks[label] = Expected(
+                kept.case, kept.seed, trees.map_tensors(meta, kept.data),
+                trees.map_tensors(meta, kept.eager), trees.map_tensors(meta, kept.exact),
+                kept.buffers, kept.dtype, kept.allowance,
+            )  # fmt: skip
+            self._shelved.add(label)
+
+    def _recheck(self, label: str) -> Expected:
+        """The re-check of a timing case: kept since set-up, or made again from its seed."""
+        kept = self.rechecks[label]
+        if label not in self._shelved:
+            return kept
+        return self._expect(kept.case, kept.seed, buffers=set(kept.buffers))
 
     def _dry_run(self, case: Case, seed: int) -> Check:
         """Make the set of `case` at `seed` as it will be checked, and keep only what making
@@ -318,7 +355,8 @@ class Evaluator(TimedPhase):
         timed = [size_of[(c.kind, c.label)] for c in timing]
         memory = plan(checked, timed, wanted_sets=POOL_SETS, min_kept=POOL_SETS,
                       kept_cap=KEPT_OUTPUT_BYTES, on_gpu=self.on_gpu,
-                      available=available_bytes(self.device), how=how)  # fmt: skip
+                      available=available_bytes(self.device), how=how,
+                      fresh=self.timing)  # fmt: skip
         if memory.available_bytes is None:
             self.notes.append(f"memory not planned: {memory.what}; {POOL_SETS} input sets")
         return memory
@@ -683,12 +721,18 @@ class Evaluator(TimedPhase):
 
         self.measure_baselines()
         for case in self.problem.timing_cases():
-            recheck = self.rechecks[case.label]
             failure = self._exercise(worker, case, verdict)
             if failure:
                 verdict.message = failure
                 return
+            try:
+                recheck = self._recheck(case.label)
+            except Exception as exc:
+                check = Check(case, self.rechecks[case.label].seed, frozenset(), 0)
+                self._making_failed(verdict, check, exc)
+                return
             result = self._check(worker, recheck, "recheck")
+            del recheck
             verdict.cases.append(result)
             if not result.ok:
                 calls = "timing" if self.timing else f"{self.options.repeat_calls} calls"

@@ -159,6 +159,12 @@ class SetSize:
             3 * o,
         )
 
+    @property
+    def in_worker(self) -> int:
+        """What the worker holds on the device while a call is checked: its copy of the
+        inputs, the call's output and the output's snapshot on the caller's stream."""
+        return self.inputs + 2 * self.output
+
     def batch(self, kept_outputs: int) -> int:
         """What a timed batch holds on the device besides any pool (timed_calls.run_calls):
         the tree every call is loaded into; while a set is made, the outputs kept so far
@@ -295,13 +301,14 @@ class MemoryPlan:
     """How the judge fits the device: the input sets its timed calls rotate through, the
     bytes the worker may keep of a batch's outputs, and the sums behind them."""
 
-    pool_sets: int
+    pool_sets: int  # 0: no pool fits; every timed call must get an input set of its own
     kept_output_bytes: int
     need_bytes: int  # with pool_sets input sets and the fewest kept outputs
     available_bytes: int | None
     what: str  # "free device memory", "available RAM"
     how: str  # how the sizes were learnt
     share: float = MEMORY_SHARE
+    refusal: str = ""  # with pool_sets 0: the skip where a timing case cannot get a set a call
 
     @property
     def budget_bytes(self) -> int | None:
@@ -317,27 +324,44 @@ class MemoryPlan:
 def need_bytes(
     checked: list[SetSize], timed: list[SetSize], pool_sets: int, *, on_gpu: bool, min_kept: int
 ) -> int:
-    """Peak bytes of judging with `pool_sets` input sets per timing case: the judge's kept
-    sets (per timing case in `timed`, its re-check and its pool of `pool_sets` sets), one
-    correctness set (`checked`: a test seed's or a benchmark case's, made when it is checked
-    and dropped after, so the largest one counts, not their sum), the largest set's
-    transient (SetSize.transient), and on a CPU the shared pages the inputs go through
-    (arena.Arena: the largest inputs). On a GPU the worker adds its pool of every timing
-    case and, for the one case timed at a time, its batch (SetSize.batch: the call tree,
-    `min_kept` outputs and the one being made, a set being made, the fingerprint's scratch).
-    The judge's own timed loops (the baselines, the loop's cost) run before any worker
-    exists, within the worker's share."""
+    """Peak bytes of judging with `pool_sets` input sets per timing case (0: every timed call
+    gets a set of its own and the judge keeps no set of a timing case between its uses).
+
+    What the judge keeps throughout: per timing case in `timed`, its re-check and its pool of
+    `pool_sets` sets (with 0, nothing: the re-check is made again from its seed when it is
+    checked). Beside it, the largest set's transient (SetSize.transient) and, at any one time,
+    one of three phases, never two together:
+    - set-up: with 0, every timing case's re-check, held until the baselines are timed;
+    - the correctness checks: one correctness set (`checked`: a test seed's or a benchmark
+      case's, made when it is checked and dropped after, so the largest counts, not their
+      sum) and, on a GPU, what the worker holds of a checked call (SetSize.in_worker);
+    - the timed calls, on a GPU: the worker's pool of every timing case and, for the one case
+      timed at a time, its batch (SetSize.batch: the call tree, `min_kept` outputs and the
+      one being made, a set being made, the fingerprint's scratch); with 0, the one set the
+      judge makes at a time (a sampled call's, to check its output, or the re-check's).
+      The judge's own timed loops (the baselines, the loop's cost) run before any worker
+      exists, within this phase's share.
+    On a CPU the worker is another process and its memory is not the judge's; the judge also
+    maps the shared pages the inputs go through (arena.Arena: the largest inputs)."""
     every = [*checked, *timed]
-    judge = max((s.kept for s in checked), default=0)
-    judge += (1 + pool_sets) * sum(s.kept for s in timed)
-    judge += max((s.transient for s in every), default=0)
+    transient = max((s.transient for s in every), default=0)
+    if pool_sets:
+        throughout = (1 + pool_sets) * sum(s.kept for s in timed)
+        set_up = 0
+    else:
+        throughout = 0
+        set_up = sum(s.kept for s in timed)
+    worker = on_gpu
+    checking = max((s.kept + (s.in_worker if worker else 0) for s in checked), default=0)
+    timing = 0
+    if timed and not pool_sets:
+        timing = max(s.kept + (s.batch(min_kept) if worker else 0) for s in timed)
+    elif timed and worker:
+        timing = sum(pool_sets * s.inputs for s in timed) + max(s.batch(min_kept) for s in timed)
+    need = throughout + transient + max(set_up, checking, timing)
     if not on_gpu:
-        return judge + max((s.inputs for s in every), default=0)
-    if not timed:
-        return judge
-    worker = sum(pool_sets * s.inputs for s in timed)  # the worker keeps every case's pool
-    worker += max(s.batch(min_kept) for s in timed)  # one case is timed at a time
-    return judge + worker
+        need += max((s.inputs for s in every), default=0)
+    return need
 
 
 def plan(
@@ -350,26 +374,41 @@ def plan(
     on_gpu: bool,
     available: tuple[int | None, str],
     how: str,
+    fresh: bool = False,
 ) -> MemoryPlan:
     """The most input sets (wanted_sets down to 1) whose need (need_bytes: `checked`, the
     correctness sets, one at a time; `timed`, one set per timing case) fits MEMORY_SHARE of
-    the available memory; DoesNotFit when one does not."""
+    the available memory; where even one does not and the timed calls may each get a set of
+    their own (`fresh`), a plan of no pool (pool_sets 0: it holds only where every timing
+    case gets a set per call, which the evaluator then requires: `refusal` is the skip's
+    message otherwise); DoesNotFit when neither fits."""
     free, what = available
     largest_output = max((s.output for s in timed), default=0)
     if free is None:
         need = need_bytes(checked, timed, wanted_sets, on_gpu=on_gpu, min_kept=min_kept)
         return MemoryPlan(wanted_sets, kept_cap, need, None, what, how)
     budget = int(MEMORY_SHARE * free)
-    for sets in range(wanted_sets, 0, -1):
+    for sets in range(wanted_sets, -1 if fresh else 0, -1):
         need = need_bytes(checked, timed, sets, on_gpu=on_gpu, min_kept=min_kept)
+        if sets == 1:
+            one_set = need
         if need <= budget:
             spare = budget - need + min_kept * largest_output  # the kept outputs may grow
-            return MemoryPlan(sets, min(kept_cap, spare), need, free, what, how)
-    device = "card" if on_gpu else "machine"
-    details = MemoryPlan(1, 0, need, free, what, how).to_dict()
+            found = MemoryPlan(sets, min(kept_cap, spare), need, free, what, how)
+            if not sets:
+                found.refusal = _refusal(one_set, free, what, how, on_gpu)
+            return found
     raise DoesNotFit(
+        _refusal(one_set, free, what, how, on_gpu),
+        MemoryPlan(1, 0, one_set, free, what, how).to_dict(),
+    )
+
+
+def _refusal(need: int, free: int, what: str, how: str, on_gpu: bool) -> str:
+    device = "card" if on_gpu else "machine"
+    budget = int(MEMORY_SHARE * free)
+    return (
         f"skipped: needs {need / GB:.1f} GB, {device} has {free / GB:.1f} GB {what} (the judge "
         f"plans within {MEMORY_SHARE:.0%} of it: {budget / GB:.1f} GB) with one input set for "
-        f"the timed calls; sizes {how}; --scale below 1 needs less",
-        details,
+        f"the timed calls; sizes {how}; --scale below 1 needs less"
     )
