@@ -41,8 +41,11 @@ def test_step_compiles_for_sm90_without_spills(step):
     for dtype in DTYPES:
         report = built.report(step.kernel_for(dtype))
         assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report
-        # Step 1 keeps no shared bins; the others a 32-bit counter per bin and overflow slot.
-        assert report.shared_bytes == (0 if step.number == 1 else (4096 + 1) * 4)
+        # Step 1 keeps no shared bins; steps 2-4 a 32-bit counter per bin and overflow slot;
+        # step 5 32 copies (one per lane) of 256 bins and the overflow slot.
+        shared = {1: 0, 5: (256 + 1) * 32 * 4}.get(step.number, (4096 + 1) * 4)
+        assert report.shared_bytes == shared
+        assert report.registers <= 40, report  # 6 blocks an SM or more (steps.resident_blocks)
 
 
 # ---- host emulation: exact counts -----------------------------------------------------------
@@ -120,7 +123,58 @@ def test_out_of_range_ids_land_in_the_overflow_slot():
 
 @needs_gxx
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
+@pytest.mark.parametrize("step", [s for s in STEPS if s.units], ids=lambda s: s.name)
+def test_units_off_16_byte_alignment_count_head_body_and_tail(step, dtype):
+    """Steps 4-5 read 16-byte units from the first 16-byte boundary: values starting 1 to 15
+    bytes past one (a slice into a tensor) count the head one value at a time (thread 0), the
+    whole units by LDG.E.128, the tail (thread units mod stride); every value exactly once,
+    at bins on both sides of step 5's 256 (its per-lane copies, and one copy past them)."""
+    lib = _emulator(step, dtype)
+    size = 16 // NUMPY_TYPE[dtype]().itemsize
+    for bins in (8, 256, 300, 4096):
+        backing = _values(4099, bins, dtype, "uniform", seed=bins)
+        for start in range(size):
+            for n in (1, size - 1, 3 * size + 2, 4099 - start):
+                values = backing[start : start + n]
+                faults, counts = _run(lib, values, bins, 2, 64)
+                assert faults == 0
+                assert np.array_equal(counts, _exact(values, bins)), (bins, start, n)
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", [s for s in STEPS if s.units], ids=lambda s: s.name)
+def test_unit_indices_past_2_to_the_32_under_emulation(step, dtype):
+    """Steps 4-5's index arithmetic past 32 bits: n = 2^32 + 17 values in a sparse buffer, a
+    grid of one thread per 16-byte unit, only its last two blocks run. They own the last
+    2 x 256 units (elements up to 2^32 + 16, far past what a 32-bit index reaches) and the
+    tail after the last whole unit, and must count exactly those values."""
+    n = (1 << 32) + 17
+    values = sparse_zeros(n, NUMPY_TYPE[dtype])
+    if values is None:
+        pytest.skip("the system refuses a sparse 2^32-value mapping")
+    per = 16 // values.itemsize
+    units = n // per
+    grid = -(-units // THREADS)
+    first = (grid - 2) * THREADS * per  # the first value the last two blocks own
+    bins = 200 if dtype == "uint8" else 64
+    count = n - first
+    tail = (np.arange(count, dtype=np.int64) * 37 + 11) % (256 if dtype == "uint8" else bins + 6)
+    if dtype == "int32":
+        tail -= 1
+    values[first:] = tail.astype(NUMPY_TYPE[dtype])
+    assert units % (grid * THREADS) >= (grid - 2) * THREADS  # the tail's owner runs too
+    counts = np.zeros(bins + 1, dtype=np.uint64)
+    lib = _emulator(step, dtype)
+    faults = lib.emulate_blocks(grid, grid - 2, grid, THREADS, n, values.ctypes.data, bins,
+                                counts.ctypes.data)  # fmt: skip
+    assert faults == 0
+    assert np.array_equal(counts.astype(np.int64), _exact(values[first:], bins)), step.name
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("step", [s for s in STEPS if not s.units], ids=lambda s: s.name)
 def test_indices_past_2_to_the_32_under_emulation(step, dtype):
     """The index arithmetic past 32 bits, on the CPU: n = 2^32 + 17 values in a sparse
     buffer (only the touched pages exist), a grid of one block per 256 values (2^24 + 1
@@ -169,13 +223,32 @@ def test_geometry_is_whole_warps_and_capped():
 
 
 def test_steps_are_named_in_order_and_each_names_its_proof():
-    assert [s.name for s in STEPS] == ["histogram:01", "histogram:02", "histogram:03"]
+    assert [s.name for s in STEPS] == [f"histogram:0{k}" for k in range(1, 6)]
     assert [s.number for s in parse_steps("2,3")] == [2, 3]
     for step in STEPS:
         assert (SOURCE_DIR / step.file).is_file()
         assert step.proof.startswith(("l1tex__", "lts__")) and step.fixes and step.technique
     with pytest.raises(KernelabError):
-        get_step("4")
+        get_step("6")
+    with pytest.raises(KernelabError, match="loads must be one of"):
+        get_step(4).defines(3)
+    with pytest.raises(KernelabError, match="one value at a time"):
+        get_step(2).defines(2)
+
+
+def test_unit_steps_size_their_grid_by_units_and_the_resident_blocks():
+    """Steps 4-5: one thread per 16-byte unit, capped at the blocks the GPU holds at once
+    (never so few that a block sees 2^31 values); resident_blocks from threads, registers and
+    shared memory per SM."""
+    from kernelab.ladders.histogram.steps import geometry, resident_blocks
+
+    assert resident_blocks(32, (4096 + 1) * 4, 132) == 132 * 8  # step 4: thread-bound
+    assert resident_blocks(40, 257 * 32 * 4, 132) == 132 * 6  # step 5: registers and shared
+    step = get_step(5)
+    assert step.launch(1 << 26, "uint8", 792).grid == (792, 1, 1)
+    assert step.launch(16 * THREADS + 1, "uint8", 792).grid == (2, 1, 1)
+    assert step.launch(4 * THREADS, "int32", 792).grid == (1, 1, 1)
+    assert geometry(1 << 40, "uint8", 10).grid == (512, 1, 1)  # 2^40 / 2^31 blocks at least
 
 
 # ---- bad input: one line, before anything compiles ----------------------------------------

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from kernelab.ladders.histogram import STEPS, histogram  # noqa: E402
 from kernelab.ladders.histogram.ladder import DISTRIBUTIONS, make_values  # noqa: E402
+from kernelab.ladders.histogram.steps import LOAD_CANDIDATES  # noqa: E402
 from kernelab.spec.primitives import histogram_counts  # noqa: E402
 from kernelab.spec.reference import get_op  # noqa: E402
 
@@ -101,3 +102,18 @@ def test_timing_reports_read_and_copy_and_times_the_moe_case_when_asked():
     assert any(note.startswith("CUB: ") for note in notes)
     assert any("% of read" in note and "GB/s" in note for note in notes)
     assert len(records) == len(rows)
+
+
+@pytest.mark.parametrize("loads", [None, *LOAD_CANDIDATES])
+@pytest.mark.parametrize("dtype", ["int32", "uint8"])
+@pytest.mark.parametrize("step", [s for s in STEPS if s.units], ids=lambda s: s.name)
+def test_unit_steps_at_every_load_candidate_and_offset(step, dtype, loads):
+    """Steps 4-5 at each HISTOGRAM_LOADS candidate: views starting 0-15 values past a 16-byte
+    boundary (head, whole units, tail), bins on both sides of step 5's per-lane copies."""
+    for bins in (8, 256, 257, 4096):
+        values = make_values((1 << 20) + 40, bins, dtype, "uniform", seed=bins)
+        for start in range(16):
+            for n in (1, 15, 33, 100003, (1 << 20) + 7):
+                view = values[start : start + n]
+                got = histogram(step, view, bins, loads=loads)
+                assert torch.equal(got, histogram_counts(view, bins)), (bins, start, n)

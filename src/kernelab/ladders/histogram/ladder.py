@@ -27,7 +27,7 @@ from collections.abc import Callable
 from kernelab.errors import KernelabError
 from kernelab.ladders.engine import compile_report, read_ceiling, timed_rows, to_record
 from kernelab.ladders.histogram.launch import build_step, histogram
-from kernelab.ladders.histogram.steps import DTYPES, Step, parse_steps
+from kernelab.ladders.histogram.steps import DTYPES, LOAD_CANDIDATES, LOADS, Step, parse_steps
 from kernelab.spec.reference import get_op
 
 __all__ = [
@@ -262,6 +262,7 @@ def time_ladder(
     read: tuple[float | None, str] | None = None,
     do_bench: Callable | bool | None = None,
     host_cost: Callable | bool | None = None,
+    candidates: bool = False,
 ) -> tuple[list[dict], list, list[str]]:
     """Every step beside torch.bincount (and CUB where cuda.compute or CuPy imports) and the
     copy ceiling at each n and distribution (TIMED_DISTRIBUTIONS unless given: pass
@@ -271,7 +272,8 @@ def time_ladder(
     Each row has "% of copy" and "% of read" (pct_of_read: against `read`, the read-only
     ceiling as (bytes/s, source), measured by engine.read_ceiling when not given), the
     do_bench median and the host cost per call (engine.time_call; do_bench, host_cost: None
-    for the real ones, False to leave one out)."""
+    for the real ones, False to leave one out). `candidates`: steps 4-5 also at every other
+    LOAD_CANDIDATES value, as rows named like "histogram:05 loads=4"."""
     import torch
 
     spec = get_op("histogram")
@@ -300,6 +302,8 @@ def time_ladder(
             entries += [
                 (s.name, s.technique, lambda s=s, v=values: histogram(s, v, bins)) for s in steps
             ]
+            if candidates:
+                entries += candidate_entries(steps, values, bins)
             found = timed_rows(
                 entries, bytes_moved=cost.bytes, copy=lambda d=dst, v=values: d.copy_(v),
                 copy_bytes=2.0 * values.numel() * values.element_size(), anchor=ANCHOR,
@@ -316,6 +320,37 @@ def time_ladder(
     return rows, records, notes
 
 
+def candidate_entries(steps: list[Step], values, bins: int) -> list[tuple]:
+    """(name, technique, fn) for steps 4-5 at every LOAD_CANDIDATES value but the default:
+    the loads-in-flight choice, timed beside the ladder."""
+    return [
+        (f"{s.name} loads={k}", f"{s.technique}; {k} loads in flight",
+         lambda s=s, v=values, k=k: histogram(s, v, bins, loads=k))
+        for s in steps if s.units for k in LOAD_CANDIDATES if k != LOADS
+    ]  # fmt: skip
+
+
+def time_candidates(n: int, bins: int, dtype: str, steps: list[Step] | None = None) -> list[dict]:
+    """Every step and the load candidates at one n, uniform and skewed, each candidate checked
+    exactly first (one device call settles HISTOGRAM_LOADS); the rows of time_ladder."""
+    import torch
+
+    from kernelab.spec.primitives import histogram_counts
+
+    steps = steps or parse_steps(None)
+    for step in (s for s in steps if s.units):
+        for loads in LOAD_CANDIDATES:
+            for count in (1, 33, 100003):
+                values = make_values(count, bins, dtype, "uniform", seed=count)
+                for view in (values, values[1:]):  # a 16-byte boundary and one past it
+                    got = histogram(step, view, bins, loads=loads)
+                    if not torch.equal(got, histogram_counts(view, bins)):
+                        wrong = f"{step.name} loads={loads} wrong at n={view.numel()}"
+                        raise KernelabError(wrong)
+    rows, _, _ = time_ladder(steps, [n], bins, dtype, candidates=True)
+    return rows
+
+
 # --- the launcher ncu runs: each chosen step once --------------------------------------------
 
 
@@ -326,9 +361,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="int32", choices=DTYPES)
     parser.add_argument("--distribution", default="uniform", choices=DISTRIBUTIONS)
     parser.add_argument("--steps", default=None)
+    parser.add_argument("--time-candidates", action="store_true",
+                        help="time every step and the loads-in-flight candidates (no launcher run)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         import torch
+
+        if args.time_candidates:
+            for row in time_candidates(args.n, args.bins, args.dtype, parse_steps(args.steps)):
+                read = row.get("pct_of_read")
+                print(f"{row['step']:<24} {row['distribution']:<8} {row['median_ms']:.4f} ms  "
+                      f"{'' if read is None else f'{read:5.1f} % of read'}")  # fmt: skip
+            return 0
 
         values = make_values(args.n, args.bins, args.dtype, args.distribution)
         for step in parse_steps(args.steps):
