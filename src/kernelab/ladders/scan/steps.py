@@ -27,8 +27,9 @@ from kernelab.runtime.cuda.launch import cdiv
 THREADS = 256  # mirrors common.cuh
 TILE = 2048  # SCAN_TILE in common.cuh: 256 threads x 8 elements, steps 3 and 4
 WIDE_ITEMS = 16  # SCAN05_ITEMS's default in 05_wide_lookback.cu: a 4096-element tile
-# Step 5's candidates: multiples of 4 (16-byte loads); 8 is step 4's tile, 24 still fits 64
-# registers a thread (ladder.compile_scan reports each).
+# Step 5's candidates: multiples of 4 (16-byte loads); 8 is step 4's tile. ptxas (sm_90a):
+# 39, 48, 40, 68 and 80 registers for 8, 12, 16, 20, 24 (6 blocks an SM at 16, 3 at 24), no
+# spills; ladder.compile_scan reports them for a build.
 ITEM_CANDIDATES = (8, 12, 16, 20, 24)
 # The add-offsets kernel of steps 1-2 is a grid-stride loop over at most this many blocks.
 MAX_OFFSET_BLOCKS = 4096
