@@ -31,6 +31,9 @@ needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="needs nv
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20)")
 
 AWKWARD = [(1, 1), (1, 33), (33, 1), (31, 65), (127, 129)]
+# Step 5 moves pairs: even sides take its wide loads (cols) and stores (rows), odd ones the
+# element path, and 64 is its tile.
+PAIRED = [(2, 2), (1, 64), (64, 1), (64, 64), (1, 65), (63, 129), (66, 130), (130, 66)]
 NUMPY_TYPE = {"fp32": np.float32, "bf16": np.uint16}  # bf16 as its bits
 C_TYPE = {"fp32": "float", "bf16": "unsigned short"}
 
@@ -90,7 +93,7 @@ def _data(rows, cols, dtype, seed):
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.name)
 def test_step_is_exact_on_awkward_shapes_under_emulation(step, dtype):
     lib = _emulator(step, dtype)
-    for rows, cols in AWKWARD:
+    for rows, cols in AWKWARD + PAIRED:
         x = _data(rows, cols, dtype, rows * 1000 + cols)
         faults, out = _run(lib, step, x)
         assert faults == 0
@@ -113,16 +116,17 @@ def test_offsets_past_2_to_the_32_under_emulation(step, dtype):
     if x is None or out is None:
         pytest.skip("the system refuses a sparse 2^32-element mapping")
     x, out = x.reshape(rows, cols), out.reshape(cols, rows)
-    x[-TILE:] = _data(TILE, cols, dtype, 7) + (1 if dtype == "bf16" else 4.0)  # no zeros
+    side = step.side
+    x[-side:] = _data(side, cols, dtype, 7) + (1 if dtype == "bf16" else 4.0)  # no zeros
     launch = step.launch(rows, cols)
     gx, gy = launch.grid[0], launch.grid[1]
-    assert (gx - 2) * TILE * rows < 2**32 < rows * cols - 1  # the tiles straddle 2^32
+    assert (gx - 2) * side * rows < 2**32 < rows * cols - 1  # the tiles straddle 2^32
     lib = _emulator(step, dtype)
     faults = lib.emulate_blocks(gx, gy, gx - 2, gx, gy - 1, gy, TILE, BLOCK_ROWS, rows, cols,
                                 x.ctypes.data, out.ctypes.data)  # fmt: skip
     assert faults == 0
-    first = (gx - 2) * TILE
-    got, want = out[first:, -TILE:], x[-TILE:, first:].T
+    first = (gx - 2) * side
+    got, want = out[first:, -side:], x[-side:, first:].T
     assert (want != 0).all() and np.array_equal(got, want), f"{step.name} {dtype}"
 
 
@@ -139,6 +143,53 @@ def test_emulation_catches_a_launch_that_misses_tiles():
     assert np.isnan(out[:, 32]).all() and not np.isnan(out[:, :32]).any()
 
 
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1025, 2047), (1024, 2048)], ids=["odd", "even"])
+def test_wide_step_is_exact_at_the_benchmark_scale_under_emulation(dtype, shape):
+    """Step 5 at a shape like the benchmark's 4097x8191 (the same remainders of its 64 x 64
+    tile: a last tile of one row and of 63 columns; the odd sides take the element paths),
+    and an even twin (every load and store a pair), at a quarter of the side for the CPU."""
+    step = get_step("wide")
+    rows, cols = shape
+    x = _data(rows, cols, dtype, 11)
+    faults, out = _run(_emulator(step, dtype), step, x)
+    assert faults == 0
+    assert np.array_equal(out, x.T), f"{rows}x{cols} {dtype}"
+
+
+def _misaligned(a: np.ndarray) -> np.ndarray:
+    """a's values in a buffer that starts one element past a pair boundary."""
+    flat = np.empty(a.size + 1, a.dtype)
+    assert flat.ctypes.data % 16 == 0  # numpy's allocations: aligned, so + 1 element is not
+    view = flat[1:].reshape(a.shape)
+    view[...] = a
+    return view
+
+
+@needs_gxx
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("side", ["in", "out"])
+def test_wide_step_moves_elements_when_a_pointer_starts_mid_pair(dtype, side):
+    """Even sides but a pointer one element past a pair boundary (a view into a larger
+    tensor): that side must move single elements. Under emulation a misaligned wide access
+    is a fault, as it is on the GPU, so dropping the alignment test fails here."""
+    step = get_step("wide")
+    lib = _emulator(step, dtype)
+    rows, cols = 66, 130
+    x = _data(rows, cols, dtype, 5)
+    if side == "in":
+        x = _misaligned(x)
+    out = np.full((cols, rows), 0x7FC1 if dtype == "bf16" else np.nan, NUMPY_TYPE[dtype])
+    if side == "out":
+        out = _misaligned(out)
+    launch = step.launch(rows, cols)
+    faults = lib.emulate(launch.grid[0], launch.grid[1], TILE, BLOCK_ROWS, rows, cols,
+                         x.ctypes.data, out.ctypes.data)  # fmt: skip
+    assert faults == 0
+    assert np.array_equal(out, x.T)
+
+
 # ---- geometry and steps -------------------------------------------------------------------
 
 
@@ -151,19 +202,35 @@ def test_geometry_covers_every_element_once():
 
 
 def test_steps_are_named_in_order_and_each_names_its_proof():
-    assert [s.name for s in STEPS] == [f"transpose:0{i}" for i in range(1, 5)]
+    assert [s.name for s in STEPS] == [f"transpose:0{i}" for i in range(1, 6)]
     assert [s.name for s in parse_steps("2-3")] == ["transpose:02", "transpose:03"]
     for step in STEPS:
         assert (SOURCE_DIR / step.file).is_file()
         assert step.proof.startswith(("l1tex__", "lts__")) and step.fixes and step.technique
     assert get_step("padded").proof.startswith("l1tex__data_bank_conflicts")
+    assert get_step("wide").proof.startswith("l1tex__t_requests_pipe_lsu_mem_global_op_ld")
+    assert get_step("wide").direction == "down" and get_step("wide").side == 2 * TILE
     with pytest.raises(KernelabError):
-        get_step("05")
+        get_step("06")
 
 
 def test_too_many_row_tiles_is_one_line():
     with pytest.raises(KernelabError, match="gridDim.y"):
         STEPS[0].launch(65536 * TILE, 1)
+    wide = get_step("wide")  # 64-row tiles: twice the rows fit
+    assert wide.launch(65535 * 2 * TILE, 1).grid[1] == 65535
+    with pytest.raises(KernelabError, match="gridDim.y"):
+        wide.launch(65535 * 2 * TILE + 1, 1)
+
+
+def test_the_wide_step_launches_one_block_per_64_x_64_tile():
+    wide = get_step("wide")
+    for rows, cols in [*AWKWARD, *PAIRED, (8192, 8192), (4097, 8191)]:
+        launch = wide.launch(rows, cols)
+        assert launch.block == (TILE, BLOCK_ROWS, 1)
+        assert launch.grid[0] * 64 >= cols > (launch.grid[0] - 1) * 64
+        assert launch.grid[1] * 64 >= rows > (launch.grid[1] - 1) * 64
+    assert wide.metadata()["tiles"] == {"tile": 64, "block_rows": 8, "threads": 256}
 
 
 # ---- bad input: one line, before anything compiles ----------------------------------------
@@ -264,3 +331,40 @@ def test_one_bf16_element_of_padding_conflicts_2_way_on_odd_columns():
     odd column in one bank (ncu counted 0.5 extra wavefronts per load more than a word's pad)."""
     walks = [_column_walk("padded", 2, y, row_pad_bytes=2) for y in range(TILE)]
     assert walks == [1 if y % 2 == 0 else 2 for y in range(TILE)]
+
+
+# ---- step 5: pairs in shared memory -------------------------------------------------------
+
+
+def _wide_wavefronts(slots: list[int], unit: int) -> int:
+    """Passes of one warp access to 4- (bf16) or 8-byte (fp32) pairs at the given slots of
+    one 64-slot pair row; an 8-byte access is served a half-warp (16 lanes) at a time."""
+    lanes = 32 if unit == WORD else 16
+    return sum(_wavefronts([s * unit for s in slots[h : h + lanes]]) for h in range(0, 32, lanes))
+
+
+def _wide_slot(c: int, i: int) -> int:
+    """05_wide.cu: tile column c of pair row i sits at ((c & 1) * 32 + (c >> 1)) ^ i."""
+    return ((c & 1) * TILE + (c >> 1)) ^ i
+
+
+@pytest.mark.parametrize("unit", [4, 8], ids=["bf16", "fp32"])
+def test_the_wide_layout_stores_and_reads_pairs_in_the_fewest_passes(unit):
+    """Every warp access of step 5's tile takes the fewest passes its bytes allow: one for a
+    warp of 4-byte pairs (128 bytes), two for 8-byte pairs (256 bytes, a half-warp each)."""
+    least = 32 * unit // (BANKS * WORD)
+    rows_of_pairs = 64 * unit  # bytes of one pair row: a multiple of the 128 bytes of banks
+    assert rows_of_pairs % (BANKS * WORD) == 0
+    for i in range(TILE):  # the load phase: lane x stores columns 2x and 2x + 1 of pair row i
+        assert _wide_wavefronts([_wide_slot(2 * x, i) for x in range(32)], unit) == least
+        assert _wide_wavefronts([_wide_slot(2 * x + 1, i) for x in range(32)], unit) == least
+    for c in range(2 * TILE):  # the store phase: lane x reads column c of pair row x
+        walk = [x * 2 * TILE + _wide_slot(c, x) for x in range(32)]
+        assert _wide_wavefronts(walk, unit) == least, c
+
+
+def test_without_splitting_even_and_odd_columns_the_bf16_stores_conflict_2_way():
+    """Why 05_wide.cu keeps even columns in slots 0-31 and odd ones in 32-63: with the plain
+    swizzle (slot c ^ i) lane x's column 2x shares a bank with lane x + 16's."""
+    for i in range(TILE):
+        assert _wide_wavefronts([(2 * x) ^ i for x in range(32)], WORD) == 2

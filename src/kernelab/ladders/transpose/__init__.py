@@ -1,7 +1,7 @@
 """The 2-D transpose ladder: the registry provider and the Python entry to every step.
 
 `transpose(step, x)` returns x.t().contiguous() computed by one ladder step (fp32 or bf16,
-any shape); `implementations()` registers "transpose:01".."transpose:04" for op "transpose".
+any shape); `implementations()` registers "transpose:01".."transpose:05" for op "transpose".
 Compiling happens on first use (nvcc, cached on disk); nothing here touches CUDA at import
 time. The engine (compile report, checks, timing beside torch, profiling) is ladder.py.
 """

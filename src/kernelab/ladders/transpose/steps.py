@@ -1,10 +1,11 @@
-"""The 2-D transpose ladder as data: one row per step, from naive to swizzled.
+"""The 2-D transpose ladder as data: one row per step, from naive to wide.
 
 Each step names its source file and kernel (one extern "C" entry per dtype: <kernel>_f32 and
 <kernel>_bf16), the technique it adds, what that fixes, and the Nsight Compute metric that
 proves it, with the direction the metric must move against the step before. Every step
-launches 32 x 8 threads per 32 x 32 tile (common.cuh); only the tile's shared-memory layout
-changes. Bytes: read rows x cols x itemsize, write the same; the ceiling is a copy.
+launches 32 x 8 threads; steps 1-4 own a 32 x 32 tile a block (common.cuh) and change only
+its shared-memory layout, step 5 moves pairs of elements and owns a 64 x 64 tile (`side`).
+Bytes: read rows x cols x itemsize, write the same; the ceiling is a copy.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 # 2-way on every other load, adds 0.5 and step 2's 32-way adds 31 (docs/ladders/transpose.md).
 BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 STORE_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+# One request per warp-wide global load instruction (ncu's Memory Workload Analysis tables on
+# Hopper): step 5 loads pairs, so the same bytes take half the requests (the sectors do not
+# move: every byte of a sector was already used, so they cannot prove it).
+LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Step:
     # ZERO_ALLOWANCE_PER_LOAD per shared-load instruction)
     direction: str
     shared_bytes: tuple[int, int]  # static shared memory per block, (fp32, bf16); ptxas agrees
+    side: int = TILE  # a block's tile is side x side elements (32 x 8 threads in every step)
 
     @property
     def name(self) -> str:
@@ -55,7 +61,7 @@ class Step:
         return f"{self.kernel}_{KERNEL_SUFFIX[dtype]}"
 
     def launch(self, rows: int, cols: int) -> Launch:
-        return geometry(rows, cols)
+        return geometry(rows, cols, self.side)
 
     def metadata(self) -> dict:
         return {
@@ -66,20 +72,20 @@ class Step:
             "direction": self.direction,
             "file": self.file,
             "kernel": self.kernel,
-            "tiles": {"tile": TILE, "block_rows": BLOCK_ROWS, "threads": TILE * BLOCK_ROWS},
+            "tiles": {"tile": self.side, "block_rows": BLOCK_ROWS, "threads": TILE * BLOCK_ROWS},
         }
 
 
-def geometry(rows: int, cols: int) -> Launch:
-    """Block (32, 8), one block per 32 x 32 tile: x over columns, y over rows."""
+def geometry(rows: int, cols: int, side: int = TILE) -> Launch:
+    """Block (32, 8), one block per side x side tile: x over columns, y over rows."""
     if rows <= 0 or cols <= 0:
         raise KernelabError(f"transpose: no launch for an empty {rows}x{cols} matrix")
-    if cdiv(rows, TILE) > MAX_GRID_Y:
+    if cdiv(rows, side) > MAX_GRID_Y:
         raise KernelabError(
-            f"transpose: {rows} rows need {cdiv(rows, TILE)} tiles down gridDim.y, "
-            f"above CUDA's {MAX_GRID_Y}; at most {MAX_GRID_Y * TILE} rows"
+            f"transpose: {rows} rows need {cdiv(rows, side)} tiles down gridDim.y, "
+            f"above CUDA's {MAX_GRID_Y}; at most {MAX_GRID_Y * side} rows"
         )
-    return Launch(grid=(cdiv(cols, TILE), cdiv(rows, TILE), 1), block=(TILE, BLOCK_ROWS, 1))
+    return Launch(grid=(cdiv(cols, side), cdiv(rows, side), 1), block=(TILE, BLOCK_ROWS, 1))
 
 
 STEPS: tuple[Step, ...] = (
@@ -107,6 +113,14 @@ STEPS: tuple[Step, ...] = (
         "the padding's wasted shared memory and misaligned tile rows",
         BANK_LD, "zero", (TILE * TILE * 4, TILE * TILE * 2),
     ),
+    Step(
+        5, "wide", "05_wide.cu", "transpose_wide",
+        "each thread moves pairs: a 64 x 64 tile, two rows' pairs transposed 2 x 2 in "
+        "registers, one wide load and one wide store per pair (bf16 4 bytes, fp32 8)",
+        "bf16's half-line requests: a warp moved 64 bytes per load and per store, and twice "
+        "the instructions per byte of fp32",
+        LOAD_REQUESTS, "down", (TILE * 2 * TILE * 8, TILE * 2 * TILE * 4), 2 * TILE,
+    ),  # shared: 32 pair rows x 64 pairs
 )  # fmt: skip
 
 
