@@ -56,6 +56,28 @@ def test_step_compiles_for_sm90_without_spills(step):
     assert built.report(step.kernel_for("bf16")).shared_bytes == bf16_bytes
 
 
+@needs_nvcc
+@pytest.mark.parametrize("dtype, wide", [("bf16", "LDG.E.CONSTANT"), ("fp32", "LDG.E.64.CONSTANT")])
+def test_wide_step_issues_its_8_pair_loads_before_the_first_shared_store(dtype, wide):
+    """Step 5's SASS for sm_90: 8 pair loads a thread (4-byte bf16 pairs, 8-byte fp32 ones),
+    every one issued before the first shared store, so 8 are in flight before the barrier;
+    stores and shared accesses a pair wide; 32 registers, 8 blocks of 256 threads an SM."""
+    from kernelab.runtime.cuda import sass
+
+    if sass.find_tool("cuobjdump") is None:
+        pytest.skip("needs cuobjdump")
+    step = get_step("wide")
+    built = build_step(step, arch="sm_90")
+    kernel = step.kernel_for(dtype)
+    assert built.report(kernel).registers <= 32
+    ops = sass.functions(sass.disassemble(built.cubin))[kernel]
+    unit = "" if dtype == "bf16" else ".64"
+    first_store = ops.index(f"STS{unit}")
+    assert ops[:first_store].count(wide) == 8 and ops.count(wide) == 8
+    assert ops.count(f"STS{unit}") == 8 and ops.count(f"LDS{unit}") == 16  # wide + element path
+    assert ops.count(f"STG.E{unit}") == 8 and "BAR.SYNC.DEFER_BLOCKING" in ops
+
+
 # ---- host emulation: exact at awkward shapes ----------------------------------------------
 
 

@@ -25,6 +25,9 @@
 //   fp32, 8-byte pairs, two banks each: a warp's 256 bytes take two passes, one per half-warp,
 //   and within a half (16 threads) the slots x ^ i and (c >> 1) ^ x differ mod 16: 16
 //   different bank pairs, conflict-free as well.
+// Each thread issues all 8 of its pair loads before its first shared store (8 in flight, 4x
+// the bytes of step 4's 4 element loads in bf16), and the entries ask for 8 blocks an SM, so
+// ptxas keeps 32 registers: unbounded it took 40, and 6 blocks an SM.
 // Pairs need alignment: the loads go wide when cols is even and `in` is aligned to a pair (then
 // every pair starts at an even offset), the stores when rows is even and `out` is; otherwise
 // that side moves single elements into and out of the same layout (odd shapes, or a view that
@@ -100,13 +103,19 @@ __device__ __forceinline__ void transpose_wide(TRANSPOSE_ARGS) {
     const bool wide_out = rows % 2 == 0 && reinterpret_cast<size_t>(out) % sizeof(P) == 0;
     const int x = threadIdx.x;
     const int in_c = blockIdx.x * SIDE + 2 * x;
-    for (int j = 0; j < TILE; j += BLOCK_ROWS) {
-        const int i = threadIdx.y + j;  // pair row: the tile's input rows 2i and 2i + 1
-        const int in_r = blockIdx.y * SIDE + 2 * i;
-        const P a = load_pair<E, P>(src, rows, cols, in_r, in_c, wide_in);
-        const P b = load_pair<E, P>(src, rows, cols, in_r + 1, in_c, wide_in);
-        tile[i][x ^ i] = (a & low) | (b << bits);            // column 2x: rows 2i, 2i + 1
-        tile[i][(TILE + x) ^ i] = (a >> bits) | (b & ~low);  // column 2x + 1
+    constexpr int n = TILE / BLOCK_ROWS;  // pair rows per thread: i = threadIdx.y + 8k
+    P a[n], b[n];  // every load issued before the first is used: 8 in flight a thread
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+        const int in_r = blockIdx.y * SIDE + 2 * (threadIdx.y + k * BLOCK_ROWS);  // rows 2i, 2i+1
+        a[k] = load_pair<E, P>(src, rows, cols, in_r, in_c, wide_in);
+        b[k] = load_pair<E, P>(src, rows, cols, in_r + 1, in_c, wide_in);
+    }
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+        const int i = threadIdx.y + k * BLOCK_ROWS;  // the 2 x 2 block, transposed
+        tile[i][x ^ i] = (a[k] & low) | (b[k] << bits);            // column 2x: rows 2i, 2i + 1
+        tile[i][(TILE + x) ^ i] = (a[k] >> bits) | (b[k] & ~low);  // column 2x + 1
     }
     __syncthreads();
     const int out_c = blockIdx.y * SIDE + 2 * x;  // the input rows this thread's pair holds
@@ -119,4 +128,5 @@ __device__ __forceinline__ void transpose_wide(TRANSPOSE_ARGS) {
     }
 }
 
-TRANSPOSE_ENTRIES(transpose_wide)
+// 8 blocks (2048 threads) an SM: ptxas keeps 32 registers (40 unbounded, 6 blocks an SM).
+TRANSPOSE_ENTRIES_BOUNDED(transpose_wide, TILE * BLOCK_ROWS, 8)
