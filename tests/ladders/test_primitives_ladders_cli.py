@@ -30,8 +30,8 @@ def _kernelab(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "args, entries, dtype",
     [
-        (["transpose"], 4, "fp32"),
-        (["histogram", "--dtype", "uint8", "--bins", "64"], 3, "uint8"),
+        (["transpose"], 5, "fp32"),
+        (["histogram", "--dtype", "uint8", "--bins", "64"], 5, "uint8"),
         (["transpose", "--steps", "3-4", "--dtype", "bf16"], 2, "bf16"),
     ],  # fmt: skip
 )

@@ -231,7 +231,7 @@ LADDERS: tuple[PrimitiveLadder, ...] = (
             anchors=(("torch.cumsum", 1.0, lambda r: _elements(r) >= 2**26),
                      ("cub", 0.95, lambda r: _elements(r) >= 2**26)),
         ),
-        compile=_compile_scan, time=_time_scan, final_step="scan:04", docs="docs/ladders/scan.md",
+        compile=_compile_scan, time=_time_scan, final_step="scan:05", docs="docs/ladders/scan.md",
     ),
     PrimitiveLadder(
         name="histogram", title="Histogram", op="histogram", step_prefix="histogram:",

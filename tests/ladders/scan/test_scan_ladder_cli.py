@@ -90,16 +90,16 @@ def _row(step, ms, pct, vs_torch=None):
 
 
 def test_benchmark_verdicts_from_rows():
-    """Stand-in rows: scan:04 at 92 % of copy, 1.5x torch, 1.04x CUB's time passes all three;
+    """Stand-in rows: scan:05 at 92 % of copy, 1.5x torch, 1.04x CUB's time passes all three;
     at 1.06x CUB's it fails that one; without a CUB row that target is not measured."""
     script = _script()
     rows = [_row("copy", 1.0, 100.0), _row("torch.cumsum", 1.5, 60.0, 1.0),
-            _row("cub", 1.0, 94.0, 1.5), _row("scan:04", 1.04, 92.0, 1.5 / 1.04)]  # fmt: skip
+            _row("cub", 1.0, 94.0, 1.5), _row("scan:05", 1.04, 92.0, 1.5 / 1.04)]  # fmt: skip
     got = script.verdicts(rows, 64)
     assert (got["copy_target"], got["torch_target"], got["cub_target"]) == (True, True, True)
-    rows[-1] = _row("scan:04", 1.06, 89.0, 1.5 / 1.06)
+    rows[-1] = _row("scan:05", 1.06, 89.0, 1.5 / 1.06)
     got = script.verdicts(rows, 64)
     assert (got["copy_target"], got["torch_target"], got["cub_target"]) == (False, True, False)
     got = script.verdicts([r for r in rows if r["step"] != "cub"], 64)
     assert got["cub_target"] is None and got["time_vs_cub"] is None
-    assert script.verdicts(rows[:3], 64)["copy_target"] is None  # scan:04 not timed
+    assert script.verdicts(rows[:3], 64)["copy_target"] is None  # scan:05 not timed
