@@ -6,30 +6,30 @@ and fp8 e4m3 in registers, step-summed (m > 1); late.py the m = 1 forms, late-su
 reduction inside the K loop); packing.py the formats and their float64 references. m = 1
 launches from launches.json (launches.py: derived, not measured, until sweep.py's candidates
 are timed on a GPU); m > 1 from the GEMV's heuristic (ops/gemv.plan without an itemsize,
-BLOCK_K doubled for int4: see INT4_K_SCALE). Calls replay their launches through
-runtime.launch_plans (planned) instead of Triton's front door.
+BLOCK_K doubled for int4: see INT4_K_SCALE). dispatch.py plans and launches them; calls
+replay their launches through runtime.launch_plans (planned) instead of Triton's front door.
+This file checks a call's tensors and hands it to a dispatch.
 """
 
 from __future__ import annotations
 
 import torch
-import triton
 
 from kernelab.errors import KernelabError
-from kernelab.ops.gemv import MAX_M, plan, sm_count, split_k
-from kernelab.ops.gemv.split_k import sum_splits_kernel
-from kernelab.ops.quant_gemv import launches
-from kernelab.ops.quant_gemv.kernels import int4_kernel, per_channel_kernel
-from kernelab.ops.quant_gemv.late import int4_late_kernel, per_channel_late_kernel
-from kernelab.runtime.launch_plans import keep, planned
-from kernelab.runtime.tuner import interpreting
-from kernelab.spec.decode import INT4_SYMMETRIC_ZERO
+from kernelab.ops.gemv import MAX_M
+from kernelab.ops.quant_gemv.dispatch import (
+    INT4_K_SCALE,
+    INTERPRETER_TILE,
+    PLANS,
+    int4_dispatch,
+    late_plan,
+    per_channel_dispatch,
+)
+
+__all__ = ["INT4_K_SCALE", "INTERPRETER_TILE", "PLANS", "SUPPORTED_DTYPES", "late_plan",
+           "quant_gemv_fp8", "quant_gemv_int4", "quant_gemv_int8"]  # fmt: skip
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-# 2x the weights of a bf16 step: each half (even, odd columns) then holds as many fp32 values
-# as a bf16 tile (64 a thread at m = 1), half the bytes of W a step
-INT4_K_SCALE = 2
-INTERPRETER_TILE = (4, 16)  # BLOCK_N, BLOCK_K of the late forms on the interpreter
 
 
 def _shape_error(name: str, *tensors) -> KernelabError:
@@ -48,68 +48,6 @@ def _check_x(name: str, x, n_weights_k: int, *weights) -> None:
         raise KernelabError(f"{name} needs x and the weights on one device")
 
 
-def late_plan(kind: str, n: int, k: int, *, group: int | None = None, sms: int | None = None,
-              interpreter: bool = False, launch: dict | None = None) -> dict | None:  # fmt: skip
-    """The m = 1 late form's launch: `launch` (forced: the sweep's candidates, kept as given) or
-    launches.json's (tiles shrunk to INTERPRETER_TILE on the interpreter), BLOCK_K rounded to
-    whole groups for int4, K split by ops/gemv's rule; None where the table has no entry."""
-    chosen = dict(launch) if launch is not None else launches.lookup(kind, 1, n, k)
-    if chosen is None:
-        return None
-    launches.check_launch(chosen)
-    block_n, block_k = chosen["BLOCK_N"], chosen["BLOCK_K"]
-    if interpreter and launch is None:
-        block_n, block_k = INTERPRETER_TILE
-    if group is not None:
-        block_k = max(block_k // group, 1) * group
-    wanted = chosen["split"] if chosen["split"] != "heuristic" else None
-    split, k_per_split = split_k(1, n, k, 1, block_n, block_k, sms, wanted=wanted,
-                                 interpreter=interpreter)  # fmt: skip
-    return {**chosen, "BLOCK_N": block_n, "BLOCK_K": block_k, "split": split,
-            "k_per_split": k_per_split}  # fmt: skip
-
-
-def _sms(x) -> int | None:
-    return None if interpreting() or x.device.type != "cuda" else sm_count(x.device.index or 0)
-
-
-def _sum_splits(out, y, split: int) -> None:
-    count = y.numel()
-    block = 64 if interpreting() else 1024
-    sum_splits_kernel[(triton.cdiv(count, block),)](out, y, count, SPLIT=split, BLOCK=block)
-
-
-def _late(kernel, x, n, k, y, p, args, strides, constants) -> None:
-    """One m = 1 late launch into y (through fp32 partials when K is split)."""
-    split = p["split"]
-    out = y if split == 1 else torch.empty((split, 1, n), dtype=torch.float32, device=y.device)
-    keep(out)  # every split writes its whole slice before the sum reads it
-    kernel[(triton.cdiv(n, p["BLOCK_N"]), split)](
-        x, *args, out, n, k, p["k_per_split"], *strides, n if split > 1 else 0,
-        BLOCK_N=p["BLOCK_N"], X_AS_TILE=p["X_AS_TILE"], STAGES=p["num_stages"],
-        num_warps=p["num_warps"], num_stages=p["num_stages"], **constants,
-    )  # fmt: skip
-    if split > 1:
-        _sum_splits(out, y, split)
-
-
-def _launch(kernel, x, y, n, k, k_scale, args, strides, constants=None) -> None:
-    """The step-summed split-K launch (m > 1) into y, the splits summed."""
-    m = x.shape[0]
-    interp = interpreting()
-    p = plan(m, n, k, _sms(x), interpreter=interp, k_scale=k_scale)
-    split = p["split"]
-    out = y if split == 1 else torch.empty((split, m, n), dtype=torch.float32, device=x.device)
-    keep(out)
-    grid = (triton.cdiv(n, p["BLOCK_N"]), split, triton.cdiv(m, p["BLOCK_M"]))
-    kernel[grid](x, *args, out, m, n, k, p["k_per_split"], x.stride(0), x.stride(1), *strides,
-                 m * n if split > 1 else 0, n, BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"],
-                 BLOCK_K=p["BLOCK_K"], USE_DOT=p["USE_DOT"], FP32_DOT=interp, num_warps=4,
-                 **(constants or {}))  # fmt: skip
-    if split > 1:
-        _sum_splits(out, y, split)
-
-
 def _output(x, n: int, k: int):
     """y, and whether it is already the answer (empty, or zeros at k = 0)."""
     y = torch.empty((x.shape[0], n), dtype=x.dtype, device=x.device)
@@ -118,21 +56,6 @@ def _output(x, n: int, k: int):
     if k == 0:
         return y.zero_(), True
     return y, False
-
-
-@planned("triton.quant_gemv", tensors=4, untuned=(True, None))
-def _per_channel_dispatch(x, q, scale, y, int8: bool, launch) -> None:
-    n, k = q.shape
-    late = x.shape[0] == 1 and late_plan("int8" if int8 else "fp8", n, k, sms=_sms(x),
-                                         interpreter=interpreting(), launch=launch)  # fmt: skip
-    if late:
-        _late(per_channel_late_kernel, x, n, k, y, late, (q, scale),
-              (x.stride(1), q.stride(0), q.stride(1)), {"INT8": int8, "BLOCK_K": late["BLOCK_K"]})  # fmt: skip
-    else:
-        _launch(per_channel_kernel, x, y, n, k, 1, (q, scale), (q.stride(0), q.stride(1)))
-
-
-PLANS = _per_channel_dispatch.plans  # the launch plans (tests read and reset them)
 
 
 def _per_channel(name: str, x, q, scale, qdtype, launch):
@@ -144,7 +67,7 @@ def _per_channel(name: str, x, q, scale, qdtype, launch):
                             f"{scale.dtype}")  # fmt: skip
     y, done = _output(x, *q.shape)
     if not done:
-        _per_channel_dispatch(x, q, scale.contiguous(), y, qdtype == torch.int8, launch)
+        per_channel_dispatch(x, q, scale.contiguous(), y, qdtype == torch.int8, launch)
     return y
 
 
@@ -160,26 +83,6 @@ def quant_gemv_fp8(x, q, scale, *, launch: dict | None = None):
     if not hasattr(torch, "float8_e4m3fn"):
         raise KernelabError(f"this torch ({torch.__version__}) has no float8_e4m3fn")
     return _per_channel("quant_gemv_fp8", x, q, scale, torch.float8_e4m3fn, launch)
-
-
-@planned(PLANS, tensors=5, untuned=None)
-def _int4_dispatch(x, packed, scales, z, y, group: int, has_zeros: bool, late: bool,
-                   launch) -> None:  # fmt: skip
-    """x is x's row as int32 words where `late` (the m = 1 form), else x itself."""
-    n, k = packed.shape[0], 2 * packed.shape[1]
-    constants = {"GROUP": group, "HAS_ZEROS": has_zeros, "ZERO": INT4_SYMMETRIC_ZERO}
-    p = late and late_plan("int4", n, k, group=group, sms=_sms(x), interpreter=interpreting(),
-                           launch=None if launch is None else dict(launch))  # fmt: skip
-    if p:
-        strides = (packed.stride(0), scales.stride(0), scales.stride(1), z.stride(0), z.stride(1))
-        constants.update(X_BF16=y.dtype == torch.bfloat16, GROUPS=p["BLOCK_K"] // group)
-        _late(int4_late_kernel, x, n, k, y, p, (packed, scales, z), strides, constants)
-        return
-    if late:  # no table entry: the step-summed path takes x's row as a [1, k] tensor
-        x = x.view(y.dtype)[None, :]
-    strides = (packed.stride(0), packed.stride(1), scales.stride(0), scales.stride(1),
-               z.stride(0), z.stride(1))  # fmt: skip
-    _launch(int4_kernel, x, y, n, k, INT4_K_SCALE, (packed, scales, z), strides, constants)
 
 
 def quant_gemv_int4(x, packed, scales, zeros, group: int, *, launch: dict | None = None):
@@ -215,6 +118,6 @@ def quant_gemv_int4(x, packed, scales, zeros, group: int, *, launch: dict | None
     if late:
         row = x[0] if x.stride(1) == 1 and x.data_ptr() % 4 == 0 else x[0].clone()
         x = row.view(torch.int32)  # [k / 2] words: columns (2j, 2j + 1)
-    _int4_dispatch(x, packed, scales, z, y, group, zeros is not None, late,
+    int4_dispatch(x, packed, scales, z, y, group, zeros is not None, late,
                    None if launch is None else tuple(sorted(launch.items())))  # fmt: skip
     return y

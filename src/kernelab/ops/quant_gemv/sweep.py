@@ -88,7 +88,7 @@ def _launch(kind, block_n, block_k, warps, stages, x_as_tile, split) -> dict:
 def gate_up_launch(launch: dict, n: int, k: int, sms: int | None) -> dict:
     """A gate_up candidate as gate_up_swiglu(launch=...) takes it: the K split worked out by
     ops/gemv's rule over the 2n rows of W_gate_up (split 'heuristic') or as given."""
-    from kernelab.ops.quant_gemv import split_k  # ops/gemv's rule, as the package imports it
+    from kernelab.ops.quant_gemv.dispatch import split_k  # ops/gemv's rule, as dispatch imports it
 
     wanted = None if launch["split"] == "heuristic" else launch["split"]
     split, k_per_split = split_k(1, 2 * n, k, 1, 2 * launch["BLOCK_N"], launch["BLOCK_K"], sms,
