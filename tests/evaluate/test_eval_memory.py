@@ -60,12 +60,13 @@ def test_fake_tensors_give_a_problems_size_without_allocating_it(tmp_path):
 def test_the_issue_problem_on_an_h200_needs_more_than_the_card_and_says_how_much():
     one = footprint.SetSize(inputs=BIG, inputs64=2 * BIG, output=BIG, output64=2 * BIG)
     scratch = blocks.CHECK_BLOCK * blocks.CHECK_BYTES_PER_ELEMENT
-    # kept by the judge (inputs, output, output in float64: 4 tensors each): the re-check and
-    # one pool set, and one correctness set at a time whatever the seeds; for a moment,
-    # checking an output (the inputs sent back, the output and its snapshot: 3) with the
-    # comparison's float64 blocks; on the card the worker's pool, its call tree, three kept
-    # outputs plus the one being made, and the fingerprint's scratch (8)
-    expected = 3 * 4 * BIG + 3 * BIG + scratch + 8 * BIG  # 23 tensors and 128 MiB: 148.3 GB
+    # kept by the judge throughout (inputs, output, output in float64: 4 tensors each): the
+    # re-check and one pool set; for a moment, checking an output (the inputs sent back, the
+    # output and its snapshot: 3) with the comparison's float64 blocks; then the larger phase:
+    # the timed calls on the card (the worker's pool set, its call tree, three kept outputs
+    # plus the one being made, and the fingerprint's scratch: 8) over the correctness checks
+    # (a correctness set and the worker's share of its call: 7)
+    expected = 2 * 4 * BIG + 3 * BIG + scratch + 8 * BIG  # 19 tensors and 128 MiB: 122.5 GB
     need = footprint.need_bytes([one], [one], 1, on_gpu=True, min_kept=POOL_SETS)
     assert need == expected
     # three seeds held together, as the judge once did, were 33 tensors: 212.6 GB
@@ -78,6 +79,12 @@ def test_the_issue_problem_on_an_h200_needs_more_than_the_card_and_says_how_much
         f"skipped: needs {expected / 1e9:.1f} GB, card has 139.0 GB free device memory"
     )
     assert "--scale below 1 needs less" in str(found.value)  # --seeds no longer would
+    # with a set per timed call the moments never add up: 10 tensors (64.4 GB), within 80 %
+    # of an H100 80GB's 84.5 GB free (67.6 GB)
+    fresh = footprint.plan([one], [one], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                           kept_cap=4 << 30, on_gpu=True, available=(H100_FREE, "free device "
+                           "memory"), how="from fake tensors", fresh=True)  # fmt: skip
+    assert fresh.pool_sets == 0 and fresh.need_bytes == 10 * BIG + scratch
 
 
 def _plan_on(one: footprint.SetSize, card_gb: int, seeds: int = 3):
@@ -103,18 +110,21 @@ def test_the_seeds_do_not_add_up_so_larger_problems_fit_an_80_gb_card_and_an_h20
     assert footprint.need_bytes([one] * 3, [one], 1, on_gpu=True, min_kept=POOL_SETS) == (
         footprint.need_bytes([one], [one], 1, on_gpu=True, min_kept=POOL_SETS)
     )
-    # problem 23 itself (6.4 GB a tensor, 148.3 GB) fits neither an H200 nor an 80 GB card
+    # problem 23 itself (6.4 GB a tensor, 122.5 GB with one pool set) fits neither an H200
+    # nor an 80 GB card with a pool
     assert _plan_on(one, 139) is None and _plan_on(one, 80) is None
-    # 4096 x 245,760 (4.0 GB a tensor): 92.7 GB with one pool set, within 80 % of an H200's
-    # 139 GB, not with two (28 tensors); three seeds held together needed 133 GB
+    # 4096 x 245,760 (4.0 GB a tensor): 96.6 GB with two pool sets (24 tensors: 8 kept per
+    # set, 3 for a moment, the pool's inputs twice and the batch's 7), within 80 % of an
+    # H200's 139 GB, not with three (29 tensors); three seeds held together needed 133 GB
     tensor = 4096 * 245_760 * 4
     h200 = _plan_on(softmax(245_760), 139)
-    assert h200 is not None and h200.pool_sets == 1 and h200.need_bytes == 23 * tensor + scratch
-    assert 28 * tensor > footprint.MEMORY_SHARE * 139e9 and 33 * tensor > 0.8 * 139e9
-    # 4096 x 131,072 (a third of problem 23's columns, 2.1 GB a tensor): 60.3 GB with two
+    assert h200 is not None and h200.pool_sets == 2 and h200.need_bytes == 24 * tensor + scratch
+    assert 29 * tensor > footprint.MEMORY_SHARE * 139e9 and 33 * tensor > 0.8 * 139e9
+    # 4096 x 131,072 (a third of problem 23's columns, 2.1 GB a tensor): 62.3 GB with three
     # pool sets within 80 % of 80 GB (64 GB); three seeds held together needed 70.9 GB
     card80 = _plan_on(softmax(131_072), 80)
-    assert card80 is not None and card80.pool_sets == 2
+    assert card80 is not None and card80.pool_sets == 3
+    assert card80.need_bytes == 29 * 4096 * 131_072 * 4 + scratch
     assert 33 * 4096 * 131_072 * 4 > footprint.MEMORY_SHARE * 80e9
     assert _plan_on(softmax(131_072), 80, seeds=10).need_bytes == card80.need_bytes
 
@@ -495,9 +505,13 @@ def test_the_plan_of_a_problem_shaped_like_kernelbench_5_holds_each_term_once(tm
     assert need(1) == 2 * size.kept + size.transient + max(size.kept + size.in_worker,
                                                            i + size.batch(POOL_SETS))  # fmt: skip
     assert need(1) > int(footprint.MEMORY_SHARE * H100_FREE)  # 81.7 GB: more than 67.6
-    # a set per timed call: nothing kept throughout, one set made at a time beside the batch
-    assert need(0) == size.transient + size.kept + size.batch(POOL_SETS)
-    assert need(0) < 61e9 < 67e9  # it was planned at 98.9 GB: each term was summed
+    # a set per timed call: nothing kept throughout; the batch is the worker's alone (the
+    # judge holds nothing of the case then), and the judge's set and its transient meet
+    # either a checked call in the worker or the batch's three kept outputs, never the batch
+    assert need(0) == size.transient + size.kept + max(size.in_worker, POOL_SETS * o)
+    assert need(0) == 10 * o + size.blocks > size.batch(POOL_SETS) == 7 * o
+    assert need(0) < 43.1e9 < 67e9  # 98.9 GB when each term was summed; 60.3 when the batch
+    # was counted beside the judge's set
 
     plan = footprint.plan([size], [size], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
                           kept_cap=verdict.KEPT_OUTPUT_BYTES, on_gpu=True,
@@ -545,3 +559,89 @@ def test_with_room_for_a_set_per_call_only_a_problem_that_cannot_have_one_is_ski
     with pytest.raises(footprint.DoesNotFit, match="a set per timed call would fit, but") as no:
         _timed(KB / "relu.py")
     assert str(no.value).startswith("skipped: needs ") and no.value.plan["pool_sets"] == 1
+
+
+def test_the_plan_of_a_problem_shaped_like_kernelbench_23_fits_an_80_gb_card_with_a_set_per_call(
+    tmp_path,
+):
+    """4096 x 393,216 fp32 softmax (6.4 GB in, 6.4 GB out), sized on fake tensors: with a set
+    per timed call the batch (the worker's alone) is never counted beside the judge's set,
+    and the worker's kept outputs only beside the checks of the batch's sampled calls."""
+    problem = load_problem(_big_softmax(tmp_path), device="cpu", scale=1.0)
+    size = footprint.fake_set_size(problem, problem.timing_cases()[0])  # nothing allocated
+    t = BIG
+    assert (size.inputs, size.output, size.inputs64, size.output64) == (t, t, 2 * t, 2 * t)
+    assert size.kept == 4 * t and size.in_worker == 3 * t
+    assert size.transient == 3 * t + size.blocks  # a checked output with its snapshot
+    assert size.batch(POOL_SETS) == 7 * t  # the call tree, 3 kept, the call's own, 2 scratch
+    sets = [footprint.fake_set_size(problem, c) for c in [*problem.tests, *problem.benchmarks]]
+
+    def need(pool: int) -> int:
+        return footprint.need_bytes(sets, [size], pool, on_gpu=True, min_kept=POOL_SETS)
+
+    # what each moment holds, in tensors of 6.4 GB
+    set_up = size.kept + size.transient  # the re-check made, the baselines timed: 7
+    checked = size.transient + size.kept + size.in_worker  # a checked call: 10
+    loops = t + size.batch(POOL_SETS)  # the loop's cost, the re-check shelved: 8
+    batch = size.batch(POOL_SETS)  # the worker's batch, the judge holding nothing: 7
+    sampled = size.transient + size.kept + POOL_SETS * t  # a sampled output checked: 10
+    assert need(0) == max(set_up, loops, checked, batch, sampled) == 10 * t + size.blocks
+    # the plan before counted the batch beside the judge's set and the transient: 90.2 GB
+    assert size.transient + size.kept + batch == 14 * t + size.blocks > 90e9
+    plan = footprint.plan(sets, [size], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                          kept_cap=verdict.KEPT_OUTPUT_BYTES, on_gpu=True,
+                          available=(H100_FREE, "free device memory"), how="fake",
+                          fresh=True)  # fmt: skip
+    assert plan.pool_sets == 0 and plan.need_bytes == need(0)
+    assert 64.5e9 < plan.need_bytes <= plan.budget_bytes < 67.7e9
+    # the kept outputs get no more than the least batch (three calls of 6.4 GB)
+    assert plan.kept_output_bytes < 4 * t
+    assert need(1) > 120e9  # with one pool set kept: 122.5 GB, neither card
+    # on an H200 (139 GB free) the same: a pool does not fit, a set per call does
+    h200 = footprint.plan(sets, [size], wanted_sets=POOL_SETS, min_kept=POOL_SETS,
+                          kept_cap=verdict.KEPT_OUTPUT_BYTES, on_gpu=True,
+                          available=(139 * 10**9, "free device memory"), how="fake",
+                          fresh=True)  # fmt: skip
+    assert h200.pool_sets == 0 and h200.need_bytes == need(0)
+
+
+def test_with_a_set_per_call_every_cheat_still_fails_and_the_worker_drops_the_batch(
+    monkeypatch, as_h200
+):
+    """A small problem judged with no pool (the plan for problems like KernelBench 23): the
+    correct solution passes, the batch's outputs are gone from the worker before the re-check
+    call, and a solution that only works on checked calls, writes its inputs or returns a
+    stale answer fails."""
+    problem = load_problem(KB / "relu.py", device="cpu", scale=SCALE)
+    one = footprint.fake_set_size(problem, problem.timing_cases()[0])
+    need_none = footprint.need_bytes([one], [one], 0, on_gpu=False, min_kept=POOL_SETS)
+    _free(monkeypatch, int((need_none + 1000) / footprint.MEMORY_SHARE))
+    found = _timed(KB / "relu.py")
+    assert found.memory.pool_sets == 0 and found.memory.need_bytes == need_none
+    assert found.fresh == {"default": True} and found.pools == {"default": []}
+    after_recheck = []
+    check = found._check
+
+    def checking(worker, expected, kind):
+        result = check(worker, expected, kind)
+        if kind == "recheck":  # the batch's outputs, asked for after the checked call
+            after_recheck.append(worker.ask({"kind": "outputs", "indices": [0, 1, 2]}))
+        return result
+
+    monkeypatch.setattr(found, "_check", checking)
+    judged = found.evaluate(KB / "solutions/relu/correct/model_new.py")
+    assert judged.status == "pass", judged.message
+    assert judged.memory["pool_sets"] == 0
+    assert judged.cases[-1].kind == "recheck" and judged.cases[-1].ok
+    assert after_recheck == [{"outputs": {}}]  # dropped: not held beside the checked call
+    monkeypatch.setattr(found, "_check", check)
+    for cheat, says in (
+        (EVAL / "cheats/skips_when_timed.py", "(its own input set, seed "),
+        (EVAL / "checks/works_only_when_checked.py", "(its own input set, seed "),
+        (KB / "solutions/relu/wrong/mutates_input.py", "the solution wrote into input 0"),
+        (KB / "solutions/relu/wrong/cached.py", "during timing, call "),  # a stale answer
+        (EVAL / "cheats/memoises_pointer.py", "during timing, call "),
+    ):
+        failed = found.evaluate(cheat)
+        assert failed.status == "fail", (cheat.name, failed.status, failed.message)
+        assert says in failed.message, (cheat.name, failed.message)

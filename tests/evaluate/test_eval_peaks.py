@@ -185,11 +185,16 @@ def _returned_when_freed() -> None:
         raise OSError("mallopt refused")
 
 
-def test_the_whole_judges_peak_is_within_its_plan(tmp_path, monkeypatch, as_h200, small_blocks):
-    """Set up and one solution judged, timed calls on the host clock with one pool set kept:
-    the judge's resident set grows by no more than the plan's need on this host (its sets,
-    the transient and the shared pages of the inputs). Before, checking an output took ten
-    outputs' worth beside its set and the loop's own cost fifty."""
+@pytest.mark.parametrize("pool_sets", [1, 0])
+def test_the_whole_judges_peak_is_within_its_plan(
+    tmp_path, monkeypatch, as_h200, small_blocks, pool_sets
+):
+    """Set up and one solution judged, timed calls on the host clock with one pool set kept,
+    or with a set per timed call (no pool: the re-check made again from its seed, each
+    sampled call's set made again to check it): the judge's resident set grows by no more
+    than the plan's need on this host (its sets, the transient and the shared pages of the
+    inputs). Before, checking an output took ten outputs' worth beside its set and the
+    loop's own cost fifty."""
     try:
         _reset_peak()
         _returned_when_freed()
@@ -198,10 +203,11 @@ def test_the_whole_judges_peak_is_within_its_plan(tmp_path, monkeypatch, as_h200
     problem = sized_softmax(tmp_path, 1024, 8192)  # 32 MiB a tensor
     loaded = load_problem(problem, device="cpu", scale=1.0)
     size = footprint.fake_set_size(loaded, loaded.tests[0])
-    need = footprint.need_bytes([size], [size], 1, on_gpu=False, min_kept=POOL_SETS)
+    need = footprint.need_bytes([size], [size], pool_sets, on_gpu=False, min_kept=POOL_SETS)
     free = int((need + 1000) / footprint.MEMORY_SHARE)
     monkeypatch.setattr(evaluator, "available_bytes", lambda device: (free, "available RAM"))
-    monkeypatch.setattr(evaluator, "FRESH_MAKE_MAX_MS", -1.0)  # the pool is kept
+    # with a pool, no set is made fast enough for one per call; without, every one is
+    monkeypatch.setattr(evaluator, "FRESH_MAKE_MAX_MS", -1.0 if pool_sets else 1e9)
     options = Options(seeds=1, seed=5, compile=False, max_time_s=0.02, min_samples=3)
     found = Evaluator(load_problem(problem, device="cpu", scale=1.0), options)
     found.timing = True
@@ -210,7 +216,8 @@ def test_the_whole_judges_peak_is_within_its_plan(tmp_path, monkeypatch, as_h200
     base = int(re.search(r"VmRSS:\s+(\d+)", base).group(1)) * 1024
     _reset_peak()
     found.prepare()
-    assert found.memory.need_bytes == need and found.memory.pool_sets == 1
+    assert found.memory.need_bytes == need and found.memory.pool_sets == pool_sets
+    assert found.fresh == {"default": not pool_sets}
     judged = found.evaluate(SOLUTION)
     assert judged.status == "pass", judged.message
     grown = _resident() - base

@@ -84,6 +84,7 @@ from kernelab.evaluate.footprint import (
     fake_set_size,
     is_out_of_memory,
     plan,
+    release_cached,
     set_size,
 )
 from kernelab.evaluate.problem import Case, Problem, describe_exception
@@ -258,9 +259,12 @@ class Evaluator(TimedPhase):
         if self.timing:
             # Before any worker exists: nothing a solution starts can slow these down
             self.measure_baselines()
-            self.measure_loops()
         if self.memory.pool_sets == 0:
+            # the loop's cost keeps outputs as a batch does: not beside the re-checks
             self._shelve_rechecks()
+            release_cached(self.device)  # the re-checks' memory, for the worker's share
+        if self.timing:
+            self.measure_loops()
         self.prepared = True
 
     def _shelve_rechecks(self) -> None:

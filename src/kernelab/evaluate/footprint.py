@@ -337,31 +337,76 @@ def need_bytes(
       sum) and, on a GPU, what the worker holds of a checked call (SetSize.in_worker);
     - the timed calls, on a GPU: the worker's pool of every timing case and, for the one case
       timed at a time, its batch (SetSize.batch: the call tree, `min_kept` outputs and the
-      one being made, a set being made, the fingerprint's scratch); with 0, the one set the
-      judge makes at a time (a sampled call's, to check its output, or the re-check's).
+      one being made, a set being made, the fingerprint's scratch).
       The judge's own timed loops (the baselines, the loop's cost) run before any worker
       exists, within this phase's share.
+    With 0 (_need_without_pool) the judge holds nothing of a timing case while its calls run,
+    so the timed phase splits into moments that never coexist: the batch (the worker's alone:
+    the judge has handed its cached memory back to the device), the checks of its sampled
+    outputs (the worker's kept outputs beside the judge's set and transient) and the re-check
+    (a checked call: the worker has dropped the batch's outputs).
     On a CPU the worker is another process and its memory is not the judge's; the judge also
     maps the shared pages the inputs go through (arena.Arena: the largest inputs)."""
     every = [*checked, *timed]
     transient = max((s.transient for s in every), default=0)
-    if pool_sets:
-        throughout = (1 + pool_sets) * sum(s.kept for s in timed)
-        set_up = 0
+    if not pool_sets:
+        need = _need_without_pool(checked, timed, transient, on_gpu=on_gpu, min_kept=min_kept)
     else:
-        throughout = 0
-        set_up = sum(s.kept for s in timed)
-    worker = on_gpu
-    checking = max((s.kept + (s.in_worker if worker else 0) for s in checked), default=0)
-    timing = 0
-    if timed and not pool_sets:
-        timing = max(s.kept + (s.batch(min_kept) if worker else 0) for s in timed)
-    elif timed and worker:
-        timing = sum(pool_sets * s.inputs for s in timed) + max(s.batch(min_kept) for s in timed)
-    need = throughout + transient + max(set_up, checking, timing)
+        throughout = (1 + pool_sets) * sum(s.kept for s in timed)
+        worker = on_gpu
+        checking = max((s.kept + (s.in_worker if worker else 0) for s in checked), default=0)
+        timing = 0
+        if timed and worker:
+            timing = sum(pool_sets * s.inputs for s in timed) + max(
+                s.batch(min_kept) for s in timed
+            )
+        need = throughout + transient + max(checking, timing)
     if not on_gpu:
         need += max((s.inputs for s in every), default=0)
     return need
+
+
+def _need_without_pool(
+    checked: list[SetSize], timed: list[SetSize], transient: int, *, on_gpu: bool, min_kept: int
+) -> int:
+    """need_bytes with no pool (a set per timed call), the largest of five moments that never
+    coexist; on a GPU each process hands its cached memory back (release_cached) where the
+    next moment is another process's:
+    - set-up: every timing case's re-check (held until the baselines are timed) and the
+      transient; then the judge drops them to meta tensors and hands their memory back;
+    - the loop's own cost, timed by the judge after that, before any worker exists: a
+      stand-in of the output and a batch (SetSize.batch) on the judge's side;
+    - a checked call (a correctness set, or a timing case's re-check made again after its
+      calls): the judge's set and transient, and on a GPU the worker's copy of the inputs,
+      the output and its snapshot (SetSize.in_worker; it dropped the batch's outputs);
+    - a timed batch, on a GPU: the worker's batch alone (SetSize.batch); the judge holds
+      nothing of the case (its re-check is shelved, the seeds go one at a time) and handed
+      its cached memory back before the batch;
+    - the checks of a batch's sampled outputs: the judge makes each call's set again and
+      checks the fetched output (the set and the transient: making it, or the fetched
+      output, its fingerprint's scratch and the comparison's blocks), while the worker
+      keeps the batch's `min_kept` outputs (it handed the rest of the batch back)."""
+    set_up = sum(s.kept for s in timed) + transient
+    loops = max((s.output + s.batch(min_kept) for s in timed), default=0)
+    worker = on_gpu
+    check = transient + max(
+        (s.kept + (s.in_worker if worker else 0) for s in [*checked, *timed]), default=0
+    )
+    batch = max((s.batch(min_kept) for s in timed), default=0) if worker else 0
+    sampled = 0
+    if timed:
+        sampled = transient + max(s.kept + (min_kept * s.output if worker else 0) for s in timed)
+    return max(set_up, loops, check, batch, sampled)
+
+
+def release_cached(device) -> None:
+    """Hand the memory torch's caching allocator holds unused back to the device (a GPU), so
+    that the other process (judge or worker) can have it: the plan of a set per timed call
+    (need_bytes with 0) counts the two processes' moments apart."""
+    if getattr(device, "type", str(device)) == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def plan(

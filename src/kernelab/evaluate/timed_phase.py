@@ -14,6 +14,7 @@ from pathlib import Path
 from kernelab.environment import software_versions
 from kernelab.errors import KernelabError
 from kernelab.evaluate import observed, trees
+from kernelab.evaluate.footprint import release_cached
 from kernelab.evaluate.problem import Case, describe_exception
 from kernelab.evaluate.timed_calls import UNREADABLE, Fresh, Rotation, fingerprint, run_calls
 from kernelab.evaluate.verdict import (
@@ -144,13 +145,16 @@ class TimedPhase:
             return self.loop_ms
         for case in self.problem.timing_cases():
             label, template = case.label, self.rechecks[case.label]
+            # a shelved re-check (no pool: footprint.need_bytes) has meta tensors; the null
+            # call returns a stand-in of the output's shape, dtype and strides instead
+            output = trees.map_tensors(self._stand_in, template.eager)
             runs = [
                 observed.loop_cost_ms(
                     self._sets(label, self._call_seeds(label, observed.NULL_CALLS_MAX)),
                     buffers=template.buffers,
                     calls=observed.NULL_CALLS_MAX,
                     mode=self.options.mode,
-                    output=template.eager,
+                    output=output,
                     kept_calls=self._kept_calls(template),
                 )
                 / observed.NULL_CALLS_MAX
@@ -158,8 +162,19 @@ class TimedPhase:
             ]
             self.loop_ms[label] = statistics.median(runs)
             if self.fresh.get(label):  # each call's seed is a round trip to the worker
-                self.loop_ms[label] += observed.round_trip_ms(template.eager)
+                self.loop_ms[label] += observed.round_trip_ms(output)
+            del output
         return self.loop_ms
+
+    def _stand_in(self, tensor):
+        """A real tensor for a meta one (zeros, its shape, strides and dtype on the device)."""
+        import torch
+
+        if not isinstance(tensor, torch.Tensor) or tensor.device.type != "meta":
+            return tensor
+        return torch.empty_strided(
+            tensor.shape, tensor.stride(), dtype=tensor.dtype, device=self.device
+        ).zero_()
 
     def _placements(self, cost, time_ms: float) -> tuple[dict | None, list[str]]:
         spec = gpu_ceilings.this_gpu("timing").spec
@@ -322,6 +337,9 @@ class TimedPhase:
              "buffers": sorted(buffers)}
         )  # fmt: skip
         note(f"{self.problem.name} {label}: timing {Path(verdict.solution).name}")
+        # the judge holds nothing of a case with a set per call while its batches run: what
+        # its checks held goes back to the device, the batch's to have (footprint.need_bytes)
+        release_cached(self.device)
         # The seeds travel with each request: the worker learns a set only when it must
         # make it, inside the judge's clock around the batch.
         warm, _ = self._calls(worker, label, WARMUP_CALLS, self._call_seeds(label, WARMUP_CALLS))

@@ -49,6 +49,7 @@ from pathlib import Path
 from kernelab.evaluate import trees
 from kernelab.evaluate.arena import Arena
 from kernelab.evaluate.channel import ChannelClosed, receive, send
+from kernelab.evaluate.footprint import release_cached
 from kernelab.evaluate.formats import describe_exception, load_problem
 from kernelab.evaluate.timed_calls import Rotation, Streamed, run_calls
 from kernelab.harness.check import poisoned_allocations
@@ -146,6 +147,11 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
             pools[request["label"]] = (request["pool"], set(request["buffers"]))
             reply({"ok": True})
         elif kind == "call":
+            # a checked call comes after the judge has fetched what it checks of the last
+            # batch: its outputs are not held beside the call (the memory plan,
+            # footprint.need_bytes with no pool)
+            outputs = []
+            release_cached(problem.device)
             try:
                 if "layout" in request:
                     data = arena.view(request["layout"])
@@ -173,6 +179,9 @@ def serve(read_fd: int, write_fd: int, arena_fd: int | None = None) -> int:
                 answer = {"samples_ms": samples, "fingerprints": prints}
             except Exception as exc:
                 outputs, answer = [], {"raised": describe_exception(exc)}
+            # the batch's call tree and scratch back to the device: while the judge checks
+            # the sampled outputs, only the kept outputs are the worker's
+            release_cached(problem.device)
             reply(answer)
         elif kind == "outputs":
             chosen = [i for i in request["indices"] if 0 <= i < len(outputs)]
