@@ -11,21 +11,16 @@ the general one. sweep.py lists the candidates a GPU run times to fill it.
 
 from __future__ import annotations
 
-import functools
-import json
 from pathlib import Path
 
 from kernelab.errors import KernelabError
+from kernelab.runtime import launch_tables
+from kernelab.runtime.launch_tables import MEASURED as MEASURED  # the status, as callers read it
+from kernelab.runtime.launch_tables import power_of_two
 
 TABLE_PATH = Path(__file__).with_name("launches.json")
 KINDS = ("int8", "fp8", "int4")
-MEASURED = "measured"
 LAUNCH_KEYS = ("BLOCK_N", "BLOCK_K", "X_AS_TILE", "num_warps", "num_stages", "split")
-
-
-def _power_of_two(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and (
-        value & (value - 1)) == 0  # fmt: skip
 
 
 def check_launch(launch: dict, where: str = "launch") -> dict:
@@ -34,7 +29,7 @@ def check_launch(launch: dict, where: str = "launch") -> dict:
     if missing:
         raise KernelabError(f"{where} lacks {', '.join(missing)}")
     for key in ("BLOCK_N", "BLOCK_K", "num_warps"):
-        if not _power_of_two(launch[key]):
+        if not power_of_two(launch[key]):
             raise KernelabError(f"{where}: {key} must be a power of two, got {launch[key]!r}")
     if not isinstance(launch["num_stages"], int) or not 1 <= launch["num_stages"] <= 8:
         raise KernelabError(f"{where}: num_stages must be 1 to 8, got {launch['num_stages']!r}")
@@ -48,52 +43,18 @@ def check_launch(launch: dict, where: str = "launch") -> dict:
 
 def check_table(table: dict, where: str = "launches.json") -> dict:
     """The table when every entry is well formed and no two entries claim one key."""
-    entries = table.get("entries") if isinstance(table, dict) else None
-    if not isinstance(entries, list):
-        raise KernelabError(f"{where} holds no list of entries")
-    seen = set()
-    for i, entry in enumerate(entries):
-        what = f"{where} entry {i}"
-        for key in ("kind", "m", "launch", "status"):
-            if key not in entry:
-                raise KernelabError(f"{what} lacks {key}")
-        if entry["kind"] not in KINDS:
-            raise KernelabError(f"{what}: kind must be one of {', '.join(KINDS)}")
-        key = (entry["kind"], entry["m"], entry.get("n"), entry.get("k"))
-        if key in seen:
-            raise KernelabError(f"{what} repeats kind, m, n, k = {key}")
-        seen.add(key)
-        if (entry.get("n") is None) != (entry.get("k") is None):
-            raise KernelabError(f"{what}: n and k are both a shape or both null")
-        check_launch(entry["launch"], what)
-        if entry["status"] == MEASURED and not entry.get("record"):
-            raise KernelabError(f"{what} is measured but names no record")
-    return table
-
-
-@functools.cache
-def _load(path: str) -> dict:
-    try:
-        table = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise KernelabError(f"cannot read the launch table {path}: {exc}") from None
-    return check_table(table, Path(path).name)
+    return launch_tables.check_table(table, where, key="kind", check_launch=check_launch,
+                                     allowed=KINDS)  # fmt: skip
 
 
 def load_table(path: str | Path | None = None) -> dict:
     """The table at `path` (default: launches.json beside this file), checked, read once."""
-    return _load(str(path or TABLE_PATH))
+    return launch_tables.load_table(str(path or TABLE_PATH), check_table, "launch table")
 
 
 def lookup(kind: str, m: int, n: int, k: int, table: dict | None = None) -> dict | None:
     """The launch for one call: the smallest bucket >= m of the kind, its exact (n, k) entry
     if it has one, else its general one; None when the table has neither."""
     table = table if table is not None else load_table()
-    mine = [e for e in table["entries"] if e["kind"] == kind and e["m"] >= m]
-    if not mine:
-        return None
-    bucket = min(e["m"] for e in mine)
-    exact = [e for e in mine if e["m"] == bucket and (e.get("n"), e.get("k")) == (n, k)]
-    general = [e for e in mine if e["m"] == bucket and e.get("n") is None]
-    found = (exact or general or [None])[0]
+    found = launch_tables.lookup([e for e in table["entries"] if e["kind"] == kind], m, n, k)
     return dict(found["launch"]) if found else None

@@ -30,8 +30,6 @@ entry take the GEMV's GPU_TILES. Calls replay their launches through runtime.lau
 
 from __future__ import annotations
 
-import functools
-import json
 from pathlib import Path
 
 import torch
@@ -39,7 +37,7 @@ import triton
 import triton.language as tl
 
 from kernelab.errors import KernelabError
-from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count
+from kernelab.ops.gemv import MAX_M, SUPPORTED_DTYPES, sm_count, tiles
 from kernelab.ops.gemv import plan as gemv_plan
 from kernelab.runtime.launch_plans import keep, planned
 from kernelab.runtime.tuner import interpreting
@@ -47,13 +45,10 @@ from kernelab.runtime.tuner import interpreting
 TABLE_PATH = Path(__file__).with_name("gate_up_tiles.json")
 
 
-@functools.cache
 def load_table() -> dict:
-    """gate_up_tiles.json (ops/gemv/tiles.json's format; tests check it with its check_table)."""
-    try:
-        return json.loads(TABLE_PATH.read_text())
-    except (OSError, ValueError) as exc:
-        raise KernelabError(f"cannot read the gate/up tile table {TABLE_PATH}: {exc}") from None
+    """gate_up_tiles.json, in ops/gemv/tiles.json's format: checked by its check_table, read
+    once."""
+    return tiles.load_table(TABLE_PATH)
 
 
 @triton.jit
