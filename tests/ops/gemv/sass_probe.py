@@ -2,33 +2,15 @@
 the opcode counts of its K loop's body and its local-memory instructions. Run as a script by
 test_gemv_compile.py in a process without TRITON_INTERPRET (no GPU needed)."""
 
-import collections
 import json
-import re
 import sys
-import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernelab.ops.gemv.split_k import gemv_split_kernel
-from kernelab.runtime.cuda.sass import disassemble
-
-LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
-
-
-def k_loop(listing):
-    """Opcodes of the innermost backward branch's body that loads W (the K loop)."""
-    code = [(int(a, 16), op, rest) for a, op, rest in LINE.findall(listing)]
-    loops = []
-    for address, op, rest in code:
-        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
-        if target and int(target.group(1), 16) < address:
-            body = [o for a, o, _ in code if int(target.group(1), 16) <= a <= address]
-            if any(o.startswith("LDG") or o.startswith("LDGSTS") for o in body):
-                loops.append(body)
-    return min(loops, key=len) if loops else []
+from kernelab.runtime.cuda.sass import loop_report
 
 
 def build(late, block_n, block_k, warps, stages, x_as_tile=False):
@@ -87,15 +69,7 @@ def build(late, block_n, block_k, warps, stages, x_as_tile=False):
     compiled = triton.compile(
         source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages}
     )
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(compiled.asm["cubin"])
-        cubin.flush()
-        listing = disassemble(cubin.name)
-    whole = collections.Counter(op for _, op, _ in LINE.findall(listing))
-    return {
-        "loop": collections.Counter(k_loop(listing)),
-        "local": sum(n for op, n in whole.items() if op.split(".")[0] in ("LDL", "STL")),
-    }
+    return loop_report(compiled.asm["cubin"])
 
 
 if __name__ == "__main__":

@@ -9,16 +9,10 @@ tile sweep's to measure (benchmarks/gemv_tiles.py); this is why it asks."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
+from sass_probes import run_probe, total
 
 PROBE = Path(__file__).with_name("sass_probe.py")  # {form: {"loop": ..., "local": ...}}
 
@@ -31,23 +25,9 @@ FORMS = {  # name: (LATE_SUM, BLOCK_N, BLOCK_K, num_warps, STAGES, X_AS_TILE)
 }
 
 
-def _total(loop: Counter, *prefixes: str) -> int:
-    return sum(n for op, n in loop.items() if op.startswith(prefixes))
-
-
 @pytest.fixture(scope="module")
 def compiled():
-    from kernelab.runtime.cuda.sass import find_tool
-
-    if find_tool("cuobjdump") is None:
-        pytest.skip("needs cuobjdump (the Triton wheel carries it)")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT / "src")
-    probe = subprocess.run([sys.executable, str(PROBE), json.dumps(FORMS)], capture_output=True,
-                           text=True, env=env, timeout=600)  # fmt: skip
-    assert probe.returncode == 0, probe.stderr[-2000:]
-    found = json.loads(probe.stdout.strip().splitlines()[-1])
-    return {name: (Counter(form["loop"]), form["local"]) for name, form in found.items()}
+    return run_probe(PROBE, FORMS, timeout=600)
 
 
 @pytest.mark.slow
@@ -56,8 +36,8 @@ def test_every_m1_form_streams_w_in_16_byte_loads_without_local_memory(compiled)
         assert loop, f"{name}: no K loop found in the SASS"
         # 64 bf16 values of W a thread a step: 8 loads of 16 bytes, and one FMA each; x as a
         # tile: its 64 values of the thread's K positions too, 8 more (L1 serves the repeats)
-        assert _total(loop, "LDG.E.128") == (16 if name.startswith("late_x") else 8), (name, loop)
-        assert _total(loop, "FFMA") == 64, (name, loop)
+        assert total(loop, "LDG.E.128") == (16 if name.startswith("late_x") else 8), (name, loop)
+        assert total(loop, "FFMA") == 64, (name, loop)
         assert local == 0, f"{name} spills ({local} local-memory instructions)"
 
 
@@ -65,16 +45,16 @@ def test_every_m1_form_streams_w_in_16_byte_loads_without_local_memory(compiled)
 def test_the_late_sum_takes_the_reduction_out_of_the_k_loop(compiled):
     step, _ = compiled["step n64 k128"]
     # the step form: a cross-lane reduction every K step
-    assert _total(step, "SHFL") >= 64 and _total(step, "BAR") >= 8, step
+    assert total(step, "SHFL") >= 64 and total(step, "BAR") >= 8, step
     for name in ("late n64 k128", "late n32 k256"):
         late, _ = compiled[name]
-        assert _total(late, "SHFL") == 0, (name, late)
-        assert _total(late, "BAR") <= 4 < _total(step, "BAR"), (name, late)  # x's row only
-        assert _total(late, "STS", "STSM", "LDS", "LDSM") < _total(step, "STS", "LDS", "LDSM")
+        assert total(late, "SHFL") == 0, (name, late)
+        assert total(late, "BAR") <= 4 < total(step, "BAR"), (name, late)  # x's row only
+        assert total(late, "STS", "STSM", "LDS", "LDSM") < total(step, "STS", "LDS", "LDSM")
 
 
 @pytest.mark.slow
 def test_x_as_a_tile_leaves_the_k_loop_loads_and_fmas(compiled):
     for name in ("late_x n64 k128", "late_x n32 k256"):
         loop, _ = compiled[name]
-        assert _total(loop, "BAR", "SHFL", "STS", "STSM", "LDS", "LDSM") == 0, (name, loop)
+        assert total(loop, "BAR", "SHFL", "STS", "STSM", "LDS", "LDSM") == 0, (name, loop)

@@ -3,11 +3,8 @@ gate_up_late_kernel) for sm_90 in forms given as JSON and prints, per form, the 
 of its K loop's body and its local-memory instructions. Run as a script by
 test_quant_gemv_compile.py in a process without TRITON_INTERPRET (no GPU needed)."""
 
-import collections
 import json
-import re
 import sys
-import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -15,23 +12,7 @@ from triton.compiler import ASTSource
 
 from kernelab.ops.quant_gemv.late import int4_late_kernel, per_channel_late_kernel
 from kernelab.ops.swiglu.gate_up_gemv import gate_up_late_kernel
-from kernelab.runtime.cuda.sass import disassemble
-
-LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
-
-
-def k_loop(listing):
-    """Opcodes of the innermost backward branch's body that loads from global memory."""
-    code = [(int(a, 16), op, rest) for a, op, rest in LINE.findall(listing)]
-    loops = []
-    for address, op, rest in code:
-        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
-        if target and int(target.group(1), 16) < address:
-            body = [o for a, o, _ in code if int(target.group(1), 16) <= a <= address]
-            if any(o.startswith("LDG") for o in body):
-                loops.append(body)
-    return min(loops, key=len) if loops else []
-
+from kernelab.runtime.cuda.sass import loop_report
 
 # kernel -> (the function, its pointer and integer arguments' types, the constant strides, the
 # arguments a launch at K % 16 == 0 and aligned tensors marks divisible by 16)
@@ -72,15 +53,7 @@ def build(kind, constants, warps, stages):
                        constexprs={(index(n),): v for n, v in constants.items()})  # fmt: skip
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": warps, "num_stages": stages})  # fmt: skip
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(compiled.asm["cubin"])
-        cubin.flush()
-        listing = disassemble(cubin.name)
-    whole = collections.Counter(op for _, op, _ in LINE.findall(listing))
-    return {
-        "loop": collections.Counter(k_loop(listing)),
-        "local": sum(n for op, n in whole.items() if op.split(".")[0] in ("LDL", "STL")),
-    }
+    return loop_report(compiled.asm["cubin"])
 
 
 if __name__ == "__main__":

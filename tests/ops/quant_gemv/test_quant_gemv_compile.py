@@ -7,16 +7,11 @@ W's layout through shared memory, barriers and all (the sweep times both)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
+from sass_probes import run_probe, total
 
-ROOT = Path(__file__).resolve().parents[3]
 PROBE = Path(__file__).with_name("quant_sass_probe.py")
 
 # name: (kind, constants, num_warps, stages)
@@ -39,23 +34,9 @@ FORMS = {
 }  # fmt: skip
 
 
-def _total(loop: Counter, *prefixes: str) -> int:
-    return sum(n for op, n in loop.items() if op.startswith(prefixes))
-
-
 @pytest.fixture(scope="module")
 def compiled():
-    from kernelab.runtime.cuda.sass import find_tool
-
-    if find_tool("cuobjdump") is None:
-        pytest.skip("needs cuobjdump (the Triton wheel carries it)")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT / "src")
-    probe = subprocess.run([sys.executable, str(PROBE), json.dumps(FORMS)], capture_output=True,
-                           text=True, env=env, timeout=900)  # fmt: skip
-    assert probe.returncode == 0, probe.stderr[-2000:]
-    found = json.loads(probe.stdout.strip().splitlines()[-1])
-    return {name: (Counter(form["loop"]), form["local"]) for name, form in found.items()}
+    return run_probe(PROBE, FORMS, timeout=900)
 
 
 SHARED = ("BAR", "SHFL", "STS", "STSM", "LDS", "LDSM")
@@ -65,10 +46,10 @@ SHARED = ("BAR", "SHFL", "STS", "STSM", "LDS", "LDSM")
 def test_x_as_a_tile_leaves_loads_and_arithmetic_in_the_k_loop(compiled):
     for name, (loop, local) in compiled.items():
         assert loop, f"{name}: no K loop found in the SASS"
-        assert _total(loop, "LDL", "STL") == 0, (name, loop)
+        assert total(loop, "LDL", "STL") == 0, (name, loop)
         assert local == 0, f"{name} spills ({local} local-memory instructions)"
         if "x-tile" in name:
-            assert _total(loop, *SHARED) == 0, (name, loop)
+            assert total(loop, *SHARED) == 0, (name, loop)
 
 
 @pytest.mark.slow
@@ -76,28 +57,28 @@ def test_the_loads_of_a_step(compiled):
     # int8/fp8: 32 weights a thread = two 16-byte loads of W, 32 bf16 of x = four
     for name in ("int8 x-tile n4 k1024", "fp8 x-tile n4 k1024"):
         loop, _ = compiled[name]
-        assert _total(loop, "LDG.E.128") == 6, (name, loop)
-        assert _total(loop, "FFMA") == 32, (name, loop)
+        assert total(loop, "LDG.E.128") == 6, (name, loop)
+        assert total(loop, "FFMA") == 32, (name, loop)
     # int4: 32 packed bytes a thread (16 in each of two rows): two 16-byte loads; x's 32
     # values of those columns as 16 words: four (the two rows share them: one load serves
     # both); one fp16 scale (and a zero point) a group, two groups; an FMUL and an FFMA a
     # pair of products, one FFMA a byte for the scale
     for name in ("int4 x-tile n8 g8", "int4 zp x-tile n8 g8"):
         loop, _ = compiled[name]
-        assert _total(loop, "LDG.E.128") == 6, (name, loop)
-        assert _total(loop, "LDG.E.U16") == 2, (name, loop)
-        assert _total(loop, "LDG.E.U8") == (2 if "zp" in name else 0), (name, loop)
+        assert total(loop, "LDG.E.128") == 6, (name, loop)
+        assert total(loop, "LDG.E.U16") == 2, (name, loop)
+        assert total(loop, "LDG.E.U8") == (2 if "zp" in name else 0), (name, loop)
         # 2^23 bit tricks, not the I2F unit, for the nibbles: I2F only for a zero point a group
-        assert _total(loop, "I2F") == (2 if "zp" in name else 0), (name, loop)
-        assert _total(loop, "FFMA") == 64 and _total(loop, "FMUL") == 32, (name, loop)
+        assert total(loop, "I2F") == (2 if "zp" in name else 0), (name, loop)
+        assert total(loop, "FFMA") == 64 and total(loop, "FMUL") == 32, (name, loop)
     # gate/up: 16 values of each weight a thread: two 16-byte loads each and two of x
     loop, _ = compiled["gate_up x-tile n4 k1024"]
-    assert _total(loop, "LDG.E.128") == 6, loop
-    assert _total(loop, "FFMA") == 32, loop
+    assert total(loop, "LDG.E.128") == 6, loop
+    assert total(loop, "FFMA") == 32, loop
 
 
 @pytest.mark.slow
 def test_x_as_a_row_goes_through_shared_memory(compiled):
     for name in ("int8 x-row n4 k1024", "int4 x-row n8 g8"):
         loop, _ = compiled[name]
-        assert _total(loop, "BAR") >= 2 and _total(loop, "SHFL") == 0, (name, loop)
+        assert total(loop, "BAR") >= 2 and total(loop, "SHFL") == 0, (name, loop)

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from kernelab.errors import KernelabError, MissingToolError
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # "/*0060*/   @!P0 LDG.E.128 R4, desc[UR4][R2.64] ;" -> the opcode with its modifiers
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# the same line with its address and operands (the branch target of a BRA among them)
+_ADDRESSED = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 
 
 @functools.cache
@@ -68,6 +71,32 @@ def functions(listing: str) -> dict[str, list[str]]:
         elif current is not None and (m := _INSTRUCTION.match(line)):
             current.append(m.group(1))
     return result
+
+
+def main_loop(listing: str, loads: str = "LDG") -> list[str]:
+    """Opcodes of the shortest loop (a backward branch's body) that holds an instruction
+    starting with `loads`: a streaming kernel's main loop, a GEMV's K loop; [] when none."""
+    code = [(int(a, 16), op, rest) for a, op, rest in _ADDRESSED.findall(listing)]
+    loops = []
+    for address, op, rest in code:
+        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
+        if target and int(target.group(1), 16) < address:
+            body = [o for a, o, _ in code if int(target.group(1), 16) <= a <= address]
+            if any(o.startswith(loads) for o in body):
+                loops.append(body)
+    return min(loops, key=len) if loops else []
+
+
+def loop_report(cubin: bytes) -> dict:
+    """A compiled kernel's main loop as opcode counts ("loop") and its local-memory
+    instructions, anywhere in it ("local": spills), from the cubin's bytes."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        listing = disassemble(file.name)
+    whole = Counter(op for _, op, _ in _ADDRESSED.findall(listing))
+    return {"loop": Counter(main_loop(listing)),
+            "local": sum(n for op, n in whole.items() if op.split(".")[0] in ("LDL", "STL"))}  # fmt: skip
 
 
 def opcode_counts(cubin: str | os.PathLike, kernel: str) -> Counter:
