@@ -17,27 +17,6 @@
 // Proof: dram__bytes.sum falls against step 3 (2n x 4 against 3n x 4).
 #include "common.cuh"
 
-#define STATUS_EMPTY 0ull
-#define STATUS_AGGREGATE 1ull
-#define STATUS_PREFIX 2ull
-
-typedef unsigned long long descriptor_t;
-
-template <typename T>
-__device__ __forceinline__ descriptor_t pack(descriptor_t status, T value) {
-    unsigned bits;
-    memcpy(&bits, &value, sizeof(bits));
-    return (status << 32) | bits;
-}
-
-template <typename T>
-__device__ __forceinline__ T unpack(descriptor_t word) {
-    const unsigned bits = static_cast<unsigned>(word);
-    T value;
-    memcpy(&value, &bits, sizeof(value));
-    return value;
-}
-
 // The sum of every tile before `tile` (tile >= 1), read from the predecessors' descriptors.
 template <typename T>
 __device__ __forceinline__ T look_back(volatile descriptor_t *descriptors, index_t tile) {

@@ -32,31 +32,10 @@
 #define WIDE_VECTORS (WIDE_ITEMS / 4)  // 16-byte loads (and stores) a thread
 static_assert(WIDE_ITEMS % 4 == 0 && WIDE_ITEMS >= 4, "SCAN05_ITEMS: a multiple of 4");
 
-#define STATUS_EMPTY 0ull
-#define STATUS_AGGREGATE 1ull
-#define STATUS_PREFIX 2ull
-
-typedef unsigned long long descriptor_t;
-
 template <typename T>
 struct __align__(16) Pack4 {
     T v[4];
 };
-
-template <typename T>
-__device__ __forceinline__ descriptor_t pack(descriptor_t status, T value) {
-    unsigned bits;
-    memcpy(&bits, &value, sizeof(bits));
-    return (status << 32) | bits;
-}
-
-template <typename T>
-__device__ __forceinline__ T unpack(descriptor_t word) {
-    const unsigned bits = static_cast<unsigned>(word);
-    T value;
-    memcpy(&value, &bits, sizeof(value));
-    return value;
-}
 
 // x[base, base + WIDE_TILE) into shared memory and each thread's WIDE_ITEMS consecutive
 // elements into registers; past n reads as 0. `vector`: a full tile at a 16-byte boundary.

@@ -127,3 +127,27 @@ __device__ __forceinline__ void add_offsets(index_t n, T *out, const T *offsets)
     extern "C" __global__ void __launch_bounds__(SCAN_THREADS) name##_i32 PARAMS(int) {        \
         name<int> ARGS;                                                                        \
     }
+
+// The single-pass steps' (4 and 5) tile descriptors: one 64-bit word a tile, its status in
+// the high half and its value's 32 bits in the low half, so one store publishes both and one
+// load reads a consistent pair. The caller zeroes them (STATUS_EMPTY) before each launch.
+#define STATUS_EMPTY 0ull
+#define STATUS_AGGREGATE 1ull
+#define STATUS_PREFIX 2ull
+
+typedef unsigned long long descriptor_t;
+
+template <typename T>
+__device__ __forceinline__ descriptor_t pack(descriptor_t status, T value) {
+    unsigned bits;
+    memcpy(&bits, &value, sizeof(bits));
+    return (status << 32) | bits;
+}
+
+template <typename T>
+__device__ __forceinline__ T unpack(descriptor_t word) {
+    const unsigned bits = static_cast<unsigned>(word);
+    T value;
+    memcpy(&value, &bits, sizeof(value));
+    return value;
+}
