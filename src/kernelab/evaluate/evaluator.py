@@ -126,33 +126,6 @@ def _dtype_name(dtype) -> str | None:
     return name
 
 
-def _same_structure(a, b) -> bool:
-    """Whether two trees have the same paths, with tensors where the other has tensors."""
-    import torch
-
-    ours, theirs = trees.leaves(a), trees.leaves(b)
-    return len(ours) == len(theirs) and all(
-        p == q and isinstance(x, torch.Tensor) == isinstance(y, torch.Tensor)
-        for (p, x), (q, y) in zip(ours, theirs, strict=True)
-    )
-
-
-def _same_set(a, b) -> bool:
-    """Whether two input sets are the same: structure, every tensor's bytes, other leaves."""
-    import torch
-
-    if not _same_structure(a, b):
-        return False
-    pairs = list(zip(trees.leaves(a), trees.leaves(b), strict=True))
-    for (_, x), (_, y) in pairs:
-        if isinstance(x, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-        elif type(x) is not type(y) or x != y:
-            return False
-    return not trees.changed_paths(a, b)
-
-
 def _odd_tensor(out, ref) -> str | None:
     """Why an output leaf cannot stand where the reference has tensor `ref`, or None: not a
     tensor, a subclass, not strided (sparse), without values (meta), on another device."""
@@ -405,7 +378,7 @@ class Evaluator(TimedPhase):
 
         seed = rng.randrange(2**31)
         first = make(seed)  # two sets at most at a time: within the plan's transient
-        if not _same_set(first, make(seed)):
+        if not trees.same_set(first, make(seed)):
             return "the generator gives different inputs for the same seed"
         if compatible([first, make(rng.randrange(2**31))]) is not None:
             return "its input sets differ in structure, shape or dtype from seed to seed"
@@ -602,7 +575,7 @@ class Evaluator(TimedPhase):
         out, snapshot = reply.pop("out", None), reply.pop("snapshot", None)
         if self.on_gpu and snapshot is None:
             snapshot = out  # nothing to compare: the output itself must be right
-        if not _same_structure(given, expected.data):
+        if not trees.same_structure(given, expected.data):
             result.message = "the worker did not send back the inputs it was given"
             return result
         mutation = trees.mutation_message(expected.data, given, expected.buffers)

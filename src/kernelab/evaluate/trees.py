@@ -105,6 +105,33 @@ def changed_paths(before: Any, after: Any) -> list[str]:
     ]
 
 
+def same_structure(a, b) -> bool:
+    """Whether two trees have the same paths, with tensors where the other has tensors."""
+    import torch
+
+    ours, theirs = leaves(a), leaves(b)
+    return len(ours) == len(theirs) and all(
+        p == q and isinstance(x, torch.Tensor) == isinstance(y, torch.Tensor)
+        for (p, x), (q, y) in zip(ours, theirs, strict=True)
+    )
+
+
+def same_set(a, b) -> bool:
+    """Whether two input sets are the same: structure, every tensor's bytes, other leaves."""
+    import torch
+
+    if not same_structure(a, b):
+        return False
+    pairs = list(zip(leaves(a), leaves(b), strict=True))
+    for (_, x), (_, y) in pairs:
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return not changed_paths(a, b)
+
+
 def mutation_message(before: Any, after: Any, allowed: set[str]) -> str | None:
     """How the candidate changed an input it should only read, or None (compared a block
     at a time: kernelab.harness.check.mutation).
