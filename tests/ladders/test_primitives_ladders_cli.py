@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelab.ladders.engine import SHARED_LOADS, ZERO_ALLOWANCE_PER_LOAD
-from kernelab.ladders.transpose.steps import BANK_LD
+from kernelab.ladders.transpose.steps import BANK_LD, LOAD_REQUESTS
 from kernelab.runtime.cuda import build as cuda_build
 
 ROOT = Path(__file__).parents[2]
@@ -132,7 +132,7 @@ def test_on_a_gpu_the_profile_fills_each_steps_proof_metric(dtype):
     done = _kernelab_gpu("transpose", "--profile", "--sizes", "2048", "--dtype", dtype, "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["profile"]
-    assert [r["step"] for r in rows] == [f"transpose:0{i}" for i in range(1, 5)]
+    assert [r["step"] for r in rows] == [f"transpose:0{i}" for i in range(1, 6)]
     assert all(r["value"] is not None for r in rows)
     by_step = {r["step"]: r for r in rows}
     # a column walk of step 2 conflicts 32-way (fp32) or 16-way (bf16): 31 or 15 extra
@@ -143,3 +143,8 @@ def test_on_a_gpu_the_profile_fills_each_steps_proof_metric(dtype):
     for fixed in ("transpose:03", "transpose:04"):
         assert by_step[fixed]["per_load"] <= ZERO_ALLOWANCE_PER_LOAD, by_step[fixed]
         assert by_step[fixed]["verdict"] == "PASS"
+    # step 5 moves pairs: the same bytes in half the warp-wide load instructions, so its
+    # proof (global load requests) must fall below step 4's
+    wide = by_step["transpose:05"]
+    assert wide["metrics"][LOAD_REQUESTS] < by_step["transpose:04"]["metrics"][LOAD_REQUESTS]
+    assert wide["verdict"] == "PASS", wide
